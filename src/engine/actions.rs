@@ -1,0 +1,293 @@
+//! What people (and clients) ask of a task, and how each request becomes a transition.
+//! These functions run inside one write transaction and are shared by the engine and by
+//! the CLI when no engine runs.
+
+use super::error::{EngineError, Result};
+use super::transition::{FactsOwned, Moved, entry_state, pipeline_of, transition};
+use crate::pipeline::{Decision, Pipeline, StatusKind, Trigger, decide, decide_move};
+use crate::store::{Db, NewEvent, RunState, StepState, Task, TaskState};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+/// A request about one task. Also the JSON body of a queued command.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum Action {
+    Start,
+    Approve { note: Option<String> },
+    Reject { note: Option<String> },
+    Move { to: String, note: Option<String> },
+    Abort { note: Option<String> },
+    /// Re-run the interrupted or failed step as a new attempt.
+    Resume,
+    /// Start a new run from the first step.
+    Retry,
+    /// Pause before the step of `status`.
+    Break { status: String },
+    /// Clear the breakpoint and run the paused step.
+    Continue,
+}
+
+impl Action {
+    /// The verb, for messages.
+    pub fn verb(&self) -> &'static str {
+        match self {
+            Self::Start => "start",
+            Self::Approve { .. } => "approve",
+            Self::Reject { .. } => "reject",
+            Self::Move { .. } => "move",
+            Self::Abort { .. } => "abort",
+            Self::Resume => "resume",
+            Self::Retry => "retry",
+            Self::Break { .. } => "break",
+            Self::Continue => "continue",
+        }
+    }
+}
+
+/// A request with who asked and what status they saw.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    pub task_id: i64,
+    pub action: Action,
+    /// The status the requester saw; the request fails if the task is no longer there.
+    pub expected_status: Option<String>,
+    pub actor: String,
+}
+
+/// The effect of an applied request.
+#[derive(Debug, Clone)]
+pub struct Applied {
+    pub task_id: i64,
+    /// A one-line summary for people ("task 3: plan_review → build (approve)").
+    pub summary: String,
+    /// The transition made, if the request moved the task.
+    pub moved: Option<Moved>,
+}
+
+/// Applies a request inside the caller's write transaction.
+pub fn apply(db: &Db, req: &Request) -> Result<Applied> {
+    let task = db.task(req.task_id)?;
+    if let Some(expected) = &req.expected_status
+        && &task.status != expected
+    {
+        return Err(EngineError::NoLongerAt {
+            task: task.id,
+            expected: expected.clone(),
+            actual: task.status.clone(),
+        });
+    }
+    let pipeline = pipeline_of(&task)?;
+    let run_id = task.run_id.unwrap_or_default();
+    let owned = FactsOwned::load(db, &task)?;
+    let facts = owned.facts();
+    let refuse = |message: String| EngineError::Refused {
+        task: task.id,
+        message,
+    };
+    let decided = |r: std::result::Result<Decision, _>| {
+        r.map_err(|source| EngineError::Decide {
+            task: task.id,
+            source,
+        })
+    };
+
+    let (decision, note, run_id) = match &req.action {
+        Action::Start => {
+            if pipeline.status(&task.status).map(|s| s.kind) != Some(StatusKind::Queue) {
+                return Err(refuse(format!(
+                    "it is already started (at {}) — use `baton move` to re-route it",
+                    task.status
+                )));
+            }
+            (decided(decide(&pipeline, &task.status, &Trigger::Start, &facts))?, None, run_id)
+        }
+        Action::Approve { note } => (
+            decided(decide(&pipeline, &task.status, &Trigger::Approve, &facts))?,
+            note.as_deref(),
+            run_id,
+        ),
+        Action::Reject { note } => (
+            decided(decide(&pipeline, &task.status, &Trigger::Reject, &facts))?,
+            note.as_deref(),
+            run_id,
+        ),
+        Action::Move { to, note } => {
+            if pipeline.status(to).is_none() {
+                return Err(refuse(format!(
+                    "its pipeline `{}` has no status `{to}` — `baton pipelines show {}` lists them",
+                    pipeline.id, pipeline.id
+                )));
+            }
+            (decided(decide_move(&pipeline, &task.status, to, &facts))?, note.as_deref(), run_id)
+        }
+        Action::Abort { note } => (
+            decided(decide(&pipeline, &task.status, &Trigger::Abort, &facts))?,
+            note.as_deref(),
+            run_id,
+        ),
+        Action::Resume => resume_decision(db, &task)?,
+        Action::Retry => retry_decision(db, &task, &pipeline)?,
+        Action::Break { status } => return set_break(db, &task, &pipeline, status),
+        Action::Continue => return continue_paused(db, &task, &pipeline),
+    };
+    let moved = transition(db, &task, &pipeline, &decision, &req.actor, note, run_id)?;
+    Ok(Applied {
+        task_id: task.id,
+        summary: format!(
+            "task {}: {} → {} ({})",
+            task.id, moved.from, moved.to, moved.trigger
+        ),
+        moved: Some(moved),
+    })
+}
+
+fn plain(to: &str, trigger: Trigger) -> Decision {
+    Decision {
+        to: to.to_string(),
+        trigger,
+        transition: None,
+        guards: vec![],
+        blocked_by: vec![],
+        hooks: vec![],
+        label: None,
+    }
+}
+
+/// Resume: re-run the last interrupted or failed step of the current run, where it ran.
+fn resume_decision<'n>(db: &Db, task: &Task) -> Result<(Decision, Option<&'n str>, i64)> {
+    if !matches!(task.state, TaskState::Interrupted | TaskState::Failed) {
+        return Err(EngineError::Refused {
+            task: task.id,
+            message: format!(
+                "only an interrupted or failed task can be resumed; it is {} at {}",
+                task.state, task.status
+            ),
+        });
+    }
+    let run_id = task.run_id.unwrap_or_default();
+    let step = db
+        .step_runs(task.id)?
+        .into_iter()
+        .rev()
+        .find(|s| {
+            s.run_id == run_id
+                && matches!(
+                    s.state,
+                    StepState::Interrupted | StepState::Failed | StepState::TimedOut
+                )
+        })
+        .ok_or_else(|| EngineError::Refused {
+            task: task.id,
+            message: format!(
+                "it has no interrupted or failed step to resume — `baton retry {}` starts over",
+                task.id
+            ),
+        })?;
+    Ok((plain(&step.status, Trigger::Resume), None, run_id))
+}
+
+/// Retry from scratch: a new run entering the first status (through `start` from a queue).
+fn retry_decision<'n>(
+    db: &Db,
+    task: &Task,
+    pipeline: &Pipeline,
+) -> Result<(Decision, Option<&'n str>, i64)> {
+    if !matches!(
+        task.state,
+        TaskState::Interrupted | TaskState::Failed | TaskState::Cancelled
+    ) {
+        return Err(EngineError::Refused {
+            task: task.id,
+            message: format!(
+                "only an interrupted, failed or cancelled task can be retried; it is {} at {}",
+                task.state, task.status
+            ),
+        });
+    }
+    let first = pipeline.statuses.first().ok_or_else(|| EngineError::Refused {
+        task: task.id,
+        message: "its pipeline has no statuses".into(),
+    })?;
+    if let Some(old) = task.run_id {
+        let run = db.run(old)?;
+        if matches!(run.state, RunState::Running | RunState::Waiting | RunState::Interrupted) {
+            db.set_run_state(old, RunState::Cancelled)?;
+        }
+    }
+    let new_run = db.insert_run(task.id, RunState::Running)?;
+    let to = if first.kind == StatusKind::Queue {
+        let empty = Default::default();
+        let facts = crate::pipeline::Facts {
+            visits: &empty,
+            step_running: false,
+            handoff_fields: &[],
+            worktree_clean: None,
+            run_cost: 0.0,
+        };
+        decide(pipeline, &first.id, &Trigger::Start, &facts)
+            .map(|d| d.to)
+            .unwrap_or_else(|_| first.id.clone())
+    } else {
+        first.id.clone()
+    };
+    Ok((plain(&to, Trigger::Retry), None, new_run))
+}
+
+fn set_break(db: &Db, task: &Task, pipeline: &Pipeline, status: &str) -> Result<Applied> {
+    match pipeline.status(status) {
+        Some(s) if s.kind == StatusKind::Step => {}
+        Some(_) => {
+            return Err(EngineError::Refused {
+                task: task.id,
+                message: format!("`{status}` runs no step, so there is nothing to pause before"),
+            });
+        }
+        None => {
+            return Err(EngineError::Refused {
+                task: task.id,
+                message: format!("its pipeline `{}` has no status `{status}`", pipeline.id),
+            });
+        }
+    }
+    db.set_breakpoint(task.id, Some(status))?;
+    db.insert_event(&NewEvent {
+        task_id: Some(task.id),
+        category: "lifecycle",
+        kind: "breakpoint.set",
+        summary: format!("will pause before {status}"),
+        data: json!({ "status": status }),
+        actor: "user",
+        level: "info",
+    })?;
+    Ok(Applied {
+        task_id: task.id,
+        summary: format!("task {}: will pause before {status}", task.id),
+        moved: None,
+    })
+}
+
+fn continue_paused(db: &Db, task: &Task, pipeline: &Pipeline) -> Result<Applied> {
+    db.set_breakpoint(task.id, None)?;
+    let at_step = pipeline.status(&task.status).map(|s| s.kind) == Some(StatusKind::Step);
+    let open = db
+        .step_runs(task.id)?
+        .iter()
+        .any(|s| !s.state.is_final());
+    if at_step && task.state == TaskState::Waiting && !open {
+        let run_id = task.run_id.unwrap_or_default();
+        db.insert_step_run(task.id, run_id, &task.status, None, 0)?;
+        db.set_task_state(task.id, entry_state(StatusKind::Step, false))?;
+        db.set_run_state(run_id, RunState::Running)?;
+        return Ok(Applied {
+            task_id: task.id,
+            summary: format!("task {}: continuing at {}", task.id, task.status),
+            moved: None,
+        });
+    }
+    Ok(Applied {
+        task_id: task.id,
+        summary: format!("task {}: breakpoint cleared", task.id),
+        moved: None,
+    })
+}

@@ -1,0 +1,39 @@
+//! Engine errors: each one sentence saying what is wrong and what to do next.
+
+use crate::pipeline::DecideError;
+use crate::store::StoreError;
+use crate::workspace::WorkspaceError;
+
+/// What an engine action can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Workspace(#[from] WorkspaceError),
+    #[error("task {task} is no longer at {expected} (it is at {actual}) — someone else moved it; run `baton show {task}`")]
+    NoLongerAt {
+        task: i64,
+        expected: String,
+        actual: String,
+    },
+    #[error("task {task}: {source}")]
+    Decide {
+        task: i64,
+        #[source]
+        source: DecideError,
+    },
+    #[error("task {task}: {message}")]
+    Refused { task: i64, message: String },
+    #[error("task {task}'s pipeline snapshot is unreadable ({source}) — the database may be damaged")]
+    Snapshot {
+        task: i64,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{0}")]
+    Other(String),
+}
+
+/// Result alias for engine operations.
+pub type Result<T, E = EngineError> = std::result::Result<T, E>;

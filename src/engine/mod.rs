@@ -1,0 +1,412 @@
+//! The engine: applies requests through `transition()`, runs steps at most `max_parallel`
+//! at once, writes their logs, and moves tasks on when steps end. It knows nothing of the
+//! TUI: front ends talk to it through an [`EngineHandle`] or, from another process, through
+//! the `commands` table.
+
+pub mod actions;
+pub mod client;
+mod error;
+mod logwriter;
+mod recovery;
+mod results;
+mod runner;
+mod transition;
+
+pub use actions::{Action, Applied, Request};
+pub use error::{EngineError, Result};
+pub use recovery::Recovered;
+pub use results::StepReport;
+pub use transition::{entry_state, pipeline_of};
+
+use crate::pipeline::StatusKind;
+use crate::store::{CommandState, Db, NewLogLine, StepRun, Store};
+use crate::workspace::{Config, EngineLock, ShutdownMode, Workspace};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+/// How often the engine looks at the commands table and the step queue.
+const POLL: Duration = Duration::from_millis(100);
+
+/// Something that happened, for subscribers such as the TUI.
+#[derive(Debug, Clone)]
+pub enum EngineEvent {
+    /// A task's status, state or steps changed: reload it.
+    TaskChanged { task_id: i64 },
+    /// New log lines of a running step.
+    LogLines {
+        task_id: i64,
+        step_run_id: i64,
+        lines: Vec<NewLogLine>,
+    },
+    /// A message for people (a failed request, a hook error).
+    Notice { task_id: Option<i64>, text: String },
+}
+
+type Reply = oneshot::Sender<std::result::Result<String, String>>;
+
+/// A front end's connection to an embedded engine.
+#[derive(Clone)]
+pub struct EngineHandle {
+    requests: mpsc::Sender<(Request, Reply)>,
+    events: broadcast::Sender<EngineEvent>,
+    shutdown: CancellationToken,
+}
+
+impl EngineHandle {
+    /// Sends a request and waits for its one-line result or error sentence.
+    pub async fn send(&self, req: Request) -> std::result::Result<String, String> {
+        let (tx, rx) = oneshot::channel();
+        self.requests
+            .send((req, tx))
+            .await
+            .map_err(|_| "the engine has stopped".to_string())?;
+        rx.await.map_err(|_| "the engine has stopped".to_string())?
+    }
+
+    /// Subscribes to engine events.
+    pub fn subscribe(&self) -> broadcast::Receiver<EngineEvent> {
+        self.events.subscribe()
+    }
+
+    /// Asks the engine to shut down gracefully (per the workspace's `shutdown` mode).
+    pub fn shutdown(&self) {
+        self.shutdown.cancel();
+    }
+}
+
+/// Why the engine stopped a running step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StopReason {
+    /// Abort or the task moved on: the step run is already final.
+    Moved,
+    /// Engine shutdown: the step is interrupted and can be resumed.
+    Shutdown,
+}
+
+struct Running {
+    cancel: CancellationToken,
+    reason: Option<StopReason>,
+}
+
+/// When a headless engine returns.
+#[derive(Default)]
+pub struct RunOptions {
+    /// Stop once nothing runs or is queued (and no command is pending).
+    pub exit_when_idle: bool,
+    /// Stop (draining running steps) once this returns true.
+    pub stop_when: Option<Box<dyn Fn(&Db) -> bool + Send>>,
+}
+
+/// The engine of one workspace. Holds the workspace's engine lock while it exists.
+pub struct Engine {
+    ws: Workspace,
+    cfg: Config,
+    store: Arc<Mutex<Store>>,
+    _lock: EngineLock,
+    events: broadcast::Sender<EngineEvent>,
+    requests_tx: mpsc::Sender<(Request, Reply)>,
+    requests: mpsc::Receiver<(Request, Reply)>,
+    shutdown: CancellationToken,
+    running: HashMap<i64, Running>,
+    finished_tx: mpsc::UnboundedSender<(i64, StepReport)>,
+    finished: mpsc::UnboundedReceiver<(i64, StepReport)>,
+    logs: mpsc::Sender<logwriter::LogMsg>,
+    log_writer: tokio::task::JoinHandle<()>,
+    /// What start-up recovery did.
+    pub recovered: Recovered,
+}
+
+impl Engine {
+    /// Takes the workspace's engine lock, opens the store and recovers interrupted work.
+    /// Must be called inside a tokio runtime (it starts the log writer).
+    pub fn start(ws: &Workspace) -> Result<Self> {
+        let lock = EngineLock::acquire(ws, Duration::from_secs(2))?;
+        let cfg = ws.config()?;
+        let mut store = Store::open(&ws.db_path())?;
+        let recovered = recovery::recover(&mut store, cfg.kill_grace, cfg.auto_resume)?;
+        let store = Arc::new(Mutex::new(store));
+        let (events, _) = broadcast::channel(1024);
+        let (requests_tx, requests) = mpsc::channel(64);
+        let (finished_tx, finished) = mpsc::unbounded_channel();
+        let (logs, log_rx) = mpsc::channel(8192);
+        let log_store = Arc::new(Mutex::new(Store::open(&ws.db_path())?));
+        let log_writer = tokio::spawn(logwriter::run(log_store, log_rx, events.clone()));
+        Ok(Self {
+            ws: ws.clone(),
+            cfg,
+            store,
+            _lock: lock,
+            events,
+            requests_tx,
+            requests,
+            shutdown: CancellationToken::new(),
+            running: HashMap::new(),
+            finished_tx,
+            finished,
+            logs,
+            log_writer,
+            recovered,
+        })
+    }
+
+    /// A handle for an embedded front end.
+    pub fn handle(&self) -> EngineHandle {
+        EngineHandle {
+            requests: self.requests_tx.clone(),
+            events: self.events.clone(),
+            shutdown: self.shutdown.clone(),
+        }
+    }
+
+    /// The token that, once cancelled, shuts the engine down gracefully.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
+    /// Runs until shut down (or per `opts`). Returns once every step it ran has ended.
+    pub async fn run(mut self, opts: RunOptions) -> Result<()> {
+        let mut stopping: Option<ShutdownMode> = None;
+        loop {
+            self.drain_commands().await;
+            if stopping.is_none() {
+                self.schedule().await?;
+                if let Some(pred) = &opts.stop_when {
+                    let done = self.with_db(|db| pred(db));
+                    if done {
+                        stopping = Some(ShutdownMode::Drain);
+                    }
+                }
+                if opts.exit_when_idle && self.running.is_empty() && self.idle()? {
+                    break;
+                }
+            }
+            if stopping.is_some() && self.running.is_empty() {
+                break;
+            }
+            tokio::select! {
+                Some((id, report)) = self.finished.recv() => self.on_finished(id, report).await,
+                Some((req, reply)) = self.requests.recv() => {
+                    let out = self.apply(req).await;
+                    let _ = reply.send(out);
+                }
+                _ = self.shutdown.cancelled(), if stopping.is_none() => {
+                    stopping = Some(self.cfg.shutdown);
+                    if self.cfg.shutdown == ShutdownMode::Interrupt {
+                        for r in self.running.values_mut() {
+                            r.reason = Some(StopReason::Shutdown);
+                            r.cancel.cancel();
+                        }
+                    }
+                }
+                _ = tokio::time::sleep(POLL) => {}
+            }
+        }
+        drop(self.logs);
+        let _ = self.log_writer.await;
+        Ok(())
+    }
+
+    fn with_db<T>(&self, f: impl FnOnce(&Db) -> T) -> T {
+        let guard = self.store.lock().unwrap_or_else(|p| p.into_inner());
+        f(&guard.read())
+    }
+
+    /// Runs a write transaction on the blocking pool.
+    async fn write<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Db) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut guard = store.lock().unwrap_or_else(|p| p.into_inner());
+            guard.write(f)
+        })
+        .await
+        .map_err(|e| EngineError::Other(format!("a database task panicked: {e}")))?
+    }
+
+    fn idle(&self) -> Result<bool> {
+        self.with_db(|db| {
+            Ok(!db.any_open_step_runs()? && db.pending_commands()?.is_empty())
+        })
+    }
+
+    /// Applies one request and stops the steps it ended.
+    async fn apply(&mut self, req: Request) -> std::result::Result<String, String> {
+        let task_id = req.task_id;
+        let out = self.write(move |db| actions::apply(db, &req)).await;
+        let _ = self.events.send(EngineEvent::TaskChanged { task_id });
+        match out {
+            Ok(applied) => {
+                self.after(&applied);
+                Ok(applied.summary)
+            }
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// Follow-up of a committed change: stop steps it ended.
+    fn after(&mut self, applied: &Applied) {
+        if let Some(moved) = &applied.moved {
+            for s in &moved.stop {
+                if let Some(r) = self.running.get_mut(&s.id) {
+                    r.reason = Some(StopReason::Moved);
+                    r.cancel.cancel();
+                }
+            }
+        }
+    }
+
+    async fn drain_commands(&mut self) {
+        let pending = self.with_db(|db| db.pending_commands());
+        let pending = match pending {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::error!("reading commands failed: {e}");
+                return;
+            }
+        };
+        for cmd in pending {
+            let (state, text) = match serde_json::from_value::<Request>(cmd.body.clone()) {
+                Ok(req) => match self.apply(req).await {
+                    Ok(s) => (CommandState::Done, s),
+                    Err(e) => (CommandState::Failed, e),
+                },
+                Err(e) => (
+                    CommandState::Failed,
+                    format!("command {} is malformed ({e}) — was it written by another baton version?", cmd.id),
+                ),
+            };
+            let id = cmd.id;
+            if let Err(e) = self.write(move |db| Ok(db.finish_command(id, state, &text)?)).await {
+                tracing::error!("recording the result of command {id} failed: {e}");
+            }
+        }
+    }
+
+    /// Claims due step runs up to `max_parallel` and starts them.
+    async fn schedule(&mut self) -> Result<()> {
+        let free = self.cfg.max_parallel.saturating_sub(self.running.len());
+        if free == 0 {
+            return Ok(());
+        }
+        let due = self.with_db(|db| db.due_step_runs(crate::store::now_ms(), free as i64))?;
+        for step in due {
+            let id = step.id;
+            // Claiming is what makes a step run at most once: only a pending row can be claimed,
+            // and a succeeded execution key is never claimed again.
+            let claimed = self
+                .write(move |db| {
+                    let key_done = db.key_succeeded(&step.execution_key)?;
+                    if key_done || !db.claim_step_run(step.id)? {
+                        return Ok(None);
+                    }
+                    let task = db.task(step.task_id)?;
+                    db.set_task_state(task.id, crate::store::TaskState::Running)?;
+                    let handoff = task.run_id.map(|r| db.last_handoff(r)).transpose()?.flatten();
+                    Ok(Some((db.step_run(step.id)?, task, handoff)))
+                })
+                .await?;
+            let Some((step, task, handoff)) = claimed else {
+                continue;
+            };
+            let _ = self.events.send(EngineEvent::TaskChanged { task_id: task.id });
+            self.spawn_step(step, task, handoff);
+            let _ = id;
+        }
+        Ok(())
+    }
+
+    fn spawn_step(&mut self, step: StepRun, task: crate::store::Task, handoff: Option<StepRun>) {
+        let spec = pipeline_of(&task).ok().and_then(|p| {
+            p.status(&step.status)
+                .filter(|s| s.kind == StatusKind::Step)
+                .and_then(|s| s.step.clone())
+        });
+        let cancel = CancellationToken::new();
+        self.running.insert(
+            step.id,
+            Running {
+                cancel: cancel.clone(),
+                reason: None,
+            },
+        );
+        let finished = self.finished_tx.clone();
+        let step_id = step.id;
+        let Some(spec) = spec else {
+            let report = runner::report_for(
+                &crate::exec::Finish::SpawnFailed(format!(
+                    "status `{}` has no step in the task's pipeline",
+                    step.status
+                )),
+                &crate::exec::StepEnv {
+                    vars: vec![],
+                    workdir: self.ws.root().to_path_buf(),
+                    timeout: self.cfg.default_timeout,
+                    kill_grace: self.cfg.kill_grace,
+                },
+            );
+            let _ = finished.send((step_id, report));
+            return;
+        };
+        let context_dir = self.ws.context_dir(task.id);
+        let _ = std::fs::create_dir_all(&context_dir);
+        let handoff_file = handoff.and_then(|h| {
+            let path = context_dir.join(format!("handoff_{}_{:03}.md", h.status, h.attempt));
+            std::fs::write(&path, h.handoff_content.unwrap_or_default()).ok()?;
+            Some(path)
+        });
+        let job = runner::Job {
+            workdir: task
+                .worktree
+                .as_ref()
+                .map(Into::into)
+                .unwrap_or_else(|| self.ws.root().to_path_buf()),
+            step,
+            task,
+            spec,
+            context_dir,
+            handoff_file,
+            workspace_root: self.ws.root().to_path_buf(),
+            default_timeout: self.cfg.default_timeout,
+            kill_grace: self.cfg.kill_grace,
+        };
+        let store = self.store.clone();
+        let logs = self.logs.clone();
+        tokio::spawn(async move {
+            let report = runner::run(job, store, logs, cancel).await;
+            let _ = finished.send((step_id, report));
+        });
+    }
+
+    async fn on_finished(&mut self, step_id: i64, report: StepReport) {
+        let reason = self.running.remove(&step_id).and_then(|r| r.reason);
+        let task_id = self
+            .with_db(|db| db.step_run(step_id).map(|s| s.task_id))
+            .unwrap_or_default();
+        let out = if reason == Some(StopReason::Shutdown) {
+            self.write(move |db| {
+                results::interrupt_step(db, step_id, "the engine was shut down").map(|_| None)
+            })
+            .await
+        } else {
+            self.write(move |db| results::finish_step(db, step_id, &report))
+                .await
+        };
+        match out {
+            Ok(Some(applied)) => self.after(&applied),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::error!("finishing step run {step_id} failed: {e}");
+                let _ = self.events.send(EngineEvent::Notice {
+                    task_id: Some(task_id),
+                    text: e.to_string(),
+                });
+            }
+        }
+        let _ = self.events.send(EngineEvent::TaskChanged { task_id });
+    }
+}

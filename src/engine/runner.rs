@@ -1,0 +1,200 @@
+//! Running one claimed step: environment, executor, log forwarding, and the report.
+
+use super::logwriter::LogMsg;
+use super::results::StepReport;
+use crate::exec::{self, Finish, StepEnv};
+use crate::pipeline::{StepAction, StepSpec, Trigger};
+use crate::store::{NewLogLine, StepResult, StepRun, StepState, Store, Stream, Task, now_ms};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+/// Everything a step job needs, gathered by the engine when it claims the step.
+pub struct Job {
+    pub step: StepRun,
+    pub task: Task,
+    pub spec: StepSpec,
+    pub workdir: PathBuf,
+    pub context_dir: PathBuf,
+    pub handoff_file: Option<PathBuf>,
+    pub workspace_root: PathBuf,
+    pub default_timeout: Duration,
+    pub kill_grace: Duration,
+}
+
+/// The environment a step sees. Task text travels only here, never in the command string.
+pub fn step_vars(job: &Job) -> Vec<(String, String)> {
+    let t = &job.task;
+    let s = &job.step;
+    let mut vars = vec![
+        ("BATON_TASK_ID".into(), t.id.to_string()),
+        ("BATON_TASK_TITLE".into(), t.title.clone()),
+        ("BATON_TASK_PROMPT".into(), t.prompt.clone()),
+        ("BATON_PIPELINE".into(), t.pipeline_id.clone()),
+        ("BATON_STATUS".into(), s.status.clone()),
+        ("BATON_RUN_ID".into(), s.run_id.to_string()),
+        ("BATON_ATTEMPT".into(), s.attempt.to_string()),
+        ("BATON_EXECUTION_KEY".into(), s.execution_key.clone()),
+        ("BATON_CONTEXT_DIR".into(), job.context_dir.display().to_string()),
+        ("BATON_WORKSPACE".into(), job.workspace_root.display().to_string()),
+        ("BATON_NOTE".into(), s.note.clone().unwrap_or_default()),
+    ];
+    if let Some(branch) = &t.branch {
+        vars.push(("BATON_BRANCH".into(), branch.clone()));
+    }
+    if let Some(h) = &job.handoff_file {
+        vars.push(("BATON_HANDOFF_FILE".into(), h.display().to_string()));
+    }
+    vars.extend(job.spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    vars
+}
+
+/// Runs the job to its end and returns what happened. `store` is used only to record the
+/// process identity the moment it exists.
+pub async fn run(
+    job: Job,
+    store: Arc<Mutex<Store>>,
+    logs: mpsc::Sender<LogMsg>,
+    cancel: CancellationToken,
+) -> StepReport {
+    let step_id = job.step.id;
+    let task_id = job.task.id;
+    let (line_tx, mut line_rx) = mpsc::channel::<(Stream, String)>(1024);
+    let forward_logs = logs.clone();
+    let forwarder = tokio::spawn(async move {
+        while let Some((stream, text)) = line_rx.recv().await {
+            let line = NewLogLine {
+                step_run_id: step_id,
+                stream,
+                ts: now_ms(),
+                text,
+            };
+            if forward_logs.send(LogMsg::Line { task_id, line }).await.is_err() {
+                break;
+            }
+        }
+    });
+    let system = |text: String| {
+        let line = NewLogLine {
+            step_run_id: step_id,
+            stream: Stream::System,
+            ts: now_ms(),
+            text,
+        };
+        LogMsg::Line { task_id, line }
+    };
+    let _ = logs
+        .send(system(format!(
+            "▶ {} · attempt {} · {}",
+            job.step.status,
+            job.step.attempt,
+            job.spec.action.describe()
+        )))
+        .await;
+
+    let env = StepEnv {
+        vars: step_vars(&job),
+        workdir: match &job.spec.workdir {
+            Some(w) => job.workdir.join(w),
+            None => job.workdir.clone(),
+        },
+        timeout: job.spec.timeout.unwrap_or(job.default_timeout),
+        kill_grace: job.kill_grace,
+    };
+    let started = Instant::now();
+    let finish = match &job.spec.action {
+        StepAction::Run(script) | StepAction::Script(script) => {
+            exec::run_shell(script, &env, line_tx, cancel, |spawned| {
+                let mut guard = store.lock().unwrap_or_else(|p| p.into_inner());
+                let start = spawned.start_time.map(|t| t as i64);
+                if let Err(e) = guard.write(|db| db.set_step_process(step_id, spawned.pid as i64, start)) {
+                    tracing::error!("recording the pid of step run {step_id} failed: {e}");
+                }
+            })
+            .await
+        }
+        StepAction::Agent(profile) => {
+            drop(line_tx);
+            Finish::SpawnFailed(format!(
+                "agent steps are not available in this build yet (profile `{profile}`)"
+            ))
+        }
+        StepAction::Docker { image, .. } => {
+            drop(line_tx);
+            Finish::SpawnFailed(format!(
+                "docker steps are not available in this build yet (image `{image}`)"
+            ))
+        }
+    };
+    let _ = forwarder.await;
+    let report = report_for(&finish, &env);
+    let _ = logs
+        .send(system(format!(
+            "■ {} after {:.1} s",
+            describe(&finish),
+            started.elapsed().as_secs_f64()
+        )))
+        .await;
+    let (ack, done) = oneshot::channel();
+    if logs.send(LogMsg::Flush(ack)).await.is_ok() {
+        let _ = done.await;
+    }
+    report
+}
+
+fn describe(finish: &Finish) -> String {
+    match finish {
+        Finish::Exited(0) => "exited 0".into(),
+        Finish::Exited(c) => format!("exited {c}"),
+        Finish::Signalled(s) => format!("killed by signal {s}"),
+        Finish::TimedOut => "timed out".into(),
+        Finish::Cancelled => "stopped".into(),
+        Finish::SpawnFailed(e) => format!("could not start: {e}"),
+    }
+}
+
+/// Maps how a process ended to a step state and the trigger it fires.
+pub fn report_for(finish: &Finish, env: &StepEnv) -> StepReport {
+    let (state, trigger, exit_code, error) = match finish {
+        Finish::Exited(0) => (StepState::Succeeded, Trigger::Success, Some(0), None),
+        Finish::Exited(c) => (
+            StepState::Failed,
+            Trigger::Failure,
+            Some(*c as i64),
+            Some(format!("exited with code {c}")),
+        ),
+        Finish::Signalled(s) => (
+            StepState::Failed,
+            Trigger::Error,
+            None,
+            Some(format!("killed by signal {s}")),
+        ),
+        Finish::TimedOut => (
+            StepState::TimedOut,
+            Trigger::Error,
+            None,
+            Some(format!(
+                "timed out after {}",
+                humantime::format_duration(env.timeout)
+            )),
+        ),
+        Finish::Cancelled => (
+            StepState::Cancelled,
+            Trigger::Abort,
+            None,
+            Some("stopped".into()),
+        ),
+        Finish::SpawnFailed(e) => (StepState::Failed, Trigger::Error, None, Some(e.clone())),
+    };
+    StepReport {
+        state,
+        trigger,
+        result: StepResult {
+            exit_code,
+            error,
+            ..Default::default()
+        },
+    }
+}

@@ -1,0 +1,52 @@
+//! Step executors. An executor runs one step and reports lines and a result; it never
+//! touches the store — the engine does that.
+
+mod lines;
+pub mod process;
+mod script;
+
+pub use script::run_shell;
+
+use crate::store::Stream;
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// One line of output on its way to the log writer.
+pub type LogSender = mpsc::Sender<(Stream, String)>;
+
+/// Everything an executor needs besides the step itself.
+#[derive(Debug, Clone)]
+pub struct StepEnv {
+    /// Environment variables for the step (task text travels only here).
+    pub vars: Vec<(String, String)>,
+    /// The directory the step runs in.
+    pub workdir: PathBuf,
+    /// Per-attempt limit.
+    pub timeout: Duration,
+    /// Time between SIGTERM and SIGKILL.
+    pub kill_grace: Duration,
+}
+
+/// The identity of a started process, persisted for orphan cleanup.
+#[derive(Debug, Clone, Copy)]
+pub struct Spawned {
+    pub pid: u32,
+    /// Field 22 of `/proc/<pid>/stat` (clock ticks since boot), where readable.
+    pub start_time: Option<u64>,
+}
+
+/// How a step's process ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Finish {
+    /// Exited with this code.
+    Exited(i32),
+    /// Killed by a signal it did not ask for.
+    Signalled(i32),
+    /// Ran past its timeout and was stopped.
+    TimedOut,
+    /// Stopped on request (abort or engine shutdown).
+    Cancelled,
+    /// Could not be started.
+    SpawnFailed(String),
+}

@@ -1,0 +1,12 @@
+//! baton: a terminal kanban that runs software work through pipelines of AI agents and scripts.
+//!
+//! Floors, top to bottom: `cli`/`tui` → `engine` → `exec`, `store`, `workspace` →
+//! `pipeline`, `handoff`, `testcounts`.
+
+pub mod engine;
+pub mod exec;
+pub mod handoff;
+pub mod pipeline;
+pub mod store;
+pub mod testcounts;
+pub mod workspace;

@@ -1,0 +1,74 @@
+//! The command queue clients write and the engine drains.
+
+use super::{CommandRow, CommandState, Db, Result, now_ms};
+use rusqlite::{OptionalExtension, params};
+
+impl Db<'_> {
+    /// Queues a command for the engine; returns its id.
+    pub fn insert_command(&self, task_id: Option<i64>, body: &serde_json::Value) -> Result<i64> {
+        self.conn.execute(
+            "INSERT INTO commands (task_id, body_json, created_at) VALUES (?1, ?2, ?3)",
+            params![task_id, body.to_string(), now_ms()],
+        )?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    /// Pending commands, oldest first.
+    pub fn pending_commands(&self) -> Result<Vec<CommandRow>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id, task_id, body_json, state, result FROM commands \
+             WHERE state = 'pending' ORDER BY id",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get::<_, String>(2)?, r.get(3)?, r.get(4)?))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, task_id, body, state, result) = row?;
+            out.push(CommandRow {
+                id,
+                task_id,
+                body: serde_json::from_str(&body)?,
+                state,
+                result,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Marks a command handled with its result text (a summary, or the error sentence).
+    pub fn finish_command(&self, id: i64, state: CommandState, result: &str) -> Result<()> {
+        self.conn.execute(
+            "UPDATE commands SET state = ?1, result = ?2, handled_at = ?3 WHERE id = ?4",
+            params![state, result, now_ms(), id],
+        )?;
+        Ok(())
+    }
+
+    /// A command's current state and result.
+    pub fn command(&self, id: i64) -> Result<Option<CommandRow>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT id, task_id, body_json, state, result FROM commands WHERE id = ?1",
+                [id],
+                |r| {
+                    Ok((
+                        r.get(0)?,
+                        r.get(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get(3)?,
+                        r.get(4)?,
+                    ))
+                },
+            )
+            .optional()?
+            .map(|(id, task_id, body, state, result)| CommandRow {
+                id,
+                task_id,
+                body: serde_json::from_str(&body).unwrap_or_default(),
+                state,
+                result,
+            }))
+    }
+}

@@ -1,0 +1,142 @@
+//! Versioned migrations, tracked in `PRAGMA user_version`.
+
+use super::{Result, StoreError};
+use rusqlite::{Connection, TransactionBehavior};
+use std::path::Path;
+
+/// Each entry moves the schema one version up. Never edit a released entry; append.
+const MIGRATIONS: &[&str] = &[
+    // 1: the initial schema.
+    r#"
+    CREATE TABLE tasks (
+        id            INTEGER PRIMARY KEY AUTOINCREMENT,
+        title         TEXT NOT NULL,
+        prompt        TEXT NOT NULL DEFAULT '',
+        pipeline_id   TEXT NOT NULL,
+        pipeline_json TEXT NOT NULL,
+        status        TEXT NOT NULL,
+        state         TEXT NOT NULL,
+        run_id        INTEGER,
+        branch        TEXT,
+        worktree      TEXT,
+        breakpoint    TEXT,
+        created_at    INTEGER NOT NULL,
+        updated_at    INTEGER NOT NULL
+    );
+    CREATE INDEX tasks_updated ON tasks(updated_at);
+
+    CREATE TABLE runs (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        task_id     INTEGER NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+        number      INTEGER NOT NULL,
+        state       TEXT NOT NULL,
+        started_at  INTEGER NOT NULL,
+        finished_at INTEGER,
+        UNIQUE (task_id, number)
+    );
+
+    CREATE TABLE step_runs (
+        id               INTEGER PRIMARY KEY AUTOINCREMENT,
+        task_id          INTEGER NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+        run_id           INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        status           TEXT NOT NULL,
+        attempt          INTEGER NOT NULL,
+        execution_key    TEXT NOT NULL UNIQUE,
+        state            TEXT NOT NULL,
+        exit_code        INTEGER,
+        outcome          TEXT,
+        error            TEXT,
+        note             TEXT,
+        not_before       INTEGER NOT NULL DEFAULT 0,
+        created_at       INTEGER NOT NULL,
+        started_at       INTEGER,
+        finished_at      INTEGER,
+        pid              INTEGER,
+        pgid             INTEGER,
+        proc_start       INTEGER,
+        session_id       TEXT,
+        usage_json       TEXT,
+        cost             REAL,
+        tests_json       TEXT,
+        handoff_content  TEXT,
+        handoff_metadata TEXT
+    );
+    CREATE INDEX step_runs_task ON step_runs(task_id, id);
+    CREATE INDEX step_runs_state ON step_runs(state);
+
+    CREATE TABLE log_lines (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        step_run_id INTEGER NOT NULL REFERENCES step_runs(id) ON DELETE CASCADE,
+        stream      TEXT NOT NULL,
+        ts          INTEGER NOT NULL,
+        line        TEXT NOT NULL
+    );
+    CREATE INDEX log_lines_step ON log_lines(step_run_id, id);
+
+    CREATE TABLE history (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        task_id     INTEGER NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+        run_id      INTEGER,
+        from_status TEXT,
+        to_status   TEXT NOT NULL,
+        trigger     TEXT NOT NULL,
+        actor       TEXT NOT NULL,
+        reason      TEXT,
+        guards_json TEXT NOT NULL DEFAULT '[]',
+        hooks_json  TEXT NOT NULL DEFAULT '[]',
+        at          INTEGER NOT NULL
+    );
+    CREATE INDEX history_task ON history(task_id, id);
+
+    CREATE TABLE events (
+        id        INTEGER PRIMARY KEY AUTOINCREMENT,
+        task_id   INTEGER REFERENCES tasks(id) ON DELETE CASCADE,
+        category  TEXT NOT NULL,
+        type      TEXT NOT NULL,
+        summary   TEXT NOT NULL,
+        data_json TEXT NOT NULL DEFAULT '{}',
+        actor     TEXT NOT NULL,
+        level     TEXT NOT NULL,
+        at        INTEGER NOT NULL
+    );
+    CREATE INDEX events_task ON events(task_id, id);
+
+    CREATE TABLE commands (
+        id         INTEGER PRIMARY KEY AUTOINCREMENT,
+        task_id    INTEGER,
+        body_json  TEXT NOT NULL,
+        state      TEXT NOT NULL DEFAULT 'pending',
+        result     TEXT,
+        created_at INTEGER NOT NULL,
+        handled_at INTEGER
+    );
+    CREATE INDEX commands_pending ON commands(state, id);
+    "#,
+];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Applies the missing migrations, each in its own immediate transaction.
+pub(super) fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
+    let current: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if current > SCHEMA_VERSION {
+        return Err(StoreError::TooNew {
+            path: path.to_path_buf(),
+            found: current,
+            known: SCHEMA_VERSION,
+        });
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        // Another process may have migrated while we waited for the write lock.
+        let now: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if now > i as i64 {
+            continue;
+        }
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", i as i64 + 1)?;
+        tx.commit()?;
+    }
+    Ok(())
+}

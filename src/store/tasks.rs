@@ -1,0 +1,255 @@
+//! Tasks, runs and transition history.
+
+use super::{Db, HistoryEntry, Result, Run, RunState, StoreError, Task, TaskState, now_ms};
+use rusqlite::{OptionalExtension, Row, params};
+
+const TASK_COLS: &str = "id, title, prompt, pipeline_id, pipeline_json, status, state, run_id, \
+                         branch, worktree, breakpoint, created_at, updated_at";
+
+fn task_row(r: &Row) -> rusqlite::Result<Task> {
+    Ok(Task {
+        id: r.get(0)?,
+        title: r.get(1)?,
+        prompt: r.get(2)?,
+        pipeline_id: r.get(3)?,
+        pipeline_json: r.get(4)?,
+        status: r.get(5)?,
+        state: r.get(6)?,
+        run_id: r.get(7)?,
+        branch: r.get(8)?,
+        worktree: r.get(9)?,
+        breakpoint: r.get(10)?,
+        created_at: r.get(11)?,
+        updated_at: r.get(12)?,
+    })
+}
+
+fn run_row(r: &Row) -> rusqlite::Result<Run> {
+    Ok(Run {
+        id: r.get(0)?,
+        task_id: r.get(1)?,
+        number: r.get(2)?,
+        state: r.get(3)?,
+        started_at: r.get(4)?,
+        finished_at: r.get(5)?,
+    })
+}
+
+/// Filters for [`Db::list_tasks`].
+#[derive(Debug, Default, Clone)]
+pub struct TaskFilter<'a> {
+    pub status: Option<&'a str>,
+    pub pipeline: Option<&'a str>,
+}
+
+impl Db<'_> {
+    /// Inserts a task with its first run; returns the task id.
+    pub fn insert_task(
+        &self,
+        title: &str,
+        prompt: &str,
+        pipeline_id: &str,
+        pipeline_json: &str,
+        status: &str,
+        state: TaskState,
+    ) -> Result<i64> {
+        let now = now_ms();
+        self.conn.execute(
+            "INSERT INTO tasks (title, prompt, pipeline_id, pipeline_json, status, state, \
+             created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
+            params![title, prompt, pipeline_id, pipeline_json, status, state, now],
+        )?;
+        let id = self.conn.last_insert_rowid();
+        let run = self.insert_run(id, RunState::Waiting)?;
+        self.conn
+            .execute("UPDATE tasks SET run_id = ?1 WHERE id = ?2", params![run, id])?;
+        Ok(id)
+    }
+
+    /// The task with this id, or [`StoreError::NoTask`].
+    pub fn task(&self, id: i64) -> Result<Task> {
+        self.conn
+            .query_row(
+                &format!("SELECT {TASK_COLS} FROM tasks WHERE id = ?1"),
+                [id],
+                task_row,
+            )
+            .optional()?
+            .ok_or(StoreError::NoTask(id))
+    }
+
+    /// Tasks, newest first (by last update, then id).
+    pub fn list_tasks(&self, filter: &TaskFilter) -> Result<Vec<Task>> {
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "SELECT {TASK_COLS} FROM tasks \
+             WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR pipeline_id = ?2) \
+             ORDER BY updated_at DESC, id DESC"
+        ))?;
+        let rows = stmt.query_map(params![filter.status, filter.pipeline], task_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Sets a task's status and state.
+    pub fn set_task_status(&self, id: i64, status: &str, state: TaskState) -> Result<()> {
+        self.conn.execute(
+            "UPDATE tasks SET status = ?1, state = ?2, updated_at = ?3 WHERE id = ?4",
+            params![status, state, now_ms(), id],
+        )?;
+        Ok(())
+    }
+
+    /// Sets only a task's state.
+    pub fn set_task_state(&self, id: i64, state: TaskState) -> Result<()> {
+        self.conn.execute(
+            "UPDATE tasks SET state = ?1, updated_at = ?2 WHERE id = ?3",
+            params![state, now_ms(), id],
+        )?;
+        Ok(())
+    }
+
+    /// Sets or clears the status a task pauses before.
+    pub fn set_breakpoint(&self, id: i64, status: Option<&str>) -> Result<()> {
+        self.conn.execute(
+            "UPDATE tasks SET breakpoint = ?1, updated_at = ?2 WHERE id = ?3",
+            params![status, now_ms(), id],
+        )?;
+        Ok(())
+    }
+
+    /// Records the task's branch and worktree.
+    pub fn set_worktree(&self, id: i64, branch: Option<&str>, worktree: Option<&str>) -> Result<()> {
+        self.conn.execute(
+            "UPDATE tasks SET branch = ?1, worktree = ?2, updated_at = ?3 WHERE id = ?4",
+            params![branch, worktree, now_ms(), id],
+        )?;
+        Ok(())
+    }
+
+    /// Starts a new run for the task and makes it current; returns its id.
+    pub fn insert_run(&self, task_id: i64, state: RunState) -> Result<i64> {
+        let number: i64 = self.conn.query_row(
+            "SELECT COALESCE(MAX(number), 0) + 1 FROM runs WHERE task_id = ?1",
+            [task_id],
+            |r| r.get(0),
+        )?;
+        self.conn.execute(
+            "INSERT INTO runs (task_id, number, state, started_at) VALUES (?1, ?2, ?3, ?4)",
+            params![task_id, number, state, now_ms()],
+        )?;
+        let id = self.conn.last_insert_rowid();
+        self.conn.execute(
+            "UPDATE tasks SET run_id = ?1, updated_at = ?2 WHERE id = ?3",
+            params![id, now_ms(), task_id],
+        )?;
+        Ok(id)
+    }
+
+    /// The run with this id.
+    pub fn run(&self, id: i64) -> Result<Run> {
+        Ok(self.conn.query_row(
+            "SELECT id, task_id, number, state, started_at, finished_at FROM runs WHERE id = ?1",
+            [id],
+            run_row,
+        )?)
+    }
+
+    /// Sets a run's state; final states also set `finished_at`.
+    pub fn set_run_state(&self, id: i64, state: RunState) -> Result<()> {
+        let finished = match state {
+            RunState::Completed | RunState::Failed | RunState::Cancelled => Some(now_ms()),
+            _ => None,
+        };
+        self.conn.execute(
+            "UPDATE runs SET state = ?1, finished_at = ?2 WHERE id = ?3",
+            params![state, finished, id],
+        )?;
+        Ok(())
+    }
+
+    /// Appends a transition-history row.
+    #[allow(clippy::too_many_arguments)]
+    pub fn insert_history(
+        &self,
+        task_id: i64,
+        run_id: Option<i64>,
+        from: Option<&str>,
+        to: &str,
+        trigger: &str,
+        actor: &str,
+        reason: Option<&str>,
+        guards: &serde_json::Value,
+        hooks: &serde_json::Value,
+    ) -> Result<i64> {
+        self.conn.execute(
+            "INSERT INTO history (task_id, run_id, from_status, to_status, trigger, actor, reason, \
+             guards_json, hooks_json, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            params![
+                task_id,
+                run_id,
+                from,
+                to,
+                trigger,
+                actor,
+                reason,
+                guards.to_string(),
+                hooks.to_string(),
+                now_ms()
+            ],
+        )?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    /// Replaces the hooks recorded on a history row (hooks run after the commit).
+    pub fn set_history_hooks(&self, id: i64, hooks: &serde_json::Value) -> Result<()> {
+        self.conn.execute(
+            "UPDATE history SET hooks_json = ?1 WHERE id = ?2",
+            params![hooks.to_string(), id],
+        )?;
+        Ok(())
+    }
+
+    /// A task's transition history, oldest first.
+    pub fn history(&self, task_id: i64) -> Result<Vec<HistoryEntry>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id, task_id, run_id, from_status, to_status, trigger, actor, reason, \
+             guards_json, hooks_json, at FROM history WHERE task_id = ?1 ORDER BY id",
+        )?;
+        let rows = stmt.query_map([task_id], |r| {
+            Ok((
+                HistoryEntry {
+                    id: r.get(0)?,
+                    task_id: r.get(1)?,
+                    run_id: r.get(2)?,
+                    from: r.get(3)?,
+                    to: r.get(4)?,
+                    trigger: r.get(5)?,
+                    actor: r.get(6)?,
+                    reason: r.get(7)?,
+                    guards: serde_json::Value::Null,
+                    hooks: serde_json::Value::Null,
+                    at: r.get(10)?,
+                },
+                r.get::<_, String>(8)?,
+                r.get::<_, String>(9)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (mut h, guards, hooks) = row?;
+            h.guards = serde_json::from_str(&guards)?;
+            h.hooks = serde_json::from_str(&hooks)?;
+            out.push(h);
+        }
+        Ok(out)
+    }
+
+    /// How many times the task entered each status during a run (for `max_visits`).
+    pub fn visits(&self, run_id: i64) -> Result<std::collections::HashMap<String, u32>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT to_status, COUNT(*) FROM history WHERE run_id = ?1 \
+             AND (from_status IS NULL OR from_status != to_status) GROUP BY to_status",
+        )?;
+        let rows = stmt.query_map([run_id], |r| Ok((r.get::<_, String>(0)?, r.get::<_, u32>(1)?)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+}

@@ -1,0 +1,118 @@
+//! `.baton/config.toml`.
+
+use super::WorkspaceError;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// What a graceful engine shutdown does with running steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ShutdownMode {
+    /// Interrupt running steps so the next start can resume them.
+    #[default]
+    Interrupt,
+    /// Wait for running steps to finish; start no new ones.
+    Drain,
+}
+
+/// Workspace configuration. Every field has a default.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Steps running at once.
+    pub max_parallel: usize,
+    /// Resume interrupted steps at engine start without asking.
+    pub auto_resume: bool,
+    /// What a graceful shutdown does with running steps.
+    pub shutdown: ShutdownMode,
+    /// Time between SIGTERM and SIGKILL when a step is stopped.
+    #[serde(with = "humantime_serde_compat")]
+    pub kill_grace: Duration,
+    /// Step timeout when the pipeline gives none.
+    #[serde(with = "humantime_serde_compat")]
+    pub default_timeout: Duration,
+    /// Where task worktrees go (default: beside the checkout).
+    pub worktree_root: Option<PathBuf>,
+    /// The branch task branches start from (default: the branch checked out at init).
+    pub base_branch: Option<String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            max_parallel: 4,
+            auto_resume: false,
+            shutdown: ShutdownMode::Interrupt,
+            kill_grace: Duration::from_secs(5),
+            default_timeout: Duration::from_secs(60 * 60),
+            worktree_root: None,
+            base_branch: None,
+        }
+    }
+}
+
+impl Config {
+    /// Loads a config file; a missing file gives the defaults.
+    pub fn load(path: &Path) -> Result<Self, WorkspaceError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
+            Err(source) => {
+                return Err(WorkspaceError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                });
+            }
+        };
+        let cfg: Config = toml::from_str(&text).map_err(|e| WorkspaceError::Config {
+            path: path.to_path_buf(),
+            message: e.message().to_string()
+                + &e
+                    .span()
+                    .map(|s| format!(" (at line {})", line_of(&text, s.start)))
+                    .unwrap_or_default(),
+        })?;
+        if cfg.max_parallel == 0 {
+            return Err(WorkspaceError::Config {
+                path: path.to_path_buf(),
+                message: "max_parallel must be at least 1".into(),
+            });
+        }
+        Ok(cfg)
+    }
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+/// The commented example `baton init` writes.
+pub(super) const EXAMPLE: &str = r#"# baton workspace configuration. Every setting is optional.
+
+# Steps running at once.
+# max_parallel = 4
+
+# Resume interrupted steps when an engine starts, without asking.
+# auto_resume = false
+
+# On SIGTERM/SIGINT: "interrupt" running steps (resume them later) or "drain" (let them finish).
+# shutdown = "interrupt"
+
+# Time between SIGTERM and SIGKILL when a step is aborted or times out.
+# kill_grace = "5s"
+
+# Step timeout when a pipeline gives none.
+# default_timeout = "1h"
+"#;
+
+/// Durations written as humantime strings ("5s", "15m").
+mod humantime_serde_compat {
+    use serde::{Deserialize, Deserializer};
+    use std::time::Duration;
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let s = String::deserialize(d)?;
+        humantime::parse_duration(&s).map_err(serde::de::Error::custom)
+    }
+}

@@ -291,3 +291,41 @@ fn continue_paused(db: &Db, task: &Task, pipeline: &Pipeline) -> Result<Applied>
         moved: None,
     })
 }
+
+/// Creates a task at the first status of `pipeline` (snapshotting the definition) and
+/// records its creation. Returns the new id.
+pub fn create_task(db: &Db, pipeline: &Pipeline, title: &str, prompt: &str) -> Result<i64> {
+    let first = pipeline.statuses.first().ok_or_else(|| {
+        EngineError::Other(format!("pipeline `{}` has no statuses", pipeline.id))
+    })?;
+    let snapshot = serde_json::to_string(pipeline).map_err(|e| EngineError::Other(e.to_string()))?;
+    let state = entry_state(first.kind, false);
+    let id = db.insert_task(title, prompt, &pipeline.id, &snapshot, &first.id, state)?;
+    let task = db.task(id)?;
+    let run_id = task.run_id.unwrap_or_default();
+    db.insert_history(
+        id,
+        Some(run_id),
+        None,
+        &first.id,
+        "create",
+        "user",
+        None,
+        &json!([]),
+        &json!([]),
+    )?;
+    db.insert_event(&NewEvent {
+        task_id: Some(id),
+        category: "lifecycle",
+        kind: "task.created",
+        summary: format!("created on pipeline {} at {}", pipeline.id, first.id),
+        data: json!({ "pipeline": pipeline.id }),
+        actor: "user",
+        level: "info",
+    })?;
+    if first.kind == StatusKind::Step {
+        db.insert_step_run(id, run_id, &first.id, None, 0)?;
+        db.set_run_state(run_id, RunState::Running)?;
+    }
+    Ok(id)
+}

@@ -174,7 +174,10 @@ impl Trigger {
 
     /// True for triggers a person fires (as opposed to a step's result).
     pub fn is_human(&self) -> bool {
-        matches!(self, Self::Start | Self::Approve | Self::Reject | Self::Manual)
+        matches!(
+            self,
+            Self::Start | Self::Approve | Self::Reject | Self::Manual
+        )
     }
 }
 

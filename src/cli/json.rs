@@ -1,0 +1,71 @@
+//! The `--json` shapes of DESIGN §7. Tests and users script against these: change with care.
+
+use crate::store::{Db, Result, Task, rfc3339};
+use serde_json::{Value, json};
+
+/// One element of `list --json`.
+pub fn list_item(t: &Task) -> Value {
+    json!({
+        "id": t.id,
+        "title": t.title,
+        "pipeline": t.pipeline_id,
+        "status": t.status,
+        "state": t.state,
+        "updated_at": rfc3339(t.updated_at),
+    })
+}
+
+/// `show --json` (and `run --json`): the task, its steps in the order they ran, its history.
+pub fn show(db: &Db, task_id: i64) -> Result<Value> {
+    let t = db.task(task_id)?;
+    let run = match t.run_id {
+        Some(r) => Some(db.run(r)?.number),
+        None => None,
+    };
+    let steps: Vec<Value> = db
+        .step_runs(task_id)?
+        .into_iter()
+        .map(|s| {
+            json!({
+                "status": s.status,
+                "attempt": s.attempt,
+                "state": s.state,
+                "exit_code": s.exit_code,
+                "outcome": s.outcome,
+                "error": s.error,
+                "started_at": s.started_at.map(rfc3339),
+                "finished_at": s.finished_at.map(rfc3339),
+                "handoff": s.handoff_content.as_ref().map(|c| json!({
+                    "content": c,
+                    "metadata": s.handoff_metadata.clone().unwrap_or(Value::Null),
+                })),
+                "usage": s.usage,
+                "tests": s.tests,
+            })
+        })
+        .collect();
+    let history: Vec<Value> = db
+        .history(task_id)?
+        .into_iter()
+        .map(|h| {
+            json!({
+                "from": h.from,
+                "to": h.to,
+                "trigger": h.trigger,
+                "actor": h.actor,
+                "reason": h.reason,
+                "at": rfc3339(h.at),
+            })
+        })
+        .collect();
+    Ok(json!({
+        "id": t.id,
+        "title": t.title,
+        "pipeline": t.pipeline_id,
+        "status": t.status,
+        "state": t.state,
+        "run": run,
+        "steps": steps,
+        "history": history,
+    }))
+}

@@ -1,0 +1,233 @@
+//! The headless command line (DESIGN §7): argument definitions and dispatch.
+
+mod engine_cmd;
+mod json;
+mod pipelines;
+mod tasks;
+
+use crate::engine::EngineError;
+use crate::store::{Store, StoreError};
+use crate::workspace::{Workspace, WorkspaceError};
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+/// Exit codes, as documented in `--help`.
+pub mod exit {
+    /// Success (for `run --wait`: the task ended done).
+    pub const OK: i32 = 0;
+    /// An error, or (for `run --wait`) the task ended anywhere but done or a gate.
+    pub const ERROR: i32 = 1;
+    /// `run --wait`: the task waits at a gate for a person.
+    pub const WAITING: i32 = 2;
+}
+
+const AFTER_HELP: &str = "\
+Exit codes: 0 success; 1 error (one plain sentence on stderr); for `run --wait`: 0 the task \
+ended done, 2 it waits at a gate, 1 anything else.
+With no command, baton opens the terminal UI.";
+
+/// baton — a terminal kanban that runs work through pipelines of AI agents and scripts.
+#[derive(Debug, Parser)]
+#[command(name = "baton", version, after_help = AFTER_HELP)]
+pub struct Cli {
+    /// The workspace folder (default: the nearest parent holding `.baton/`).
+    #[arg(long, global = true, env = "BATON_DIR", value_name = "D")]
+    pub dir: Option<PathBuf>,
+    /// Open the TUI on a throwaway demo workspace.
+    #[arg(long)]
+    pub demo: bool,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create `.baton/` here (config, .gitignore, pipeline and agent folders).
+    Init,
+    /// Create a task; prints only its id.
+    New {
+        title: String,
+        /// Pipeline id (default: the workspace's first own pipeline, else `quick_fix`).
+        #[arg(long, short)]
+        pipeline: Option<String>,
+        /// The task's prompt (markdown); `-` reads it from stdin.
+        #[arg(long)]
+        prompt: Option<String>,
+        /// Start it right away.
+        #[arg(long)]
+        start: bool,
+    },
+    /// List tasks, newest first.
+    List {
+        #[arg(long)]
+        status: Option<String>,
+        #[arg(long)]
+        pipeline: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// A task with its steps, handoffs and history.
+    Show {
+        id: i64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Start a task waiting in its backlog.
+    Start(ActionArgs),
+    /// Approve a task waiting at a gate.
+    Approve(ActionArgs),
+    /// Reject a task waiting at a gate (the note reaches the next step).
+    Reject(ActionArgs),
+    /// Abort a task: stop its step and move it to cancelled.
+    Abort(ActionArgs),
+    /// Re-run an interrupted or failed step as a new attempt and go on from there.
+    Resume(ActionArgs),
+    /// Start a new run from the first step.
+    Retry(ActionArgs),
+    /// Move a task to a status its pipeline allows from where it is.
+    Move {
+        id: i64,
+        status: String,
+        #[arg(long)]
+        note: Option<String>,
+    },
+    /// Pause a task before the step of STATUS.
+    Break { id: i64, status: String },
+    /// Clear a task's breakpoint and run the paused step.
+    Continue { id: i64 },
+    /// Print a step's log (default: the latest step).
+    Logs {
+        id: i64,
+        /// The step's position in `baton show` (1 = first).
+        #[arg(long)]
+        step: Option<usize>,
+        /// Keep printing new lines until the step ends.
+        #[arg(long, short)]
+        follow: bool,
+    },
+    /// Create and start a task on PIPELINE.
+    Run {
+        pipeline: String,
+        #[arg(long)]
+        title: String,
+        #[arg(long)]
+        prompt: Option<String>,
+        /// Wait until the task is done, at a gate, or stopped (runs an engine if none runs).
+        #[arg(long)]
+        wait: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run the engine headless (for tmux/systemd); SIGTERM/SIGINT stop it gracefully.
+    Engine {
+        /// Stop once nothing runs or is queued.
+        #[arg(long)]
+        exit_when_idle: bool,
+    },
+    /// Pipeline definitions.
+    #[command(subcommand)]
+    Pipelines(PipelinesCmd),
+    /// Agent profiles.
+    #[command(subcommand)]
+    Agents(AgentsCmd),
+}
+
+/// `start|approve|reject|abort|resume|retry ID [--note TEXT]`.
+#[derive(Debug, Args)]
+pub struct ActionArgs {
+    pub id: i64,
+    /// A note kept in the history and handed to the next step.
+    #[arg(long)]
+    pub note: Option<String>,
+}
+
+/// `baton pipelines …`.
+#[derive(Debug, Subcommand)]
+pub enum PipelinesCmd {
+    /// Every pipeline (built-in and the workspace's).
+    List,
+    /// One pipeline's statuses and transitions.
+    Show { id: String },
+    /// Check pipeline files (default: the workspace's); exits 1 on any error.
+    Validate { files: Vec<PathBuf> },
+    /// The state machine as a Graphviz dot graph.
+    Graph { id: String },
+}
+
+/// `baton agents …`.
+#[derive(Debug, Subcommand)]
+pub enum AgentsCmd {
+    /// Every agent profile.
+    List,
+    /// Whether each profile's backend answers.
+    Check,
+}
+
+/// An error for people: the sentence to print and the exit code.
+#[derive(Debug)]
+pub struct Failure {
+    pub message: String,
+    pub code: i32,
+}
+
+impl Failure {
+    /// A plain error with exit code 1.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            code: exit::ERROR,
+        }
+    }
+}
+
+impl From<EngineError> for Failure {
+    fn from(e: EngineError) -> Self {
+        Self::new(e.to_string())
+    }
+}
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Self {
+        Self::new(e.to_string())
+    }
+}
+impl From<WorkspaceError> for Failure {
+    fn from(e: WorkspaceError) -> Self {
+        Self::new(e.to_string())
+    }
+}
+
+/// What a command returns: an exit code, or a failure to report.
+pub type Outcome = Result<i32, Failure>;
+
+/// Finds the workspace: `--dir`/`BATON_DIR`, else walking up from the cwd.
+pub fn workspace(dir: Option<&PathBuf>) -> Result<Workspace, Failure> {
+    match dir {
+        Some(d) if d.join(crate::workspace::DIR_NAME).is_dir() => Ok(Workspace::at(d)),
+        Some(d) => Err(Failure::new(format!(
+            "{} has no .baton folder — run `baton init` there first",
+            d.display()
+        ))),
+        None => {
+            let cwd = std::env::current_dir()
+                .map_err(|e| Failure::new(format!("cannot read the current folder: {e}")))?;
+            Ok(Workspace::discover(&cwd)?)
+        }
+    }
+}
+
+/// Opens the workspace's store.
+pub fn open_store(ws: &Workspace) -> Result<Store, Failure> {
+    Ok(Store::open(&ws.db_path())?)
+}
+
+/// Runs a headless subcommand.
+pub fn dispatch(dir: Option<&PathBuf>, command: Command) -> Outcome {
+    match command {
+        Command::Init => tasks::init(dir),
+        Command::Pipelines(cmd) => pipelines::run(dir, cmd),
+        Command::Agents(cmd) => pipelines::agents(dir, cmd),
+        Command::Engine { exit_when_idle } => engine_cmd::run(&workspace(dir)?, exit_when_idle),
+        other => tasks::run(&workspace(dir)?, other),
+    }
+}

@@ -1,0 +1,194 @@
+//! `baton pipelines …` and `baton agents …`.
+
+use super::{AgentsCmd, Failure, Outcome, PipelinesCmd, exit, tasks::catalog, workspace};
+use crate::pipeline::{Pipeline, Severity, StatusKind, parse_pipeline};
+use std::path::PathBuf;
+
+/// `baton pipelines …`. `validate FILE…` works outside a workspace too.
+pub fn run(dir: Option<&PathBuf>, cmd: PipelinesCmd) -> Outcome {
+    match cmd {
+        PipelinesCmd::Validate { files } => validate(dir, files),
+        PipelinesCmd::List => {
+            let ws = workspace(dir)?;
+            let cat = catalog(&ws);
+            for p in &cat.pipelines {
+                let steps = p.statuses.iter().filter(|s| s.kind == StatusKind::Step).count();
+                println!(
+                    "{:<14} {:<20} {} statuses, {} steps  {}",
+                    p.id,
+                    p.name,
+                    p.statuses.len(),
+                    steps,
+                    p.description
+                );
+            }
+            Ok(exit::OK)
+        }
+        PipelinesCmd::Show { id } => {
+            let p = find(dir, &id)?;
+            show(&p);
+            Ok(exit::OK)
+        }
+        PipelinesCmd::Graph { id } => {
+            let p = find(dir, &id)?;
+            print!("{}", graph(&p));
+            Ok(exit::OK)
+        }
+    }
+}
+
+fn find(dir: Option<&PathBuf>, id: &str) -> Result<Pipeline, Failure> {
+    let ws = workspace(dir)?;
+    catalog(&ws)
+        .pipelines
+        .into_iter()
+        .find(|p| p.id == id)
+        .ok_or_else(|| {
+            Failure::new(format!(
+                "no pipeline `{id}` — `baton pipelines list` shows the ones available"
+            ))
+        })
+}
+
+fn show(p: &Pipeline) {
+    println!("{} — {}", p.id, p.name);
+    if !p.description.is_empty() {
+        println!("{}", p.description);
+    }
+    println!("\nstatuses:");
+    for s in &p.statuses {
+        let what = match &s.step {
+            Some(step) => step.action.describe(),
+            None => s.kind.as_str().to_string(),
+        };
+        println!("  {:<14} {:<18} {what}", s.id, s.label);
+    }
+    println!("\ntransitions:");
+    for t in &p.transitions {
+        let guards: Vec<String> = t.guards.iter().map(|g| g.name()).collect();
+        let hooks: Vec<&str> = t.hooks.iter().map(|h| h.name()).collect();
+        let mut line = format!("  {:<14} → {:<14} on {}", t.from, t.to, t.on);
+        if !guards.is_empty() {
+            line.push_str(&format!("  guards [{}]", guards.join(", ")));
+        }
+        if !hooks.is_empty() {
+            line.push_str(&format!("  hooks [{}]", hooks.join(", ")));
+        }
+        println!("{line}");
+    }
+    println!("\n(defaults: success → next status, failure/error → first failed, abort → first cancelled)");
+}
+
+/// The pipeline as a Graphviz digraph.
+pub fn graph(p: &Pipeline) -> String {
+    let mut out = format!("digraph \"{}\" {{\n  rankdir=LR;\n", p.id);
+    for s in &p.statuses {
+        let shape = match s.kind {
+            StatusKind::Gate => "diamond",
+            StatusKind::Step => "box",
+            k if k.is_terminal() => "doublecircle",
+            _ => "ellipse",
+        };
+        out.push_str(&format!(
+            "  \"{}\" [label=\"{}\", shape={shape}];\n",
+            s.id,
+            s.label.replace('"', "\\\"")
+        ));
+    }
+    for t in &p.transitions {
+        let froms: Vec<&str> = if t.from == "*" {
+            p.statuses
+                .iter()
+                .filter(|s| !s.kind.is_terminal())
+                .map(|s| s.id.as_str())
+                .collect()
+        } else {
+            vec![t.from.as_str()]
+        };
+        for f in froms {
+            out.push_str(&format!("  \"{f}\" -> \"{}\" [label=\"{}\"];\n", t.to, t.on));
+        }
+    }
+    out.push_str("}\n");
+    out
+}
+
+fn validate(dir: Option<&PathBuf>, files: Vec<PathBuf>) -> Outcome {
+    let ws = workspace(dir).ok();
+    let agents = crate::pipeline::agent_ids(ws.as_ref().map(|w| w.agents_dir()).as_deref());
+    let files = if files.is_empty() {
+        let Some(ws) = &ws else {
+            return Err(Failure::new(
+                "no files given and no workspace found — name the files, or run inside a workspace",
+            ));
+        };
+        let mut found: Vec<PathBuf> = std::fs::read_dir(ws.pipelines_dir())
+            .map(|d| {
+                d.filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.extension().is_some_and(|x| x == "json"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        found.sort();
+        if found.is_empty() {
+            println!(
+                "{} holds no pipeline files; the built-in ones are valid",
+                ws.pipelines_dir().display()
+            );
+            return Ok(exit::OK);
+        }
+        found
+    } else {
+        files
+    };
+    let mut errors = 0;
+    let mut warnings = 0;
+    for f in &files {
+        let name = f.display().to_string();
+        let text = match std::fs::read_to_string(f) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("{name}: error: cannot read it: {e}");
+                errors += 1;
+                continue;
+            }
+        };
+        let (pipeline, diags) = parse_pipeline(&name, &text, Some(&agents));
+        for d in &diags {
+            match d.severity {
+                Severity::Error => errors += 1,
+                Severity::Warning => warnings += 1,
+            }
+            eprintln!("{d}");
+        }
+        if let Some(p) = pipeline
+            && diags.iter().all(|d| d.severity != Severity::Error)
+        {
+            println!("{name}: ok ({}, {} statuses)", p.id, p.statuses.len());
+        }
+    }
+    if errors > 0 {
+        return Err(Failure::new(format!(
+            "{errors} error(s), {warnings} warning(s) in {} file(s) — fix them and run `baton pipelines validate` again",
+            files.len()
+        )));
+    }
+    Ok(exit::OK)
+}
+
+/// `baton agents …`.
+pub fn agents(dir: Option<&PathBuf>, cmd: AgentsCmd) -> Outcome {
+    let ws = workspace(dir).ok();
+    let ids = crate::pipeline::agent_ids(ws.as_ref().map(|w| w.agents_dir()).as_deref());
+    match cmd {
+        AgentsCmd::List => {
+            for id in ids {
+                println!("{id}");
+            }
+            Ok(exit::OK)
+        }
+        AgentsCmd::Check => Err(Failure::new(
+            "agent backends are not wired up in this build yet; `baton agents list` shows the profiles",
+        )),
+    }
+}

@@ -1,0 +1,404 @@
+//! Task subcommands: init, new, list, show, the actions, logs and run.
+
+use super::{Command, Failure, Outcome, exit, json, open_store};
+use crate::engine::client::{Submitted, submit};
+use crate::engine::{Action, Request, actions::create_task, pipeline_of};
+use crate::pipeline::{Catalog, Pipeline, StatusKind, load_catalog};
+use crate::store::{Store, StepRun, Stream, TaskFilter, TaskState, rfc3339};
+use crate::workspace::{EngineLock, Workspace};
+use std::io::{IsTerminal, Read, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// `baton init`.
+pub fn init(dir: Option<&PathBuf>) -> Outcome {
+    let root = match dir {
+        Some(d) => d.clone(),
+        None => std::env::current_dir().map_err(|e| Failure::new(e.to_string()))?,
+    };
+    if !root.is_dir() {
+        return Err(Failure::new(format!(
+            "{} is not a folder — create it first",
+            root.display()
+        )));
+    }
+    let (ws, created) = Workspace::init(&root)?;
+    open_store(&ws)?;
+    if created {
+        println!("created {}", ws.dir().display());
+        println!("next: `baton new \"a title\" --start` then `baton` to watch it, or `baton --demo` for a tour");
+    } else {
+        println!("{} already exists; left it as it is", ws.dir().display());
+    }
+    Ok(exit::OK)
+}
+
+/// Loads the pipelines a workspace sees; load errors are reported, not fatal.
+pub fn catalog(ws: &Workspace) -> Catalog {
+    let agents = crate::pipeline::agent_ids(Some(&ws.agents_dir()));
+    let catalog = load_catalog(Some(&ws.pipelines_dir()), Some(&agents));
+    for d in &catalog.diagnostics {
+        if d.severity == crate::pipeline::Severity::Error {
+            eprintln!("{d} (this pipeline is skipped)");
+        }
+    }
+    catalog
+}
+
+fn find_pipeline(ws: &Workspace, id: Option<&str>) -> Result<Pipeline, Failure> {
+    let catalog = catalog(ws);
+    let id = match id {
+        Some(id) => id.to_string(),
+        None => {
+            let own = std::fs::read_dir(ws.pipelines_dir()).is_ok_and(|mut d| d.next().is_some());
+            match catalog.pipelines.last() {
+                Some(p) if own => p.id.clone(),
+                _ => "quick_fix".to_string(),
+            }
+        }
+    };
+    catalog
+        .pipelines
+        .into_iter()
+        .find(|p| p.id == id)
+        .ok_or_else(|| {
+            Failure::new(format!(
+                "no pipeline `{id}` — `baton pipelines list` shows the ones available"
+            ))
+        })
+}
+
+fn read_prompt(prompt: Option<String>) -> Result<String, Failure> {
+    match prompt.as_deref() {
+        Some("-") => {
+            let mut s = String::new();
+            std::io::stdin()
+                .read_to_string(&mut s)
+                .map_err(|e| Failure::new(format!("reading the prompt from stdin failed: {e}")))?;
+            Ok(s)
+        }
+        Some(p) => Ok(p.to_string()),
+        None => Ok(String::new()),
+    }
+}
+
+/// Creates a task and optionally starts it; returns its id.
+fn create(
+    ws: &Workspace,
+    store: &mut Store,
+    pipeline: Option<&str>,
+    title: &str,
+    prompt: Option<String>,
+    start: bool,
+) -> Result<i64, Failure> {
+    if title.trim().is_empty() {
+        return Err(Failure::new("a task needs a title — `baton new \"what to do\"`"));
+    }
+    let pipeline = find_pipeline(ws, pipeline)?;
+    let prompt = read_prompt(prompt)?;
+    let id = store.write(|db| create_task(db, &pipeline, title, &prompt))?;
+    if start {
+        let req = Request {
+            task_id: id,
+            action: Action::Start,
+            expected_status: None,
+            actor: "user".into(),
+        };
+        submit(ws, store, &req)?;
+    }
+    Ok(id)
+}
+
+fn hint_if_no_engine(ws: &Workspace) {
+    if !EngineLock::is_held(ws) {
+        eprintln!("note: no engine is running here; its step waits until `baton engine` or `baton` starts one");
+    }
+}
+
+/// Task subcommands that need a workspace.
+pub fn run(ws: &Workspace, command: Command) -> Outcome {
+    let mut store = open_store(ws)?;
+    match command {
+        Command::New {
+            title,
+            pipeline,
+            prompt,
+            start,
+        } => {
+            let id = create(ws, &mut store, pipeline.as_deref(), &title, prompt, start)?;
+            println!("{id}");
+            if start {
+                hint_if_no_engine(ws);
+            }
+            Ok(exit::OK)
+        }
+        Command::List {
+            status,
+            pipeline,
+            json,
+        } => list(&store, status.as_deref(), pipeline.as_deref(), json),
+        Command::Show { id, json } => show(&store, id, json),
+        Command::Start(a) => act(ws, &mut store, a.id, Action::Start),
+        Command::Approve(a) => act(ws, &mut store, a.id, Action::Approve { note: a.note }),
+        Command::Reject(a) => act(ws, &mut store, a.id, Action::Reject { note: a.note }),
+        Command::Abort(a) => act(ws, &mut store, a.id, Action::Abort { note: a.note }),
+        Command::Resume(a) => act(ws, &mut store, a.id, Action::Resume),
+        Command::Retry(a) => act(ws, &mut store, a.id, Action::Retry),
+        Command::Move { id, status, note } => {
+            act(ws, &mut store, id, Action::Move { to: status, note })
+        }
+        Command::Break { id, status } => act(ws, &mut store, id, Action::Break { status }),
+        Command::Continue { id } => act(ws, &mut store, id, Action::Continue),
+        Command::Logs { id, step, follow } => logs(&store, id, step, follow),
+        Command::Run {
+            pipeline,
+            title,
+            prompt,
+            wait,
+            json,
+        } => {
+            let id = create(ws, &mut store, Some(&pipeline), &title, prompt, true)?;
+            if !wait {
+                hint_if_no_engine(ws);
+            }
+            super::engine_cmd::run_task(ws, &mut store, id, wait, json)
+        }
+        Command::Init | Command::Engine { .. } | Command::Pipelines(_) | Command::Agents(_) => {
+            unreachable!("dispatched elsewhere")
+        }
+    }
+}
+
+fn act(ws: &Workspace, store: &mut Store, id: i64, action: Action) -> Outcome {
+    let task = store.read().task(id)?;
+    let queues_step = matches!(
+        action,
+        Action::Start | Action::Resume | Action::Retry | Action::Continue
+    );
+    let req = Request {
+        task_id: id,
+        action,
+        expected_status: Some(task.status),
+        actor: "user".into(),
+    };
+    let out = submit(ws, store, &req)?;
+    println!("{}", out.summary());
+    if let Submitted::Direct(applied) = &out {
+        let queued = applied
+            .moved
+            .as_ref()
+            .is_some_and(|m| m.step_run.is_some());
+        if queued || queues_step {
+            hint_if_no_engine(ws);
+        }
+    }
+    Ok(exit::OK)
+}
+
+fn list(store: &Store, status: Option<&str>, pipeline: Option<&str>, as_json: bool) -> Outcome {
+    let tasks = store.read().list_tasks(&TaskFilter { status, pipeline })?;
+    if as_json {
+        let items: Vec<_> = tasks.iter().map(json::list_item).collect();
+        println!("{}", serde_json::Value::Array(items));
+        return Ok(exit::OK);
+    }
+    if tasks.is_empty() {
+        println!("no tasks — `baton new \"a title\"` creates one");
+        return Ok(exit::OK);
+    }
+    println!(
+        "{:>5}  {:<14} {:<12} {:<12} {:<20} TITLE",
+        "ID", "STATUS", "STATE", "PIPELINE", "UPDATED"
+    );
+    for t in tasks {
+        println!(
+            "{:>5}  {:<14} {:<12} {:<12} {:<20} {}",
+            t.id,
+            t.status,
+            t.state.as_str(),
+            t.pipeline_id,
+            &rfc3339(t.updated_at)[..19],
+            t.title
+        );
+    }
+    Ok(exit::OK)
+}
+
+fn step_symbol(s: &StepRun) -> &'static str {
+    use crate::store::StepState::*;
+    match s.state {
+        Succeeded => "✓",
+        Failed | TimedOut => "✗",
+        Running => "●",
+        Pending => "○",
+        Interrupted => "⏸",
+        Cancelled => "–",
+    }
+}
+
+fn show(store: &Store, id: i64, as_json: bool) -> Outcome {
+    let db = store.read();
+    if as_json {
+        println!("{}", json::show(&db, id)?);
+        return Ok(exit::OK);
+    }
+    let t = db.task(id)?;
+    let pipeline = pipeline_of(&t)?;
+    let label = pipeline
+        .status(&t.status)
+        .map_or(t.status.clone(), |s| s.label.clone());
+    println!("#{} {}", t.id, t.title);
+    println!(
+        "pipeline {} · status {} ({}) · {}",
+        t.pipeline_id, t.status, label, t.state
+    );
+    if let Some(b) = &t.breakpoint {
+        println!("breakpoint before {b}");
+    }
+    if !t.prompt.is_empty() {
+        println!("\n{}", t.prompt.trim_end());
+    }
+    let steps = db.step_runs(id)?;
+    if !steps.is_empty() {
+        println!("\nsteps:");
+        for (i, s) in steps.iter().enumerate() {
+            let mut line = format!(
+                "  {:>2}. {} {:<14} attempt {} {}",
+                i + 1,
+                step_symbol(s),
+                s.status,
+                s.attempt,
+                s.state
+            );
+            if let Some(c) = s.exit_code {
+                line.push_str(&format!(" exit {c}"));
+            }
+            if let Some(o) = &s.outcome {
+                line.push_str(&format!(" outcome {o}"));
+            }
+            if let Some(e) = &s.error {
+                line.push_str(&format!(" — {e}"));
+            }
+            println!("{line}");
+        }
+    }
+    println!("\nhistory:");
+    for h in db.history(id)? {
+        let from = h.from.as_deref().unwrap_or("·");
+        let reason = h.reason.map(|r| format!(" — {r}")).unwrap_or_default();
+        println!(
+            "  {} {} → {} ({}, {}){}",
+            &rfc3339(h.at)[..19],
+            from,
+            h.to,
+            h.trigger,
+            h.actor,
+            reason
+        );
+    }
+    let events = db.events(id)?;
+    let notable: Vec<_> = events.iter().filter(|e| e.level != "info").collect();
+    if !notable.is_empty() {
+        println!("\nevents:");
+        for e in notable.iter().rev().take(10).rev() {
+            println!("  {} {} {}", &rfc3339(e.at)[..19], e.level, e.summary);
+        }
+    }
+    if t.state == TaskState::Interrupted {
+        println!("\ninterrupted — `baton resume {id}` re-runs the step, `baton retry {id}` starts over");
+    }
+    Ok(exit::OK)
+}
+
+fn logs(store: &Store, id: i64, step: Option<usize>, follow: bool) -> Outcome {
+    let db = store.read();
+    db.task(id)?;
+    let steps = db.step_runs(id)?;
+    let chosen = match step {
+        Some(0) => return Err(Failure::new("steps are numbered from 1, as in `baton show`")),
+        Some(n) => steps.get(n - 1).ok_or_else(|| {
+            Failure::new(format!(
+                "task {id} has {} step(s); `baton show {id}` lists them",
+                steps.len()
+            ))
+        })?,
+        None => steps
+            .last()
+            .ok_or_else(|| Failure::new(format!("task {id} has not run a step yet")))?,
+    };
+    let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let mut out = std::io::stdout().lock();
+    let mut after = 0;
+    loop {
+        let lines = db.log_lines(chosen.id, after, 5_000)?;
+        for l in &lines {
+            let text = if color {
+                l.text.clone()
+            } else {
+                strip_ansi(&l.text)
+            };
+            let line = match (l.stream, color) {
+                (Stream::Stderr, true) => format!("\x1b[31m│\x1b[0m {text}"),
+                (Stream::System, true) => format!("\x1b[2m{text}\x1b[0m"),
+                _ => text,
+            };
+            if writeln!(out, "{line}").is_err() {
+                return Ok(exit::OK);
+            }
+            after = l.id;
+        }
+        if lines.len() == 5_000 {
+            continue;
+        }
+        if !follow || db.step_run(chosen.id)?.state.is_final() {
+            // One more read: lines committed between the query and the state check.
+            for l in db.log_lines(chosen.id, after, i64::MAX)? {
+                let _ = writeln!(out, "{}", if color { l.text } else { strip_ansi(&l.text) });
+            }
+            return Ok(exit::OK);
+        }
+        let _ = out.flush();
+        // Following another process's writes: poll at the log writer's own batch interval.
+        std::thread::sleep(Duration::from_millis(150));
+    }
+}
+
+/// Removes ANSI escape sequences (for output that is not a terminal).
+pub fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                for c in chars.by_ref() {
+                    if ('@'..='~').contains(&c) {
+                        break;
+                    }
+                }
+            } else {
+                chars.next();
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// True when the task has come to rest: nothing runs or is queued for it.
+pub fn settled(state: TaskState) -> bool {
+    !matches!(state, TaskState::Queued | TaskState::Running)
+}
+
+/// The exit code `run --wait` gives for a settled task.
+pub fn wait_code(store: &Store, id: i64) -> Result<i32, Failure> {
+    let t = store.read().task(id)?;
+    let p = pipeline_of(&t)?;
+    let kind = p.status(&t.status).map(|s| s.kind);
+    Ok(match (t.state, kind) {
+        (TaskState::Done, _) => exit::OK,
+        (TaskState::Waiting, Some(StatusKind::Gate)) => exit::WAITING,
+        _ => exit::ERROR,
+    })
+}

@@ -1,0 +1,268 @@
+//! Loading pipelines: JSON text to [`Pipeline`] with located, human-readable diagnostics, and
+//! the catalog of built-in plus workspace pipelines.
+
+use super::locate::Locator;
+use super::model::Pipeline;
+use super::parse::{Ctx, parse_root};
+use super::validate::check;
+use serde::Serialize;
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::Path;
+
+/// How bad a [`Diagnostic`] is: errors keep a pipeline out of the catalog, warnings do not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    /// The file cannot be used as it is.
+    Error,
+    /// Worth fixing, but the pipeline still loads.
+    Warning,
+}
+
+/// One problem found in a pipeline file, located as precisely as the loader could.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Diagnostic {
+    /// The file as the user knows it (`pipelines/demo.json`, `.baton/pipelines/x.json`).
+    pub file: String,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// 1-based column, when known.
+    pub column: Option<usize>,
+    /// Error or warning.
+    pub severity: Severity,
+    /// A plain reason, saying what to do where that is not obvious.
+    pub message: String,
+}
+
+impl Diagnostic {
+    /// True for [`Severity::Error`].
+    pub fn is_error(&self) -> bool {
+        self.severity == Severity::Error
+    }
+}
+
+impl fmt::Display for Diagnostic {
+    /// `file:line:col: error: message`, leaving out the parts that are unknown.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.file)?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+            if let Some(col) = self.column {
+                write!(f, ":{col}")?;
+            }
+        }
+        let label = match self.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        write!(f, ": {label}: {}", self.message)
+    }
+}
+
+/// Parses and validates one pipeline file.
+///
+/// Returns the pipeline only when there are no errors; the diagnostics hold every error and
+/// warning found (not just the first). With `known_agents`, agent steps must name one of them.
+pub fn parse_pipeline(
+    file: &str,
+    text: &str,
+    known_agents: Option<&BTreeSet<String>>,
+) -> (Option<Pipeline>, Vec<Diagnostic>) {
+    let root: serde_json::Value = match serde_json::from_str(text) {
+        Ok(v) => v,
+        Err(e) => return (None, vec![json_error(file, &e)]),
+    };
+    let mut ctx = Ctx::new(file, Locator::new(text));
+    let parsed = parse_root(&mut ctx, &root, known_agents);
+    if let Some(parsed) = &parsed {
+        check(&mut ctx, parsed);
+    }
+    let ok = !ctx.has_errors();
+    (parsed.filter(|_| ok).map(|p| p.pipeline), ctx.diags)
+}
+
+/// The one diagnostic for text that is not JSON at all.
+fn json_error(file: &str, e: &serde_json::Error) -> Diagnostic {
+    let full = e.to_string();
+    let suffix = format!(" at line {} column {}", e.line(), e.column());
+    let reason = full.strip_suffix(&suffix).unwrap_or(&full);
+    Diagnostic {
+        file: file.to_string(),
+        line: (e.line() > 0).then_some(e.line()),
+        column: (e.line() > 0).then_some(e.column()),
+        severity: Severity::Error,
+        message: format!("{reason} — fix the JSON and run `baton pipelines validate`"),
+    }
+}
+
+const BUILTIN_PIPELINES: &[(&str, &str)] = &[
+    (
+        "pipelines/demo.json",
+        include_str!("../../pipelines/demo.json"),
+    ),
+    (
+        "pipelines/quick_fix.json",
+        include_str!("../../pipelines/quick_fix.json"),
+    ),
+    (
+        "pipelines/feature.json",
+        include_str!("../../pipelines/feature.json"),
+    ),
+];
+
+const BUILTIN_AGENTS: &[(&str, &str)] = &[
+    (
+        "pipelines/agents/planner.json",
+        include_str!("../../pipelines/agents/planner.json"),
+    ),
+    (
+        "pipelines/agents/coder.json",
+        include_str!("../../pipelines/agents/coder.json"),
+    ),
+    (
+        "pipelines/agents/reviewer.json",
+        include_str!("../../pipelines/agents/reviewer.json"),
+    ),
+];
+
+/// The built-in pipeline files compiled into the binary: `(file name, JSON text)`.
+pub fn builtin_sources() -> &'static [(&'static str, &'static str)] {
+    BUILTIN_PIPELINES
+}
+
+/// The built-in agent profile files compiled into the binary: `(file name, JSON text)`.
+pub fn builtin_agent_sources() -> &'static [(&'static str, &'static str)] {
+    BUILTIN_AGENTS
+}
+
+/// Every pipeline available to a workspace, plus what went wrong loading the rest.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    /// Built-ins first (a workspace file with the same id takes the built-in's place), then
+    /// the workspace's own pipelines in file-name order.
+    pub pipelines: Vec<Pipeline>,
+    /// Errors and warnings of every file read, including the files left out.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Catalog {
+    /// The pipeline with this id.
+    pub fn get(&self, id: &str) -> Option<&Pipeline> {
+        self.pipelines.iter().find(|p| p.id == id)
+    }
+
+    /// True when some file had an error.
+    pub fn has_errors(&self) -> bool {
+        self.diagnostics.iter().any(Diagnostic::is_error)
+    }
+}
+
+/// Loads the built-in pipelines, then `*.json` in `workspace_pipelines_dir` (a missing
+/// directory is fine). A file with errors is left out; its diagnostics are kept.
+pub fn load_catalog(
+    workspace_pipelines_dir: Option<&Path>,
+    known_agents: Option<&BTreeSet<String>>,
+) -> Catalog {
+    let mut catalog = Catalog::default();
+    for (file, text) in builtin_sources() {
+        let (pipeline, diags) = parse_pipeline(file, text, known_agents);
+        catalog.diagnostics.extend(diags);
+        catalog.pipelines.extend(pipeline);
+    }
+    let builtin_count = catalog.pipelines.len();
+    let Some(dir) = workspace_pipelines_dir else {
+        return catalog;
+    };
+    // Which workspace file claimed each id, to report two files fighting over one id.
+    let mut claimed: Vec<(String, String)> = Vec::new();
+    for (file, read) in json_files(dir, &mut catalog.diagnostics) {
+        let text = match read {
+            Ok(text) => text,
+            Err(e) => {
+                catalog
+                    .diagnostics
+                    .push(file_error(&file, format!("cannot read: {e}")));
+                continue;
+            }
+        };
+        let (pipeline, diags) = parse_pipeline(&file, &text, known_agents);
+        catalog.diagnostics.extend(diags);
+        let Some(pipeline) = pipeline else { continue };
+        if let Some((_, other)) = claimed.iter().find(|(id, _)| *id == pipeline.id) {
+            let message = format!(
+                "pipeline id `{}` is already defined by {other}; this file is ignored",
+                pipeline.id
+            );
+            catalog.diagnostics.push(file_error(&file, message));
+            continue;
+        }
+        claimed.push((pipeline.id.clone(), file));
+        match catalog.pipelines[..builtin_count]
+            .iter()
+            .position(|p| p.id == pipeline.id)
+        {
+            Some(i) => catalog.pipelines[i] = pipeline,
+            None => catalog.pipelines.push(pipeline),
+        }
+    }
+    catalog
+}
+
+/// Ids of the built-in agent profiles plus those in `workspace_agents_dir/*.json`.
+/// Files that are not JSON objects with a string `id` are skipped (the agent loader reports them).
+pub fn agent_ids(workspace_agents_dir: Option<&Path>) -> BTreeSet<String> {
+    let mut ids: BTreeSet<String> = builtin_agent_sources()
+        .iter()
+        .filter_map(|(_, text)| id_of(text))
+        .collect();
+    if let Some(dir) = workspace_agents_dir {
+        let mut ignored = Vec::new();
+        for (_, read) in json_files(dir, &mut ignored) {
+            ids.extend(read.ok().as_deref().and_then(id_of));
+        }
+    }
+    ids
+}
+
+fn id_of(text: &str) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_str(text).ok()?;
+    let id = value.get("id")?.as_str()?.trim();
+    (!id.is_empty()).then(|| id.to_string())
+}
+
+/// `*.json` files of a directory sorted by name, each with its display path and contents.
+/// A missing directory yields nothing; any other listing failure becomes a diagnostic.
+fn json_files(dir: &Path, diags: &mut Vec<Diagnostic>) -> Vec<(String, std::io::Result<String>)> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
+        Err(e) => {
+            diags.push(file_error(
+                &dir.display().to_string(),
+                format!("cannot list: {e}"),
+            ));
+            return Vec::new();
+        }
+    };
+    let mut paths: Vec<_> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|ext| ext == "json") && p.is_file())
+        .collect();
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|p| (p.display().to_string(), std::fs::read_to_string(&p)))
+        .collect()
+}
+
+fn file_error(file: &str, message: String) -> Diagnostic {
+    Diagnostic {
+        file: file.to_string(),
+        line: None,
+        column: None,
+        severity: Severity::Error,
+        message,
+    }
+}

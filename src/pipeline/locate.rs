@@ -1,0 +1,211 @@
+//! Line/column lookup for elements of an already-parsed JSON document.
+//!
+//! `serde_json::Value` keeps no positions, so after a successful parse we scan the text once
+//! more and remember where every value and every object key starts, keyed by JSON pointer
+//! (`/transitions/3/to`). The scanner trusts that the text is valid JSON (serde_json said so)
+//! but never panics or loops on text that is not.
+
+use std::collections::HashMap;
+
+/// A 1-based line and column (columns count characters, not bytes).
+pub(crate) type Pos = (usize, usize);
+
+/// Where each value and key of a JSON document starts.
+#[derive(Debug, Default)]
+pub(crate) struct Locator {
+    values: HashMap<String, Pos>,
+    keys: HashMap<String, Pos>,
+}
+
+impl Locator {
+    /// Scans `text` (expected to be valid JSON) and records every position.
+    pub(crate) fn new(text: &str) -> Self {
+        let mut scan = Scan {
+            chars: text.chars().collect(),
+            i: 0,
+            line: 1,
+            col: 1,
+            out: Locator::default(),
+        };
+        scan.value(String::new());
+        scan.out
+    }
+
+    /// The start of the value at `ptr`, or of its nearest located ancestor.
+    pub(crate) fn value(&self, ptr: &str) -> Option<Pos> {
+        let mut p = ptr;
+        loop {
+            if let Some(pos) = self.values.get(p) {
+                return Some(*pos);
+            }
+            p = &p[..p.rfind('/')?];
+        }
+    }
+
+    /// The start of the key that names the member at `ptr` (falls back to `value`).
+    pub(crate) fn key(&self, ptr: &str) -> Option<Pos> {
+        self.keys.get(ptr).copied().or_else(|| self.value(ptr))
+    }
+}
+
+/// Appends one segment to a JSON pointer, escaping `~` and `/` as RFC 6901 says.
+pub(crate) fn join(base: &str, segment: &str) -> String {
+    format!("{base}/{}", segment.replace('~', "~0").replace('/', "~1"))
+}
+
+struct Scan {
+    chars: Vec<char>,
+    i: usize,
+    line: usize,
+    col: usize,
+    out: Locator,
+}
+
+impl Scan {
+    fn peek(&self) -> Option<char> {
+        self.chars.get(self.i).copied()
+    }
+
+    fn bump(&mut self) {
+        if let Some(c) = self.peek() {
+            if c == '\n' {
+                self.line += 1;
+                self.col = 1;
+            } else {
+                self.col += 1;
+            }
+            self.i += 1;
+        }
+    }
+
+    fn skip_ws(&mut self) {
+        while self.peek().is_some_and(char::is_whitespace) {
+            self.bump();
+        }
+    }
+
+    fn value(&mut self, ptr: String) {
+        self.skip_ws();
+        self.out.values.insert(ptr.clone(), (self.line, self.col));
+        match self.peek() {
+            Some('{') => self.object(&ptr),
+            Some('[') => self.array(&ptr),
+            Some('"') => {
+                self.string();
+            }
+            _ => {
+                while self
+                    .peek()
+                    .is_some_and(|c| !c.is_whitespace() && !matches!(c, ',' | ']' | '}'))
+                {
+                    self.bump();
+                }
+            }
+        }
+    }
+
+    fn object(&mut self, ptr: &str) {
+        self.bump();
+        loop {
+            self.skip_ws();
+            match self.peek() {
+                None => return,
+                Some('}') => return self.bump(),
+                Some(',') => self.bump(),
+                Some('"') => {
+                    let pos = (self.line, self.col);
+                    let key = self.string();
+                    let child = join(ptr, &key);
+                    self.out.keys.insert(child.clone(), pos);
+                    self.skip_ws();
+                    if self.peek() == Some(':') {
+                        self.bump();
+                    }
+                    self.value(child);
+                }
+                Some(_) => self.bump(),
+            }
+        }
+    }
+
+    fn array(&mut self, ptr: &str) {
+        self.bump();
+        let mut index = 0usize;
+        loop {
+            self.skip_ws();
+            match self.peek() {
+                None => return,
+                Some(']') => return self.bump(),
+                Some(',') => self.bump(),
+                Some(_) => {
+                    let before = self.i;
+                    self.value(join(ptr, &index.to_string()));
+                    index += 1;
+                    if self.i == before {
+                        self.bump();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads a string literal starting at the opening quote and returns its decoded text.
+    fn string(&mut self) -> String {
+        let mut out = String::new();
+        self.bump();
+        while let Some(c) = self.peek() {
+            self.bump();
+            match c {
+                '"' => break,
+                '\\' => {
+                    let Some(esc) = self.peek() else { break };
+                    self.bump();
+                    match esc {
+                        'n' => out.push('\n'),
+                        't' => out.push('\t'),
+                        'r' => out.push('\r'),
+                        'b' => out.push('\u{8}'),
+                        'f' => out.push('\u{c}'),
+                        'u' => {
+                            let mut code = 0u32;
+                            for _ in 0..4 {
+                                let digit = self.peek().and_then(|d| d.to_digit(16)).unwrap_or(0);
+                                code = code * 16 + digit;
+                                self.bump();
+                            }
+                            out.push(char::from_u32(code).unwrap_or('\u{fffd}'));
+                        }
+                        other => out.push(other),
+                    }
+                }
+                other => out.push(other),
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locates_values_and_keys() {
+        let text = "{\n  \"a\": [1, {\"b\": \"x\"}],\n  \"c/d\": true\n}";
+        let loc = Locator::new(text);
+        assert_eq!(loc.value(""), Some((1, 1)));
+        assert_eq!(loc.value("/a"), Some((2, 8)));
+        assert_eq!(loc.value("/a/1/b"), Some((2, 18)));
+        assert_eq!(loc.key("/a/1/b"), Some((2, 13)));
+        assert_eq!(loc.value(&join("", "c/d")), Some((3, 10)));
+        // Unknown members fall back to their nearest ancestor.
+        assert_eq!(loc.value("/a/1/zzz"), Some((2, 12)));
+    }
+
+    #[test]
+    fn survives_garbage() {
+        for text in ["", "{", "[1,", "{\"a\"", "\"\\u12", "}}}", "{\"a\":[}"] {
+            let _ = Locator::new(text);
+        }
+    }
+}

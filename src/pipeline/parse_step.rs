@@ -1,0 +1,217 @@
+//! Parsing a status's `step` object into a [`StepSpec`].
+
+use super::locate::join;
+use super::model::{StepAction, StepSpec};
+use super::parse::{Ctx, opt_str, req_str, type_name};
+use serde_json::{Map, Value};
+use std::collections::{BTreeMap, BTreeSet};
+
+const ACTIONS: &[&str] = &["run", "script", "agent", "docker"];
+const COMMON: &[&str] = &["timeout", "retries", "env", "workdir"];
+
+/// Parses the step of status `status`; `None` (with diagnostics) when it is unusable.
+pub(crate) fn parse_step(
+    ctx: &mut Ctx,
+    v: &Value,
+    ptr: &str,
+    status: &str,
+    known_agents: Option<&BTreeSet<String>>,
+) -> Option<StepSpec> {
+    let Some(obj) = v.as_object() else {
+        ctx.error(
+            ptr,
+            format!("status `{status}`: `step` must be an object like {{\"run\": \"cargo test\"}}, not {}", type_name(v)),
+        );
+        return None;
+    };
+    let mut unknown = false;
+    for key in obj.keys() {
+        if !ACTIONS.contains(&key.as_str())
+            && !COMMON.contains(&key.as_str())
+            && !key.starts_with('_')
+        {
+            unknown = true;
+            ctx.error_key(
+                &join(ptr, key),
+                format!("status `{status}`: unknown step kind `{key}` (a step has one of run, script, agent, docker, plus optional timeout, retries, env, workdir)"),
+            );
+        }
+    }
+    let actions: Vec<&str> = ACTIONS
+        .iter()
+        .copied()
+        .filter(|a| obj.contains_key(*a))
+        .collect();
+    let action = match actions.as_slice() {
+        [] => {
+            if !unknown {
+                ctx.error(
+                    ptr,
+                    format!("status `{status}`: the step says nothing to do; give it one of run, script, agent or docker"),
+                );
+            }
+            None
+        }
+        [one] => parse_action(ctx, obj, ptr, one, status, known_agents),
+        many => {
+            ctx.error(
+                ptr,
+                format!("status `{status}`: a step has exactly one of run, script, agent, docker, but this one has {}", many.join(" and ")),
+            );
+            None
+        }
+    };
+    let timeout = parse_timeout(ctx, obj, ptr, status);
+    let retries = parse_retries(ctx, obj, ptr, status);
+    let env = parse_env(ctx, obj, ptr, status);
+    let workdir = opt_str(ctx, obj, ptr, "workdir");
+    Some(StepSpec {
+        action: action?,
+        timeout: timeout.ok()?,
+        retries: retries?,
+        env: env?,
+        workdir,
+    })
+}
+
+fn parse_action(
+    ctx: &mut Ctx,
+    obj: &Map<String, Value>,
+    ptr: &str,
+    key: &str,
+    status: &str,
+    known_agents: Option<&BTreeSet<String>>,
+) -> Option<StepAction> {
+    let what = format!("status `{status}`: step");
+    if key == "docker" {
+        let dptr = join(ptr, "docker");
+        let Some(d) = obj.get("docker").and_then(Value::as_object) else {
+            ctx.error(
+                &dptr,
+                format!("{what}: `docker` must be an object like {{\"image\": \"rust:1\", \"run\": \"cargo test\"}}"),
+            );
+            return None;
+        };
+        let image = req_str(ctx, d, &dptr, "image", &format!("{what} docker"));
+        let run = req_str(ctx, d, &dptr, "run", &format!("{what} docker"));
+        return Some(StepAction::Docker {
+            image: image?,
+            run: run?,
+        });
+    }
+    let value = req_str(ctx, obj, ptr, key, &what)?;
+    Some(match key {
+        "run" => StepAction::Run(value),
+        "script" => StepAction::Script(value),
+        _ => {
+            if let Some(known) = known_agents
+                && !known.contains(&value)
+            {
+                let list: Vec<&str> = known.iter().map(String::as_str).collect();
+                ctx.error(
+                    &join(ptr, "agent"),
+                    format!("status `{status}`: unknown agent profile `{value}` (known: {}); add .baton/agents/{value}.json or fix the name", list.join(", ")),
+                );
+            }
+            StepAction::Agent(value)
+        }
+    })
+}
+
+/// `Err` when present but unusable; `Ok(None)` when absent.
+fn parse_timeout(
+    ctx: &mut Ctx,
+    obj: &Map<String, Value>,
+    ptr: &str,
+    status: &str,
+) -> Result<Option<std::time::Duration>, ()> {
+    let tptr = join(ptr, "timeout");
+    match obj.get("timeout") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => match humantime::parse_duration(s.trim()) {
+            Ok(d) if !d.is_zero() => Ok(Some(d)),
+            Ok(_) => {
+                ctx.error(
+                    &tptr,
+                    format!(
+                        "status `{status}`: timeout `{s}` is zero; leave it out for the default"
+                    ),
+                );
+                Err(())
+            }
+            Err(e) => {
+                ctx.error(&tptr, format!("status `{status}`: bad timeout `{s}` ({e}); write it like \"15m\" or \"1h 30m\""));
+                Err(())
+            }
+        },
+        Some(other) => {
+            ctx.error(
+                &tptr,
+                format!(
+                    "status `{status}`: timeout must be a string like \"15m\", not {}",
+                    type_name(other)
+                ),
+            );
+            Err(())
+        }
+    }
+}
+
+fn parse_retries(ctx: &mut Ctx, obj: &Map<String, Value>, ptr: &str, status: &str) -> Option<u32> {
+    match obj.get("retries") {
+        None | Some(Value::Null) => Some(0),
+        Some(v) => {
+            let n = v.as_u64().and_then(|n| u32::try_from(n).ok());
+            if n.is_none() {
+                ctx.error(
+                    &join(ptr, "retries"),
+                    format!("status `{status}`: `retries` must be a whole number ≥ 0, not {v}"),
+                );
+            }
+            n
+        }
+    }
+}
+
+fn parse_env(
+    ctx: &mut Ctx,
+    obj: &Map<String, Value>,
+    ptr: &str,
+    status: &str,
+) -> Option<BTreeMap<String, String>> {
+    let eptr = join(ptr, "env");
+    let vars = match obj.get("env") {
+        None | Some(Value::Null) => return Some(BTreeMap::new()),
+        Some(Value::Object(vars)) => vars,
+        Some(other) => {
+            ctx.error(
+                &eptr,
+                format!(
+                    "status `{status}`: `env` must be an object of strings, not {}",
+                    type_name(other)
+                ),
+            );
+            return None;
+        }
+    };
+    let mut env = BTreeMap::new();
+    let mut ok = true;
+    for (name, value) in vars {
+        match value.as_str() {
+            Some(s) => {
+                env.insert(name.clone(), s.to_string());
+            }
+            None => {
+                ok = false;
+                ctx.error(
+                    &join(&eptr, name),
+                    format!(
+                        "status `{status}`: env `{name}` must be a string, not {}",
+                        type_name(value)
+                    ),
+                );
+            }
+        }
+    }
+    ok.then_some(env)
+}

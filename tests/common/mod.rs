@@ -1,0 +1,96 @@
+//! Shared helpers for tests that drive the real `baton` binary.
+#![allow(dead_code)]
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// A temporary workspace with `.baton/` initialised.
+pub struct Ws {
+    pub dir: tempfile::TempDir,
+}
+
+impl Ws {
+    /// `baton init` in a fresh temp dir.
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ws = Self { dir };
+        ws.baton(&["init"]).assert().success();
+        ws
+    }
+
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// A `baton` command running in the workspace.
+    pub fn baton(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::cargo_bin("baton").expect("binary");
+        cmd.current_dir(self.dir.path())
+            .env_remove("BATON_DIR")
+            .env("NO_COLOR", "1")
+            .args(args);
+        cmd
+    }
+
+    /// Adds a pipeline file to `.baton/pipelines/`.
+    pub fn pipeline(&self, file: &str, json: &str) -> PathBuf {
+        let path = self.dir.path().join(".baton/pipelines").join(file);
+        std::fs::write(&path, json).expect("write pipeline");
+        path
+    }
+
+    /// Writes `.baton/config.toml`.
+    pub fn config(&self, toml: &str) {
+        std::fs::write(self.dir.path().join(".baton/config.toml"), toml).expect("config");
+    }
+
+    /// Runs `baton` and returns stdout, asserting success.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.baton(args).output().expect("run baton");
+        assert!(
+            out.status.success(),
+            "baton {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf8")
+    }
+
+    /// `baton new TITLE --pipeline P`, returning the id.
+    pub fn new_task(&self, pipeline: &str, title: &str) -> i64 {
+        self.ok(&["new", title, "--pipeline", pipeline])
+            .trim()
+            .parse()
+            .expect("new prints the id")
+    }
+
+    /// `show --json`.
+    pub fn show(&self, id: i64) -> Value {
+        serde_json::from_str(&self.ok(&["show", &id.to_string(), "--json"])).expect("json")
+    }
+
+    /// Runs an engine until nothing runs or is queued.
+    pub fn drain(&self) {
+        self.baton(&["engine", "--exit-when-idle"])
+            .timeout(std::time::Duration::from_secs(60))
+            .assert()
+            .success();
+    }
+}
+
+/// A pipeline with one script step before a review gate.
+pub const GATE: &str = r#"{
+  "id": "gate",
+  "name": "Gate test",
+  "statuses": [
+    {"id": "todo", "kind": "queue"},
+    {"id": "build", "step": {"script": "echo out-line\necho err-line >&2\nprintf '%s' \"$BATON_TASK_TITLE\" > title.txt\nprintf '%s' \"$BATON_NOTE\" > note.txt"}},
+    {"id": "review", "kind": "gate"},
+    {"id": "done", "kind": "done"},
+    {"id": "failed", "kind": "failed"},
+    {"id": "cancelled", "kind": "cancelled"}
+  ],
+  "transitions": [
+    {"from": "review", "to": "build", "on": "reject"}
+  ]
+}"#;

@@ -329,3 +329,12 @@ pub fn create_task(db: &Db, pipeline: &Pipeline, title: &str, prompt: &str) -> R
     }
     Ok(id)
 }
+
+/// The human moves available from where a task is, with the guards that block the others
+/// (for the TUI's move menu).
+pub fn move_options(db: &Db, task_id: i64) -> Result<Vec<crate::pipeline::MoveOption>> {
+    let task = db.task(task_id)?;
+    let pipeline = pipeline_of(&task)?;
+    let owned = FactsOwned::load(db, &task)?;
+    Ok(crate::pipeline::move_options(&pipeline, &task.status, &owned.facts()))
+}

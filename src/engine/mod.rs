@@ -12,7 +12,7 @@ mod results;
 mod runner;
 mod transition;
 
-pub use actions::{Action, Applied, Request};
+pub use actions::{Action, Applied, Request, create_task, move_options};
 pub use error::{EngineError, Result};
 pub use recovery::Recovered;
 pub use results::StepReport;

@@ -1,6 +1,7 @@
 //! The `.baton/` folder: discovery, layout, configuration and the engine lock.
 
 mod config;
+pub mod git;
 mod lock;
 
 pub use config::{Config, ShutdownMode};

@@ -4,6 +4,14 @@ use baton::cli::{Cli, dispatch, exit};
 use clap::Parser;
 
 fn main() {
+    // Die quietly on a closed pipe (`baton list | head`), as command-line tools do.
+    // SAFETY: called first thing, before any other thread exists.
+    unsafe {
+        let _ = nix::sys::signal::signal(
+            nix::sys::signal::Signal::SIGPIPE,
+            nix::sys::signal::SigHandler::SigDfl,
+        );
+    }
     let _ = color_eyre::install();
     let cli = Cli::parse();
     let code = match cli.command {

@@ -16,9 +16,26 @@ pub fn signal_group(pgid: u32, sig: Signal) -> bool {
     killpg(Pid::from_raw(pgid as i32), sig).is_ok()
 }
 
-/// True while any process of the group is alive.
+/// True while any process of the group is alive. Zombies do not count: a group whose
+/// members have all exited but not yet been reaped (by an init that reaps lazily) is gone.
 pub fn group_alive(pgid: u32) -> bool {
-    killpg(Pid::from_raw(pgid as i32), None).is_ok()
+    if killpg(Pid::from_raw(pgid as i32), None).is_err() {
+        return false;
+    }
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    dir.filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
+        .any(|stat| {
+            // Fields after the command name: state (3), ppid (4), pgrp (5).
+            let Some(close) = stat.rfind(')') else { return false };
+            let mut f = stat[close + 2..].split_whitespace();
+            let state = f.next();
+            let pgrp = f.nth(1).and_then(|p| p.parse::<u32>().ok());
+            pgrp == Some(pgid) && state != Some("Z")
+        })
 }
 
 /// What recovery may do with a group recorded by a dead engine.

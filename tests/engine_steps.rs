@@ -1,0 +1,195 @@
+//! Step execution through a running engine: abort, timeouts, parallelism, queued commands.
+
+mod common;
+use common::Ws;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn spawn_engine(ws: &Ws) -> Child {
+    Command::new(assert_cmd::cargo::cargo_bin("baton"))
+        .current_dir(ws.root())
+        .args(["engine"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("engine starts")
+}
+
+fn stop(mut engine: Child) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(engine.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    engine.wait().unwrap();
+}
+
+/// Polls another process's progress until `cond` holds.
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < Duration::from_secs(30), "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s[s.rfind(')').unwrap() + 2..].starts_with('Z'))
+        .unwrap_or(false)
+}
+
+const LONG: &str = r#"{
+  "id": "long", "name": "Long",
+  "statuses": [
+    {"id": "todo", "kind": "queue"},
+    {"id": "work", "step": {"script": "sleep 300 &\necho $! > child.pid\necho $$ > shell.pid\nwait"}},
+    {"id": "done", "kind": "done"},
+    {"id": "failed", "kind": "failed"},
+    {"id": "cancelled", "kind": "cancelled"}
+  ]
+}"#;
+
+#[test]
+fn abort_ends_the_whole_process_group_and_cancels_the_task() {
+    let ws = Ws::new();
+    ws.pipeline("long.json", LONG);
+    ws.config("kill_grace = \"2s\"\n");
+    let engine = spawn_engine(&ws);
+    let id = ws.new_task("long", "forever");
+    ws.ok(&["start", &id.to_string()]);
+    wait_for("the step to start", || ws.root().join("child.pid").exists());
+    let read = |f: &str| -> i32 {
+        std::fs::read_to_string(ws.root().join(f)).unwrap().trim().parse().unwrap()
+    };
+    wait_for("pids", || {
+        std::fs::read_to_string(ws.root().join("shell.pid")).is_ok_and(|s| !s.trim().is_empty())
+    });
+    let (child, shell) = (read("child.pid"), read("shell.pid"));
+    assert!(alive(child) && alive(shell));
+
+    let out = ws.ok(&["abort", &id.to_string()]);
+    assert!(out.contains("cancelled"), "{out}");
+    wait_for("the group to die", || !alive(child) && !alive(shell));
+    let shown = ws.show(id);
+    assert_eq!(shown["state"], "cancelled");
+    assert_eq!(shown["steps"][0]["state"], "cancelled");
+    stop(engine);
+}
+
+#[test]
+fn a_step_past_its_timeout_is_stopped_and_fails_with_an_error() {
+    let ws = Ws::new();
+    ws.pipeline(
+        "slow.json",
+        r#"{"id": "slow", "name": "Slow",
+  "statuses": [
+    {"id": "todo", "kind": "queue"},
+    {"id": "work", "step": {"run": "sleep 300", "timeout": "300ms"}},
+    {"id": "done", "kind": "done"},
+    {"id": "failed", "kind": "failed"}
+  ]}"#,
+    );
+    ws.config("kill_grace = \"1s\"\n");
+    let out = ws
+        .baton(&["run", "slow", "--title", "t", "--wait", "--json"])
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(shown["status"], "failed");
+    assert_eq!(shown["steps"][0]["state"], "timed_out");
+    assert!(shown["steps"][0]["error"].as_str().unwrap().contains("timed out"));
+}
+
+#[test]
+fn failure_routes_to_failed_and_error_retries_first() {
+    let ws = Ws::new();
+    ws.pipeline(
+        "flaky.json",
+        r#"{"id": "flaky", "name": "Flaky",
+  "statuses": [
+    {"id": "todo", "kind": "queue"},
+    {"id": "work", "step": {"run": "echo attempt $BATON_ATTEMPT >> attempts; kill -9 $$", "retries": 1}},
+    {"id": "done", "kind": "done"},
+    {"id": "failed", "kind": "failed"}
+  ]}"#,
+    );
+    let out = ws
+        .baton(&["run", "flaky", "--title", "t", "--wait", "--json"])
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(shown["status"], "failed");
+    let steps = shown["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2, "one retry after an error: {shown:#}");
+    assert_eq!(steps[1]["attempt"], 2);
+    let attempts = std::fs::read_to_string(ws.root().join("attempts")).unwrap();
+    assert_eq!(attempts, "attempt 1\nattempt 2\n");
+}
+
+#[test]
+fn max_parallel_bounds_concurrent_steps() {
+    let ws = Ws::new();
+    ws.pipeline(
+        "p.json",
+        r#"{"id": "p", "name": "P",
+  "statuses": [
+    {"id": "todo", "kind": "queue"},
+    {"id": "work", "step": {"script": "mkdir running.lock 2>/dev/null || echo OVERLAP >> overlaps\nsleep 0.2\nrmdir running.lock\necho ran >> ran"}},
+    {"id": "done", "kind": "done"},
+    {"id": "failed", "kind": "failed"}
+  ]}"#,
+    );
+    ws.config("max_parallel = 1\n");
+    for i in 0..3 {
+        let id = ws.new_task("p", &format!("t{i}"));
+        ws.ok(&["start", &id.to_string()]);
+    }
+    ws.drain();
+    let ran = std::fs::read_to_string(ws.root().join("ran")).unwrap();
+    assert_eq!(ran.lines().count(), 3);
+    assert!(!ws.root().join("overlaps").exists(), "steps overlapped with max_parallel = 1");
+}
+
+#[test]
+fn commands_reach_a_running_engine_and_races_still_move_once() {
+    let ws = Ws::new();
+    ws.pipeline("gate.json", common::GATE);
+    let engine = spawn_engine(&ws);
+    let id = ws.new_task("gate", "through the engine");
+    ws.ok(&["start", &id.to_string()]);
+    wait_for("the gate", || ws.show(id)["state"] == "waiting");
+    let spawn = || {
+        Command::new(assert_cmd::cargo::cargo_bin("baton"))
+            .current_dir(ws.root())
+            .args(["approve", &id.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn(), spawn());
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    assert_eq!([&a, &b].iter().filter(|o| o.status.success()).count(), 1, "{a:?} {b:?}");
+    let loser = if a.status.success() { &b } else { &a };
+    assert!(String::from_utf8_lossy(&loser.stderr).contains("no longer at review"));
+    assert_eq!(ws.show(id)["state"], "done");
+    stop(engine);
+}
+
+#[test]
+fn a_second_engine_is_refused() {
+    let ws = Ws::new();
+    let engine = spawn_engine(&ws);
+    wait_for("the first engine to hold the lock", || {
+        baton::workspace::EngineLock::is_held(&baton::workspace::Workspace::at(ws.root()))
+    });
+    let out = ws.baton(&["engine"]).timeout(Duration::from_secs(10)).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("another baton engine is running"));
+    stop(engine);
+}

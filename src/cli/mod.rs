@@ -96,6 +96,13 @@ pub enum Command {
     Break { id: i64, status: String },
     /// Clear a task's breakpoint and run the paused step.
     Continue { id: i64 },
+    /// The task's changes: its branch against the base, plus uncommitted work.
+    Diff {
+        id: i64,
+        /// Colour the diff (default: when stdout is a terminal and NO_COLOR is unset).
+        #[arg(long)]
+        color: bool,
+    },
     /// Print a step's log (default: the latest step).
     Logs {
         id: i64,

@@ -2,6 +2,7 @@
 
 use super::{Command, Failure, Outcome, exit, json, open_store};
 use crate::engine::client::{Submitted, submit};
+use crate::engine::strip_ansi;
 use crate::engine::{Action, Request, actions::create_task, pipeline_of};
 use crate::pipeline::{Catalog, Pipeline, StatusKind, load_catalog};
 use crate::store::{Store, StepRun, Stream, TaskFilter, TaskState, rfc3339};
@@ -23,7 +24,14 @@ pub fn init(dir: Option<&PathBuf>) -> Outcome {
         )));
     }
     let (ws, created) = Workspace::init(&root)?;
-    open_store(&ws)?;
+    let mut store = open_store(&ws)?;
+    // Task branches start from (and merge back into) the branch checked out now.
+    if let Some(branch) = crate::workspace::git::current_branch(ws.root())
+        && store.read().meta("base_branch")?.is_none()
+    {
+        store.write(|db| db.set_meta("base_branch", &branch))?;
+        println!("base branch for task worktrees: {branch}");
+    }
     if created {
         println!("created {}", ws.dir().display());
         println!("next: `baton new \"a title\" --start` then `baton` to watch it, or `baton --demo` for a tour");
@@ -150,6 +158,7 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
         Command::Break { id, status } => act(ws, &mut store, id, Action::Break { status }),
         Command::Continue { id } => act(ws, &mut store, id, Action::Continue),
         Command::Logs { id, step, follow } => logs(&store, id, step, follow),
+        Command::Diff { id, color } => diff(ws, &store, id, color),
         Command::Run {
             pipeline,
             title,
@@ -363,29 +372,6 @@ fn logs(store: &Store, id: i64, step: Option<usize>, follow: bool) -> Outcome {
     }
 }
 
-/// Removes ANSI escape sequences (for output that is not a terminal).
-pub fn strip_ansi(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\x1b' {
-            if chars.peek() == Some(&'[') {
-                chars.next();
-                for c in chars.by_ref() {
-                    if ('@'..='~').contains(&c) {
-                        break;
-                    }
-                }
-            } else {
-                chars.next();
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 /// True when the task has come to rest: nothing runs or is queued for it.
 pub fn settled(state: TaskState) -> bool {
     !matches!(state, TaskState::Queued | TaskState::Running)
@@ -401,4 +387,28 @@ pub fn wait_code(store: &Store, id: i64) -> Result<i32, Failure> {
         (TaskState::Waiting, Some(StatusKind::Gate)) => exit::WAITING,
         _ => exit::ERROR,
     })
+}
+
+fn diff(ws: &Workspace, store: &Store, id: i64, color: bool) -> Outcome {
+    let task = store.read().task(id)?;
+    let cfg = ws.config()?;
+    let git = crate::engine::GitCtx::detect(ws, &cfg, &store.read())
+        .map_err(|e| Failure::new(e.to_string()))?
+        .ok_or_else(|| Failure::new(format!("{} is not a git repository, so tasks have no diffs", ws.root().display())))?;
+    let Some(wt) = &task.worktree else {
+        return Err(Failure::new(format!(
+            "task {id} has no worktree (it has not started a step yet, or it was removed when the task ended) — its branch is {}",
+            task.branch.as_deref().unwrap_or("not created")
+        )));
+    };
+    let base = task.base_branch.clone().unwrap_or(git.base);
+    let color = color || (std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none());
+    let text = crate::workspace::git::diff(std::path::Path::new(wt), &base, color)
+        .map_err(|e| Failure::new(e.to_string()))?;
+    if text.trim().is_empty() {
+        println!("task {id}: no changes against {base}");
+    } else {
+        println!("{text}");
+    }
+    Ok(exit::OK)
 }

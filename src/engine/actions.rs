@@ -65,8 +65,17 @@ pub struct Applied {
     pub moved: Option<Moved>,
 }
 
+/// Work that must succeed before a transition commits (the `merge` hook): given the task
+/// and the decision's hooks, `Err(sentence)` keeps the task where it is.
+pub type PreCommit<'a> = &'a dyn Fn(&Task, &[crate::pipeline::Hook]) -> std::result::Result<(), String>;
+
+/// A pre-commit step that does nothing (no git, or tests).
+pub fn no_pre_commit(_: &Task, _: &[crate::pipeline::Hook]) -> std::result::Result<(), String> {
+    Ok(())
+}
+
 /// Applies a request inside the caller's write transaction.
-pub fn apply(db: &Db, req: &Request) -> Result<Applied> {
+pub fn apply(db: &Db, req: &Request, pre: PreCommit) -> Result<Applied> {
     let task = db.task(req.task_id)?;
     if let Some(expected) = &req.expected_status
         && &task.status != expected
@@ -131,6 +140,13 @@ pub fn apply(db: &Db, req: &Request) -> Result<Applied> {
         Action::Break { status } => return set_break(db, &task, &pipeline, status),
         Action::Continue => return continue_paused(db, &task, &pipeline),
     };
+    if !decision.hooks.is_empty() {
+        pre(&task, &decision.hooks).map_err(|message| EngineError::Merge {
+            task: task.id,
+            from: task.status.clone(),
+            message,
+        })?;
+    }
     let moved = transition(db, &task, &pipeline, &decision, &req.actor, note, run_id)?;
     Ok(Applied {
         task_id: task.id,

@@ -58,6 +58,19 @@ pub fn submit(ws: &Workspace, store: &mut Store, req: &Request) -> Result<Submit
             std::thread::sleep(Duration::from_millis(25));
         }
     }
-    let applied = store.write(|db| apply(db, req))?;
+    let cfg = ws.config()?;
+    let git = super::GitCtx::detect(ws, &cfg, &store.read()).ok().flatten();
+    let applied = match store.write(|db| {
+        apply(db, req, &|t, h| super::effects::pre_commit(git.as_ref(), t, h))
+    }) {
+        Ok(a) => a,
+        Err(e) => {
+            super::effects::record_refusal(store, &e);
+            return Err(e);
+        }
+    };
+    if let Some(moved) = &applied.moved {
+        super::effects::after_commit(ws, git.as_ref(), store, moved);
+    }
     Ok(Submitted::Direct(applied))
 }

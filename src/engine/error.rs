@@ -31,6 +31,12 @@ pub enum EngineError {
         #[source]
         source: serde_json::Error,
     },
+    #[error("task {task} stays at {from}: {message} — its branch and worktree are kept")]
+    Merge {
+        task: i64,
+        from: String,
+        message: String,
+    },
     #[error("{0}")]
     Other(String),
 }

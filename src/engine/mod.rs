@@ -5,6 +5,7 @@
 
 pub mod actions;
 pub mod client;
+mod effects;
 mod error;
 mod logwriter;
 mod recovery;
@@ -13,9 +14,11 @@ mod runner;
 mod transition;
 
 pub use actions::{Action, Applied, Request, create_task, move_options};
+pub use effects::GitCtx;
 pub use error::{EngineError, Result};
 pub use recovery::Recovered;
 pub use results::StepReport;
+pub use runner::strip_ansi;
 pub use transition::{entry_state, pipeline_of};
 
 use crate::pipeline::StatusKind;
@@ -115,6 +118,7 @@ pub struct Engine {
     finished: mpsc::UnboundedReceiver<(i64, StepReport)>,
     logs: mpsc::Sender<logwriter::LogMsg>,
     log_writer: tokio::task::JoinHandle<()>,
+    git: Option<GitCtx>,
     /// What start-up recovery did.
     pub recovered: Recovered,
 }
@@ -127,6 +131,13 @@ impl Engine {
         let cfg = ws.config()?;
         let mut store = Store::open(&ws.db_path())?;
         let recovered = recovery::recover(&mut store, cfg.kill_grace, cfg.auto_resume)?;
+        let git = match GitCtx::detect(ws, &cfg, &store.read()) {
+            Ok(g) => g,
+            Err(e) => {
+                tracing::warn!("{e}; steps run in the workspace root");
+                None
+            }
+        };
         let store = Arc::new(Mutex::new(store));
         let (events, _) = broadcast::channel(1024);
         let (requests_tx, requests) = mpsc::channel(64);
@@ -148,6 +159,7 @@ impl Engine {
             finished,
             logs,
             log_writer,
+            git,
             recovered,
         })
     }
@@ -237,27 +249,48 @@ impl Engine {
     /// Applies one request and stops the steps it ended.
     async fn apply(&mut self, req: Request) -> std::result::Result<String, String> {
         let task_id = req.task_id;
-        let out = self.write(move |db| actions::apply(db, &req)).await;
-        let _ = self.events.send(EngineEvent::TaskChanged { task_id });
-        match out {
+        let git = self.git.clone();
+        let out = self
+            .write(move |db| {
+                actions::apply(db, &req, &|t, h| effects::pre_commit(git.as_ref(), t, h))
+            })
+            .await;
+        let out = match out {
             Ok(applied) => {
-                self.after(&applied);
+                self.after(&applied).await;
                 Ok(applied.summary)
             }
-            Err(e) => Err(e.to_string()),
-        }
+            Err(e) => {
+                let store = self.store.clone();
+                let text = e.to_string();
+                let _ = tokio::task::spawn_blocking(move || {
+                    effects::record_refusal(&mut store.lock().unwrap_or_else(|p| p.into_inner()), &e)
+                })
+                .await;
+                Err(text)
+            }
+        };
+        let _ = self.events.send(EngineEvent::TaskChanged { task_id });
+        out
     }
 
-    /// Follow-up of a committed change: stop steps it ended.
-    fn after(&mut self, applied: &Applied) {
-        if let Some(moved) = &applied.moved {
-            for s in &moved.stop {
-                if let Some(r) = self.running.get_mut(&s.id) {
-                    r.reason = Some(StopReason::Moved);
-                    r.cancel.cancel();
-                }
+    /// Follow-up of a committed change: stop the steps it ended, then clean-up and hooks.
+    async fn after(&mut self, applied: &Applied) {
+        let Some(moved) = applied.moved.clone() else {
+            return;
+        };
+        for s in &moved.stop {
+            if let Some(r) = self.running.get_mut(&s.id) {
+                r.reason = Some(StopReason::Moved);
+                r.cancel.cancel();
             }
         }
+        let (ws, git, store) = (self.ws.clone(), self.git.clone(), self.store.clone());
+        let _ = tokio::task::spawn_blocking(move || {
+            let mut guard = store.lock().unwrap_or_else(|p| p.into_inner());
+            effects::after_commit(&ws, git.as_ref(), &mut guard, &moved);
+        })
+        .await;
     }
 
     async fn drain_commands(&mut self) {
@@ -355,16 +388,12 @@ impl Engine {
         let context_dir = self.ws.context_dir(task.id);
         let _ = std::fs::create_dir_all(&context_dir);
         let handoff_file = handoff.and_then(|h| {
-            let path = context_dir.join(format!("handoff_{}_{:03}.md", h.status, h.attempt));
+            let path = context_dir.join(format!("id_{}_{:03}.md", h.status, h.attempt));
             std::fs::write(&path, h.handoff_content.unwrap_or_default()).ok()?;
             Some(path)
         });
         let job = runner::Job {
-            workdir: task
-                .worktree
-                .as_ref()
-                .map(Into::into)
-                .unwrap_or_else(|| self.ws.root().to_path_buf()),
+            workdir: self.ws.root().to_path_buf(),
             step,
             task,
             spec,
@@ -376,7 +405,35 @@ impl Engine {
         };
         let store = self.store.clone();
         let logs = self.logs.clone();
+        let git = self.git.clone();
         tokio::spawn(async move {
+            let mut job = job;
+            if let Some(git) = git {
+                let (store, task) = (store.clone(), job.task.clone());
+                let prepared = tokio::task::spawn_blocking(move || {
+                    let mut guard = store.lock().unwrap_or_else(|p| p.into_inner());
+                    let dir = git.prepare(&mut guard, &task).map_err(|e| e.to_string())?;
+                    let task = guard.read().task(task.id).map_err(|e| e.to_string())?;
+                    Ok::<_, String>((dir, task))
+                })
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|r| r);
+                match prepared {
+                    Ok((dir, task)) => {
+                        job.workdir = dir;
+                        job.task = task;
+                    }
+                    Err(e) => {
+                        let finish = crate::exec::Finish::SpawnFailed(format!(
+                            "could not prepare the task's git worktree: {e}"
+                        ));
+                        let env = runner::env_for(&job);
+                        let _ = finished.send((step_id, runner::report_for(&finish, &env)));
+                        return;
+                    }
+                }
+            }
             let report = runner::run(job, store, logs, cancel).await;
             let _ = finished.send((step_id, report));
         });
@@ -397,7 +454,7 @@ impl Engine {
                 .await
         };
         match out {
-            Ok(Some(applied)) => self.after(&applied),
+            Ok(Some(applied)) => self.after(&applied).await,
             Ok(None) => {}
             Err(e) => {
                 tracing::error!("finishing step run {step_id} failed: {e}");

@@ -57,7 +57,7 @@ pub fn recover(store: &mut Store, grace: Duration, auto_resume: bool) -> super::
                 expected_status: Some(task.status.clone()),
                 actor: "auto_resume".into(),
             };
-            match store.write(|db| apply(db, &req)) {
+            match store.write(|db| apply(db, &req, &super::actions::no_pre_commit)) {
                 Ok(_) => out.resumed.push(task.id),
                 Err(e) => tracing::warn!("auto-resume of task {} failed: {e}", task.id),
             }

@@ -5,6 +5,8 @@ use super::results::StepReport;
 use crate::exec::{self, Finish, StepEnv};
 use crate::pipeline::{StepAction, StepSpec, Trigger};
 use crate::store::{NewLogLine, StepResult, StepRun, StepState, Store, Stream, Task, now_ms};
+use crate::testcounts::TestScanner;
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -63,8 +65,19 @@ pub async fn run(
     let task_id = job.task.id;
     let (line_tx, mut line_rx) = mpsc::channel::<(Stream, String)>(1024);
     let forward_logs = logs.clone();
+    let log_file = job.context_dir.join(format!(
+        "id_{}_{:03}.log",
+        job.step.status, job.step.attempt
+    ));
     let forwarder = tokio::spawn(async move {
+        // The step's log also goes to a plain file in the context folder, for later steps.
+        let mut file = std::fs::File::create(&log_file).ok().map(std::io::BufWriter::new);
+        let mut scanner = TestScanner::default();
         while let Some((stream, text)) = line_rx.recv().await {
+            scanner.feed(&text);
+            if let Some(f) = file.as_mut() {
+                let _ = writeln!(f, "{}", strip_ansi(&text));
+            }
             let line = NewLogLine {
                 step_run_id: step_id,
                 stream,
@@ -75,6 +88,7 @@ pub async fn run(
                 break;
             }
         }
+        scanner.counts()
     });
     let system = |text: String| {
         let line = NewLogLine {
@@ -94,15 +108,7 @@ pub async fn run(
         )))
         .await;
 
-    let env = StepEnv {
-        vars: step_vars(&job),
-        workdir: match &job.spec.workdir {
-            Some(w) => job.workdir.join(w),
-            None => job.workdir.clone(),
-        },
-        timeout: job.spec.timeout.unwrap_or(job.default_timeout),
-        kill_grace: job.kill_grace,
-    };
+    let env = env_for(&job);
     let started = Instant::now();
     let finish = match &job.spec.action {
         StepAction::Run(script) | StepAction::Script(script) => {
@@ -128,8 +134,9 @@ pub async fn run(
             ))
         }
     };
-    let _ = forwarder.await;
-    let report = report_for(&finish, &env);
+    let tests = forwarder.await.ok().flatten();
+    let mut report = report_for(&finish, &env);
+    report.result.tests = tests.and_then(|t| serde_json::to_value(t).ok());
     let _ = logs
         .send(system(format!(
             "■ {} after {:.1} s",
@@ -142,6 +149,19 @@ pub async fn run(
         let _ = done.await;
     }
     report
+}
+
+/// The executor environment of a job.
+pub fn env_for(job: &Job) -> StepEnv {
+    StepEnv {
+        vars: step_vars(job),
+        workdir: match &job.spec.workdir {
+            Some(w) => job.workdir.join(w),
+            None => job.workdir.clone(),
+        },
+        timeout: job.spec.timeout.unwrap_or(job.default_timeout),
+        kill_grace: job.kill_grace,
+    }
 }
 
 fn describe(finish: &Finish) -> String {
@@ -197,4 +217,35 @@ pub fn report_for(finish: &Finish, env: &StepEnv) -> StepReport {
             ..Default::default()
         },
     }
+}
+
+/// Removes ANSI escape sequences (for plain-text copies of a log).
+pub fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\x1b' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('[') => {
+                for c in chars.by_ref() {
+                    if ('@'..='~').contains(&c) {
+                        break;
+                    }
+                }
+            }
+            Some(']') => {
+                // OSC: up to BEL or ST.
+                while let Some(c) = chars.next() {
+                    if c == '\x07' || (c == '\x1b' && chars.next_if_eq(&'\\').is_some()) {
+                        break;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
 }

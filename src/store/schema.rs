@@ -112,6 +112,14 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX commands_pending ON commands(state, id);
     "#,
+    // 2: the base branch a task's worktree was made from; workspace facts.
+    r#"
+    ALTER TABLE tasks ADD COLUMN base_branch TEXT;
+    CREATE TABLE meta (
+        key   TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    );
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -4,7 +4,7 @@ use super::{Db, HistoryEntry, Result, Run, RunState, StoreError, Task, TaskState
 use rusqlite::{OptionalExtension, Row, params};
 
 const TASK_COLS: &str = "id, title, prompt, pipeline_id, pipeline_json, status, state, run_id, \
-                         branch, worktree, breakpoint, created_at, updated_at";
+                         branch, worktree, breakpoint, created_at, updated_at, base_branch";
 
 fn task_row(r: &Row) -> rusqlite::Result<Task> {
     Ok(Task {
@@ -21,6 +21,7 @@ fn task_row(r: &Row) -> rusqlite::Result<Task> {
         breakpoint: r.get(10)?,
         created_at: r.get(11)?,
         updated_at: r.get(12)?,
+        base_branch: r.get(13)?,
     })
 }
 
@@ -116,11 +117,45 @@ impl Db<'_> {
         Ok(())
     }
 
-    /// Records the task's branch and worktree.
-    pub fn set_worktree(&self, id: i64, branch: Option<&str>, worktree: Option<&str>) -> Result<()> {
+    /// Records the task's branch, worktree and the base branch it came from.
+    pub fn set_worktree(
+        &self,
+        id: i64,
+        branch: Option<&str>,
+        worktree: Option<&str>,
+        base: Option<&str>,
+    ) -> Result<()> {
         self.conn.execute(
-            "UPDATE tasks SET branch = ?1, worktree = ?2, updated_at = ?3 WHERE id = ?4",
-            params![branch, worktree, now_ms(), id],
+            "UPDATE tasks SET branch = ?1, worktree = ?2, base_branch = ?3, updated_at = ?4 \
+             WHERE id = ?5",
+            params![branch, worktree, base, now_ms(), id],
+        )?;
+        Ok(())
+    }
+
+    /// Clears the worktree path (after removal); the branch is kept.
+    pub fn clear_worktree(&self, id: i64) -> Result<()> {
+        self.conn.execute(
+            "UPDATE tasks SET worktree = NULL, updated_at = ?1 WHERE id = ?2",
+            params![now_ms(), id],
+        )?;
+        Ok(())
+    }
+
+    /// A workspace fact (e.g. `base_branch`).
+    pub fn meta(&self, key: &str) -> Result<Option<String>> {
+        Ok(self
+            .conn
+            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+            .optional()?)
+    }
+
+    /// Records a workspace fact.
+    pub fn set_meta(&self, key: &str, value: &str) -> Result<()> {
+        self.conn.execute(
+            "INSERT INTO meta (key, value) VALUES (?1, ?2) \
+             ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            params![key, value],
         )?;
         Ok(())
     }

@@ -121,6 +121,8 @@ pub struct Task {
     pub run_id: Option<i64>,
     pub branch: Option<String>,
     pub worktree: Option<String>,
+    /// The branch the worktree was made from (and merges go back into).
+    pub base_branch: Option<String>,
     pub breakpoint: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,

@@ -1,14 +1,329 @@
-//! Git working trees per task (DESIGN §5). Shells out to `git`; never libgit2.
+//! Git working trees per task (DESIGN §5). Shells out to `git`, never libgit2: the git CLI
+//! refuses to clobber a user's files where libraries have not.
 
-use crate::store::Task;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 
-/// The diff a reviewer sees for a task: its branch against the base plus uncommitted
-/// changes in its worktree, with ANSI colours. `Ok(None)` when the task has no worktree
-/// (not a git workspace, or no step has started yet).
-pub fn task_diff(_root: &Path, task: &Task) -> Result<Option<String>, String> {
-    if task.worktree.is_none() {
-        return Ok(None);
+/// A git failure, phrased for people.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum GitError {
+    #[error("git is not installed or not on PATH — install git, or use a workspace that is not a git repository")]
+    Missing,
+    #[error("base branch `{0}` does not exist — create it, or set base_branch in .baton/config.toml")]
+    NoBase(String),
+    #[error("worktree path {0} is taken by something else — remove it, or set worktree_root in .baton/config.toml")]
+    PathTaken(PathBuf),
+    #[error("merge of {branch} into {base} has conflicts in: {}", files.join(", "))]
+    Conflict {
+        branch: String,
+        base: String,
+        files: Vec<String>,
+    },
+    #[error("cannot merge into {base}: the checkout at {path} has modified tracked files ({}) — commit or stash them first", files.join(", "))]
+    DirtyTarget {
+        base: String,
+        path: PathBuf,
+        files: Vec<String>,
+    },
+    #[error("`git {args}` failed: {message}")]
+    Failed { args: String, message: String },
+}
+
+fn git(dir: &Path, args: &[&str]) -> Result<Output, GitError> {
+    Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .output()
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => GitError::Missing,
+            _ => GitError::Failed {
+                args: args.join(" "),
+                message: e.to_string(),
+            },
+        })
+}
+
+/// Runs git and returns trimmed stdout, or the error git printed.
+fn run(dir: &Path, args: &[&str]) -> Result<String, GitError> {
+    let out = git(dir, args)?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_string())
+    } else {
+        Err(GitError::Failed {
+            args: args.join(" "),
+            message: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        })
     }
-    Err("diffs are not available in this build yet".into())
+}
+
+/// The repository's top folder when `dir` is inside a git work tree.
+pub fn repo_root(dir: &Path) -> Option<PathBuf> {
+    run(dir, &["rev-parse", "--show-toplevel"]).ok().map(PathBuf::from)
+}
+
+/// The branch checked out in `dir` (None when detached or not a repository).
+pub fn current_branch(dir: &Path) -> Option<String> {
+    run(dir, &["symbolic-ref", "--quiet", "--short", "HEAD"]).ok()
+}
+
+/// A branch-safe slug of a title: lowercase ASCII words joined by `-`, at most 40 chars.
+pub fn slug(title: &str) -> String {
+    let mut out = String::new();
+    for c in title.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('-') && !out.is_empty() {
+            out.push('-');
+        }
+        if out.len() >= 40 {
+            break;
+        }
+    }
+    let s = out.trim_matches('-').to_string();
+    if s.is_empty() { "task".into() } else { s }
+}
+
+/// The branch of a task.
+pub fn task_branch(id: i64, title: &str) -> String {
+    format!("baton/{id}-{}", slug(title))
+}
+
+/// Where task worktrees go when `worktree_root` is not set: beside the checkout, never in it.
+pub fn default_worktree_root(repo: &Path) -> PathBuf {
+    let name = repo
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "repo".into());
+    repo.parent()
+        .unwrap_or(repo)
+        .join(format!(".{name}.baton-worktrees"))
+}
+
+fn branch_exists(repo: &Path, branch: &str) -> Result<bool, GitError> {
+    let out = git(
+        repo,
+        &["show-ref", "--verify", "--quiet", &format!("refs/heads/{branch}")],
+    )?;
+    Ok(out.status.success())
+}
+
+/// Creates (or reuses) a task's worktree on `branch`, from `base`. Returns its path.
+pub fn ensure_worktree(
+    repo: &Path,
+    root: &Path,
+    base: &str,
+    id: i64,
+    title: &str,
+) -> Result<(String, PathBuf), GitError> {
+    let branch = task_branch(id, title);
+    let path = root.join(format!("{id}-{}", slug(title)));
+    if path.exists() {
+        // Ours already (a resumed task)? Then reuse it.
+        if current_branch(&path).as_deref() == Some(branch.as_str()) {
+            return Ok((branch, path));
+        }
+        return Err(GitError::PathTaken(path));
+    }
+    std::fs::create_dir_all(root).map_err(|e| GitError::Failed {
+        args: format!("mkdir {}", root.display()),
+        message: e.to_string(),
+    })?;
+    let p = path.to_string_lossy().into_owned();
+    if branch_exists(repo, &branch)? {
+        run(repo, &["worktree", "add", &p, &branch])?;
+    } else {
+        if !branch_exists(repo, base)? {
+            return Err(GitError::NoBase(base.to_string()));
+        }
+        run(repo, &["worktree", "add", "-b", &branch, &p, base])?;
+    }
+    Ok((branch, path))
+}
+
+/// Removes a task's worktree (its branch is kept). Missing worktrees are fine.
+pub fn remove_worktree(repo: &Path, path: &Path) -> Result<(), GitError> {
+    if path.exists() {
+        run(repo, &["worktree", "remove", "--force", &path.to_string_lossy()])?;
+    }
+    let _ = run(repo, &["worktree", "prune"]);
+    Ok(())
+}
+
+/// Deletes a branch that is fully merged (`git branch -d`; refuses otherwise).
+pub fn delete_merged_branch(repo: &Path, branch: &str) -> Result<(), GitError> {
+    run(repo, &["branch", "-d", branch]).map(|_| ())
+}
+
+/// Tracked files with changes in a checkout (`git status --porcelain`, untracked excluded).
+pub fn modified_tracked(dir: &Path) -> Result<Vec<String>, GitError> {
+    Ok(run(dir, &["status", "--porcelain", "--untracked-files=no"])?
+        .lines()
+        .map(|l| l.get(3..).unwrap_or(l).to_string())
+        .collect())
+}
+
+/// True when the worktree has no uncommitted changes (untracked files count).
+pub fn is_clean(dir: &Path) -> Result<bool, GitError> {
+    Ok(run(dir, &["status", "--porcelain"])?.is_empty())
+}
+
+/// The diff a reviewer sees: the task branch against the merge base with `base`, including
+/// uncommitted and untracked changes in the worktree. `color` adds ANSI colours.
+pub fn diff(worktree: &Path, base: &str, color: bool) -> Result<String, GitError> {
+    let color_flag = if color { "--color=always" } else { "--color=never" };
+    let merge_base = run(worktree, &["merge-base", base, "HEAD"])?;
+    let mut out = run(worktree, &["diff", "--stat", &merge_base])?;
+    if !out.is_empty() {
+        out.push_str("\n\n");
+    }
+    out.push_str(&run(worktree, &["diff", color_flag, &merge_base])?);
+    let untracked = run(worktree, &["ls-files", "--others", "--exclude-standard"])?;
+    for file in untracked.lines().filter(|l| !l.is_empty()) {
+        // `--no-index` exits 1 when the files differ, which they always do here.
+        let o = git(worktree, &["diff", color_flag, "--no-index", "--", "/dev/null", file])?;
+        out.push('\n');
+        out.push_str(String::from_utf8_lossy(&o.stdout).trim_end());
+    }
+    Ok(out)
+}
+
+/// Which checkout has `branch` checked out, if any (`git worktree list --porcelain`).
+fn checkout_of(repo: &Path, branch: &str) -> Result<Option<PathBuf>, GitError> {
+    let list = run(repo, &["worktree", "list", "--porcelain"])?;
+    let mut path: Option<PathBuf> = None;
+    for line in list.lines() {
+        if let Some(p) = line.strip_prefix("worktree ") {
+            path = Some(PathBuf::from(p));
+        } else if line == format!("branch refs/heads/{branch}") {
+            return Ok(path);
+        }
+    }
+    Ok(None)
+}
+
+/// Commits whatever is uncommitted in a task worktree, so the merge carries what was reviewed.
+pub fn commit_all(worktree: &Path, message: &str) -> Result<bool, GitError> {
+    if is_clean(worktree)? {
+        return Ok(false);
+    }
+    run(worktree, &["add", "-A"])?;
+    run(
+        worktree,
+        &[
+            "-c",
+            "user.name=baton",
+            "-c",
+            "user.email=baton@localhost",
+            "commit",
+            "--no-verify",
+            "-q",
+            "-m",
+            message,
+        ],
+    )?;
+    Ok(true)
+}
+
+/// Merges `branch` into `base` without touching anything a user changed: into the checkout
+/// that has `base` checked out (refusing if its tracked files are modified), or through a
+/// temporary worktree when none has. Conflicts abort the merge and name the files.
+pub fn merge(repo: &Path, branch: &str, base: &str, message: &str) -> Result<(), GitError> {
+    if !branch_exists(repo, base)? {
+        return Err(GitError::NoBase(base.to_string()));
+    }
+    let (target, temporary) = match checkout_of(repo, base)? {
+        Some(path) => {
+            let files = modified_tracked(&path)?;
+            if !files.is_empty() {
+                return Err(GitError::DirtyTarget {
+                    base: base.to_string(),
+                    path,
+                    files,
+                });
+            }
+            (path, false)
+        }
+        None => {
+            let tmp = std::env::temp_dir().join(format!(
+                "baton-merge-{}-{}",
+                std::process::id(),
+                crate::store::now_ms()
+            ));
+            run(repo, &["worktree", "add", &tmp.to_string_lossy(), base])?;
+            (tmp, true)
+        }
+    };
+    let out = git(
+        &target,
+        &[
+            "-c",
+            "user.name=baton",
+            "-c",
+            "user.email=baton@localhost",
+            "merge",
+            "--no-ff",
+            "--no-edit",
+            "-m",
+            message,
+            branch,
+        ],
+    )?;
+    let result = if out.status.success() {
+        Ok(())
+    } else {
+        let conflicts: Vec<String> = run(&target, &["diff", "--name-only", "--diff-filter=U"])
+            .unwrap_or_default()
+            .lines()
+            .map(String::from)
+            .collect();
+        let _ = git(&target, &["merge", "--abort"]);
+        if conflicts.is_empty() {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            Err(GitError::Failed {
+                args: format!("merge {branch}"),
+                message: format!("{} {}", stdout.trim(), stderr.trim()).trim().to_string(),
+            })
+        } else {
+            Err(GitError::Conflict {
+                branch: branch.to_string(),
+                base: base.to_string(),
+                files: conflicts,
+            })
+        }
+    };
+    if temporary {
+        let _ = remove_worktree(repo, &target);
+    }
+    result
+}
+
+/// The diff for a task, for front ends (coloured): `Ok(None)` when the task has no worktree.
+pub fn task_diff(root: &Path, task: &crate::store::Task) -> Result<Option<String>, String> {
+    let Some(wt) = &task.worktree else {
+        return Ok(None);
+    };
+    let base = task
+        .base_branch
+        .clone()
+        .or_else(|| repo_root(root).and_then(|r| current_branch(&r)))
+        .ok_or_else(|| "the task's base branch is unknown".to_string())?;
+    diff(Path::new(wt), &base, true)
+        .map(Some)
+        .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slugs_are_branch_safe() {
+        assert_eq!(slug("Fix the login bug!"), "fix-the-login-bug");
+        assert_eq!(slug("x\"; touch pwned"), "x-touch-pwned");
+        assert_eq!(slug("日本語"), "task");
+        assert!(slug(&"long ".repeat(30)).len() <= 40);
+    }
 }

@@ -28,7 +28,10 @@ fn stop(mut engine: Child) {
 fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     let start = Instant::now();
     while !cond() {
-        assert!(start.elapsed() < Duration::from_secs(30), "timed out waiting for {what}");
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "timed out waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -60,7 +63,11 @@ fn abort_ends_the_whole_process_group_and_cancels_the_task() {
     ws.ok(&["start", &id.to_string()]);
     wait_for("the step to start", || ws.root().join("child.pid").exists());
     let read = |f: &str| -> i32 {
-        std::fs::read_to_string(ws.root().join(f)).unwrap().trim().parse().unwrap()
+        std::fs::read_to_string(ws.root().join(f))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
     };
     wait_for("pids", || {
         std::fs::read_to_string(ws.root().join("shell.pid")).is_ok_and(|s| !s.trim().is_empty())
@@ -100,7 +107,12 @@ fn a_step_past_its_timeout_is_stopped_and_fails_with_an_error() {
     let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(shown["status"], "failed");
     assert_eq!(shown["steps"][0]["state"], "timed_out");
-    assert!(shown["steps"][0]["error"].as_str().unwrap().contains("timed out"));
+    assert!(
+        shown["steps"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("timed out")
+    );
 }
 
 #[test]
@@ -152,7 +164,10 @@ fn max_parallel_bounds_concurrent_steps() {
     ws.drain();
     let ran = std::fs::read_to_string(ws.root().join("ran")).unwrap();
     assert_eq!(ran.lines().count(), 3);
-    assert!(!ws.root().join("overlaps").exists(), "steps overlapped with max_parallel = 1");
+    assert!(
+        !ws.root().join("overlaps").exists(),
+        "steps overlapped with max_parallel = 1"
+    );
 }
 
 #[test]
@@ -174,7 +189,11 @@ fn commands_reach_a_running_engine_and_races_still_move_once() {
     };
     let (a, b) = (spawn(), spawn());
     let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
-    assert_eq!([&a, &b].iter().filter(|o| o.status.success()).count(), 1, "{a:?} {b:?}");
+    assert_eq!(
+        [&a, &b].iter().filter(|o| o.status.success()).count(),
+        1,
+        "{a:?} {b:?}"
+    );
     let loser = if a.status.success() { &b } else { &a };
     assert!(String::from_utf8_lossy(&loser.stderr).contains("no longer at review"));
     assert_eq!(ws.show(id)["state"], "done");
@@ -188,7 +207,11 @@ fn a_second_engine_is_refused() {
     wait_for("the first engine to hold the lock", || {
         baton::workspace::EngineLock::is_held(&baton::workspace::Workspace::at(ws.root()))
     });
-    let out = ws.baton(&["engine"]).timeout(Duration::from_secs(10)).output().unwrap();
+    let out = ws
+        .baton(&["engine"])
+        .timeout(Duration::from_secs(10))
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("another baton engine is running"));
     stop(engine);

@@ -102,7 +102,11 @@ fn sigkill_mid_step_then_resume_finishes_without_rerunning_step_one() {
     assert_eq!(two[1]["attempt"], 2);
     assert_eq!(two[1]["state"], "succeeded");
     let t = trace(&ws);
-    let one_starts = t.iter().filter(|l| l.contains(":one:")).filter(|l| l.starts_with("start")).count();
+    let one_starts = t
+        .iter()
+        .filter(|l| l.contains(":one:"))
+        .filter(|l| l.starts_with("start"))
+        .count();
     assert_eq!(one_starts, 1, "step one ran exactly once: {t:?}");
     integrity_ok(&ws);
 }
@@ -128,7 +132,11 @@ fn graceful_shutdown_interrupts_and_resume_continues() {
     let shown = ws.show(id);
     assert_eq!(shown["state"], "interrupted");
     assert_eq!(shown["steps"][1]["state"], "interrupted");
-    let pid: i32 = std::fs::read_to_string(ws.root().join("two.pid")).unwrap().trim().parse().unwrap();
+    let pid: i32 = std::fs::read_to_string(ws.root().join("two.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     assert!(!alive(pid), "the step's process group was ended");
 
     ws.config("kill_grace = \"2s\"\nauto_resume = true\n");
@@ -140,7 +148,10 @@ fn graceful_shutdown_interrupts_and_resume_continues() {
 struct Lcg(u64);
 impl Lcg {
     fn next(&mut self, below: u64) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (self.0 >> 33) % below
     }
 }
@@ -170,7 +181,12 @@ fn random_kills_never_run_a_step_twice_or_lose_one() {
     let seed = std::env::var("BATON_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64);
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
     eprintln!("seed {seed} (rerun with BATON_SEED={seed})");
     let mut rng = Lcg(seed);
     let ws = Ws::new();
@@ -204,19 +220,38 @@ fn random_kills_never_run_a_step_twice_or_lose_one() {
                 *starts.entry(k).or_default() += 1;
             }
         }
-        assert!(starts.values().all(|&n| n == 1), "a key ran twice (seed {seed}): {starts:?}");
+        assert!(
+            starts.values().all(|&n| n == 1),
+            "a key ran twice (seed {seed}): {starts:?}"
+        );
         for status in ["a", "b", "c", "d"] {
-            let runs: Vec<_> = shown["steps"].as_array().unwrap().iter().filter(|s| s["status"] == status).collect();
+            let runs: Vec<_> = shown["steps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|s| s["status"] == status)
+                .collect();
             let ok: Vec<_> = runs.iter().filter(|s| s["state"] == "succeeded").collect();
-            assert_eq!(ok.len(), 1, "round {round}: {status} succeeded once (seed {seed}): {shown:#}");
+            assert_eq!(
+                ok.len(),
+                1,
+                "round {round}: {status} succeeded once (seed {seed}): {shown:#}"
+            );
             // Nothing of this status ran after it succeeded.
-            assert!(std::ptr::eq(*ok[0], *runs.last().unwrap()), "a completed step re-ran (seed {seed})");
+            assert!(
+                std::ptr::eq(*ok[0], *runs.last().unwrap()),
+                "a completed step re-ran (seed {seed})"
+            );
         }
         // Every succeeded key ran to its end.
         let store = baton::store::Store::open(&ws.root().join(".baton/baton.db")).unwrap();
         for s in store.read().step_runs(id).unwrap() {
             if s.state == baton::store::StepState::Succeeded {
-                assert!(t.contains(&format!("end {}", s.execution_key)), "lost {} (seed {seed})", s.execution_key);
+                assert!(
+                    t.contains(&format!("end {}", s.execution_key)),
+                    "lost {} (seed {seed})",
+                    s.execution_key
+                );
             }
         }
     }

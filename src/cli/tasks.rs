@@ -5,7 +5,7 @@ use crate::engine::client::{Submitted, submit};
 use crate::engine::strip_ansi;
 use crate::engine::{Action, Request, actions::create_task, pipeline_of};
 use crate::pipeline::{Catalog, Pipeline, StatusKind, load_catalog};
-use crate::store::{Store, StepRun, Stream, TaskFilter, TaskState, rfc3339};
+use crate::store::{StepRun, Store, Stream, TaskFilter, TaskState, rfc3339};
 use crate::workspace::{EngineLock, Workspace};
 use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
@@ -34,7 +34,9 @@ pub fn init(dir: Option<&PathBuf>) -> Outcome {
     }
     if created {
         println!("created {}", ws.dir().display());
-        println!("next: `baton new \"a title\" --start` then `baton` to watch it, or `baton --demo` for a tour");
+        println!(
+            "next: `baton new \"a title\" --start` then `baton` to watch it, or `baton --demo` for a tour"
+        );
     } else {
         println!("{} already exists; left it as it is", ws.dir().display());
     }
@@ -100,7 +102,9 @@ fn create(
     start: bool,
 ) -> Result<i64, Failure> {
     if title.trim().is_empty() {
-        return Err(Failure::new("a task needs a title — `baton new \"what to do\"`"));
+        return Err(Failure::new(
+            "a task needs a title — `baton new \"what to do\"`",
+        ));
     }
     let pipeline = find_pipeline(ws, pipeline)?;
     let prompt = read_prompt(prompt)?;
@@ -119,7 +123,9 @@ fn create(
 
 fn hint_if_no_engine(ws: &Workspace) {
     if !EngineLock::is_held(ws) {
-        eprintln!("note: no engine is running here; its step waits until `baton engine` or `baton` starts one");
+        eprintln!(
+            "note: no engine is running here; its step waits until `baton engine` or `baton` starts one"
+        );
     }
 }
 
@@ -193,10 +199,7 @@ fn act(ws: &Workspace, store: &mut Store, id: i64, action: Action) -> Outcome {
     let out = submit(ws, store, &req)?;
     println!("{}", out.summary());
     if let Submitted::Direct(applied) = &out {
-        let queued = applied
-            .moved
-            .as_ref()
-            .is_some_and(|m| m.step_run.is_some());
+        let queued = applied.moved.as_ref().is_some_and(|m| m.step_run.is_some());
         if queued || queues_step {
             hint_if_no_engine(ws);
         }
@@ -264,6 +267,13 @@ fn show(store: &Store, id: i64, as_json: bool) -> Outcome {
     if let Some(b) = &t.breakpoint {
         println!("breakpoint before {b}");
     }
+    if let Some(branch) = &t.branch {
+        let base = t.base_branch.as_deref().unwrap_or("?");
+        match &t.worktree {
+            Some(wt) => println!("branch {branch} (from {base}) · worktree {wt}"),
+            None => println!("branch {branch} (from {base})"),
+        }
+    }
     if !t.prompt.is_empty() {
         println!("\n{}", t.prompt.trim_end());
     }
@@ -314,7 +324,9 @@ fn show(store: &Store, id: i64, as_json: bool) -> Outcome {
         }
     }
     if t.state == TaskState::Interrupted {
-        println!("\ninterrupted — `baton resume {id}` re-runs the step, `baton retry {id}` starts over");
+        println!(
+            "\ninterrupted — `baton resume {id}` re-runs the step, `baton retry {id}` starts over"
+        );
     }
     Ok(exit::OK)
 }
@@ -324,7 +336,11 @@ fn logs(store: &Store, id: i64, step: Option<usize>, follow: bool) -> Outcome {
     db.task(id)?;
     let steps = db.step_runs(id)?;
     let chosen = match step {
-        Some(0) => return Err(Failure::new("steps are numbered from 1, as in `baton show`")),
+        Some(0) => {
+            return Err(Failure::new(
+                "steps are numbered from 1, as in `baton show`",
+            ));
+        }
         Some(n) => steps.get(n - 1).ok_or_else(|| {
             Failure::new(format!(
                 "task {id} has {} step(s); `baton show {id}` lists them",
@@ -394,7 +410,12 @@ fn diff(ws: &Workspace, store: &Store, id: i64, color: bool) -> Outcome {
     let cfg = ws.config()?;
     let git = crate::engine::GitCtx::detect(ws, &cfg, &store.read())
         .map_err(|e| Failure::new(e.to_string()))?
-        .ok_or_else(|| Failure::new(format!("{} is not a git repository, so tasks have no diffs", ws.root().display())))?;
+        .ok_or_else(|| {
+            Failure::new(format!(
+                "{} is not a git repository, so tasks have no diffs",
+                ws.root().display()
+            ))
+        })?;
     let Some(wt) = &task.worktree else {
         return Err(Failure::new(format!(
             "task {id} has no worktree (it has not started a step yet, or it was removed when the task ended) — its branch is {}",
@@ -402,7 +423,8 @@ fn diff(ws: &Workspace, store: &Store, id: i64, color: bool) -> Outcome {
         )));
     };
     let base = task.base_branch.clone().unwrap_or(git.base);
-    let color = color || (std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none());
+    let color =
+        color || (std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none());
     let text = crate::workspace::git::diff(std::path::Path::new(wt), &base, color)
         .map_err(|e| Failure::new(e.to_string()))?;
     if text.trim().is_empty() {

@@ -14,7 +14,7 @@ const ANSWER_WITHIN: Duration = Duration::from_secs(10);
 #[derive(Debug)]
 pub enum Submitted {
     /// Applied by this process (no engine was running); any step it queued waits for one.
-    Direct(super::Applied),
+    Direct(Box<super::Applied>),
     /// Applied by the running engine; its one-line summary.
     ByEngine(String),
 }
@@ -59,9 +59,13 @@ pub fn submit(ws: &Workspace, store: &mut Store, req: &Request) -> Result<Submit
         }
     }
     let cfg = ws.config()?;
-    let git = super::GitCtx::detect(ws, &cfg, &store.read()).ok().flatten();
+    let git = super::GitCtx::detect(ws, &cfg, &store.read())
+        .ok()
+        .flatten();
     let applied = match store.write(|db| {
-        apply(db, req, &|t, h| super::effects::pre_commit(git.as_ref(), t, h))
+        apply(db, req, &|t, h| {
+            super::effects::pre_commit(git.as_ref(), t, h)
+        })
     }) {
         Ok(a) => a,
         Err(e) => {
@@ -72,5 +76,5 @@ pub fn submit(ws: &Workspace, store: &mut Store, req: &Request) -> Result<Submit
     if let Some(moved) = &applied.moved {
         super::effects::after_commit(ws, git.as_ref(), store, moved);
     }
-    Ok(Submitted::Direct(applied))
+    Ok(Submitted::Direct(Box::new(applied)))
 }

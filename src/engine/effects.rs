@@ -27,7 +27,12 @@ impl GitCtx {
     pub fn detect(ws: &Workspace, cfg: &Config, db: &Db) -> Result<Option<Self>, GitError> {
         let Some(repo) = git::repo_root(ws.root()) else {
             let has_git_dir = ws.root().ancestors().any(|d| d.join(".git").exists());
-            if has_git_dir && std::process::Command::new("git").arg("--version").output().is_err() {
+            if has_git_dir
+                && std::process::Command::new("git")
+                    .arg("--version")
+                    .output()
+                    .is_err()
+            {
                 return Err(GitError::Missing);
             }
             return Ok(None);
@@ -64,7 +69,10 @@ impl GitCtx {
         {
             return Ok(Path::new(wt).join(&self.rel));
         }
-        let base = task.base_branch.clone().unwrap_or_else(|| self.base.clone());
+        let base = task
+            .base_branch
+            .clone()
+            .unwrap_or_else(|| self.base.clone());
         let (branch, path) =
             git::ensure_worktree(&self.repo, &self.worktree_root, &base, task.id, &task.title)?;
         let path_s = path.to_string_lossy().into_owned();
@@ -95,10 +103,16 @@ impl GitCtx {
         let (Some(branch), Some(wt)) = (&task.branch, &task.worktree) else {
             return Ok(());
         };
-        let base = task.base_branch.clone().unwrap_or_else(|| self.base.clone());
+        let base = task
+            .base_branch
+            .clone()
+            .unwrap_or_else(|| self.base.clone());
         git::commit_all(
             Path::new(wt),
-            &format!("baton: uncommitted work of task {} ({})", task.id, task.title),
+            &format!(
+                "baton: uncommitted work of task {} ({})",
+                task.id, task.title
+            ),
         )?;
         git::merge(
             &self.repo,
@@ -136,10 +150,12 @@ pub fn after_commit(ws: &Workspace, git: Option<&GitCtx>, store: &mut Store, mov
         let removed = git::remove_worktree(&g.repo, Path::new(wt));
         let merged = moved.hooks.iter().any(|h| matches!(h, Hook::Merge(_)));
         let branch_note = match (&task.branch, merged, kind) {
-            (Some(b), true, Some(StatusKind::Done)) => match git::delete_merged_branch(&g.repo, b) {
-                Ok(()) => format!("; merged branch {b} deleted"),
-                Err(e) => format!("; branch {b} kept ({e})"),
-            },
+            (Some(b), true, Some(StatusKind::Done)) => {
+                match git::delete_merged_branch(&g.repo, b) {
+                    Ok(()) => format!("; merged branch {b} deleted"),
+                    Err(e) => format!("; branch {b} kept ({e})"),
+                }
+            }
             (Some(b), _, _) => format!("; branch {b} kept"),
             _ => String::new(),
         };
@@ -171,9 +187,10 @@ pub fn after_commit(ws: &Workspace, git: Option<&GitCtx>, store: &mut Store, mov
                 .unwrap_or("notified")
                 .to_string()),
             Hook::Run(cmd) => run_hook(ws, &task, moved, cmd),
-            Hook::StartTask(_) | Hook::Webhook(_) => {
-                Err(format!("the {} hook is not supported in this build yet", hook.name()))
-            }
+            Hook::StartTask(_) | Hook::Webhook(_) => Err(format!(
+                "the {} hook is not supported in this build yet",
+                hook.name()
+            )),
         };
         let (status, detail, level) = match &outcome {
             Ok(d) => ("ok", d.clone(), "info"),
@@ -184,7 +201,11 @@ pub fn after_commit(ws: &Workspace, git: Option<&GitCtx>, store: &mut Store, mov
             db.insert_event(&NewEvent {
                 task_id: Some(task.id),
                 category: "hook",
-                kind: if status == "ok" { "hook.ok" } else { "hook.failed" },
+                kind: if status == "ok" {
+                    "hook.ok"
+                } else {
+                    "hook.failed"
+                },
                 summary: format!("hook {}: {detail}", hook.name()),
                 data: json!({ "hook": hook.name() }),
                 actor: "hook",

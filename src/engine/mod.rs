@@ -94,13 +94,16 @@ struct Running {
     reason: Option<StopReason>,
 }
 
+/// A condition on the store that ends a run.
+pub type StopWhen = Box<dyn Fn(&Db) -> bool + Send>;
+
 /// When a headless engine returns.
 #[derive(Default)]
 pub struct RunOptions {
     /// Stop once nothing runs or is queued (and no command is pending).
     pub exit_when_idle: bool,
     /// Stop (draining running steps) once this returns true.
-    pub stop_when: Option<Box<dyn Fn(&Db) -> bool + Send>>,
+    pub stop_when: Option<StopWhen>,
 }
 
 /// The engine of one workspace. Holds the workspace's engine lock while it exists.
@@ -241,9 +244,7 @@ impl Engine {
     }
 
     fn idle(&self) -> Result<bool> {
-        self.with_db(|db| {
-            Ok(!db.any_open_step_runs()? && db.pending_commands()?.is_empty())
-        })
+        self.with_db(|db| Ok(!db.any_open_step_runs()? && db.pending_commands()?.is_empty()))
     }
 
     /// Applies one request and stops the steps it ended.
@@ -264,7 +265,10 @@ impl Engine {
                 let store = self.store.clone();
                 let text = e.to_string();
                 let _ = tokio::task::spawn_blocking(move || {
-                    effects::record_refusal(&mut store.lock().unwrap_or_else(|p| p.into_inner()), &e)
+                    effects::record_refusal(
+                        &mut store.lock().unwrap_or_else(|p| p.into_inner()),
+                        &e,
+                    )
                 })
                 .await;
                 Err(text)
@@ -310,11 +314,17 @@ impl Engine {
                 },
                 Err(e) => (
                     CommandState::Failed,
-                    format!("command {} is malformed ({e}) — was it written by another baton version?", cmd.id),
+                    format!(
+                        "command {} is malformed ({e}) — was it written by another baton version?",
+                        cmd.id
+                    ),
                 ),
             };
             let id = cmd.id;
-            if let Err(e) = self.write(move |db| Ok(db.finish_command(id, state, &text)?)).await {
+            if let Err(e) = self
+                .write(move |db| Ok(db.finish_command(id, state, &text)?))
+                .await
+            {
                 tracing::error!("recording the result of command {id} failed: {e}");
             }
         }
@@ -339,14 +349,20 @@ impl Engine {
                     }
                     let task = db.task(step.task_id)?;
                     db.set_task_state(task.id, crate::store::TaskState::Running)?;
-                    let handoff = task.run_id.map(|r| db.last_handoff(r)).transpose()?.flatten();
+                    let handoff = task
+                        .run_id
+                        .map(|r| db.last_handoff(r))
+                        .transpose()?
+                        .flatten();
                     Ok(Some((db.step_run(step.id)?, task, handoff)))
                 })
                 .await?;
             let Some((step, task, handoff)) = claimed else {
                 continue;
             };
-            let _ = self.events.send(EngineEvent::TaskChanged { task_id: task.id });
+            let _ = self
+                .events
+                .send(EngineEvent::TaskChanged { task_id: task.id });
             self.spawn_step(step, task, handoff);
             let _ = id;
         }

@@ -11,11 +11,7 @@ pub const MAX_LINE: usize = 16 * 1024;
 pub async fn pump<R: AsyncRead + Unpin>(src: R, stream: Stream, out: super::LogSender) {
     let mut reader = BufReader::with_capacity(64 * 1024, src);
     let mut line: Vec<u8> = Vec::new();
-    loop {
-        let buf = match reader.fill_buf().await {
-            Ok(b) => b,
-            Err(_) => break,
-        };
+    while let Ok(buf) = reader.fill_buf().await {
         if buf.is_empty() {
             break;
         }

@@ -30,7 +30,9 @@ pub fn group_alive(pgid: u32) -> bool {
         .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
         .any(|stat| {
             // Fields after the command name: state (3), ppid (4), pgrp (5).
-            let Some(close) = stat.rfind(')') else { return false };
+            let Some(close) = stat.rfind(')') else {
+                return false;
+            };
             let mut f = stat[close + 2..].split_whitespace();
             let state = f.next();
             let pgrp = f.nth(1).and_then(|p| p.parse::<u32>().ok());

@@ -7,11 +7,17 @@ use std::process::{Command, Output};
 /// A git failure, phrased for people.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum GitError {
-    #[error("git is not installed or not on PATH — install git, or use a workspace that is not a git repository")]
+    #[error(
+        "git is not installed or not on PATH — install git, or use a workspace that is not a git repository"
+    )]
     Missing,
-    #[error("base branch `{0}` does not exist — create it, or set base_branch in .baton/config.toml")]
+    #[error(
+        "base branch `{0}` does not exist — create it, or set base_branch in .baton/config.toml"
+    )]
     NoBase(String),
-    #[error("worktree path {0} is taken by something else — remove it, or set worktree_root in .baton/config.toml")]
+    #[error(
+        "worktree path {0} is taken by something else — remove it, or set worktree_root in .baton/config.toml"
+    )]
     PathTaken(PathBuf),
     #[error("merge of {branch} into {base} has conflicts in: {}", files.join(", "))]
     Conflict {
@@ -60,7 +66,9 @@ fn run(dir: &Path, args: &[&str]) -> Result<String, GitError> {
 
 /// The repository's top folder when `dir` is inside a git work tree.
 pub fn repo_root(dir: &Path) -> Option<PathBuf> {
-    run(dir, &["rev-parse", "--show-toplevel"]).ok().map(PathBuf::from)
+    run(dir, &["rev-parse", "--show-toplevel"])
+        .ok()
+        .map(PathBuf::from)
 }
 
 /// The branch checked out in `dir` (None when detached or not a repository).
@@ -104,7 +112,12 @@ pub fn default_worktree_root(repo: &Path) -> PathBuf {
 fn branch_exists(repo: &Path, branch: &str) -> Result<bool, GitError> {
     let out = git(
         repo,
-        &["show-ref", "--verify", "--quiet", &format!("refs/heads/{branch}")],
+        &[
+            "show-ref",
+            "--verify",
+            "--quiet",
+            &format!("refs/heads/{branch}"),
+        ],
     )?;
     Ok(out.status.success())
 }
@@ -145,7 +158,10 @@ pub fn ensure_worktree(
 /// Removes a task's worktree (its branch is kept). Missing worktrees are fine.
 pub fn remove_worktree(repo: &Path, path: &Path) -> Result<(), GitError> {
     if path.exists() {
-        run(repo, &["worktree", "remove", "--force", &path.to_string_lossy()])?;
+        run(
+            repo,
+            &["worktree", "remove", "--force", &path.to_string_lossy()],
+        )?;
     }
     let _ = run(repo, &["worktree", "prune"]);
     Ok(())
@@ -158,10 +174,12 @@ pub fn delete_merged_branch(repo: &Path, branch: &str) -> Result<(), GitError> {
 
 /// Tracked files with changes in a checkout (`git status --porcelain`, untracked excluded).
 pub fn modified_tracked(dir: &Path) -> Result<Vec<String>, GitError> {
-    Ok(run(dir, &["status", "--porcelain", "--untracked-files=no"])?
-        .lines()
-        .map(|l| l.get(3..).unwrap_or(l).to_string())
-        .collect())
+    Ok(
+        run(dir, &["status", "--porcelain", "--untracked-files=no"])?
+            .lines()
+            .map(|l| l.get(3..).unwrap_or(l).to_string())
+            .collect(),
+    )
 }
 
 /// True when the worktree has no uncommitted changes (untracked files count).
@@ -172,7 +190,11 @@ pub fn is_clean(dir: &Path) -> Result<bool, GitError> {
 /// The diff a reviewer sees: the task branch against the merge base with `base`, including
 /// uncommitted and untracked changes in the worktree. `color` adds ANSI colours.
 pub fn diff(worktree: &Path, base: &str, color: bool) -> Result<String, GitError> {
-    let color_flag = if color { "--color=always" } else { "--color=never" };
+    let color_flag = if color {
+        "--color=always"
+    } else {
+        "--color=never"
+    };
     let merge_base = run(worktree, &["merge-base", base, "HEAD"])?;
     let mut out = run(worktree, &["diff", "--stat", &merge_base])?;
     if !out.is_empty() {
@@ -182,7 +204,10 @@ pub fn diff(worktree: &Path, base: &str, color: bool) -> Result<String, GitError
     let untracked = run(worktree, &["ls-files", "--others", "--exclude-standard"])?;
     for file in untracked.lines().filter(|l| !l.is_empty()) {
         // `--no-index` exits 1 when the files differ, which they always do here.
-        let o = git(worktree, &["diff", color_flag, "--no-index", "--", "/dev/null", file])?;
+        let o = git(
+            worktree,
+            &["diff", color_flag, "--no-index", "--", "/dev/null", file],
+        )?;
         out.push('\n');
         out.push_str(String::from_utf8_lossy(&o.stdout).trim_end());
     }
@@ -284,7 +309,9 @@ pub fn merge(repo: &Path, branch: &str, base: &str, message: &str) -> Result<(),
             let stdout = String::from_utf8_lossy(&out.stdout);
             Err(GitError::Failed {
                 args: format!("merge {branch}"),
-                message: format!("{} {}", stdout.trim(), stderr.trim()).trim().to_string(),
+                message: format!("{} {}", stdout.trim(), stderr.trim())
+                    .trim()
+                    .to_string(),
             })
         } else {
             Err(GitError::Conflict {

@@ -8,25 +8,33 @@ use std::path::{Path, PathBuf};
 /// A temporary workspace with `.baton/` initialised.
 pub struct Ws {
     pub dir: tempfile::TempDir,
+    root: PathBuf,
 }
 
 impl Ws {
     /// `baton init` in a fresh temp dir.
     pub fn new() -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
-        let ws = Self { dir };
+        let root = dir.path().to_path_buf();
+        let ws = Self { dir, root };
         ws.baton(&["init"]).assert().success();
         ws
     }
 
+    /// A workspace in `sub` of a temp dir the caller prepared (not initialised).
+    pub fn at(dir: tempfile::TempDir, sub: &str) -> Self {
+        let root = dir.path().join(sub);
+        Self { dir, root }
+    }
+
     pub fn root(&self) -> &Path {
-        self.dir.path()
+        &self.root
     }
 
     /// A `baton` command running in the workspace.
     pub fn baton(&self, args: &[&str]) -> Command {
         let mut cmd = Command::cargo_bin("baton").expect("binary");
-        cmd.current_dir(self.dir.path())
+        cmd.current_dir(&self.root)
             .env_remove("BATON_DIR")
             .env("NO_COLOR", "1")
             .args(args);
@@ -35,14 +43,14 @@ impl Ws {
 
     /// Adds a pipeline file to `.baton/pipelines/`.
     pub fn pipeline(&self, file: &str, json: &str) -> PathBuf {
-        let path = self.dir.path().join(".baton/pipelines").join(file);
+        let path = self.root.join(".baton/pipelines").join(file);
         std::fs::write(&path, json).expect("write pipeline");
         path
     }
 
     /// Writes `.baton/config.toml`.
     pub fn config(&self, toml: &str) {
-        std::fs::write(self.dir.path().join(".baton/config.toml"), toml).expect("config");
+        std::fs::write(self.root.join(".baton/config.toml"), toml).expect("config");
     }
 
     /// Runs `baton` and returns stdout, asserting success.

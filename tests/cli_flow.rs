@@ -197,3 +197,35 @@ fn list_json_has_the_contract_shape() {
     );
     assert_eq!(items[0]["state"], "idle");
 }
+
+#[test]
+fn secret_values_never_reach_the_log_or_the_database() {
+    let ws = Ws::new();
+    ws.pipeline(
+        "leak.json",
+        r#"{"id": "leak", "name": "Leak",
+  "statuses": [
+    {"id": "todo", "kind": "queue"},
+    {"id": "work", "step": {"run": "echo \"the key is $MY_API_KEY\"; echo \"$MY_API_KEY\" >&2"}},
+    {"id": "done", "kind": "done"},
+    {"id": "failed", "kind": "failed"}
+  ]}"#,
+    );
+    let secret = "sk-test-0123456789abcdef";
+    let out = ws
+        .baton(&["run", "leak", "--title", "t", "--wait"])
+        .env("MY_API_KEY", secret)
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let logs = ws.ok(&["logs", "1"]);
+    assert!(logs.contains("the key is [redacted]"), "{logs}");
+    assert!(!logs.contains(secret));
+    for f in ["baton.db", "baton.db-wal"] {
+        if let Ok(bytes) = std::fs::read(ws.root().join(".baton").join(f)) {
+            let hit = bytes.windows(secret.len()).any(|w| w == secret.as_bytes());
+            assert!(!hit, "the secret is in {f}");
+        }
+    }
+}

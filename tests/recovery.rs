@@ -256,3 +256,107 @@ fn random_kills_never_run_a_step_twice_or_lose_one() {
         }
     }
 }
+
+#[test]
+fn log_lines_written_before_a_kill_are_kept() {
+    let ws = Ws::new();
+    ws.pipeline(
+        "chatty.json",
+        r#"{"id": "chatty", "name": "Chatty",
+  "statuses": [
+    {"id": "todo", "kind": "queue"},
+    {"id": "talk", "step": {"script": "i=0\nwhile true; do echo \"line $i\"; echo $i > last; i=$((i+1)); sleep 0.005; done"}},
+    {"id": "done", "kind": "done"},
+    {"id": "failed", "kind": "failed"}
+  ]}"#,
+    );
+    let id = ws.new_task("chatty", "talker");
+    let mut engine = spawn_engine(&ws);
+    ws.ok(&["start", &id.to_string()]);
+    wait_for("a few hundred lines", Duration::from_secs(30), || {
+        std::fs::read_to_string(ws.root().join("last"))
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok())
+            .is_some_and(|n| n > 300)
+    });
+    engine.kill().unwrap();
+    engine.wait().unwrap();
+    // The step dies on its next write to the closed pipe; what it printed last is in `last`.
+    wait_for("the step to notice", Duration::from_secs(10), || {
+        let a = std::fs::read_to_string(ws.root().join("last")).unwrap_or_default();
+        std::thread::sleep(Duration::from_millis(50));
+        a == std::fs::read_to_string(ws.root().join("last")).unwrap_or_default()
+    });
+    let printed: u32 = std::fs::read_to_string(ws.root().join("last"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    integrity_ok(&ws);
+    let store = baton::store::Store::open(&ws.root().join(".baton/baton.db")).unwrap();
+    let step = store.read().step_runs(id).unwrap()[0].id;
+    let lines: Vec<String> = store
+        .read()
+        .log_lines(step, 0, i64::MAX)
+        .unwrap()
+        .into_iter()
+        .filter(|l| l.stream == baton::store::Stream::Stdout)
+        .map(|l| l.text)
+        .collect();
+    for (i, l) in lines.iter().enumerate() {
+        assert_eq!(
+            l,
+            &format!("line {i}"),
+            "stored lines are a gap-free prefix"
+        );
+    }
+    // At ~5 ms a line, ~100 ms of output is ~20 lines; allow a loaded machine 4x that.
+    let missing = printed as usize + 1 - lines.len();
+    assert!(missing <= 80, "{missing} lines lost of {printed}");
+}
+
+/// Step one waits for a `go` file, so a test controls when it ends.
+const GATED_ONE: &str = r#"{
+  "id": "gated_one", "name": "Gated step one",
+  "statuses": [
+    {"id": "todo", "kind": "queue"},
+    {"id": "one", "step": {"script": "echo \"start $BATON_EXECUTION_KEY\" >> trace\nwhile [ ! -f go ]; do sleep 0.02; done\necho \"end $BATON_EXECUTION_KEY\" >> trace"}},
+    {"id": "two", "step": {"script": "echo \"start $BATON_EXECUTION_KEY\" >> trace"}},
+    {"id": "done", "kind": "done"},
+    {"id": "failed", "kind": "failed"}
+  ]
+}"#;
+
+#[test]
+fn drain_shutdown_lets_the_running_step_finish_and_starts_nothing_new() {
+    let ws = Ws::new();
+    ws.pipeline("gated_one.json", GATED_ONE);
+    ws.config("shutdown = \"drain\"\n");
+    let id = ws.new_task("gated_one", "drained");
+    let mut engine = spawn_engine(&ws);
+    ws.ok(&["start", &id.to_string()]);
+    wait_for("step one to start", Duration::from_secs(30), || {
+        trace(&ws)
+            .iter()
+            .any(|l| l.starts_with("start") && l.contains(":one:"))
+    });
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(engine.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    // Draining: the engine waits for the step, which ends once `go` exists.
+    std::fs::write(ws.root().join("go"), "").unwrap();
+    assert!(engine.wait().unwrap().success());
+    let shown = ws.show(id);
+    assert_eq!(shown["steps"][0]["state"], "succeeded", "{shown:#}");
+    assert_eq!(shown["status"], "two");
+    assert_eq!(
+        shown["state"], "queued",
+        "step two waits for the next engine"
+    );
+    assert!(
+        !trace(&ws).iter().any(|l| l.contains(":two:")),
+        "nothing new started"
+    );
+}

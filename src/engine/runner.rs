@@ -75,6 +75,9 @@ pub async fn run(
         "id_{}_{:03}.log",
         job.step.status, job.step.attempt
     ));
+    let redactor = crate::exec::redact::Redactor::from_vars(
+        std::env::vars().chain(job.spec.env.iter().map(|(k, v)| (k.clone(), v.clone()))),
+    );
     let forwarder = tokio::spawn(async move {
         // The step's log also goes to a plain file in the context folder, for later steps.
         let mut file = std::fs::File::create(&log_file)
@@ -82,6 +85,7 @@ pub async fn run(
             .map(std::io::BufWriter::new);
         let mut scanner = TestScanner::default();
         while let Some((stream, text)) = line_rx.recv().await {
+            let text = redactor.apply(text);
             scanner.feed(&text);
             if let Some(f) = file.as_mut() {
                 let _ = writeln!(f, "{}", strip_ansi(&text));

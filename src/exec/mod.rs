@@ -3,6 +3,7 @@
 
 mod lines;
 pub mod process;
+pub mod redact;
 mod script;
 
 pub use script::run_shell;

@@ -333,7 +333,14 @@ fn drain_shutdown_lets_the_running_step_finish_and_starts_nothing_new() {
     ws.pipeline("gated_one.json", GATED_ONE);
     ws.config("shutdown = \"drain\"\n");
     let id = ws.new_task("gated_one", "drained");
-    let mut engine = spawn_engine(&ws);
+    let mut engine = Command::new(assert_cmd::cargo::cargo_bin("baton"))
+        .current_dir(ws.root())
+        .args(["engine"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("engine starts");
+    let stderr = std::io::BufReader::new(engine.stderr.take().unwrap());
     ws.ok(&["start", &id.to_string()]);
     wait_for("step one to start", Duration::from_secs(30), || {
         trace(&ws)
@@ -345,7 +352,14 @@ fn drain_shutdown_lets_the_running_step_finish_and_starts_nothing_new() {
         nix::sys::signal::Signal::SIGTERM,
     )
     .unwrap();
-    // Draining: the engine waits for the step, which ends once `go` exists.
+    // Once the engine says it is draining, let the step end.
+    use std::io::BufRead;
+    let mut lines = stderr.lines();
+    let said = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find(|l| l.contains("drain"));
+    assert!(said.is_some(), "the engine announces the drain");
     std::fs::write(ws.root().join("go"), "").unwrap();
     assert!(engine.wait().unwrap().success());
     let shown = ws.show(id);

@@ -58,6 +58,21 @@ pub fn run(ws: &Workspace, exit_when_idle: bool) -> Outcome {
             wait_for_signal().await;
             shutdown.cancel();
         });
+        let mut events = engine.handle().subscribe();
+        tokio::spawn(async move {
+            use crate::engine::EngineEvent;
+            loop {
+                match events.recv().await {
+                    Ok(EngineEvent::Notice { task_id, text }) => match task_id {
+                        Some(id) => eprintln!("task {id}: {text}"),
+                        None => eprintln!("{text}"),
+                    },
+                    Ok(_) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(_) => break,
+                }
+            }
+        });
         engine
             .run(RunOptions {
                 exit_when_idle,

@@ -209,6 +209,13 @@ impl Engine {
                 }
                 _ = self.shutdown.cancelled(), if stopping.is_none() => {
                     stopping = Some(self.cfg.shutdown);
+                    let n = self.running.len();
+                    let text = match self.cfg.shutdown {
+                        ShutdownMode::Drain => format!("shutting down: waiting for {n} running step(s) to finish (drain)"),
+                        ShutdownMode::Interrupt => format!("shutting down: interrupting {n} running step(s); `baton resume` continues them"),
+                    };
+                    tracing::info!("{text}");
+                    let _ = self.events.send(EngineEvent::Notice { task_id: None, text });
                     if self.cfg.shutdown == ShutdownMode::Interrupt {
                         for r in self.running.values_mut() {
                             r.reason = Some(StopReason::Shutdown);

@@ -229,3 +229,49 @@ fn secret_values_never_reach_the_log_or_the_database() {
         }
     }
 }
+
+#[test]
+fn hooks_run_after_the_move_and_a_failing_hook_never_rolls_it_back() {
+    let ws = Ws::new();
+    ws.pipeline(
+        "hooks.json",
+        r#"{"id": "hooks", "name": "Hooks",
+  "statuses": [
+    {"id": "todo", "kind": "queue"},
+    {"id": "review", "kind": "gate"},
+    {"id": "done", "kind": "done"},
+    {"id": "failed", "kind": "failed"}
+  ],
+  "transitions": [
+    {"from": "review", "to": "done", "on": "approve", "hooks": [
+      {"run": "printf '%s→%s' \"$BATON_FROM\" \"$BATON_TO\" > hook.txt"},
+      {"run": "exit 3"},
+      {"start_task": {"pipeline": "hooks", "title": "follow-up of #{{id}}"}}
+    ]}
+  ]}"#,
+    );
+    let id = ws.new_task("hooks", "t");
+    ws.ok(&["start", &id.to_string()]);
+    ws.ok(&["approve", &id.to_string()]);
+    let shown = ws.show(id);
+    assert_eq!(
+        shown["status"], "done",
+        "a failed hook does not roll the move back"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.root().join("hook.txt")).unwrap(),
+        "review→done"
+    );
+    let human = ws.ok(&["show", &id.to_string()]);
+    assert!(human.contains("hook run: `exit 3` exited 3"), "{human}");
+    let list: serde_json::Value = serde_json::from_str(&ws.ok(&["list", "--json"])).unwrap();
+    let follow = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["title"] == "follow-up of #1");
+    assert_eq!(
+        follow.expect("start_task created a task")["status"],
+        "review"
+    );
+}

@@ -187,10 +187,10 @@ pub fn after_commit(ws: &Workspace, git: Option<&GitCtx>, store: &mut Store, mov
                 .unwrap_or("notified")
                 .to_string()),
             Hook::Run(cmd) => run_hook(ws, &task, moved, cmd),
-            Hook::StartTask(_) | Hook::Webhook(_) => Err(format!(
-                "the {} hook is not supported in this build yet",
-                hook.name()
-            )),
+            Hook::StartTask(spec) => start_task_hook(ws, store, &task, spec),
+            Hook::Webhook(_) => {
+                Err("the webhook hook is not supported in this build yet".to_string())
+            }
         };
         let (status, detail, level) = match &outcome {
             Ok(d) => ("ok", d.clone(), "info"),
@@ -261,4 +261,60 @@ pub fn record_refusal(store: &mut Store, err: &super::EngineError) {
             })
         });
     }
+}
+
+/// A `start_task` hook: `{"pipeline": "deploy", "title": "Deploy {{title}}", "prompt": "…"}`
+/// creates a task on another pipeline and starts it. Templates see `{{id}}`, `{{title}}`,
+/// `{{prompt}}` and `{{status}}` of the task that moved.
+fn start_task_hook(
+    ws: &Workspace,
+    store: &mut Store,
+    task: &Task,
+    spec: &serde_json::Value,
+) -> Result<String, String> {
+    let pipeline_id = spec
+        .get("pipeline")
+        .and_then(|p| p.as_str())
+        .ok_or("start_task needs a \"pipeline\" (a pipeline id)")?;
+    let render = |t: &str| {
+        t.replace("{{id}}", &task.id.to_string())
+            .replace("{{title}}", &task.title)
+            .replace("{{prompt}}", &task.prompt)
+            .replace("{{status}}", &task.status)
+    };
+    let title = render(
+        spec.get("title")
+            .and_then(|t| t.as_str())
+            .unwrap_or("{{title}}"),
+    );
+    let prompt = render(
+        spec.get("prompt")
+            .and_then(|t| t.as_str())
+            .unwrap_or("{{prompt}}"),
+    );
+    let agents = crate::pipeline::agent_ids(Some(&ws.agents_dir()));
+    let catalog = crate::pipeline::load_catalog(Some(&ws.pipelines_dir()), Some(&agents));
+    let pipeline = catalog
+        .pipelines
+        .iter()
+        .find(|p| p.id == pipeline_id)
+        .ok_or_else(|| format!("no pipeline `{pipeline_id}` to start a task on"))?;
+    let new_id = store
+        .write(|db| {
+            let id = super::actions::create_task(db, pipeline, &title, &prompt)?;
+            let req = super::Request {
+                task_id: id,
+                action: super::Action::Start,
+                expected_status: None,
+                actor: format!("task {}", task.id),
+            };
+            let first_is_queue =
+                pipeline.statuses.first().map(|s| s.kind) == Some(StatusKind::Queue);
+            if first_is_queue {
+                super::actions::apply(db, &req, &super::actions::no_pre_commit)?;
+            }
+            Ok::<_, super::EngineError>(id)
+        })
+        .map_err(|e| e.to_string())?;
+    Ok(format!("started task {new_id} on {pipeline_id}"))
 }

@@ -275,3 +275,55 @@ fn hooks_run_after_the_move_and_a_failing_hook_never_rolls_it_back() {
         "review"
     );
 }
+
+#[test]
+fn a_breakpoint_pauses_before_the_step_until_continue() {
+    let ws = Ws::new();
+    ws.pipeline("gate.json", GATE);
+    let id = ws.new_task("gate", "paused").to_string();
+    ws.ok(&["break", &id, "build"]);
+    ws.ok(&["start", &id]);
+    ws.drain();
+    let shown = ws.show(1);
+    assert_eq!(shown["status"], "build");
+    assert_eq!(shown["state"], "waiting");
+    assert_eq!(shown["steps"].as_array().unwrap().len(), 0, "the step did not run");
+    assert!(!ws.root().join("title.txt").exists());
+    ws.ok(&["continue", &id]);
+    ws.drain();
+    assert_eq!(ws.show(1)["status"], "review");
+    assert!(ws.root().join("title.txt").exists());
+}
+
+#[test]
+fn move_follows_the_pipeline_and_refuses_plainly() {
+    let ws = Ws::new();
+    ws.pipeline(
+        "m.json",
+        r#"{"id": "m", "name": "M",
+  "statuses": [
+    {"id": "todo", "kind": "queue"},
+    {"id": "doing", "kind": "gate"},
+    {"id": "done", "kind": "done"},
+    {"id": "cancelled", "kind": "cancelled"}
+  ],
+  "transitions": [
+    {"from": "*", "to": "todo", "on": "manual", "label": "Back to backlog"},
+    {"from": "doing", "to": "done", "on": "manual", "guards": [{"max_visits": 0}]}
+  ]}"#,
+    );
+    let id = ws.new_task("m", "t").to_string();
+    ws.ok(&["start", &id]);
+    let out = ws.baton(&["move", &id, "done"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("max_visits"), "names the blocking guard: {err}");
+    let out = ws.baton(&["move", &id, "nowhere"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("has no status `nowhere`"));
+    ws.ok(&["move", &id, "todo", "--note", "not now"]);
+    let shown = ws.show(1);
+    assert_eq!(shown["status"], "todo");
+    let last = shown["history"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["trigger"], "manual");
+    assert_eq!(last["reason"], "not now");
+}

@@ -287,7 +287,11 @@ fn a_breakpoint_pauses_before_the_step_until_continue() {
     let shown = ws.show(1);
     assert_eq!(shown["status"], "build");
     assert_eq!(shown["state"], "waiting");
-    assert_eq!(shown["steps"].as_array().unwrap().len(), 0, "the step did not run");
+    assert_eq!(
+        shown["steps"].as_array().unwrap().len(),
+        0,
+        "the step did not run"
+    );
     assert!(!ws.root().join("title.txt").exists());
     ws.ok(&["continue", &id]);
     ws.drain();
@@ -317,7 +321,10 @@ fn move_follows_the_pipeline_and_refuses_plainly() {
     let out = ws.baton(&["move", &id, "done"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("max_visits"), "names the blocking guard: {err}");
+    assert!(
+        err.contains("max_visits"),
+        "names the blocking guard: {err}"
+    );
     let out = ws.baton(&["move", &id, "nowhere"]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("has no status `nowhere`"));
     ws.ok(&["move", &id, "todo", "--note", "not now"]);

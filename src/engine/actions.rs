@@ -4,7 +4,9 @@
 
 use super::error::{EngineError, Result};
 use super::transition::{FactsOwned, Moved, entry_state, pipeline_of, transition};
-use crate::pipeline::{Decision, Pipeline, StatusKind, Trigger, decide, decide_move};
+use crate::pipeline::{
+    DecideError, Decision, Facts, Pipeline, StatusKind, Trigger, decide, decide_move,
+};
 use crate::store::{Db, NewEvent, RunState, StepState, Task, TaskState};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -106,27 +108,41 @@ pub fn apply(db: &Db, req: &Request, pre: PreCommit) -> Result<Applied> {
         task: task.id,
         message,
     };
-    let decided = |r: std::result::Result<Decision, _>| {
-        r.map_err(|source| EngineError::Decide {
-            task: task.id,
-            source,
+    let decided = |r: std::result::Result<Decision, DecideError>| {
+        r.map_err(|source| {
+            // A person's approve/reject/start that finds the task gone from the gate or
+            // backlog it was at lost a race (or came late): say so plainly.
+            let wanted = match &req.action {
+                Action::Approve { .. } | Action::Reject { .. } => Some(StatusKind::Gate),
+                Action::Start => Some(StatusKind::Queue),
+                _ => None,
+            };
+            let left = db
+                .history(task.id)
+                .ok()
+                .and_then(|h| h.last().and_then(|l| l.from.clone()));
+            match (wanted, left) {
+                (Some(kind), Some(from))
+                    if pipeline.status(&task.status).map(|s| s.kind) != Some(kind)
+                        && pipeline.status(&from).map(|s| s.kind) == Some(kind) =>
+                {
+                    EngineError::NoLongerAt {
+                        task: task.id,
+                        expected: from,
+                        actual: task.status.clone(),
+                    }
+                }
+                _ => explain(&task, &pipeline, &facts, &req.action, source),
+            }
         })
     };
 
     let (decision, note, run_id) = match &req.action {
-        Action::Start => {
-            if pipeline.status(&task.status).map(|s| s.kind) != Some(StatusKind::Queue) {
-                return Err(refuse(format!(
-                    "it is already started (at {}) — use `baton move` to re-route it",
-                    task.status
-                )));
-            }
-            (
-                decided(decide(&pipeline, &task.status, &Trigger::Start, &facts))?,
-                None,
-                run_id,
-            )
-        }
+        Action::Start => (
+            decided(decide(&pipeline, &task.status, &Trigger::Start, &facts))?,
+            None,
+            run_id,
+        ),
         Action::Approve { note } => (
             decided(decide(&pipeline, &task.status, &Trigger::Approve, &facts))?,
             note.as_deref(),
@@ -176,6 +192,65 @@ pub fn apply(db: &Db, req: &Request, pre: PreCommit) -> Result<Applied> {
         ),
         moved: Some(moved),
     })
+}
+
+/// Turns a refused decision into a sentence about this task and what can be done instead.
+fn explain(
+    task: &Task,
+    pipeline: &Pipeline,
+    facts: &Facts,
+    action: &Action,
+    source: DecideError,
+) -> EngineError {
+    let kind = pipeline.status(&task.status).map(|s| s.kind);
+    let refuse = |message: String| EngineError::Refused {
+        task: task.id,
+        message,
+    };
+    match (&source, action) {
+        (DecideError::Terminal { status }, _) => {
+            let next = if task.state == TaskState::Failed || task.state == TaskState::Cancelled {
+                format!(" — `baton retry {}` runs it again", task.id)
+            } else {
+                String::new()
+            };
+            refuse(format!("it has finished (at `{status}`){next}"))
+        }
+        (DecideError::NoTransition { .. }, Action::Start) => refuse(format!(
+            "it is already started (at `{}`) — use `baton move` to re-route it",
+            task.status
+        )),
+        (DecideError::NoTransition { .. }, Action::Approve { .. } | Action::Reject { .. })
+            if kind != Some(StatusKind::Gate) =>
+        {
+            refuse(format!(
+                "it is {} at `{}`, not waiting at a gate, so there is nothing to {}",
+                task.state,
+                task.status,
+                action.verb()
+            ))
+        }
+        (DecideError::NotAllowed { .. }, Action::Move { .. }) => {
+            let options: Vec<String> = crate::pipeline::move_options(pipeline, &task.status, facts)
+                .into_iter()
+                .filter(|o| o.allowed)
+                .map(|o| o.to)
+                .collect();
+            let hint = if options.is_empty() {
+                " and no manual moves from there".to_string()
+            } else {
+                format!("; it can move to: {}", options.join(", "))
+            };
+            EngineError::Refused {
+                task: task.id,
+                message: format!("{source}{hint}"),
+            }
+        }
+        _ => EngineError::Decide {
+            task: task.id,
+            source,
+        },
+    }
 }
 
 fn plain(to: &str, trigger: Trigger) -> Decision {

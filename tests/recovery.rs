@@ -374,3 +374,27 @@ fn drain_shutdown_lets_the_running_step_finish_and_starts_nothing_new() {
         "nothing new started"
     );
 }
+
+#[test]
+fn abort_without_an_engine_ends_a_dead_engines_orphan() {
+    let ws = Ws::new();
+    ws.pipeline("three.json", THREE);
+    ws.config("kill_grace = \"2s\"\n");
+    let id = ws.new_task("three", "orphaned");
+    let mut engine = spawn_engine(&ws);
+    ws.ok(&["start", &id.to_string()]);
+    wait_for("step two to start", Duration::from_secs(30), || {
+        std::fs::read_to_string(ws.root().join("two.pid")).is_ok_and(|s| !s.trim().is_empty())
+    });
+    let orphan: i32 = std::fs::read_to_string(ws.root().join("two.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    engine.kill().unwrap();
+    engine.wait().unwrap();
+    assert!(alive(orphan));
+    ws.ok(&["abort", &id.to_string()]);
+    assert!(!alive(orphan), "abort ended the orphaned step");
+    assert_eq!(ws.show(id)["state"], "cancelled");
+}

@@ -74,6 +74,10 @@ pub fn submit(ws: &Workspace, store: &mut Store, req: &Request) -> Result<Submit
         }
     };
     if let Some(moved) = &applied.moved {
+        // Steps recorded as running with no engine alive belong to a dead engine: end them.
+        for step in &moved.stop {
+            super::recovery::end_orphan(step, cfg.kill_grace);
+        }
         super::effects::after_commit(ws, git.as_ref(), store, moved);
     }
     Ok(Submitted::Direct(Box::new(applied)))

@@ -23,9 +23,8 @@ pub fn recover(store: &mut Store, grace: Duration, auto_resume: bool) -> super::
     let stale = store.read().step_runs_in_state(StepState::Running)?;
     for step in stale {
         if let Some(pgid) = step.pgid.filter(|p| *p > 1) {
-            let verdict = classify_orphan(pgid as u32, step.proc_start.map(|t| t as u64));
+            let verdict = end_orphan(&step, grace);
             if verdict == Orphan::Ours {
-                end_group(pgid as u32, grace);
                 out.killed_groups.push(pgid);
             }
             store.write(|db| {
@@ -71,6 +70,19 @@ pub fn recover(store: &mut Store, grace: Duration, auto_resume: bool) -> super::
         }
     }
     Ok(out)
+}
+
+/// Ends the process group a step recorded, if it is still that step's (pid reuse is checked
+/// against the recorded start time). Returns what was found.
+pub fn end_orphan(step: &crate::store::StepRun, grace: Duration) -> Orphan {
+    let Some(pgid) = step.pgid.filter(|p| *p > 1) else {
+        return Orphan::Gone;
+    };
+    let verdict = classify_orphan(pgid as u32, step.proc_start.map(|t| t as u64));
+    if verdict == Orphan::Ours {
+        end_group(pgid as u32, grace);
+    }
+    verdict
 }
 
 /// SIGTERM, up to `grace` for it to go, then SIGKILL.

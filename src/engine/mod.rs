@@ -32,6 +32,8 @@ use tokio_util::sync::CancellationToken;
 
 /// How often the engine looks at the commands table and the step queue.
 const POLL: Duration = Duration::from_millis(100);
+/// How often the engine looks for due work even when nothing seems to have changed.
+const SWEEP: Duration = Duration::from_secs(2);
 
 /// Something that happened, for subscribers such as the TUI.
 #[derive(Debug, Clone)]
@@ -184,7 +186,27 @@ impl Engine {
     /// Runs until shut down (or per `opts`). Returns once every step it ran has ended.
     pub async fn run(mut self, opts: RunOptions) -> Result<()> {
         let mut stopping: Option<ShutdownMode> = None;
+        // Work is looked for when something may have changed: another process committed
+        // (data_version moved), this engine did something, or a while has passed (retry
+        // backoffs come due). An idle engine costs one PRAGMA per poll.
+        let mut seen_version = None;
+        let mut dirty = true;
+        let mut last_sweep = tokio::time::Instant::now();
         loop {
+            let version = self.with_db(|db| db.data_version()).ok();
+            if version != seen_version || dirty || last_sweep.elapsed() >= SWEEP {
+                seen_version = version;
+                dirty = false;
+                last_sweep = tokio::time::Instant::now();
+            } else {
+                if stopping.is_some() && self.running.is_empty() {
+                    break;
+                }
+                if self.wait(&mut stopping).await {
+                    dirty = true;
+                }
+                continue;
+            }
             self.drain_commands().await;
             if stopping.is_none() {
                 self.schedule().await?;
@@ -201,14 +223,29 @@ impl Engine {
             if stopping.is_some() && self.running.is_empty() {
                 break;
             }
-            tokio::select! {
-                Some((id, report)) = self.finished.recv() => self.on_finished(id, report).await,
+            if self.wait(&mut stopping).await {
+                dirty = true;
+            }
+        }
+        drop(self.logs);
+        let _ = self.log_writer.await;
+        Ok(())
+    }
+
+    /// Waits for the next thing to happen; true when this engine changed something.
+    async fn wait(&mut self, stopping: &mut Option<ShutdownMode>) -> bool {
+        tokio::select! {
+                Some((id, report)) = self.finished.recv() => {
+                    self.on_finished(id, report).await;
+                    true
+                }
                 Some((req, reply)) = self.requests.recv() => {
                     let out = self.apply(req).await;
                     let _ = reply.send(out);
+                    true
                 }
                 _ = self.shutdown.cancelled(), if stopping.is_none() => {
-                    stopping = Some(self.cfg.shutdown);
+                    *stopping = Some(self.cfg.shutdown);
                     let n = self.running.len();
                     let text = match self.cfg.shutdown {
                         ShutdownMode::Drain => format!("shutting down: waiting for {n} running step(s) to finish (drain)"),
@@ -222,13 +259,10 @@ impl Engine {
                             r.cancel.cancel();
                         }
                     }
+                    true
                 }
-                _ = tokio::time::sleep(POLL) => {}
-            }
+                _ = tokio::time::sleep(POLL) => false,
         }
-        drop(self.logs);
-        let _ = self.log_writer.await;
-        Ok(())
     }
 
     fn with_db<T>(&self, f: impl FnOnce(&Db) -> T) -> T {

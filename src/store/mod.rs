@@ -127,6 +127,13 @@ impl Store {
     /// A number that changes whenever another connection commits (`PRAGMA data_version`);
     /// lets a client refresh only when something changed.
     pub fn data_version(&self) -> Result<i64> {
+        self.read().data_version()
+    }
+}
+
+impl Db<'_> {
+    /// See [`Store::data_version`].
+    pub fn data_version(&self) -> Result<i64> {
         Ok(self
             .conn
             .query_row("PRAGMA data_version", [], |r| r.get(0))?)

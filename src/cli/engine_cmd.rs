@@ -52,6 +52,9 @@ pub fn run(ws: &Workspace, exit_when_idle: bool) -> Outcome {
                 }
             );
         }
+        for e in &engine.trigger_errors {
+            eprintln!("{e} — this trigger is skipped; `baton pipelines validate` checks the files");
+        }
         tracing::info!(?r, "engine started");
         let shutdown = engine.shutdown_token();
         tokio::spawn(async move {

@@ -173,7 +173,14 @@ fn validate(dir: Option<&PathBuf>, files: Vec<PathBuf>) -> Outcome {
         if let Some(p) = pipeline
             && diags.iter().all(|d| d.severity != Severity::Error)
         {
-            println!("{name}: ok ({}, {} statuses)", p.id, p.statuses.len());
+            let (_, trigger_errors) = crate::engine::triggers::parse(&p);
+            for e in &trigger_errors {
+                eprintln!("{name}: error: {e}");
+            }
+            errors += trigger_errors.len();
+            if trigger_errors.is_empty() {
+                println!("{name}: ok ({}, {} statuses)", p.id, p.statuses.len());
+            }
         }
     }
     if errors > 0 {

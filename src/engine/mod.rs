@@ -12,6 +12,7 @@ mod recovery;
 mod results;
 mod runner;
 mod transition;
+pub mod triggers;
 
 pub use actions::{Action, Applied, Request, create_task, move_options};
 pub use effects::GitCtx;
@@ -124,6 +125,9 @@ pub struct Engine {
     logs: mpsc::Sender<logwriter::LogMsg>,
     log_writer: tokio::task::JoinHandle<()>,
     git: Option<GitCtx>,
+    triggers: triggers::TriggerSet,
+    /// Problems in the workspace's pipeline triggers (those triggers are skipped).
+    pub trigger_errors: Vec<String>,
     /// What start-up recovery did.
     pub recovered: Recovered,
 }
@@ -143,6 +147,9 @@ impl Engine {
                 None
             }
         };
+        let agents = crate::pipeline::agent_ids(Some(&ws.agents_dir()));
+        let catalog = crate::pipeline::load_catalog(Some(&ws.pipelines_dir()), Some(&agents));
+        let (triggers, trigger_errors) = triggers::TriggerSet::new(&catalog.pipelines);
         let store = Arc::new(Mutex::new(store));
         let (events, _) = broadcast::channel(1024);
         let (requests_tx, requests) = mpsc::channel(64);
@@ -165,6 +172,8 @@ impl Engine {
             logs,
             log_writer,
             git,
+            triggers,
+            trigger_errors,
             recovered,
         })
     }
@@ -209,6 +218,7 @@ impl Engine {
             }
             self.drain_commands().await;
             if stopping.is_none() {
+                self.run_triggers().await;
                 self.schedule().await?;
                 if let Some(pred) = &opts.stop_when {
                     let done = self.with_db(|db| pred(db));
@@ -331,11 +341,72 @@ impl Engine {
             }
         }
         let (ws, git, store) = (self.ws.clone(), self.git.clone(), self.store.clone());
-        let _ = tokio::task::spawn_blocking(move || {
+        let task = tokio::task::spawn_blocking(move || {
             let mut guard = store.lock().unwrap_or_else(|p| p.into_inner());
             effects::after_commit(&ws, git.as_ref(), &mut guard, &moved);
+            guard.read().task(moved.task_id).ok()
         })
-        .await;
+        .await
+        .ok()
+        .flatten();
+        if let Some(task) = task.filter(|t| t.state == crate::store::TaskState::Done) {
+            let firings = self.triggers.done(&task);
+            self.record_firings(firings).await;
+        }
+    }
+
+    /// Fires due schedules and new pushes.
+    async fn run_triggers(&mut self) {
+        if self.triggers.is_empty() {
+            return;
+        }
+        let mut firings = self.triggers.due_schedules(chrono::Local::now());
+        if let Some(git) = self.git.clone()
+            && self.triggers.push_poll_due()
+        {
+            let heads =
+                tokio::task::spawn_blocking(move || crate::workspace::git::branch_heads(&git.repo))
+                    .await
+                    .ok()
+                    .and_then(|r| r.ok())
+                    .unwrap_or_default();
+            let store = self.store.clone();
+            let mut guard = store.lock().unwrap_or_else(|p| p.into_inner());
+            let seen = |k: &str| guard.read().meta(k).ok().flatten();
+            let mut updates = Vec::new();
+            let pushes = self.triggers.pushes(&heads, seen, |k, v| {
+                updates.push((k.to_string(), v.to_string()))
+            });
+            let _ = guard.write(|db| {
+                for (k, v) in &updates {
+                    db.set_meta(k, v)?;
+                }
+                Ok::<_, crate::store::StoreError>(())
+            });
+            firings.extend(pushes);
+        }
+        self.record_firings(firings).await;
+    }
+
+    async fn record_firings(&mut self, firings: Vec<triggers::Firing>) {
+        for firing in firings {
+            let store = self.store.clone();
+            let mut guard = store.lock().unwrap_or_else(|p| p.into_inner());
+            match guard.write(|db| self.triggers.record(db, &firing)) {
+                Ok(Some(id)) => {
+                    let _ = self.events.send(EngineEvent::TaskChanged { task_id: id });
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    let text = format!("trigger {} did not fire: {e}", firing.key);
+                    tracing::warn!("{text}");
+                    let _ = self.events.send(EngineEvent::Notice {
+                        task_id: None,
+                        text,
+                    });
+                }
+            }
+        }
     }
 
     async fn drain_commands(&mut self) {

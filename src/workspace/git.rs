@@ -155,6 +155,22 @@ pub fn ensure_worktree(
     Ok((branch, path))
 }
 
+/// Every local branch and the commit it points at.
+pub fn branch_heads(repo: &Path) -> Result<Vec<(String, String)>, GitError> {
+    Ok(run(
+        repo,
+        &[
+            "for-each-ref",
+            "--format=%(refname:short) %(objectname)",
+            "refs/heads",
+        ],
+    )?
+    .lines()
+    .filter_map(|l| l.split_once(' '))
+    .map(|(b, s)| (b.to_string(), s.to_string()))
+    .collect())
+}
+
 /// Removes a task's worktree (its branch is kept). Missing worktrees are fine.
 pub fn remove_worktree(repo: &Path, path: &Path) -> Result<(), GitError> {
     if path.exists() {

@@ -1,0 +1,397 @@
+//! Pipeline triggers (DESIGN §2): tasks created and started on their own — on a cron
+//! schedule, on a new commit to a matching branch, or when another task reaches done.
+//! Every firing has a dedupe key recorded in the store, so a restart never fires twice.
+
+use super::actions::{Action, Request, apply, create_task, no_pre_commit};
+use crate::pipeline::{Pipeline, StatusKind};
+use crate::store::{Db, NewEvent, Task};
+use chrono::{DateTime, Local};
+use serde_json::{Value, json};
+
+/// One trigger of one pipeline.
+#[derive(Debug, Clone)]
+pub enum Kind {
+    /// A cron schedule (5 fields, or 6 with seconds), in local time.
+    Schedule(Box<croner::Cron>),
+    /// A new commit on a branch matching one of these globs (`*` matches anything).
+    Push(Vec<String>),
+    /// A task of this pipeline reached done.
+    TaskDone(String),
+}
+
+/// A parsed trigger.
+#[derive(Debug, Clone)]
+pub struct Trigger {
+    pub pipeline: String,
+    pub index: usize,
+    pub kind: Kind,
+    /// Title template: `{{date}}`, `{{branch}}`, `{{sha}}`, `{{title}}`, `{{id}}`.
+    pub title: String,
+    pub prompt: String,
+}
+
+/// Parses a pipeline's `triggers`; problems are plain sentences naming the trigger.
+pub fn parse(p: &Pipeline) -> (Vec<Trigger>, Vec<String>) {
+    let mut out = Vec::new();
+    let mut errors = Vec::new();
+    for (index, raw) in p.triggers.iter().enumerate() {
+        let at = format!("pipeline {} trigger {}", p.id, index + 1);
+        let text = |key: &str, default: &str| {
+            raw.get(key)
+                .and_then(Value::as_str)
+                .unwrap_or(default)
+                .to_string()
+        };
+        let kind = if let Some(spec) = raw.get("schedule") {
+            match spec
+                .as_str()
+                .map(|s| croner::parser::CronParser::new().parse(s))
+            {
+                Some(Ok(cron)) => Kind::Schedule(Box::new(cron)),
+                Some(Err(e)) => {
+                    errors.push(format!("{at}: schedule is not a valid cron pattern ({e})"));
+                    continue;
+                }
+                None => {
+                    errors.push(format!(
+                        "{at}: schedule must be a cron string like \"0 3 * * *\""
+                    ));
+                    continue;
+                }
+            }
+        } else if let Some(spec) = raw.get("push") {
+            let branches: Vec<String> = spec
+                .get("branches")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|b| b.as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default();
+            if branches.is_empty() {
+                errors.push(format!(
+                    "{at}: push needs \"branches\": [\"main\", \"release/*\"]"
+                ));
+                continue;
+            }
+            Kind::Push(branches)
+        } else if let Some(spec) = raw.get("task_done") {
+            match spec.get("pipeline").and_then(Value::as_str) {
+                Some(src) => Kind::TaskDone(src.to_string()),
+                None => {
+                    errors.push(format!("{at}: task_done needs {{\"pipeline\": \"<id>\"}}"));
+                    continue;
+                }
+            }
+        } else {
+            errors.push(format!(
+                "{at}: unknown trigger (use schedule, push or task_done)"
+            ));
+            continue;
+        };
+        let default_title = match kind {
+            Kind::Schedule(_) => "{{date}}",
+            Kind::Push(_) => "{{branch}} {{sha}}",
+            Kind::TaskDone(_) => "after {{title}}",
+        };
+        out.push(Trigger {
+            pipeline: p.id.clone(),
+            index,
+            kind,
+            title: text("title", default_title),
+            prompt: text("prompt", ""),
+        });
+    }
+    (out, errors)
+}
+
+/// `*` matches any run of characters; everything else matches itself.
+pub fn glob(pattern: &str, text: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == text,
+        Some((head, rest)) => {
+            let Some(tail) = text.strip_prefix(head) else {
+                return false;
+            };
+            (0..=tail.len())
+                .filter(|&i| tail.is_char_boundary(i))
+                .any(|i| glob(rest, &tail[i..]))
+        }
+    }
+}
+
+fn render(template: &str, vars: &[(&str, &str)]) -> String {
+    vars.iter().fold(template.to_string(), |s, (k, v)| {
+        s.replace(&format!("{{{{{k}}}}}"), v)
+    })
+}
+
+/// The next time a schedule fires after `after`.
+pub fn next_fire(cron: &croner::Cron, after: DateTime<Local>) -> Option<DateTime<Local>> {
+    cron.find_next_occurrence(&after, false).ok()
+}
+
+/// Creates and starts a task for a firing unless its key already fired. Returns the id.
+pub fn fire(
+    db: &Db,
+    pipeline: &Pipeline,
+    trigger: &Trigger,
+    key: &str,
+    vars: &[(&str, &str)],
+) -> super::Result<Option<i64>> {
+    let meta_key = format!("trigger:{key}");
+    if db.meta(&meta_key)?.is_some() {
+        return Ok(None);
+    }
+    let title = render(&trigger.title, vars);
+    let prompt = render(&trigger.prompt, vars);
+    let id = create_task(db, pipeline, &title, &prompt)?;
+    if pipeline.statuses.first().map(|s| s.kind) == Some(StatusKind::Queue) {
+        apply(
+            db,
+            &Request {
+                task_id: id,
+                action: Action::Start,
+                expected_status: None,
+                actor: "trigger".into(),
+            },
+            &no_pre_commit,
+        )?;
+    }
+    db.set_meta(&meta_key, &id.to_string())?;
+    db.insert_event(&NewEvent {
+        task_id: Some(id),
+        category: "lifecycle",
+        kind: "trigger.fired",
+        summary: format!(
+            "created by trigger {} of {} ({key})",
+            trigger.index + 1,
+            trigger.pipeline
+        ),
+        data: json!({ "key": key }),
+        actor: "trigger",
+        level: "info",
+    })?;
+    Ok(Some(id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs() {
+        for (p, t, want) in [
+            ("main", "main", true),
+            ("main", "mainx", false),
+            ("release/*", "release/1.2", true),
+            ("release/*", "release", false),
+            ("*", "anything", true),
+            ("feat/*/x", "feat/a/b/x", true),
+            ("feat/*/x", "feat/a/b/y", false),
+        ] {
+            assert_eq!(glob(p, t), want, "{p} ~ {t}");
+        }
+    }
+
+    fn pipeline(triggers: Value) -> Pipeline {
+        serde_json::from_value(json!({
+            "id": "p", "name": "P",
+            "statuses": [{"id": "todo", "label": "todo", "kind": "queue"}],
+            "triggers": triggers,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn parses_each_kind_and_names_bad_ones() {
+        let (ok, errs) = parse(&pipeline(json!([
+            {"schedule": "0 3 * * *", "title": "nightly {{date}}"},
+            {"schedule": "*/5 * * * * *"},
+            {"push": {"branches": ["main", "release/*"]}},
+            {"task_done": {"pipeline": "feature"}},
+            {"schedule": "not cron"},
+            {"push": {}},
+            {"webhook": {}},
+        ])));
+        assert_eq!(ok.len(), 4);
+        assert_eq!(ok[0].title, "nightly {{date}}");
+        assert_eq!(errs.len(), 3, "{errs:?}");
+        assert!(errs[0].contains("trigger 5") && errs[0].contains("cron"));
+        assert!(errs[1].contains("branches"));
+        assert!(errs[2].contains("unknown trigger"));
+    }
+
+    #[test]
+    fn next_fire_is_after_now() {
+        let (ok, _) = parse(&pipeline(json!([{"schedule": "*/5 * * * * *"}])));
+        let Kind::Schedule(cron) = &ok[0].kind else {
+            panic!()
+        };
+        let now = Local::now();
+        let next = next_fire(cron, now).unwrap();
+        assert!(next > now && next <= now + chrono::Duration::seconds(5));
+    }
+
+    #[test]
+    fn renders_templates() {
+        assert_eq!(
+            render("{{branch}}@{{sha}}", &[("branch", "main"), ("sha", "abc")]),
+            "main@abc"
+        );
+    }
+}
+
+/// A firing ready to be recorded.
+#[derive(Debug, Clone)]
+pub struct Firing {
+    pub trigger: usize,
+    pub key: String,
+    pub vars: Vec<(String, String)>,
+}
+
+/// The triggers an engine watches, with their schedule state.
+#[derive(Default)]
+pub struct TriggerSet {
+    pub triggers: Vec<Trigger>,
+    pub pipelines: std::collections::HashMap<String, Pipeline>,
+    next: std::collections::HashMap<usize, DateTime<Local>>,
+    last_push_poll: Option<std::time::Instant>,
+}
+
+/// How often branch heads are compared for `push` triggers.
+const PUSH_POLL: std::time::Duration = std::time::Duration::from_secs(5);
+
+impl TriggerSet {
+    /// Collects the triggers of every pipeline; returns the problems found.
+    pub fn new(pipelines: &[Pipeline]) -> (Self, Vec<String>) {
+        let mut set = Self::default();
+        let mut errors = Vec::new();
+        for p in pipelines {
+            let (t, e) = parse(p);
+            errors.extend(e);
+            if !t.is_empty() {
+                set.pipelines.insert(p.id.clone(), p.clone());
+            }
+            set.triggers.extend(t);
+        }
+        let now = Local::now();
+        for (i, t) in set.triggers.iter().enumerate() {
+            if let Kind::Schedule(cron) = &t.kind
+                && let Some(next) = next_fire(cron, now)
+            {
+                set.next.insert(i, next);
+            }
+        }
+        (set, errors)
+    }
+
+    /// True when there is nothing to watch.
+    pub fn is_empty(&self) -> bool {
+        self.triggers.is_empty()
+    }
+
+    /// Schedules that came due by `now` (each advances to its next time).
+    pub fn due_schedules(&mut self, now: DateTime<Local>) -> Vec<Firing> {
+        let mut out = Vec::new();
+        for (i, t) in self.triggers.iter().enumerate() {
+            let Kind::Schedule(cron) = &t.kind else {
+                continue;
+            };
+            let Some(at) = self.next.get(&i).copied() else {
+                continue;
+            };
+            if at > now {
+                continue;
+            }
+            out.push(Firing {
+                trigger: i,
+                key: format!("schedule:{}:{}:{}", t.pipeline, t.index, at.to_rfc3339()),
+                vars: vec![("date".into(), at.format("%Y-%m-%d %H:%M").to_string())],
+            });
+            if let Some(n) = next_fire(cron, now) {
+                self.next.insert(i, n);
+            }
+        }
+        out
+    }
+
+    /// New commits on watched branches since the last look (`heads`: branch → sha). The first
+    /// sight of a branch only records it. `seen`/`see` read and write the store's memory.
+    pub fn pushes(
+        &mut self,
+        heads: &[(String, String)],
+        seen: impl Fn(&str) -> Option<String>,
+        mut see: impl FnMut(&str, &str),
+    ) -> Vec<Firing> {
+        let mut out = Vec::new();
+        for (i, t) in self.triggers.iter().enumerate() {
+            let Kind::Push(globs) = &t.kind else { continue };
+            for (branch, sha) in heads {
+                if !globs.iter().any(|g| glob(g, branch)) {
+                    continue;
+                }
+                let memo = format!("push-seen:{}:{}:{branch}", t.pipeline, t.index);
+                match seen(&memo) {
+                    Some(old) if old == *sha => continue,
+                    Some(_) => out.push(Firing {
+                        trigger: i,
+                        key: format!("push:{}:{}:{branch}:{sha}", t.pipeline, t.index),
+                        vars: vec![
+                            ("branch".into(), branch.clone()),
+                            ("sha".into(), sha.chars().take(12).collect()),
+                        ],
+                    }),
+                    None => {}
+                }
+                see(&memo, sha);
+            }
+        }
+        out
+    }
+
+    /// True when branch heads should be looked at again.
+    pub fn push_poll_due(&mut self) -> bool {
+        let has_push = self
+            .triggers
+            .iter()
+            .any(|t| matches!(t.kind, Kind::Push(_)));
+        let due = has_push && self.last_push_poll.is_none_or(|t| t.elapsed() >= PUSH_POLL);
+        if due {
+            self.last_push_poll = Some(std::time::Instant::now());
+        }
+        due
+    }
+
+    /// Records a firing: creates and starts its task unless the key already fired.
+    pub fn record(&self, db: &Db, firing: &Firing) -> super::Result<Option<i64>> {
+        let trigger = &self.triggers[firing.trigger];
+        let Some(pipeline) = self.pipelines.get(&trigger.pipeline) else {
+            return Ok(None);
+        };
+        let vars: Vec<(&str, &str)> = firing
+            .vars
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        fire(db, pipeline, trigger, &firing.key, &vars)
+    }
+
+    /// Firings for a task that reached done.
+    pub fn done(&self, task: &Task) -> Vec<Firing> {
+        self.triggers
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| matches!(&t.kind, Kind::TaskDone(src) if *src == task.pipeline_id))
+            .map(|(i, t)| Firing {
+                trigger: i,
+                key: format!("task_done:{}:{}:{}", t.pipeline, t.index, task.id),
+                vars: vec![
+                    ("title".into(), task.title.clone()),
+                    ("id".into(), task.id.to_string()),
+                ],
+            })
+            .collect()
+    }
+}

@@ -229,9 +229,7 @@ impl Engine {
     }
 
     fn idle(&self) -> Result<bool> {
-        self.with_db(|db| {
-            Ok(!db.any_open_step_runs()? && db.pending_commands()?.is_empty())
-        })
+        self.with_db(|db| Ok(!db.any_open_step_runs()? && db.pending_commands()?.is_empty()))
     }
 
     /// Applies one request and stops the steps it ended.
@@ -277,11 +275,17 @@ impl Engine {
                 },
                 Err(e) => (
                     CommandState::Failed,
-                    format!("command {} is malformed ({e}) — was it written by another baton version?", cmd.id),
+                    format!(
+                        "command {} is malformed ({e}) — was it written by another baton version?",
+                        cmd.id
+                    ),
                 ),
             };
             let id = cmd.id;
-            if let Err(e) = self.write(move |db| Ok(db.finish_command(id, state, &text)?)).await {
+            if let Err(e) = self
+                .write(move |db| Ok(db.finish_command(id, state, &text)?))
+                .await
+            {
                 tracing::error!("recording the result of command {id} failed: {e}");
             }
         }
@@ -306,14 +310,20 @@ impl Engine {
                     }
                     let task = db.task(step.task_id)?;
                     db.set_task_state(task.id, crate::store::TaskState::Running)?;
-                    let handoff = task.run_id.map(|r| db.last_handoff(r)).transpose()?.flatten();
+                    let handoff = task
+                        .run_id
+                        .map(|r| db.last_handoff(r))
+                        .transpose()?
+                        .flatten();
                     Ok(Some((db.step_run(step.id)?, task, handoff)))
                 })
                 .await?;
             let Some((step, task, handoff)) = claimed else {
                 continue;
             };
-            let _ = self.events.send(EngineEvent::TaskChanged { task_id: task.id });
+            let _ = self
+                .events
+                .send(EngineEvent::TaskChanged { task_id: task.id });
             self.spawn_step(step, task, handoff);
             let _ = id;
         }
@@ -354,6 +364,13 @@ impl Engine {
         };
         let context_dir = self.ws.context_dir(task.id);
         let _ = std::fs::create_dir_all(&context_dir);
+        let handoff_context = handoff.as_ref().and_then(|h| {
+            let raw = h.handoff_content.as_deref()?;
+            Some(crate::handoff::context_header(
+                &crate::handoff::extract(raw),
+                &h.status,
+            ))
+        });
         let handoff_file = handoff.and_then(|h| {
             let path = context_dir.join(format!("handoff_{}_{:03}.md", h.status, h.attempt));
             std::fs::write(&path, h.handoff_content.unwrap_or_default()).ok()?;
@@ -370,6 +387,7 @@ impl Engine {
             spec,
             context_dir,
             handoff_file,
+            handoff_context,
             workspace_root: self.ws.root().to_path_buf(),
             default_timeout: self.cfg.default_timeout,
             kill_grace: self.cfg.kill_grace,

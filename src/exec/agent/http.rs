@@ -33,19 +33,16 @@ fn is_loopback(url: &str) -> bool {
         .is_some_and(|h| h == "localhost" || h == "::1" || h == "[::1]" || h.starts_with("127."))
 }
 
-/// `e` with its causes (reqwest's own message hides "Connection refused").
+/// The innermost cause of `e` ("Connection refused (os error 111)"): reqwest's own message
+/// only repeats the URL the sentence already names.
 pub(super) fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
+    let mut last = e.to_string();
     let mut src = e.source();
     while let Some(s) = src {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
+        last = s.to_string();
         src = s.source();
     }
-    out
+    last
 }
 
 /// Who is talking to what, for the start of an error sentence.

@@ -11,6 +11,8 @@ use std::time::Duration;
 /// A task event the engine records with the step's result.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentEvent {
+    /// `handoff` or `agent`.
+    pub category: &'static str,
     /// `handoff_created`, `handoff_extraction_failed`, `outcome_undeclared`.
     pub kind: &'static str,
     pub summary: String,
@@ -62,6 +64,7 @@ pub fn report(finish: &AgentFinish, profile: &Profile, timeout: Duration) -> Age
         AgentFinish::Done(run) => {
             let h = handoff::extract(&run.text);
             rep.events.push(AgentEvent {
+                category: "handoff",
                 kind: "handoff_created",
                 summary: if h.structured {
                     format!("handoff with {}", h.fields.names_present().join(", "))
@@ -78,6 +81,7 @@ pub fn report(finish: &AgentFinish, profile: &Profile, timeout: Duration) -> Age
             });
             if !h.structured {
                 rep.events.push(AgentEvent {
+                    category: "handoff",
                     kind: "handoff_extraction_failed",
                     summary: "no `What Was Done`, `Decisions Made`, `Open Questions` or `Next Agent Context` heading; the next step gets the raw output".into(),
                     data: json!({ "length": run.text.chars().count() }),
@@ -105,6 +109,7 @@ pub fn report(finish: &AgentFinish, profile: &Profile, timeout: Duration) -> Age
                         profile.file
                     );
                     rep.events.push(AgentEvent {
+                        category: "agent",
                         kind: "outcome_undeclared",
                         summary: error.clone(),
                         data: json!({ "outcome": o, "declared": profile.outcomes }),

@@ -319,14 +319,13 @@ fn build(d: &mut Diags, obj: &Map<String, Value>) -> Option<Profile> {
                 );
             }
         }
-        Some(Backend::Command) => {
-            if argv.is_empty() || argv[0].trim().is_empty() {
-                d.error(
-                    Some("backend"),
-                    format!("agent `{id}`: a command profile needs `argv`, e.g. [\"claude\", \"-p\", \"{{{{message}}}}\"]"),
-                );
-            }
+        Some(Backend::Command) if argv.is_empty() || argv[0].trim().is_empty() => {
+            d.error(
+                Some("backend"),
+                format!("agent `{id}`: a command profile needs `argv`, e.g. [\"claude\", \"-p\", \"{{{{message}}}}\"]"),
+            );
         }
+        Some(Backend::Command) => {}
         None => {}
     }
     let outcomes = match string_list(d, obj, "outcomes") {

@@ -181,6 +181,7 @@ pub(super) fn tool_args(input: &Value) -> String {
     for key in [
         "command",
         "file_path",
+        "filePath",
         "path",
         "pattern",
         "url",

@@ -71,15 +71,13 @@ impl OpencodeProgress {
         let mut out = Vec::new();
         match ev["type"].as_str().unwrap_or_default() {
             "message.updated" => self.record_message(&props["info"]),
-            "message.part.delta" => {
-                if props["field"] == "text" {
-                    let part = props["partID"].as_str().unwrap_or_default().to_string();
-                    let delta = props["delta"].as_str().unwrap_or_default();
-                    match self.kinds.get(&part).map(String::as_str) {
-                        Some("text") => out.extend(self.text_delta(&part, delta)),
-                        Some(_) => {}
-                        None => self.early.entry(part).or_default().push_str(delta),
-                    }
+            "message.part.delta" if props["field"] == "text" => {
+                let part = props["partID"].as_str().unwrap_or_default().to_string();
+                let delta = props["delta"].as_str().unwrap_or_default();
+                match self.kinds.get(&part).map(String::as_str) {
+                    Some("text") => out.extend(self.text_delta(&part, delta)),
+                    Some(_) => {}
+                    None => self.early.entry(part).or_default().push_str(delta),
                 }
             }
             "message.part.updated" => out.extend(self.part(&props["part"], props.get("delta"))),

@@ -16,10 +16,22 @@ pub(super) const IDLE: Duration = Duration::from_secs(300);
 /// A client for `base`: connect and read timeouts, and no proxy for loopback addresses
 /// (a system proxy would otherwise swallow requests to a local server).
 pub(super) fn client(base: &str) -> Client {
+    build(base, Some(IDLE))
+}
+
+/// Like [`client`] but without the read timeout, for a call that is silent until an agent's
+/// whole turn ends (OpenCode's `/message`); the step's timeout bounds it instead.
+pub(super) fn patient_client(base: &str) -> Client {
+    build(base, None)
+}
+
+fn build(base: &str, idle: Option<Duration>) -> Client {
     let mut b = Client::builder()
         .connect_timeout(CONNECT)
-        .read_timeout(IDLE)
         .user_agent(concat!("baton/", env!("CARGO_PKG_VERSION")));
+    if let Some(idle) = idle {
+        b = b.read_timeout(idle);
+    }
     if is_loopback(base) {
         b = b.no_proxy();
     }

@@ -4,7 +4,7 @@
 //! stopped, delete it afterwards.
 
 use super::claude::tool_args;
-use super::http::{SHORT, client, send_error, status_error, who};
+use super::http::{SHORT, client, patient_client, send_error, status_error, who};
 use super::log::{LineBuf, Log, one_line};
 use super::{AgentFinish, AgentJob, AgentRun, Hooks};
 use crate::store::Stream;
@@ -281,6 +281,8 @@ struct Server {
     base: String,
     dir: String,
     http: reqwest::Client,
+    /// For `/message`, silent until the turn ends.
+    patient: reqwest::Client,
 }
 
 impl Server {
@@ -372,6 +374,7 @@ pub(super) async fn run(
     let base = p.base_url();
     let server = Server {
         http: client(&base),
+        patient: patient_client(&base),
         dir: job.env.workdir.display().to_string(),
         base,
     };
@@ -451,7 +454,7 @@ async fn converse(
     }
     let url = server.url(&format!("/session/{id}/message"));
     let send = async {
-        let r = server.http.post(&url).json(&body).send().await?;
+        let r = server.patient.post(&url).json(&body).send().await?;
         let status = r.status();
         Ok::<_, reqwest::Error>((status, r.text().await?))
     };

@@ -459,3 +459,57 @@ printf '%s\n' '{"type":"result","subtype":"success","is_error":false,"num_turns"
     let err = shown["steps"][0]["error"].as_str().unwrap();
     assert!(err.contains("`no-such-agent-cli` is not on PATH"), "{err}");
 }
+
+#[test]
+fn timeouts_stop_streams_and_process_groups() {
+    let (server, stub) = stubs::openai(&[]);
+    let ws = Ws::new();
+    ws.pipeline(
+        "t.json",
+        r#"{"id": "t", "statuses": [
+            {"id": "todo", "kind": "queue"},
+            {"id": "ask", "step": {"agent": "slow", "timeout": "1s"}},
+            {"id": "cli", "step": {"agent": "sleeper"}},
+            {"id": "done", "kind": "done"}, {"id": "failed", "kind": "failed"}],
+          "transitions": [{"from": "ask", "to": "cli", "on": "error"}]}"#,
+    );
+    openai_agent(&ws, "slow", &server.url, "slow", r#"["success"]"#);
+    let pidfile = ws.root().join("sleeper.pid");
+    agent(
+        &ws,
+        "sleeper",
+        &format!(
+            r#"{{"id": "sleeper", "backend": "command", "timeout": "1s",
+  "argv": ["sh", "-c", "sleep 30 & echo $! > {}; wait", "{{{{message}}}}"]}}"#,
+            pidfile.display()
+        ),
+    );
+    let started = Instant::now();
+    let (code, shown, _) = run(&ws, "t");
+    assert_eq!(code, Some(1), "{shown}");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    let steps = shown["steps"].as_array().unwrap();
+    assert_eq!(steps[0]["state"], "timed_out");
+    assert!(
+        steps[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("timed out after 1s"),
+        "{shown}"
+    );
+    assert_eq!(steps[1]["state"], "timed_out");
+    wait_for("the stream to be dropped", Duration::from_secs(10), || {
+        stub.slow_dropped.load(Ordering::SeqCst)
+    });
+    // The agent's background child went with its process group.
+    let pid = std::fs::read_to_string(&pidfile).unwrap();
+    wait_for(
+        "the sleeper's group to be gone",
+        Duration::from_secs(10),
+        || !std::path::Path::new(&format!("/proc/{}", pid.trim())).exists(),
+    );
+}

@@ -15,9 +15,7 @@ fn main() {
             }
         },
         None => {
-            eprintln!(
-                "baton: the terminal UI is not built yet — see `baton --help` for the headless commands"
-            );
+            eprintln!("baton: the terminal UI is not built yet — see `baton --help` for the headless commands");
             exit::ERROR
         }
     };

@@ -126,10 +126,7 @@ fn racing_approvals_move_the_task_once() {
 #[test]
 fn malformed_pipeline_gets_a_located_error() {
     let ws = Ws::new();
-    let path = ws.pipeline(
-        "broken.json",
-        "{\n  \"id\": \"x\",\n  \"statuses\": [\n    {\"id\": \"a\" \"kind\": \"queue\"}\n  ]\n}\n",
-    );
+    let path = ws.pipeline("broken.json", "{\n  \"id\": \"x\",\n  \"statuses\": [\n    {\"id\": \"a\" \"kind\": \"queue\"}\n  ]\n}\n");
     let out = ws.baton(&["pipelines", "validate"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
@@ -191,9 +188,6 @@ fn list_json_has_the_contract_shape() {
     assert_eq!(items[1]["id"], a);
     let mut keys: Vec<_> = items[0].as_object().unwrap().keys().cloned().collect();
     keys.sort();
-    assert_eq!(
-        keys,
-        ["id", "pipeline", "state", "status", "title", "updated_at"]
-    );
+    assert_eq!(keys, ["id", "pipeline", "state", "status", "title", "updated_at"]);
     assert_eq!(items[0]["state"], "idle");
 }

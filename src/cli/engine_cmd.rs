@@ -71,10 +71,8 @@ pub fn run(ws: &Workspace, exit_when_idle: bool) -> Outcome {
 
 async fn wait_for_signal() {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+    else {
         return std::future::pending().await;
     };
     tokio::select! {

@@ -12,11 +12,7 @@ pub fn run(dir: Option<&PathBuf>, cmd: PipelinesCmd) -> Outcome {
             let ws = workspace(dir)?;
             let cat = catalog(&ws);
             for p in &cat.pipelines {
-                let steps = p
-                    .statuses
-                    .iter()
-                    .filter(|s| s.kind == StatusKind::Step)
-                    .count();
+                let steps = p.statuses.iter().filter(|s| s.kind == StatusKind::Step).count();
                 println!(
                     "{:<14} {:<20} {} statuses, {} steps  {}",
                     p.id,
@@ -80,9 +76,7 @@ fn show(p: &Pipeline) {
         }
         println!("{line}");
     }
-    println!(
-        "\n(defaults: success → next status, failure/error → first failed, abort → first cancelled)"
-    );
+    println!("\n(defaults: success → next status, failure/error → first failed, abort → first cancelled)");
 }
 
 /// The pipeline as a Graphviz digraph.
@@ -112,10 +106,7 @@ pub fn graph(p: &Pipeline) -> String {
             vec![t.from.as_str()]
         };
         for f in froms {
-            out.push_str(&format!(
-                "  \"{f}\" -> \"{}\" [label=\"{}\"];\n",
-                t.to, t.on
-            ));
+            out.push_str(&format!("  \"{f}\" -> \"{}\" [label=\"{}\"];\n", t.to, t.on));
         }
     }
     out.push_str("}\n");

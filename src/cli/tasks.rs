@@ -4,7 +4,7 @@ use super::{Command, Failure, Outcome, exit, json, open_store};
 use crate::engine::client::{Submitted, submit};
 use crate::engine::{Action, Request, actions::create_task, pipeline_of};
 use crate::pipeline::{Catalog, Pipeline, StatusKind, load_catalog};
-use crate::store::{StepRun, Store, Stream, TaskFilter, TaskState, rfc3339};
+use crate::store::{Store, StepRun, Stream, TaskFilter, TaskState, rfc3339};
 use crate::workspace::{EngineLock, Workspace};
 use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
@@ -26,9 +26,7 @@ pub fn init(dir: Option<&PathBuf>) -> Outcome {
     open_store(&ws)?;
     if created {
         println!("created {}", ws.dir().display());
-        println!(
-            "next: `baton new \"a title\" --start` then `baton` to watch it, or `baton --demo` for a tour"
-        );
+        println!("next: `baton new \"a title\" --start` then `baton` to watch it, or `baton --demo` for a tour");
     } else {
         println!("{} already exists; left it as it is", ws.dir().display());
     }
@@ -94,9 +92,7 @@ fn create(
     start: bool,
 ) -> Result<i64, Failure> {
     if title.trim().is_empty() {
-        return Err(Failure::new(
-            "a task needs a title — `baton new \"what to do\"`",
-        ));
+        return Err(Failure::new("a task needs a title — `baton new \"what to do\"`"));
     }
     let pipeline = find_pipeline(ws, pipeline)?;
     let prompt = read_prompt(prompt)?;
@@ -115,9 +111,7 @@ fn create(
 
 fn hint_if_no_engine(ws: &Workspace) {
     if !EngineLock::is_held(ws) {
-        eprintln!(
-            "note: no engine is running here; its step waits until `baton engine` or `baton` starts one"
-        );
+        eprintln!("note: no engine is running here; its step waits until `baton engine` or `baton` starts one");
     }
 }
 
@@ -190,7 +184,10 @@ fn act(ws: &Workspace, store: &mut Store, id: i64, action: Action) -> Outcome {
     let out = submit(ws, store, &req)?;
     println!("{}", out.summary());
     if let Submitted::Direct(applied) = &out {
-        let queued = applied.moved.as_ref().is_some_and(|m| m.step_run.is_some());
+        let queued = applied
+            .moved
+            .as_ref()
+            .is_some_and(|m| m.step_run.is_some());
         if queued || queues_step {
             hint_if_no_engine(ws);
         }
@@ -308,9 +305,7 @@ fn show(store: &Store, id: i64, as_json: bool) -> Outcome {
         }
     }
     if t.state == TaskState::Interrupted {
-        println!(
-            "\ninterrupted — `baton resume {id}` re-runs the step, `baton retry {id}` starts over"
-        );
+        println!("\ninterrupted — `baton resume {id}` re-runs the step, `baton retry {id}` starts over");
     }
     Ok(exit::OK)
 }
@@ -320,11 +315,7 @@ fn logs(store: &Store, id: i64, step: Option<usize>, follow: bool) -> Outcome {
     db.task(id)?;
     let steps = db.step_runs(id)?;
     let chosen = match step {
-        Some(0) => {
-            return Err(Failure::new(
-                "steps are numbered from 1, as in `baton show`",
-            ));
-        }
+        Some(0) => return Err(Failure::new("steps are numbered from 1, as in `baton show`")),
         Some(n) => steps.get(n - 1).ok_or_else(|| {
             Failure::new(format!(
                 "task {id} has {} step(s); `baton show {id}` lists them",

@@ -14,27 +14,16 @@ use serde_json::json;
 #[serde(tag = "action", rename_all = "snake_case")]
 pub enum Action {
     Start,
-    Approve {
-        note: Option<String>,
-    },
-    Reject {
-        note: Option<String>,
-    },
-    Move {
-        to: String,
-        note: Option<String>,
-    },
-    Abort {
-        note: Option<String>,
-    },
+    Approve { note: Option<String> },
+    Reject { note: Option<String> },
+    Move { to: String, note: Option<String> },
+    Abort { note: Option<String> },
     /// Re-run the interrupted or failed step as a new attempt.
     Resume,
     /// Start a new run from the first step.
     Retry,
     /// Pause before the step of `status`.
-    Break {
-        status: String,
-    },
+    Break { status: String },
     /// Clear the breakpoint and run the paused step.
     Continue,
 }
@@ -111,11 +100,7 @@ pub fn apply(db: &Db, req: &Request) -> Result<Applied> {
                     task.status
                 )));
             }
-            (
-                decided(decide(&pipeline, &task.status, &Trigger::Start, &facts))?,
-                None,
-                run_id,
-            )
+            (decided(decide(&pipeline, &task.status, &Trigger::Start, &facts))?, None, run_id)
         }
         Action::Approve { note } => (
             decided(decide(&pipeline, &task.status, &Trigger::Approve, &facts))?,
@@ -134,11 +119,7 @@ pub fn apply(db: &Db, req: &Request) -> Result<Applied> {
                     pipeline.id, pipeline.id
                 )));
             }
-            (
-                decided(decide_move(&pipeline, &task.status, to, &facts))?,
-                note.as_deref(),
-                run_id,
-            )
+            (decided(decide_move(&pipeline, &task.status, to, &facts))?, note.as_deref(), run_id)
         }
         Action::Abort { note } => (
             decided(decide(&pipeline, &task.status, &Trigger::Abort, &facts))?,
@@ -224,19 +205,13 @@ fn retry_decision<'n>(
             ),
         });
     }
-    let first = pipeline
-        .statuses
-        .first()
-        .ok_or_else(|| EngineError::Refused {
-            task: task.id,
-            message: "its pipeline has no statuses".into(),
-        })?;
+    let first = pipeline.statuses.first().ok_or_else(|| EngineError::Refused {
+        task: task.id,
+        message: "its pipeline has no statuses".into(),
+    })?;
     if let Some(old) = task.run_id {
         let run = db.run(old)?;
-        if matches!(
-            run.state,
-            RunState::Running | RunState::Waiting | RunState::Interrupted
-        ) {
+        if matches!(run.state, RunState::Running | RunState::Waiting | RunState::Interrupted) {
             db.set_run_state(old, RunState::Cancelled)?;
         }
     }
@@ -295,7 +270,10 @@ fn set_break(db: &Db, task: &Task, pipeline: &Pipeline, status: &str) -> Result<
 fn continue_paused(db: &Db, task: &Task, pipeline: &Pipeline) -> Result<Applied> {
     db.set_breakpoint(task.id, None)?;
     let at_step = pipeline.status(&task.status).map(|s| s.kind) == Some(StatusKind::Step);
-    let open = db.step_runs(task.id)?.iter().any(|s| !s.state.is_final());
+    let open = db
+        .step_runs(task.id)?
+        .iter()
+        .any(|s| !s.state.is_final());
     if at_step && task.state == TaskState::Waiting && !open {
         let run_id = task.run_id.unwrap_or_default();
         db.insert_step_run(task.id, run_id, &task.status, None, 0)?;
@@ -317,12 +295,10 @@ fn continue_paused(db: &Db, task: &Task, pipeline: &Pipeline) -> Result<Applied>
 /// Creates a task at the first status of `pipeline` (snapshotting the definition) and
 /// records its creation. Returns the new id.
 pub fn create_task(db: &Db, pipeline: &Pipeline, title: &str, prompt: &str) -> Result<i64> {
-    let first = pipeline
-        .statuses
-        .first()
-        .ok_or_else(|| EngineError::Other(format!("pipeline `{}` has no statuses", pipeline.id)))?;
-    let snapshot =
-        serde_json::to_string(pipeline).map_err(|e| EngineError::Other(e.to_string()))?;
+    let first = pipeline.statuses.first().ok_or_else(|| {
+        EngineError::Other(format!("pipeline `{}` has no statuses", pipeline.id))
+    })?;
+    let snapshot = serde_json::to_string(pipeline).map_err(|e| EngineError::Other(e.to_string()))?;
     let state = entry_state(first.kind, false);
     let id = db.insert_task(title, prompt, &pipeline.id, &snapshot, &first.id, state)?;
     let task = db.task(id)?;
@@ -360,9 +336,5 @@ pub fn move_options(db: &Db, task_id: i64) -> Result<Vec<crate::pipeline::MoveOp
     let task = db.task(task_id)?;
     let pipeline = pipeline_of(&task)?;
     let owned = FactsOwned::load(db, &task)?;
-    Ok(crate::pipeline::move_options(
-        &pipeline,
-        &task.status,
-        &owned.facts(),
-    ))
+    Ok(crate::pipeline::move_options(&pipeline, &task.status, &owned.facts()))
 }

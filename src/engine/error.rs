@@ -11,9 +11,7 @@ pub enum EngineError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Workspace(#[from] WorkspaceError),
-    #[error(
-        "task {task} is no longer at {expected} (it is at {actual}) — someone else moved it; run `baton show {task}`"
-    )]
+    #[error("task {task} is no longer at {expected} (it is at {actual}) — someone else moved it; run `baton show {task}`")]
     NoLongerAt {
         task: i64,
         expected: String,
@@ -27,9 +25,7 @@ pub enum EngineError {
     },
     #[error("task {task}: {message}")]
     Refused { task: i64, message: String },
-    #[error(
-        "task {task}'s pipeline snapshot is unreadable ({source}) — the database may be damaged"
-    )]
+    #[error("task {task}'s pipeline snapshot is unreadable ({source}) — the database may be damaged")]
     Snapshot {
         task: i64,
         #[source]

@@ -15,10 +15,7 @@ const BATCH_DELAY: Duration = Duration::from_millis(100);
 /// A message to the writer.
 #[derive(Debug)]
 pub enum LogMsg {
-    Line {
-        task_id: i64,
-        line: NewLogLine,
-    },
+    Line { task_id: i64, line: NewLogLine },
     /// Acknowledged once everything sent before it is committed.
     Flush(oneshot::Sender<()>),
 }
@@ -47,10 +44,7 @@ pub async fn run(
             if batch.len() >= BATCH_LINES {
                 break;
             }
-            msg = tokio::time::timeout_at(deadline, rx.recv())
-                .await
-                .ok()
-                .flatten();
+            msg = tokio::time::timeout_at(deadline, rx.recv()).await.ok().flatten();
         }
         write(&store, &mut batch, &events).await;
         for ack in acks.drain(..) {

@@ -229,7 +229,9 @@ impl Engine {
     }
 
     fn idle(&self) -> Result<bool> {
-        self.with_db(|db| Ok(!db.any_open_step_runs()? && db.pending_commands()?.is_empty()))
+        self.with_db(|db| {
+            Ok(!db.any_open_step_runs()? && db.pending_commands()?.is_empty())
+        })
     }
 
     /// Applies one request and stops the steps it ended.
@@ -275,17 +277,11 @@ impl Engine {
                 },
                 Err(e) => (
                     CommandState::Failed,
-                    format!(
-                        "command {} is malformed ({e}) — was it written by another baton version?",
-                        cmd.id
-                    ),
+                    format!("command {} is malformed ({e}) — was it written by another baton version?", cmd.id),
                 ),
             };
             let id = cmd.id;
-            if let Err(e) = self
-                .write(move |db| Ok(db.finish_command(id, state, &text)?))
-                .await
-            {
+            if let Err(e) = self.write(move |db| Ok(db.finish_command(id, state, &text)?)).await {
                 tracing::error!("recording the result of command {id} failed: {e}");
             }
         }
@@ -310,20 +306,14 @@ impl Engine {
                     }
                     let task = db.task(step.task_id)?;
                     db.set_task_state(task.id, crate::store::TaskState::Running)?;
-                    let handoff = task
-                        .run_id
-                        .map(|r| db.last_handoff(r))
-                        .transpose()?
-                        .flatten();
+                    let handoff = task.run_id.map(|r| db.last_handoff(r)).transpose()?.flatten();
                     Ok(Some((db.step_run(step.id)?, task, handoff)))
                 })
                 .await?;
             let Some((step, task, handoff)) = claimed else {
                 continue;
             };
-            let _ = self
-                .events
-                .send(EngineEvent::TaskChanged { task_id: task.id });
+            let _ = self.events.send(EngineEvent::TaskChanged { task_id: task.id });
             self.spawn_step(step, task, handoff);
             let _ = id;
         }

@@ -4,7 +4,7 @@
 use super::actions::{Action, Request, apply};
 use super::results::interrupt_step;
 use crate::exec::process::{Orphan, classify_orphan, group_alive, signal_group};
-use crate::store::{NewEvent, StepState, Store, TaskFilter, TaskState};
+use crate::store::{NewEvent, StepState, Store, TaskState, TaskFilter};
 use nix::sys::signal::Signal;
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -34,13 +34,9 @@ pub fn recover(store: &mut Store, grace: Duration, auto_resume: bool) -> super::
                     category: "lifecycle",
                     kind: "recovery.process",
                     summary: match verdict {
-                        Orphan::Ours => {
-                            format!("ended process group {pgid} left by a stopped engine")
-                        }
+                        Orphan::Ours => format!("ended process group {pgid} left by a stopped engine"),
                         Orphan::Gone => format!("process group {pgid} had already exited"),
-                        Orphan::Reused => {
-                            format!("pid {pgid} now belongs to another program; left it alone")
-                        }
+                        Orphan::Reused => format!("pid {pgid} now belongs to another program; left it alone"),
                     },
                     data: json!({ "pgid": pgid, "verdict": format!("{verdict:?}") }),
                     actor: "engine",
@@ -54,10 +50,7 @@ pub fn recover(store: &mut Store, grace: Duration, auto_resume: bool) -> super::
     }
     if auto_resume {
         let tasks = store.read().list_tasks(&TaskFilter::default())?;
-        for task in tasks
-            .into_iter()
-            .filter(|t| t.state == TaskState::Interrupted)
-        {
+        for task in tasks.into_iter().filter(|t| t.state == TaskState::Interrupted) {
             let req = Request {
                 task_id: task.id,
                 action: Action::Resume,

@@ -55,13 +55,7 @@ pub fn finish_step(db: &Db, step_run_id: i64, report: &StepReport) -> Result<Opt
         let used = db.attempts_since_entry(task.id, step.run_id, &step.status)?;
         if used <= retries {
             let delay = RETRY_BASE_MS << (used - 1).clamp(0, 10);
-            db.insert_step_run(
-                task.id,
-                step.run_id,
-                &step.status,
-                step.note.as_deref(),
-                now_ms() + delay,
-            )?;
+            db.insert_step_run(task.id, step.run_id, &step.status, step.note.as_deref(), now_ms() + delay)?;
             db.set_task_state(task.id, TaskState::Queued)?;
             db.insert_event(&NewEvent {
                 task_id: Some(task.id),
@@ -158,3 +152,4 @@ pub fn interrupt_step(db: &Db, step_run_id: i64, why: &str) -> Result<bool> {
     })?;
     Ok(true)
 }
+

@@ -41,14 +41,8 @@ pub fn step_vars(job: &Job) -> Vec<(String, String)> {
         ("BATON_RUN_ID".into(), s.run_id.to_string()),
         ("BATON_ATTEMPT".into(), s.attempt.to_string()),
         ("BATON_EXECUTION_KEY".into(), s.execution_key.clone()),
-        (
-            "BATON_CONTEXT_DIR".into(),
-            job.context_dir.display().to_string(),
-        ),
-        (
-            "BATON_WORKSPACE".into(),
-            job.workspace_root.display().to_string(),
-        ),
+        ("BATON_CONTEXT_DIR".into(), job.context_dir.display().to_string()),
+        ("BATON_WORKSPACE".into(), job.workspace_root.display().to_string()),
         ("BATON_NOTE".into(), s.note.clone().unwrap_or_default()),
     ];
     if let Some(branch) = &t.branch {
@@ -81,11 +75,7 @@ pub async fn run(
                 ts: now_ms(),
                 text,
             };
-            if forward_logs
-                .send(LogMsg::Line { task_id, line })
-                .await
-                .is_err()
-            {
+            if forward_logs.send(LogMsg::Line { task_id, line }).await.is_err() {
                 break;
             }
         }
@@ -123,9 +113,7 @@ pub async fn run(
             let finish = exec::run_shell(script, &env, line_tx, cancel, |spawned| {
                 let mut guard = store.lock().unwrap_or_else(|p| p.into_inner());
                 let start = spawned.start_time.map(|t| t as i64);
-                if let Err(e) =
-                    guard.write(|db| db.set_step_process(step_id, spawned.pid as i64, start))
-                {
+                if let Err(e) = guard.write(|db| db.set_step_process(step_id, spawned.pid as i64, start)) {
                     tracing::error!("recording the pid of step run {step_id} failed: {e}");
                 }
             })

@@ -131,7 +131,10 @@ pub fn transition(
         &guards,
         &hooks,
     )?;
-    let mut summary = format!("{} → {} ({})", task.status, target.id, decision.trigger);
+    let mut summary = format!(
+        "{} → {} ({})",
+        task.status, target.id, decision.trigger
+    );
     if !decision.blocked_by.is_empty() {
         summary.push_str(&format!(", blocked: {}", decision.blocked_by.join(", ")));
     }
@@ -153,10 +156,7 @@ pub fn transition(
                 task_id: Some(task.id),
                 category: "lifecycle",
                 kind: "breakpoint.paused",
-                summary: format!(
-                    "paused before {} — `baton continue {}` runs it",
-                    target.id, task.id
-                ),
+                summary: format!("paused before {} — `baton continue {}` runs it", target.id, task.id),
                 data: json!({ "status": target.id }),
                 actor: "system",
                 level: "info",

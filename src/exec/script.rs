@@ -82,10 +82,7 @@ pub async fn run_shell(
     // Let the pipes drain; a background child still holding them is ended with the group.
     for reader in readers.into_iter().flatten() {
         let abort = reader.abort_handle();
-        if tokio::time::timeout(DRAIN_AFTER_EXIT, reader)
-            .await
-            .is_err()
-        {
+        if tokio::time::timeout(DRAIN_AFTER_EXIT, reader).await.is_err() {
             signal_group(pid, Signal::SIGKILL);
             abort.abort();
         }

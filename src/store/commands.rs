@@ -20,13 +20,7 @@ impl Db<'_> {
              WHERE state = 'pending' ORDER BY id",
         )?;
         let rows = stmt.query_map([], |r| {
-            Ok((
-                r.get(0)?,
-                r.get(1)?,
-                r.get::<_, String>(2)?,
-                r.get(3)?,
-                r.get(4)?,
-            ))
+            Ok((r.get(0)?, r.get(1)?, r.get::<_, String>(2)?, r.get(3)?, r.get(4)?))
         })?;
         let mut out = Vec::new();
         for row in rows {

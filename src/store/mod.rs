@@ -29,9 +29,7 @@ pub enum StoreError {
         #[source]
         source: rusqlite::Error,
     },
-    #[error(
-        "database {path} was written by a newer baton (schema {found}, this one knows {known}) — upgrade baton"
-    )]
+    #[error("database {path} was written by a newer baton (schema {found}, this one knows {known}) — upgrade baton")]
     TooNew {
         path: PathBuf,
         found: i64,

@@ -74,16 +74,7 @@ impl Db<'_> {
         self.conn.execute(
             "INSERT INTO step_runs (task_id, run_id, status, attempt, execution_key, state, note, \
              not_before, created_at) VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?7, ?8)",
-            params![
-                task_id,
-                run_id,
-                status,
-                attempt,
-                key,
-                note,
-                not_before,
-                now_ms()
-            ],
+            params![task_id, run_id, status, attempt, key, note, not_before, now_ms()],
         )?;
         self.step_run(self.conn.last_insert_rowid())
     }

@@ -57,22 +57,12 @@ impl Db<'_> {
         self.conn.execute(
             "INSERT INTO tasks (title, prompt, pipeline_id, pipeline_json, status, state, \
              created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
-            params![
-                title,
-                prompt,
-                pipeline_id,
-                pipeline_json,
-                status,
-                state,
-                now
-            ],
+            params![title, prompt, pipeline_id, pipeline_json, status, state, now],
         )?;
         let id = self.conn.last_insert_rowid();
         let run = self.insert_run(id, RunState::Waiting)?;
-        self.conn.execute(
-            "UPDATE tasks SET run_id = ?1 WHERE id = ?2",
-            params![run, id],
-        )?;
+        self.conn
+            .execute("UPDATE tasks SET run_id = ?1 WHERE id = ?2", params![run, id])?;
         Ok(id)
     }
 
@@ -127,12 +117,7 @@ impl Db<'_> {
     }
 
     /// Records the task's branch and worktree.
-    pub fn set_worktree(
-        &self,
-        id: i64,
-        branch: Option<&str>,
-        worktree: Option<&str>,
-    ) -> Result<()> {
+    pub fn set_worktree(&self, id: i64, branch: Option<&str>, worktree: Option<&str>) -> Result<()> {
         self.conn.execute(
             "UPDATE tasks SET branch = ?1, worktree = ?2, updated_at = ?3 WHERE id = ?4",
             params![branch, worktree, now_ms(), id],
@@ -264,9 +249,7 @@ impl Db<'_> {
             "SELECT to_status, COUNT(*) FROM history WHERE run_id = ?1 \
              AND (from_status IS NULL OR from_status != to_status) GROUP BY to_status",
         )?;
-        let rows = stmt.query_map([run_id], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, u32>(1)?))
-        })?;
+        let rows = stmt.query_map([run_id], |r| Ok((r.get::<_, String>(0)?, r.get::<_, u32>(1)?)))?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 }

@@ -68,7 +68,8 @@ impl Config {
         let cfg: Config = toml::from_str(&text).map_err(|e| WorkspaceError::Config {
             path: path.to_path_buf(),
             message: e.message().to_string()
-                + &e.span()
+                + &e
+                    .span()
                     .map(|s| format!(" (at line {})", line_of(&text, s.start)))
                     .unwrap_or_default(),
         })?;

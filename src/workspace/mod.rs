@@ -15,9 +15,7 @@ pub const DIR_NAME: &str = ".baton";
 /// Problems finding or creating a workspace.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkspaceError {
-    #[error(
-        "no baton workspace in {0} or any parent folder — run `baton init` there, or pass --dir"
-    )]
+    #[error("no baton workspace in {0} or any parent folder — run `baton init` there, or pass --dir")]
     NotFound(PathBuf),
     #[error("{path}: {source}")]
     Io {
@@ -51,9 +49,7 @@ impl Workspace {
         let mut dir = Some(start.as_path());
         while let Some(d) = dir {
             if d.join(DIR_NAME).is_dir() {
-                return Ok(Self {
-                    root: d.to_path_buf(),
-                });
+                return Ok(Self { root: d.to_path_buf() });
             }
             dir = d.parent();
         }

@@ -3,6 +3,7 @@
 //! Floors, top to bottom: `cli`/`tui` → `engine` → `exec`, `store`, `workspace` →
 //! `pipeline`, `handoff`, `testcounts`.
 
+pub mod agents;
 pub mod cli;
 pub mod engine;
 pub mod exec;

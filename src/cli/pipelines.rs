@@ -192,19 +192,57 @@ fn validate(dir: Option<&PathBuf>, files: Vec<PathBuf>) -> Outcome {
     Ok(exit::OK)
 }
 
-/// `baton agents …`.
+/// `baton agents …`: every profile (built-in and the workspace's), and with `check`
+/// whether its backend answers. Profile errors go to stderr; `check` exits 1 on any problem.
 pub fn agents(dir: Option<&PathBuf>, cmd: AgentsCmd) -> Outcome {
     let ws = workspace(dir).ok();
-    let ids = crate::pipeline::agent_ids(ws.as_ref().map(|w| w.agents_dir()).as_deref());
+    let cat = crate::agents::load_agents(ws.as_ref().map(|w| w.agents_dir()).as_deref());
+    for d in &cat.diagnostics {
+        eprintln!("{d}");
+    }
+    let width = cat.profiles.iter().map(|p| p.id.len()).max().unwrap_or(0);
     match cmd {
         AgentsCmd::List => {
-            for id in ids {
-                println!("{id}");
+            for p in &cat.profiles {
+                println!(
+                    "{:<width$}  {:<8}  {:<32}  {}",
+                    p.id,
+                    p.backend.as_str(),
+                    p.target(),
+                    p.file
+                );
             }
             Ok(exit::OK)
         }
-        AgentsCmd::Check => Err(Failure::new(
-            "agent backends are not wired up in this build yet; `baton agents list` shows the profiles",
-        )),
+        AgentsCmd::Check => {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| Failure::new(format!("cannot start the async runtime: {e}")))?;
+            let checks = rt.block_on(futures_util::future::join_all(
+                cat.profiles.iter().map(crate::exec::agent::check),
+            ));
+            let mut bad = 0;
+            for (p, h) in cat.profiles.iter().zip(&checks) {
+                if !h.ok {
+                    bad += 1;
+                }
+                println!(
+                    "{} {:<width$}  {:<8}  {}",
+                    if h.ok { "ok  " } else { "FAIL" },
+                    p.id,
+                    p.backend.as_str(),
+                    h.detail
+                );
+            }
+            let errors = cat.diagnostics.iter().filter(|d| d.is_error()).count();
+            if bad > 0 || errors > 0 {
+                return Err(Failure::new(format!(
+                    "{bad} of {} agent backend(s) did not answer and {errors} profile file(s) have errors — see above",
+                    checks.len()
+                )));
+            }
+            Ok(exit::OK)
+        }
     }
 }

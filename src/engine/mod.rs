@@ -515,6 +515,13 @@ impl Engine {
         };
         let context_dir = self.ws.context_dir(task.id);
         let _ = std::fs::create_dir_all(&context_dir);
+        let handoff_context = handoff.as_ref().and_then(|h| {
+            let raw = h.handoff_content.as_deref()?;
+            Some(crate::handoff::context_header(
+                &crate::handoff::extract(raw),
+                &h.status,
+            ))
+        });
         let handoff_file = handoff.and_then(|h| {
             let path = context_dir.join(format!("id_{}_{:03}.md", h.status, h.attempt));
             std::fs::write(&path, h.handoff_content.unwrap_or_default()).ok()?;
@@ -527,6 +534,7 @@ impl Engine {
             spec,
             context_dir,
             handoff_file,
+            handoff_context,
             workspace_root: self.ws.root().to_path_buf(),
             default_timeout: self.cfg.default_timeout,
             kill_grace: self.cfg.kill_grace,

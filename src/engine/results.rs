@@ -14,6 +14,10 @@ pub struct StepReport {
     /// The trigger the result fires: success, failure, error or outcome:<name>.
     pub trigger: Trigger,
     pub result: StepResult,
+    /// Task events to record with the result (handoff created, extraction failed, …).
+    pub events: Vec<crate::exec::agent::AgentEvent>,
+    /// For `error`: whether a retry could help (false for a bad key or a bad profile).
+    pub retryable: bool,
 }
 
 /// First retry waits this long; each further one doubles it.
@@ -26,13 +30,24 @@ pub fn finish_step(db: &Db, step_run_id: i64, report: &StepReport) -> Result<Opt
     if !db.finish_step_run(step_run_id, report.state, &report.result)? {
         return Ok(None);
     }
+    for e in &report.events {
+        db.insert_event(&NewEvent {
+            task_id: Some(step.task_id),
+            category: e.category,
+            kind: e.kind,
+            summary: e.summary.clone(),
+            data: e.data.clone(),
+            actor: "engine",
+            level: e.level,
+        })?;
+    }
     let task = db.task(step.task_id)?;
     if task.status != step.status || task.run_id != Some(step.run_id) {
         return Ok(None);
     }
     let pipeline = pipeline_of(&task)?;
 
-    if report.trigger == Trigger::Error {
+    if report.trigger == Trigger::Error && report.retryable {
         let retries = pipeline
             .status(&step.status)
             .and_then(|s| s.step.as_ref())

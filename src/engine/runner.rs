@@ -2,6 +2,8 @@
 
 use super::logwriter::LogMsg;
 use super::results::StepReport;
+use crate::agents::TemplateVars;
+use crate::exec::agent::{AgentStep, Hooks};
 use crate::exec::{self, Finish, StepEnv};
 use crate::pipeline::{StepAction, StepSpec, Trigger};
 use crate::store::{NewLogLine, StepResult, StepRun, StepState, Store, Stream, Task, now_ms};
@@ -21,6 +23,8 @@ pub struct Job {
     pub workdir: PathBuf,
     pub context_dir: PathBuf,
     pub handoff_file: Option<PathBuf>,
+    /// The previous handoff's context header (`{{handoff}}` in agent prompts).
+    pub handoff_context: Option<String>,
     pub workspace_root: PathBuf,
     pub default_timeout: Duration,
     pub kill_grace: Duration,
@@ -126,9 +130,9 @@ pub async fn run(
 
     let env = env_for(&job);
     let started = Instant::now();
-    let finish = match &job.spec.action {
+    let (report, ended) = match &job.spec.action {
         StepAction::Run(script) | StepAction::Script(script) => {
-            exec::run_shell(script, &env, line_tx, cancel, |spawned| {
+            let finish = exec::run_shell(script, &env, line_tx, cancel, |spawned| {
                 let mut guard = store.lock().unwrap_or_else(|p| p.into_inner());
                 let start = spawned.start_time.map(|t| t as i64);
                 if let Err(e) =
@@ -137,28 +141,33 @@ pub async fn run(
                     tracing::error!("recording the pid of step run {step_id} failed: {e}");
                 }
             })
-            .await
+            .await;
+            (report_for(&finish, &env), describe(&finish))
         }
         StepAction::Agent(profile) => {
-            drop(line_tx);
-            Finish::SpawnFailed(format!(
-                "agent steps are not available in this build yet (profile `{profile}`)"
-            ))
+            let report = agent_step(&job, profile, &env, line_tx, cancel, &store).await;
+            let ended = match &report.result.error {
+                Some(e) => format!("{}: {e}", report.state),
+                None => format!("{} ({})", report.state, report.trigger),
+            };
+            (report, ended)
         }
         StepAction::Docker { image, .. } => {
             drop(line_tx);
-            Finish::SpawnFailed(format!(
+            let finish = Finish::SpawnFailed(format!(
                 "docker steps are not available in this build yet (image `{image}`)"
-            ))
+            ));
+            (report_for(&finish, &env), describe(&finish))
         }
     };
     let tests = forwarder.await.ok().flatten();
-    let mut report = report_for(&finish, &env);
-    report.result.tests = tests.and_then(|t| serde_json::to_value(t).ok());
+    let mut report = report;
+    if report.result.tests.is_none() {
+        report.result.tests = tests.and_then(|t| serde_json::to_value(t).ok());
+    }
     let _ = logs
         .send(system(format!(
-            "■ {} after {:.1} s",
-            describe(&finish),
+            "■ {ended} after {:.1} s",
             started.elapsed().as_secs_f64()
         )))
         .await;
@@ -234,6 +243,66 @@ pub fn report_for(finish: &Finish, env: &StepEnv) -> StepReport {
             error,
             ..Default::default()
         },
+        events: Vec::new(),
+        retryable: true,
+    }
+}
+
+/// Runs an agent step: template values from the task, the previous handoff's context
+/// header as `{{handoff}}`, and the session id and process recorded as soon as they exist.
+async fn agent_step(
+    job: &Job,
+    profile: &str,
+    env: &StepEnv,
+    log: exec::LogSender,
+    cancel: CancellationToken,
+    store: &Arc<Mutex<Store>>,
+) -> StepReport {
+    let (t, s) = (&job.task, &job.step);
+    let step_id = s.id;
+    let vars = TemplateVars {
+        title: t.title.clone(),
+        prompt: t.prompt.clone(),
+        handoff: job.handoff_context.clone().unwrap_or_default(),
+        note: s.note.clone().unwrap_or_default(),
+        branch: t.branch.clone().unwrap_or_default(),
+        status: s.status.clone(),
+        context_dir: job.context_dir.display().to_string(),
+    };
+    let record = |what: &str, f: &dyn Fn(&crate::store::Db) -> crate::store::Result<()>| {
+        let mut guard = store.lock().unwrap_or_else(|p| p.into_inner());
+        if let Err(e) = guard.write(f) {
+            tracing::error!("recording the {what} of step run {step_id} failed: {e}");
+        }
+    };
+    let session = |id: &str| record("session", &|db| db.set_step_session(step_id, id));
+    let spawned = |sp: exec::Spawned| {
+        let start = sp.start_time.map(|t| t as i64);
+        record("pid", &|db| {
+            db.set_step_process(step_id, sp.pid as i64, start)
+        });
+    };
+    let agents_dir = crate::workspace::Workspace::at(&job.workspace_root).agents_dir();
+    let step = AgentStep {
+        profile_id: profile,
+        agents_dir: &agents_dir,
+        vars,
+        env: env.clone(),
+        step_timeout: job.spec.timeout,
+        context_dir: &job.context_dir,
+        attempt: s.attempt,
+    };
+    let hooks = Hooks {
+        session: &session,
+        spawned: &spawned,
+    };
+    let rep = exec::agent::run_step(step, log, cancel, &hooks).await;
+    StepReport {
+        state: rep.state,
+        trigger: rep.trigger,
+        result: rep.result,
+        events: rep.events,
+        retryable: rep.retryable,
     }
 }
 

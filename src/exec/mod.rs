@@ -1,6 +1,7 @@
 //! Step executors. An executor runs one step and reports lines and a result; it never
 //! touches the store — the engine does that.
 
+pub mod agent;
 mod lines;
 pub mod process;
 pub mod redact;

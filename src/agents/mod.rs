@@ -1,0 +1,14 @@
+//! Agent profiles as data (DESIGN §3): built-ins from `pipelines/agents/*.json` plus a
+//! workspace's `.baton/agents/*.json`, their prompt templates and declared outcomes.
+//! Pure apart from reading the profile files; the backends live in `exec::agent`.
+
+mod load;
+mod profile;
+mod template;
+
+pub use load::{AgentCatalog, ProfileError, load_agents};
+pub use profile::{
+    Backend, DEFAULT_OPENCODE_URL, DEFAULT_TEMPLATE, Format, Profile, normalise_outcome,
+    parse_profile,
+};
+pub use template::{TemplateVars, fill, render_argv, render_prompt, unknown_placeholders};

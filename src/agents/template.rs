@@ -1,0 +1,139 @@
+//! Prompt templates: `{{name}}` placeholders filled in one pass.
+
+/// The values a step's templates may use.
+#[derive(Debug, Clone, Default)]
+pub struct TemplateVars {
+    pub title: String,
+    pub prompt: String,
+    /// The previous step's context header (or raw output when extraction failed).
+    pub handoff: String,
+    /// The note given with the last approve/reject/move.
+    pub note: String,
+    pub branch: String,
+    pub status: String,
+    pub context_dir: String,
+}
+
+impl TemplateVars {
+    fn get(&self, name: &str) -> Option<&str> {
+        Some(match name {
+            "title" => &self.title,
+            "prompt" => &self.prompt,
+            "handoff" => &self.handoff,
+            "note" => &self.note,
+            "branch" => &self.branch,
+            "status" => &self.status,
+            "context_dir" => &self.context_dir,
+            _ => return None,
+        })
+    }
+}
+
+/// Fills `{{name}}` (spaces inside the braces allowed) from `lookup`. Inserted values are
+/// never scanned again, so task text containing `{{…}}` stays as written; an unknown
+/// placeholder is left as it is, so a typo shows in the prompt instead of vanishing.
+pub fn fill<'a>(template: &str, mut lookup: impl FnMut(&str) -> Option<&'a str>) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        match after.find("}}") {
+            Some(end) => {
+                let name = after[..end].trim();
+                match lookup(name) {
+                    Some(v) => out.push_str(v),
+                    None => out.push_str(&rest[start..start + 2 + end + 2]),
+                }
+                rest = &after[end + 2..];
+            }
+            None => {
+                out.push_str(&rest[start..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Renders a profile's prompt template; surrounding blank space is trimmed.
+pub fn render_prompt(template: &str, vars: &TemplateVars) -> String {
+    fill(template, |n| vars.get(n)).trim().to_string()
+}
+
+/// Renders a command line: each element separately, `{{message}}` being the rendered
+/// prompt. The prompt stays one argv element whatever it contains.
+pub fn render_argv(argv: &[String], vars: &TemplateVars, message: &str) -> Vec<String> {
+    argv.iter()
+        .map(|a| {
+            fill(a, |n| match n {
+                "message" => Some(message),
+                other => vars.get(other),
+            })
+        })
+        .collect()
+}
+
+/// Placeholder names used in `template` that [`render_prompt`] does not know.
+pub fn unknown_placeholders(template: &str, extra: &[&str]) -> Vec<String> {
+    let probe = TemplateVars::default();
+    let mut unknown = Vec::new();
+    fill(template, |n| {
+        if probe.get(n).is_none() && !extra.contains(&n) && !unknown.iter().any(|u| u == n) {
+            unknown.push(n.to_string());
+        }
+        None
+    });
+    unknown
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars() -> TemplateVars {
+        TemplateVars {
+            title: "Fix {{prompt}} bug".into(),
+            prompt: "The login button is broken.".into(),
+            handoff: "## Handoff from previous step (plan)".into(),
+            note: String::new(),
+            branch: "baton/1-fix".into(),
+            status: "build".into(),
+            context_dir: "/tmp/ctx".into(),
+        }
+    }
+
+    #[test]
+    fn fills_every_known_placeholder() {
+        let t = "# {{title}}\n{{ prompt }}\n\n{{handoff}}\n{{note}}\n{{branch}} {{status}} {{context_dir}}\n";
+        assert_eq!(
+            render_prompt(t, &vars()),
+            "# Fix {{prompt}} bug\nThe login button is broken.\n\n## Handoff from previous step (plan)\n\nbaton/1-fix build /tmp/ctx"
+        );
+    }
+
+    #[test]
+    fn unknown_and_unclosed_placeholders_stay() {
+        assert_eq!(
+            render_prompt("{{titel}} {{title", &vars()),
+            "{{titel}} {{title"
+        );
+        assert_eq!(
+            unknown_placeholders("{{titel}} {{title}} {{message}}", &["message"]),
+            ["titel"]
+        );
+    }
+
+    #[test]
+    fn message_is_one_argv_element() {
+        let argv: Vec<String> = ["claude", "-p", "{{message}}", "--title={{title}}"]
+            .map(String::from)
+            .into();
+        let msg = "two words; rm -rf / \"quoted\"\nnext line";
+        let got = render_argv(&argv, &vars(), msg);
+        assert_eq!(got.len(), 4);
+        assert_eq!(got[2], msg);
+        assert_eq!(got[3], "--title=Fix {{prompt}} bug");
+    }
+}

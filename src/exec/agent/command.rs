@@ -1,0 +1,353 @@
+//! The `command` backend: a CLI agent from an argv array, in its own process group, its
+//! stdout read as `text`, `claude-stream-json` or `codex-json`.
+
+use super::claude::ClaudeStream;
+use super::codex::CodexStream;
+use super::log::Log;
+use super::{AgentFinish, AgentJob, AgentRun, Hooks};
+use crate::agents::Format;
+use crate::exec::Spawned;
+use crate::exec::lines::pump;
+use crate::exec::process::{signal_group, start_time, terminate_group};
+use crate::store::Stream;
+use nix::sys::signal::Signal;
+use std::collections::VecDeque;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// How long output may keep flowing after the agent exits before its group is killed.
+const DRAIN_AFTER_EXIT: Duration = Duration::from_secs(1);
+/// The most of a `text` agent's output kept as its answer (the tail, where conclusions are).
+const MAX_TEXT: usize = 1024 * 1024;
+/// Stderr lines quoted in the error of a failed run.
+const STDERR_TAIL: usize = 5;
+
+/// Where `program` would be found: itself if it contains a `/`, else the first executable
+/// file of that name on `path` (default: this process's `PATH`).
+pub fn find_program(program: &str, path: Option<&str>) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &Path| {
+        p.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        let p = PathBuf::from(program);
+        return runnable(&p).then_some(p);
+    }
+    let path = match path {
+        Some(p) => p.to_string(),
+        None => std::env::var("PATH").unwrap_or_default(),
+    };
+    path.split(':')
+        .filter(|d| !d.is_empty())
+        .map(|d| Path::new(d).join(program))
+        .find(|p| runnable(p))
+}
+
+/// Reads a format's stdout lines and keeps what the answer needs.
+enum Reader {
+    Text(String),
+    Claude(ClaudeStream),
+    Codex(CodexStream),
+}
+
+impl Reader {
+    fn feed(&mut self, line: String) -> Vec<(Stream, String)> {
+        match self {
+            Self::Text(acc) => {
+                acc.push_str(&line);
+                acc.push('\n');
+                if acc.len() > MAX_TEXT {
+                    let mut cut = acc.len() - MAX_TEXT;
+                    while !acc.is_char_boundary(cut) {
+                        cut += 1;
+                    }
+                    acc.drain(..cut);
+                }
+                vec![(Stream::Stdout, line)]
+            }
+            Self::Claude(c) => c.feed(&line),
+            Self::Codex(c) => c.feed(&line),
+        }
+    }
+
+    fn session(&self) -> Option<&str> {
+        match self {
+            Self::Text(_) => None,
+            Self::Claude(c) => c.session.as_deref(),
+            Self::Codex(c) => c.session.as_deref(),
+        }
+    }
+}
+
+pub(super) async fn run(
+    job: &AgentJob<'_>,
+    log: &Log,
+    stop: &CancellationToken,
+    hooks: &Hooks<'_>,
+) -> AgentFinish {
+    let p = job.profile;
+    let Some(program) = job.argv.first() else {
+        return AgentFinish::error(format!("agent `{}`: `argv` is empty", p.id), false);
+    };
+    let who = format!("agent `{}` (command `{program}`)", p.id);
+    let path_var = p.env.get("PATH").cloned().or_else(|| {
+        job.env
+            .vars
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.clone())
+    });
+    let Some(resolved) = find_program(program, path_var.as_deref()) else {
+        return AgentFinish::error(
+            format!(
+                "{who}: `{program}` is not on PATH — install it, or put its full path in `argv` in {}",
+                p.file
+            ),
+            false,
+        );
+    };
+    let mut cmd = Command::new(&resolved);
+    cmd.args(&job.argv[1..])
+        .current_dir(&job.env.workdir)
+        .envs(job.env.vars.iter().map(|(k, v)| (k, v)))
+        .envs(p.env.iter())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            return AgentFinish::error(
+                format!(
+                    "{who}: could not start it in {}: {e}",
+                    job.env.workdir.display()
+                ),
+                false,
+            );
+        }
+    };
+    let Some(pid) = child.id() else {
+        return AgentFinish::error(format!("{who}: the process vanished at start"), false);
+    };
+    (hooks.spawned)(Spawned {
+        pid,
+        start_time: start_time(pid),
+    });
+    log.system(format!("started {} (pid {pid})", resolved.display()))
+        .await;
+
+    let (tx, mut rx) = mpsc::channel(1024);
+    if let Some(out) = child.stdout.take() {
+        tokio::spawn(pump(out, Stream::Stdout, tx.clone()));
+    }
+    if let Some(err) = child.stderr.take() {
+        tokio::spawn(pump(err, Stream::Stderr, tx.clone()));
+    }
+    drop(tx);
+
+    let mut reader = match p.format {
+        Format::Text => Reader::Text(String::new()),
+        Format::ClaudeStreamJson => Reader::Claude(ClaudeStream::default()),
+        Format::CodexJson => Reader::Codex(CodexStream::default()),
+    };
+    let mut session_told = false;
+    let mut stderr_tail: VecDeque<String> = VecDeque::new();
+    let mut exited = None;
+    let drain = tokio::time::sleep(Duration::MAX / 4);
+    tokio::pin!(drain);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => {
+                stop_group(&mut child, pid, job.env.kill_grace).await;
+                return AgentFinish::Cancelled;
+            }
+            line = rx.recv() => match line {
+                Some((Stream::Stderr, l)) => {
+                    if stderr_tail.len() == STDERR_TAIL {
+                        stderr_tail.pop_front();
+                    }
+                    stderr_tail.push_back(log.clean(&l));
+                    log.err(l).await;
+                }
+                Some((_, l)) => {
+                    for (stream, text) in reader.feed(l) {
+                        log.send(stream, text).await;
+                    }
+                    if !session_told && let Some(s) = reader.session() {
+                        (hooks.session)(s);
+                        session_told = true;
+                    }
+                }
+                None => break,
+            },
+            status = child.wait(), if exited.is_none() => {
+                exited = Some(status);
+                drain.as_mut().reset(tokio::time::Instant::now() + DRAIN_AFTER_EXIT);
+            }
+            _ = &mut drain, if exited.is_some() => {
+                // A background child still holds the pipes: end the group.
+                signal_group(pid, Signal::SIGKILL);
+                break;
+            }
+        }
+    }
+    let status = match exited {
+        Some(s) => s,
+        None => child.wait().await,
+    };
+    signal_group(pid, Signal::SIGKILL);
+    let status = match status {
+        Ok(s) => s,
+        Err(e) => return AgentFinish::error(format!("{who}: waiting for it failed: {e}"), true),
+    };
+    let tail = stderr_tail.into_iter().collect::<Vec<_>>().join(" | ");
+    let exit = match (status.code(), status.signal()) {
+        (Some(c), _) => c,
+        (None, Some(sig)) => {
+            return AgentFinish::error(format!("{who}: killed by signal {sig}"), true);
+        }
+        (None, None) => -1,
+    };
+    finish(&who, reader, exit, &tail)
+}
+
+/// The end of a run, from what was read and how the process exited.
+fn finish(who: &str, reader: Reader, exit: i32, stderr_tail: &str) -> AgentFinish {
+    let exited = |what: &str| {
+        let mut s = format!("{who}: {what}");
+        if !stderr_tail.is_empty() {
+            s.push_str(&format!(" — stderr: {stderr_tail}"));
+        }
+        s
+    };
+    match reader {
+        Reader::Text(text) => {
+            let run = AgentRun {
+                text,
+                ..Default::default()
+            };
+            if exit == 0 {
+                AgentFinish::Done(run)
+            } else {
+                AgentFinish::Failed {
+                    error: exited(&format!("exited with code {exit}")),
+                    exit_code: Some(exit.into()),
+                    run,
+                }
+            }
+        }
+        Reader::Claude(c) => {
+            let run = AgentRun {
+                text: c.answer(),
+                usage: c.result.as_ref().and_then(|r| r.usage.clone()),
+                cost: c.result.as_ref().and_then(|r| r.cost),
+                session: c.session.clone(),
+            };
+            match &c.result {
+                Some(r) if r.failed() => AgentFinish::Failed {
+                    error: format!("{who}: claude reported an error: {}", r.reason()),
+                    exit_code: Some(exit.into()),
+                    run,
+                },
+                Some(_) if exit == 0 => AgentFinish::Done(run),
+                _ if exit != 0 => AgentFinish::Failed {
+                    error: exited(&format!("exited with code {exit}")),
+                    exit_code: Some(exit.into()),
+                    run,
+                },
+                Some(_) => AgentFinish::Done(run),
+                None => AgentFinish::error(
+                    exited(
+                        "ended without a `result` event — does `argv` include `--output-format stream-json --verbose`?",
+                    ),
+                    false,
+                ),
+            }
+        }
+        Reader::Codex(c) => {
+            let run = AgentRun {
+                text: c.answer.clone().unwrap_or_default(),
+                usage: c.usage.clone(),
+                cost: None,
+                session: c.session.clone(),
+            };
+            match (&c.error, &c.answer) {
+                (Some(e), _) => AgentFinish::Failed {
+                    error: format!("{who}: codex reported an error: {e}"),
+                    exit_code: Some(exit.into()),
+                    run,
+                },
+                (None, _) if exit != 0 => AgentFinish::Failed {
+                    error: exited(&format!("exited with code {exit}")),
+                    exit_code: Some(exit.into()),
+                    run,
+                },
+                (None, Some(_)) => AgentFinish::Done(run),
+                (None, None) => AgentFinish::error(
+                    exited("ended without an agent message — does `argv` include `exec --json`?"),
+                    false,
+                ),
+            }
+        }
+    }
+}
+
+/// SIGTERM to the group, SIGKILL after `grace`, and reap the leader.
+async fn stop_group(child: &mut Child, pgid: u32, grace: Duration) {
+    let started = tokio::time::Instant::now();
+    signal_group(pgid, Signal::SIGTERM);
+    if tokio::time::timeout(grace, child.wait()).await.is_err() {
+        signal_group(pgid, Signal::SIGKILL);
+        let _ = child.wait().await;
+        return;
+    }
+    terminate_group(pgid, grace.saturating_sub(started.elapsed())).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_programs_on_a_path() {
+        assert!(find_program("sh", Some("/usr/bin:/bin")).is_some());
+        assert!(find_program("surely-not-a-program-xyz", Some("/usr/bin:/bin")).is_none());
+        assert!(find_program("/bin/sh", None).is_some());
+    }
+
+    #[test]
+    fn text_exit_codes_decide() {
+        let r = finish("a", Reader::Text("hi\n".into()), 0, "");
+        assert!(matches!(r, AgentFinish::Done(ref run) if run.text == "hi\n"));
+        let r = finish("a", Reader::Text(String::new()), 3, "boom");
+        match r {
+            AgentFinish::Failed {
+                error, exit_code, ..
+            } => {
+                assert_eq!(exit_code, Some(3));
+                assert!(
+                    error.contains("exited with code 3 — stderr: boom"),
+                    "{error}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn claude_without_result_is_an_error_naming_the_flags() {
+        let r = finish("a", Reader::Claude(ClaudeStream::default()), 0, "");
+        assert!(
+            matches!(r, AgentFinish::Error { ref error, retryable: false } if error.contains("--verbose"))
+        );
+    }
+}

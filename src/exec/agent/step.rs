@@ -1,0 +1,110 @@
+//! One agent step end to end: find the profile, render the prompt, run the backend, map
+//! the answer to a report, and leave the prompt and handoff as files in the context folder.
+
+use super::log::Log;
+use super::outcome::{AgentReport, report};
+use super::{AgentFinish, AgentJob, Hooks};
+use crate::agents::{TemplateVars, load_agents, render_argv, render_prompt};
+use crate::exec::{LogSender, StepEnv};
+use std::path::Path;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// What the engine hands an agent step.
+pub struct AgentStep<'a> {
+    /// The profile id from `{"agent": "<id>"}`.
+    pub profile_id: &'a str,
+    /// The workspace's `.baton/agents`.
+    pub agents_dir: &'a Path,
+    /// Template values, `handoff` already holding the previous step's context header.
+    pub vars: TemplateVars,
+    /// Workdir, environment and kill grace; `timeout` is the engine default.
+    pub env: StepEnv,
+    /// The pipeline step's own timeout, which wins over the profile's.
+    pub step_timeout: Option<Duration>,
+    /// The task's context folder.
+    pub context_dir: &'a Path,
+    /// The step run's attempt number (for file names).
+    pub attempt: i64,
+}
+
+/// The handoff file of a step run in the context folder: `id_<status>_<NNN>.md`.
+pub fn handoff_file_name(status: &str, attempt: i64) -> String {
+    format!("id_{status}_{attempt:03}.md")
+}
+
+/// Runs an agent step and reports what the engine should record and do next.
+pub async fn run_step(
+    step: AgentStep<'_>,
+    log: LogSender,
+    cancel: CancellationToken,
+    hooks: &Hooks<'_>,
+) -> AgentReport {
+    let say = Log::new(log.clone(), Vec::new());
+    let catalog = load_agents(Some(step.agents_dir));
+    let profile = match catalog.get(step.profile_id) {
+        Ok(p) => p.clone(),
+        Err(e) => {
+            say.err(e.to_string()).await;
+            return AgentReport::error(e.to_string(), false);
+        }
+    };
+    let timeout = step
+        .step_timeout
+        .or(profile.timeout)
+        .unwrap_or(step.env.timeout);
+    let prompt = render_prompt(&profile.prompt_template, &step.vars);
+    let argv = render_argv(&profile.argv, &step.vars, &prompt);
+    let status = step.vars.status.clone();
+    let stem = handoff_file_name(&status, step.attempt);
+    let prompt_file = step.context_dir.join(stem.replace(".md", ".prompt.md"));
+    say.system(format!(
+        "agent `{}` · {} · {} · timeout {}",
+        profile.id,
+        profile.backend.as_str(),
+        profile.target(),
+        humantime::format_duration(timeout)
+    ))
+    .await;
+    if tokio::fs::write(&prompt_file, &prompt).await.is_ok() {
+        say.system(format!(
+            "prompt ({} chars) in {}",
+            prompt.chars().count(),
+            prompt_file.display()
+        ))
+        .await;
+    }
+    let job = AgentJob {
+        profile: &profile,
+        prompt,
+        argv,
+        title: format!("{} · {status}", step.vars.title),
+        env: StepEnv {
+            timeout,
+            ..step.env
+        },
+    };
+    let finish = super::run(&job, log, cancel, hooks).await;
+    let rep = report(&finish, &profile, timeout);
+    if let AgentFinish::Done(run) = &finish {
+        let path = step.context_dir.join(&stem);
+        match tokio::fs::write(&path, &run.text).await {
+            Ok(()) => say.system(format!("handoff in {}", path.display())).await,
+            Err(e) => {
+                say.err(format!("could not write {}: {e}", path.display()))
+                    .await
+            }
+        }
+    }
+    for ev in &rep.events {
+        let line = format!("{}: {}", ev.kind, ev.summary);
+        match ev.level {
+            "info" => say.system(line).await,
+            _ => say.err(line).await,
+        }
+    }
+    if let Some(o) = &rep.result.outcome {
+        say.system(format!("outcome: {o} → {}", rep.trigger)).await;
+    }
+    rep
+}

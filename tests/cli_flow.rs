@@ -334,3 +334,45 @@ fn move_follows_the_pipeline_and_refuses_plainly() {
     assert_eq!(last["trigger"], "manual");
     assert_eq!(last["reason"], "not now");
 }
+
+#[test]
+fn a_webhook_hook_posts_the_move() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let receiver = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        // Read headers and the JSON body (the body ends with the closing brace).
+        while !buf.ends_with(b"}") {
+            let n = conn.read(&mut chunk).unwrap();
+            if n == 0 {
+                break;
+            }
+            buf.extend_from_slice(&chunk[..n]);
+        }
+        conn.write_all(b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n")
+            .unwrap();
+        String::from_utf8(buf).unwrap()
+    });
+    let ws = Ws::new();
+    ws.pipeline(
+        "wh.json",
+        &r#"{"id": "wh", "name": "Webhook",
+  "statuses": [{"id": "todo", "kind": "queue"}, {"id": "review", "kind": "gate"}, {"id": "done", "kind": "done"}],
+  "transitions": [{"from": "review", "to": "done", "on": "approve", "hooks": [{"webhook": {"url": "URL"}}]}]}"#
+            .replace("URL", &url),
+    );
+    let id = ws.new_task("wh", "hooked").to_string();
+    ws.ok(&["start", &id]);
+    ws.ok(&["approve", &id]);
+    let request = receiver.join().unwrap();
+    assert!(request.starts_with("POST /hook"), "{request}");
+    let body = &request[request.find("\r\n\r\n").unwrap() + 4..];
+    let json: serde_json::Value = serde_json::from_str(body).unwrap();
+    assert_eq!(json["from"], "review");
+    assert_eq!(json["to"], "done");
+    assert_eq!(json["task"]["title"], "hooked");
+    assert!(ws.ok(&["show", &id]).contains("done"));
+}

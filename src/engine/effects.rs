@@ -188,9 +188,7 @@ pub fn after_commit(ws: &Workspace, git: Option<&GitCtx>, store: &mut Store, mov
                 .to_string()),
             Hook::Run(cmd) => run_hook(ws, &task, moved, cmd),
             Hook::StartTask(spec) => start_task_hook(ws, store, &task, spec),
-            Hook::Webhook(_) => {
-                Err("the webhook hook is not supported in this build yet".to_string())
-            }
+            Hook::Webhook(spec) => webhook_hook(&task, moved, spec),
         };
         let (status, detail, level) = match &outcome {
             Ok(d) => ("ok", d.clone(), "info"),
@@ -317,4 +315,32 @@ fn start_task_hook(
         })
         .map_err(|e| e.to_string())?;
     Ok(format!("started task {new_id} on {pipeline_id}"))
+}
+
+/// A `webhook` hook: `{"url": "https://…"}` receives a JSON POST describing the move.
+/// Bounded by a 10 s timeout; a non-2xx answer is a hook failure (the move stands).
+fn webhook_hook(task: &Task, moved: &Moved, spec: &serde_json::Value) -> Result<String, String> {
+    let url = spec
+        .get("url")
+        .and_then(|u| u.as_str())
+        .ok_or("webhook needs a \"url\"")?;
+    let body = json!({
+        "task": { "id": task.id, "title": task.title, "pipeline": task.pipeline_id },
+        "from": moved.from,
+        "to": moved.to,
+        "trigger": moved.trigger.to_string(),
+    });
+    let client = reqwest::blocking::Client::builder()
+        .timeout(std::time::Duration::from_secs(10))
+        .build()
+        .map_err(|e| format!("cannot build an HTTP client: {e}"))?;
+    let resp = client.post(url).json(&body).send().map_err(|e| {
+        format!("POST {url} failed: {e} — check the URL and that the receiver is up")
+    })?;
+    let status = resp.status();
+    if status.is_success() {
+        Ok(format!("POST {url}: {status}"))
+    } else {
+        Err(format!("POST {url} answered {status}"))
+    }
 }

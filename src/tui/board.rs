@@ -164,6 +164,12 @@ impl Board {
                 .find(|&i| !self.is_collapsed(i, width))
                 .unwrap_or(0);
         }
+        if self.selected_card().is_none()
+            && let Some(i) = (0..self.columns.len())
+                .find(|&i| !self.is_collapsed(i, width) && !self.columns[i].is_empty())
+        {
+            self.col = i;
+        }
         self.selected = self.selected_card().map(|c| c.id);
     }
 

@@ -108,7 +108,7 @@ fn card_lines(out: &mut Vec<Line<'static>>, app: &App, card: &TaskCard, w: usize
     let id = format!("#{} ", card.id);
     let title = truncate(&card.title, w.saturating_sub(id.chars().count()));
     let mut first = Line::from(vec![Span::styled(id, t.id()), Span::raw(title)]);
-    let mut second = Line::from(badges(app, card));
+    let mut second = Line::from(badges(app, card, w));
     if selected {
         let sel = t.selected();
         first = first.patch_style(sel);
@@ -128,15 +128,24 @@ fn pad(line: &mut Line<'static>, w: usize, style: Style) {
     }
 }
 
-fn badges(app: &App, card: &TaskCard) -> Vec<Span<'static>> {
+/// The state badge first, then as many of tests, cost and progress as fit in `w`.
+fn badges(app: &App, card: &TaskCard, w: usize) -> Vec<Span<'static>> {
     let t: &Theme = &app.theme;
     let total = app.board.step_total(card);
     let progress = (total > 0).then(|| format!("{}/{}", card.steps_done.min(total as i64), total));
     let mut spans = Vec::new();
+    let mut used = 0;
     let mut push = |text: String, style: Style| {
-        if !spans.is_empty() {
+        let gap = usize::from(!spans.is_empty());
+        let width = Span::raw(text.as_str()).width();
+        // The state badge always shows (clipped if need be); the others only whole.
+        if !spans.is_empty() && used + gap + width > w {
+            return;
+        }
+        if gap == 1 {
             spans.push(Span::raw(" "));
         }
+        used += gap + width;
         spans.push(Span::styled(text, style));
     };
     match card.state {
@@ -150,7 +159,7 @@ fn badges(app: &App, card: &TaskCard) -> Vec<Span<'static>> {
         }
         TaskState::Queued => push("… queued".into(), t.dim()),
         TaskState::Waiting if app.board.needs_approval(card) => {
-            push("⚑ needs approval".into(), t.attention())
+            push("⚑ approval".into(), t.attention())
         }
         TaskState::Waiting => push("◆ waiting".into(), t.attention()),
         TaskState::Interrupted => push("⏸ interrupted".into(), t.attention()),
@@ -158,9 +167,6 @@ fn badges(app: &App, card: &TaskCard) -> Vec<Span<'static>> {
         TaskState::Cancelled => push("– cancelled".into(), t.dim()),
         TaskState::Done => push("✓ done".into(), t.ok()),
         TaskState::Idle => push("idle".into(), t.dim()),
-    }
-    if let Some(p) = progress {
-        push(p, t.dim());
     }
     if let Some(tests) = &card.tests {
         let n = |k: &str| tests.get(k).and_then(|v| v.as_u64()).unwrap_or(0);
@@ -172,6 +178,9 @@ fn badges(app: &App, card: &TaskCard) -> Vec<Span<'static>> {
     }
     if let Some(cost) = card.cost.filter(|c| *c > 0.0) {
         push(format!("${cost:.2}"), t.dim());
+    }
+    if let Some(p) = progress {
+        push(p, t.dim());
     }
     spans
 }

@@ -64,8 +64,13 @@ pub fn render_status(f: &mut Frame, area: Rect, app: &App) {
     } else if let Some(msg) = &app.status {
         let style = if msg.error { t.error() } else { t.ok() };
         Line::from(Span::styled(truncate(&msg.text, width), style))
+    } else if !app.modals.is_empty() && !matches!(app.modals.last(), Some(Modal::FullLog)) {
+        // The layer shows its own keys in its frame.
+        Line::raw("")
     } else {
-        let hints: &[(&str, &str)] = match app.focus {
+        let full_log = matches!(app.modals.last(), Some(Modal::FullLog));
+        let focus = if full_log { Focus::Detail } else { app.focus };
+        let hints: &[(&str, &str)] = match focus {
             Focus::Board => &[
                 ("enter", "open"),
                 ("n", "new"),

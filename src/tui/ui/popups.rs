@@ -47,23 +47,40 @@ pub fn render(f: &mut Frame, areas: &Areas, app: &App, modal: &Modal) {
 
 fn help(f: &mut Frame, body: Rect, app: &App, scroll: u16) {
     let t = &app.theme;
-    let area = centered(body, 76, body.height);
+    let sections = help_sections();
+    let section_lines = |range: &[(crate::tui::keymap::Ctx, Vec<(String, &'static str)>)]| {
+        let mut lines = Vec::new();
+        for (ctx, rows) in range {
+            if !lines.is_empty() {
+                lines.push(Line::raw(""));
+            }
+            lines.push(Line::styled(ctx.title(), t.title()));
+            for (keys, desc) in rows {
+                lines.push(Line::from(vec![
+                    Span::styled(format!("  {keys:<13}"), t.key()),
+                    Span::raw(*desc),
+                ]));
+            }
+        }
+        lines
+    };
+    let two = body.width >= 100;
+    let area = centered(body, if two { 118 } else { 70 }, body.height);
     f.render_widget(Clear, area);
-    let mut lines = Vec::new();
-    for (ctx, rows) in help_sections() {
-        if !lines.is_empty() {
-            lines.push(Line::raw(""));
-        }
-        lines.push(Line::styled(ctx.title(), t.title()));
-        for (keys, desc) in rows {
-            lines.push(Line::from(vec![
-                Span::styled(format!("  {keys:<16}"), t.key()),
-                Span::raw(desc),
-            ]));
-        }
-    }
     let block = frame(app, "Keys".into(), "j/k scroll · any other key closes");
-    f.render_widget(Paragraph::new(lines).scroll((scroll, 0)).block(block), area);
+    let inner = block.inner(area);
+    f.render_widget(block, area);
+    if two {
+        let split = 3.min(sections.len());
+        let [l, r] = Layout::horizontal([Constraint::Fill(1), Constraint::Fill(1)]).areas(inner);
+        let left = section_lines(&sections[..split]);
+        let right = section_lines(&sections[split..]);
+        f.render_widget(Paragraph::new(left).scroll((scroll, 0)), l);
+        f.render_widget(Paragraph::new(right).scroll((scroll, 0)), r);
+    } else {
+        let lines = section_lines(&sections);
+        f.render_widget(Paragraph::new(lines).scroll((scroll, 0)), inner);
+    }
 }
 
 fn new_task(f: &mut Frame, body: Rect, app: &App, form: &NewTaskForm) {
@@ -164,7 +181,11 @@ fn reject(f: &mut Frame, body: Rect, app: &App, form: &NoteForm) {
 
 fn move_menu(f: &mut Frame, body: Rect, app: &App, menu: &MoveMenu) {
     let t = &app.theme;
-    let area = centered(body, 64, 12);
+    let rows = match &menu.options {
+        Some(Ok(o)) => o.len().max(1) as u16,
+        _ => 1,
+    };
+    let area = centered(body, 72, rows + 2);
     f.render_widget(Clear, area);
     let title = format!("Move #{} from {}", menu.target.task_id, menu.target.status);
     let block = frame(app, title, "enter move · esc close");

@@ -30,6 +30,8 @@ pub struct TaskDetail {
 pub enum LogAnchor {
     /// The newest lines.
     Tail,
+    /// The oldest lines (jump to the start).
+    Head,
     /// Lines after this id (following, or scrolling down past the window).
     After(i64),
     /// Lines before this id (scrolling back).

@@ -72,7 +72,9 @@ impl App {
                         self.modals.pop();
                         self.log.search = (!text.is_empty()).then_some(text);
                         let h = log_height(self);
-                        if self.log.search.is_some() && !self.log.jump(false, h) {
+                        // From the tail look back; from a paused view look ahead.
+                        let forward = !self.log.follow;
+                        if self.log.search.is_some() && !self.log.jump(forward, h) {
                             self.say("no match in the lines loaded", true);
                         }
                     }

@@ -159,6 +159,7 @@ fn log(db: &Db, query: LogQuery) -> crate::store::Result<LogChunk> {
     let id = query.step_run_id;
     let lines = match query.anchor {
         LogAnchor::Tail => db.log_tail(id, query.limit)?,
+        LogAnchor::Head => db.log_lines(id, 0, query.limit)?,
         LogAnchor::After(after) => db.log_lines(id, after, query.limit)?,
         LogAnchor::Before(before) => db.log_lines_before(id, before, query.limit)?,
     };

@@ -117,6 +117,12 @@ impl LogView {
                 self.at_tail = true;
                 self.top = self.lines.len().saturating_sub(1);
             }
+            LogAnchor::Head => {
+                self.lines = chunk.lines.into();
+                self.at_head = true;
+                self.at_tail = !full;
+                self.top = 0;
+            }
             LogAnchor::After(_) => {
                 let last = self.lines.back().map_or(0, |l| l.id);
                 self.lines
@@ -192,15 +198,15 @@ impl LogView {
         None
     }
 
-    /// Jumps to the oldest line held (and asks for older ones).
+    /// Jumps to the step's first line (reloading the window from there if need be).
     pub fn to_top(&mut self) -> Option<LogQuery> {
         self.follow = false;
         self.top = 0;
         if self.at_head {
             return None;
         }
-        let before = self.lines.front().map_or(0, |l| l.id);
-        self.query(LogAnchor::Before(before))
+        self.in_flight = false;
+        self.query(LogAnchor::Head)
     }
 
     /// Jumps to the newest line and follows it.
@@ -346,6 +352,21 @@ mod tests {
         let q = v.to_bottom().unwrap();
         assert_eq!(q.anchor, LogAnchor::Tail);
         assert!(v.follow);
+    }
+
+    #[test]
+    fn top_reloads_the_window_from_the_first_line() {
+        let mut v = LogView::default();
+        let q = v.show(Some(7)).unwrap();
+        v.apply(chunk(q, 5001..=6000, 6000));
+        let q = v.to_top().unwrap();
+        assert_eq!(q.anchor, LogAnchor::Head);
+        v.apply(chunk(q, 1..=1000, 6000));
+        assert_eq!((v.lines[0].id, v.top, v.follow), (1, 0, false));
+        assert!(v.at_head && !v.at_tail);
+        // Scrolling to the bottom of this window asks for what follows.
+        let q = v.scroll(2000, 20).unwrap();
+        assert_eq!(q.anchor, LogAnchor::After(1000));
     }
 
     #[test]

@@ -241,8 +241,8 @@ fn a_task_newly_needing_approval_or_failing_rings_once() {
             "baton: task 2 needs approval".to_string()
         ]
     );
-    // The same board again: nothing new to announce.
-    h.event(AppEvent::Board(snapshot));
+    // The same board again: nothing new to announce, nothing to redraw.
+    assert!(!h.event(AppEvent::Board(snapshot)));
     assert!(
         !h.app
             .take_effects()

@@ -168,6 +168,13 @@ impl App {
                 self.wants_tick()
             }
             AppEvent::Board(snapshot) => {
+                // A reload that found nothing new (the store watcher is coarse) draws nothing.
+                let same = self.loaded
+                    && snapshot.cards == self.board.cards
+                    && snapshot.pipelines == self.board.pipelines;
+                if same {
+                    return false;
+                }
                 self.on_board(snapshot);
                 true
             }

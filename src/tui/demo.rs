@@ -24,7 +24,14 @@ pub struct Demo {
 
 impl Drop for Demo {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+        // A step's last files may still be landing as the engine winds down: try again
+        // briefly rather than leave the folder behind.
+        for _ in 0..5 {
+            if std::fs::remove_dir_all(&self.dir).is_ok() || !self.dir.exists() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
     }
 }
 

@@ -40,7 +40,9 @@ pub fn main(dir: Option<&PathBuf>, demo: bool) -> i32 {
     match out {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("baton: {e}");
+            // stderr may be a terminal that has gone away: never panic over it.
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "baton: {e}");
             1
         }
     }

@@ -14,6 +14,7 @@ use crate::workspace::Workspace;
 use crossterm::event::{Event, KeyEventKind};
 use std::io::Write;
 use std::time::Duration;
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 use tokio::time::{Instant, MissedTickBehavior};
 
@@ -34,6 +35,7 @@ pub fn run(ws: &Workspace) -> Result<(), String> {
     let out = rt.block_on(main_loop(ws));
     // The input thread may still sit in a blocking read; do not wait for it.
     rt.shutdown_timeout(Duration::from_millis(100));
+    tracing::info!("runtime stopped");
     out
 }
 
@@ -76,6 +78,10 @@ async fn main_loop(ws: &Workspace) -> Result<(), String> {
     tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
     let mut dirty = true;
     let mut last_draw = Instant::now() - FRAME;
+    // A closed SSH session (SIGHUP) or a kill (SIGTERM) ends the TUI as `q` would, so the
+    // embedded engine interrupts its steps cleanly and a demo workspace is removed.
+    let mut hangup = signal(SignalKind::hangup());
+    let mut terminate = signal(SignalKind::terminate());
     loop {
         for effect in app.take_effects() {
             perform(effect, ws, &backend, &loader, &tx, tmux);
@@ -98,20 +104,39 @@ async fn main_loop(ws: &Workspace) -> Result<(), String> {
                 app.now_ms = now_ms();
                 dirty |= app.update(AppEvent::Tick);
             }
+            _ = recv(&mut hangup) => break,
+            _ = recv(&mut terminate) => break,
             _ = tokio::time::sleep_until(last_draw + FRAME), if dirty => {
-                draw(&mut screen, &app)?;
+                if let Err(e) = draw(&mut screen, &app) {
+                    // The terminal is gone (a hung-up SSH session): stop as if asked to.
+                    tracing::warn!("{e}; stopping");
+                    break;
+                }
                 last_draw = Instant::now();
                 dirty = false;
             }
         }
     }
+    tracing::info!("leaving the TUI");
     if backend.mode() == super::app::Mode::Embedded {
         app.say("stopping the engine…", false);
-        draw(&mut screen, &app)?;
+        let _ = draw(&mut screen, &app);
     }
     backend.shutdown(SHUTDOWN_PATIENCE).await;
+    tracing::info!("engine stopped");
     drop(screen);
+    tracing::info!("terminal restored");
     Ok(())
+}
+
+/// Waits for a signal; never resolves when the handler could not be installed.
+async fn recv(sig: &mut std::io::Result<Signal>) {
+    match sig {
+        Ok(s) => {
+            s.recv().await;
+        }
+        Err(_) => std::future::pending().await,
+    }
 }
 
 fn draw(screen: &mut Screen, app: &App) -> Result<(), String> {

@@ -12,6 +12,35 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 
+/// Rows read back from a real store, used as templates with struct-update syntax, so the
+/// fixtures keep compiling when the store's row types gain fields.
+struct Templates {
+    task: Task,
+    step: StepRun,
+    history: HistoryEntry,
+}
+
+fn templates() -> &'static Templates {
+    static T: std::sync::OnceLock<Templates> = std::sync::OnceLock::new();
+    T.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut store = baton::store::Store::open(&dir.path().join("t.db")).expect("store");
+        let demo = load_catalog(None, None).get("demo").expect("demo").clone();
+        let id = store
+            .write(|db| baton::engine::create_task(db, &demo, "t", ""))
+            .expect("task");
+        let step = store
+            .write(|db| db.insert_step_run(id, db.task(id)?.run_id.unwrap_or(0), "plan", None, 0))
+            .expect("step");
+        let db = store.read();
+        Templates {
+            task: db.task(id).expect("task"),
+            step,
+            history: db.history(id).expect("history").remove(0),
+        }
+    })
+}
+
 /// 2025-01-01T12:00:00Z, the fixtures' "now".
 pub const NOW: i64 = 1_735_732_800_000;
 
@@ -68,15 +97,12 @@ pub fn task(id: i64, title: &str, status: &str, state: TaskState) -> Task {
         title: title.into(),
         prompt: String::new(),
         pipeline_id: "demo".into(),
-        pipeline_json: String::new(),
         status: status.into(),
         state,
         run_id: Some(1),
-        branch: None,
-        worktree: None,
-        breakpoint: None,
         created_at: NOW - 60_000,
         updated_at: NOW,
+        ..templates().task.clone()
     }
 }
 
@@ -90,23 +116,10 @@ pub fn step(id: i64, task_id: i64, status: &str, state: StepState, secs: i64) ->
         attempt: 1,
         execution_key: format!("1:{status}:1"),
         state,
-        exit_code: None,
-        outcome: None,
-        error: None,
-        note: None,
-        not_before: 0,
         created_at: started,
         started_at: Some(started),
         finished_at: (state != StepState::Running).then_some(started + secs * 1000),
-        pid: None,
-        pgid: None,
-        proc_start: None,
-        session_id: None,
-        usage: None,
-        cost: None,
-        tests: None,
-        handoff_content: None,
-        handoff_metadata: None,
+        ..templates().step.clone()
     }
 }
 
@@ -122,10 +135,8 @@ pub fn history(task_id: i64, moves: &[(Option<&str>, &str, &str)]) -> Vec<Histor
             to: (*to).into(),
             trigger: (*trigger).into(),
             actor: "tui".into(),
-            reason: None,
-            guards: serde_json::json!([]),
-            hooks: serde_json::json!([]),
             at: NOW - 60_000 + i as i64 * 4_000,
+            ..templates().history.clone()
         })
         .collect()
 }

@@ -11,4 +11,5 @@ pub mod handoff;
 pub mod pipeline;
 pub mod store;
 pub mod testcounts;
+pub mod tui;
 pub mod workspace;

@@ -1,6 +1,6 @@
 //! The `baton` binary: parse the command line and dispatch.
 
-use baton::cli::{Cli, dispatch, exit};
+use baton::cli::{Cli, dispatch};
 use clap::Parser;
 
 fn main() {
@@ -22,12 +22,7 @@ fn main() {
                 failure.code
             }
         },
-        None => {
-            eprintln!(
-                "baton: the terminal UI is not built yet — see `baton --help` for the headless commands"
-            );
-            exit::ERROR
-        }
+        None => baton::tui::main(cli.dir.as_ref(), cli.demo),
     };
     std::process::exit(code);
 }

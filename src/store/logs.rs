@@ -33,6 +33,32 @@ impl Db<'_> {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    /// Up to `limit` lines of a step run with id less than `before`, oldest first (for a
+    /// viewer scrolling back through a long log).
+    pub fn log_lines_before(
+        &self,
+        step_run_id: i64,
+        before: i64,
+        limit: i64,
+    ) -> Result<Vec<LogLine>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id, step_run_id, stream, ts, line FROM log_lines \
+             WHERE step_run_id = ?1 AND id < ?2 ORDER BY id DESC LIMIT ?3",
+        )?;
+        let rows = stmt.query_map(params![step_run_id, before, limit], |r| {
+            Ok(LogLine {
+                id: r.get(0)?,
+                step_run_id: r.get(1)?,
+                stream: r.get(2)?,
+                ts: r.get(3)?,
+                text: r.get(4)?,
+            })
+        })?;
+        let mut out: Vec<LogLine> = rows.collect::<rusqlite::Result<_>>()?;
+        out.reverse();
+        Ok(out)
+    }
+
     /// The last `limit` lines of a step run, oldest first (the tail a viewer opens on).
     pub fn log_tail(&self, step_run_id: i64, limit: i64) -> Result<Vec<LogLine>> {
         let mut stmt = self.conn.prepare_cached(

@@ -4,6 +4,7 @@
 //! transaction; reads use [`Store::read`]. Both hand the closure a [`Db`], the one type that
 //! carries the typed queries, so a read helper is usable inside a write transaction too.
 
+mod cards;
 mod commands;
 mod events;
 mod logs;
@@ -12,6 +13,7 @@ mod steps;
 mod tasks;
 mod types;
 
+pub use cards::TaskCard;
 pub use steps::StepResult;
 pub use tasks::TaskFilter;
 pub use types::*;

@@ -1,0 +1,53 @@
+//! The TUI's vocabulary: every key resolves to one of these (see `keymap`), and the
+//! reducer in `app` acts on them.
+
+/// Something the user asked the UI to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Action {
+    Quit,
+    Help,
+    PrevTab,
+    NextTab,
+    Left,
+    Right,
+    Up,
+    Down,
+    /// Focus the detail pane (on the board) / open the selected option (in menus).
+    Open,
+    /// Close the top layer or go back to the board.
+    Back,
+    NewTask,
+    Start,
+    Approve,
+    Reject,
+    Move,
+    Abort,
+    Resume,
+    Retry,
+    Diff,
+    FullLog,
+    /// `/` on the board.
+    Filter,
+    /// `/` in a log.
+    Search,
+    NextMatch,
+    PrevMatch,
+    ToggleCollapse,
+    ToggleWrap,
+    /// Hide the interrupted banner of the selected task for this session.
+    Dismiss,
+    ScrollUp,
+    ScrollDown,
+    PageUp,
+    PageDown,
+    Top,
+    Bottom,
+    /// Forms: send.
+    Submit,
+    /// Forms: next / previous field.
+    NextField,
+    PrevField,
+    /// Confirm popups.
+    Yes,
+    No,
+}

@@ -1,0 +1,238 @@
+//! The one front-end API over the engine: embedded (this process runs it) or attached
+//! (another process does; requests go through the commands table and the view refreshes
+//! from the store). The app code does not know which.
+
+use super::app::Mode;
+use super::event::{AppEvent, NewTask};
+use crate::engine::{self, Action, Engine, EngineEvent, EngineHandle, Request, RunOptions};
+use crate::store::Store;
+use crate::workspace::{EngineLock, Workspace};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::mpsc::UnboundedSender;
+use tokio::task::JoinHandle;
+
+/// How often an attached TUI looks for changes by other processes.
+const ATTACHED_POLL: Duration = Duration::from_millis(250);
+/// With the engine embedded its events say what changed; this slower look only catches
+/// writes by other processes (`baton new` in another terminal).
+const EMBEDDED_POLL: Duration = Duration::from_secs(1);
+
+/// The engine as the TUI sees it.
+pub enum Backend {
+    Embedded {
+        handle: EngineHandle,
+        engine: JoinHandle<engine::Result<()>>,
+        watcher: Watcher,
+    },
+    Attached {
+        ws: Workspace,
+        watcher: Watcher,
+    },
+}
+
+/// Stops the store watcher thread when dropped.
+pub struct Watcher(Arc<AtomicBool>);
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Backend {
+    /// Embeds the engine when none runs in the workspace, else attaches. Call inside the
+    /// tokio runtime.
+    pub fn connect(ws: &Workspace, tx: UnboundedSender<AppEvent>) -> Self {
+        if !EngineLock::is_held(ws) {
+            match Engine::start(ws) {
+                Ok(engine) => return Self::embed(ws, engine, tx),
+                Err(e) => {
+                    tracing::warn!("could not embed the engine, attaching instead: {e}");
+                }
+            }
+        }
+        Self::Attached {
+            ws: ws.clone(),
+            watcher: watch(ws, tx, ATTACHED_POLL),
+        }
+    }
+
+    fn embed(ws: &Workspace, engine: Engine, tx: UnboundedSender<AppEvent>) -> Self {
+        let recovered = &engine.recovered;
+        if !recovered.interrupted.is_empty() {
+            let ids: Vec<String> = recovered
+                .interrupted
+                .iter()
+                .map(|i| format!("#{i}"))
+                .collect();
+            let _ = tx.send(AppEvent::Notice(format!(
+                "{} interrupted when the last engine stopped — select one and press R to resume",
+                ids.join(", ")
+            )));
+        }
+        let handle = engine.handle();
+        let mut events = handle.subscribe();
+        let forward = tx.clone();
+        tokio::spawn(async move {
+            loop {
+                let ev = match events.recv().await {
+                    Ok(EngineEvent::TaskChanged { task_id }) => AppEvent::TaskChanged(task_id),
+                    Ok(EngineEvent::LogLines { step_run_id, .. }) => {
+                        AppEvent::LogAppended { step_run_id }
+                    }
+                    Ok(EngineEvent::Notice { text, .. }) => AppEvent::Notice(text),
+                    // Missed events: reload everything instead.
+                    Err(RecvError::Lagged(_)) => AppEvent::StoreChanged,
+                    Err(RecvError::Closed) => break,
+                };
+                if forward.send(ev).is_err() {
+                    break;
+                }
+            }
+        });
+        let engine = tokio::spawn(engine.run(RunOptions::default()));
+        Self::Embedded {
+            handle,
+            engine,
+            watcher: watch(ws, tx, EMBEDDED_POLL),
+        }
+    }
+
+    /// Which kind this is.
+    pub fn mode(&self) -> Mode {
+        match self {
+            Self::Embedded { .. } => Mode::Embedded,
+            Self::Attached { .. } => Mode::Attached,
+        }
+    }
+
+    /// Sends a request; its result arrives as [`AppEvent::Replied`].
+    pub fn send(&self, req: Request, tx: UnboundedSender<AppEvent>) {
+        match self {
+            Self::Embedded { handle, .. } => {
+                let handle = handle.clone();
+                tokio::spawn(async move {
+                    let _ = tx.send(AppEvent::Replied(handle.send(req).await));
+                });
+            }
+            Self::Attached { ws, .. } => {
+                let ws = ws.clone();
+                tokio::task::spawn_blocking(move || {
+                    let _ = tx.send(AppEvent::Replied(submit(&ws, &req)));
+                });
+            }
+        }
+    }
+
+    /// Creates a task (and starts it if asked); the id arrives as [`AppEvent::Created`].
+    pub fn create(&self, ws: &Workspace, new: NewTask, tx: UnboundedSender<AppEvent>) {
+        let db = ws.db_path();
+        let this = self.sender();
+        tokio::spawn(async move {
+            let created = tokio::task::spawn_blocking(move || {
+                let mut store = Store::open(&db).map_err(|e| e.to_string())?;
+                store
+                    .write(|db| engine::create_task(db, &new.pipeline, &new.title, &new.prompt))
+                    .map_err(|e| e.to_string())
+                    .map(|id| (id, new.start, store))
+            })
+            .await
+            .unwrap_or_else(|e| Err(format!("creating the task panicked: {e}")));
+            match created {
+                Ok((id, start, _store)) => {
+                    let _ = tx.send(AppEvent::Created(Ok(id)));
+                    if start {
+                        let req = Request {
+                            task_id: id,
+                            action: Action::Start,
+                            expected_status: None,
+                            actor: "tui".into(),
+                        };
+                        let reply = this.send(req).await;
+                        let _ = tx.send(AppEvent::Replied(reply));
+                    }
+                }
+                Err(e) => {
+                    let _ = tx.send(AppEvent::Created(Err(e)));
+                }
+            }
+        });
+    }
+
+    fn sender(&self) -> Sender {
+        match self {
+            Self::Embedded { handle, .. } => Sender::Embedded(handle.clone()),
+            Self::Attached { ws, .. } => Sender::Attached(ws.clone()),
+        }
+    }
+
+    /// Stops an embedded engine (interrupting running steps so they can be resumed) and
+    /// waits for it, at most `patience`. Attached: nothing to stop.
+    pub async fn shutdown(self, patience: Duration) {
+        if let Self::Embedded { handle, engine, .. } = self {
+            handle.shutdown();
+            match tokio::time::timeout(patience, engine).await {
+                Ok(Ok(Ok(()))) => {}
+                Ok(Ok(Err(e))) => tracing::error!("the engine stopped with an error: {e}"),
+                Ok(Err(e)) => tracing::error!("the engine task failed: {e}"),
+                Err(_) => tracing::error!("the engine did not stop within {patience:?}"),
+            }
+        }
+    }
+}
+
+/// A cloneable way to send a request from a spawned task.
+enum Sender {
+    Embedded(EngineHandle),
+    Attached(Workspace),
+}
+
+impl Sender {
+    async fn send(&self, req: Request) -> Result<String, String> {
+        match self {
+            Self::Embedded(h) => h.send(req).await,
+            Self::Attached(ws) => {
+                let ws = ws.clone();
+                tokio::task::spawn_blocking(move || submit(&ws, &req))
+                    .await
+                    .unwrap_or_else(|e| Err(e.to_string()))
+            }
+        }
+    }
+}
+
+/// A request through the commands table (or applied here when the engine went away).
+fn submit(ws: &Workspace, req: &Request) -> Result<String, String> {
+    let mut store = Store::open(&ws.db_path()).map_err(|e| e.to_string())?;
+    engine::client::submit(ws, &mut store, req)
+        .map(|s| s.summary().to_string())
+        .map_err(|e| e.to_string())
+}
+
+/// Watches `PRAGMA data_version` and reports [`AppEvent::StoreChanged`] when another
+/// connection commits. Cross-process changes have no event to wait on, hence the poll.
+fn watch(ws: &Workspace, tx: UnboundedSender<AppEvent>, every: Duration) -> Watcher {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let db = ws.db_path();
+    let _ = std::thread::Builder::new()
+        .name("baton-watch".into())
+        .spawn(move || {
+            let Ok(store) = Store::open(&db) else { return };
+            let mut last = store.data_version().ok();
+            while !flag.load(Ordering::Relaxed) {
+                std::thread::sleep(every);
+                let now = store.data_version().ok();
+                if now != last {
+                    last = now;
+                    if tx.send(AppEvent::StoreChanged).is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+    Watcher(stop)
+}

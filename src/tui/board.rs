@@ -1,0 +1,263 @@
+//! Board state: the pipeline tabs, the cards grouped into columns, the selection and the
+//! filter. Pure data: no I/O, no drawing.
+
+use crate::pipeline::{Pipeline, Status, StatusKind};
+use crate::store::{TaskCard, TaskState};
+
+/// Terminal columns collapse by themselves below this width (until `c` says otherwise).
+pub const AUTO_COLLAPSE_BELOW: u16 = 140;
+
+/// The board.
+#[derive(Debug, Default)]
+pub struct Board {
+    /// One tab per pipeline.
+    pub pipelines: Vec<Pipeline>,
+    /// Every task, newest first.
+    pub cards: Vec<TaskCard>,
+    /// The current tab.
+    pub tab: usize,
+    /// The current column (index into the tab's statuses).
+    pub col: usize,
+    /// The selected task, followed across reloads.
+    pub selected: Option<i64>,
+    /// Selected row per column.
+    pub rows: Vec<usize>,
+    /// First visible row per column.
+    pub scroll: Vec<usize>,
+    /// Case-insensitive text a card's title or `#id` must contain.
+    pub filter: String,
+    /// `Some` once the user toggled collapsing; `None` follows the terminal width.
+    pub collapse: Option<bool>,
+    /// Indexes into `cards`, per column of the current tab (filter applied).
+    columns: Vec<Vec<usize>>,
+}
+
+impl Board {
+    /// The current tab's pipeline.
+    pub fn pipeline(&self) -> Option<&Pipeline> {
+        self.pipelines.get(self.tab)
+    }
+
+    /// Whether terminal columns are collapsed at this width.
+    pub fn collapsed(&self, width: u16) -> bool {
+        self.collapse.unwrap_or(width < AUTO_COLLAPSE_BELOW)
+    }
+
+    /// Whether column `i` is drawn as a narrow strip.
+    pub fn is_collapsed(&self, i: usize, width: u16) -> bool {
+        self.collapsed(width) && self.status(i).is_some_and(|s| s.kind.is_terminal())
+    }
+
+    /// The status of column `i`.
+    pub fn status(&self, i: usize) -> Option<&Status> {
+        self.pipeline().and_then(|p| p.statuses.get(i))
+    }
+
+    /// The cards of column `i`, in display order.
+    pub fn column(&self, i: usize) -> impl Iterator<Item = &TaskCard> {
+        self.columns
+            .get(i)
+            .into_iter()
+            .flatten()
+            .map(|&c| &self.cards[c])
+    }
+
+    /// Number of cards in column `i`.
+    pub fn column_len(&self, i: usize) -> usize {
+        self.columns.get(i).map_or(0, Vec::len)
+    }
+
+    /// Number of columns of the current tab.
+    pub fn column_count(&self) -> usize {
+        self.pipeline().map_or(0, |p| p.statuses.len())
+    }
+
+    /// The selected card, if the current column has one.
+    pub fn selected_card(&self) -> Option<&TaskCard> {
+        let row = *self.rows.get(self.col)?;
+        self.columns
+            .get(self.col)?
+            .get(row)
+            .map(|&c| &self.cards[c])
+    }
+
+    /// Takes a new snapshot, keeping the tab and following the selected task.
+    pub fn apply(&mut self, pipelines: Vec<Pipeline>, cards: Vec<TaskCard>, width: u16) {
+        let first_load = self.pipelines.is_empty();
+        let tab_id = self.pipeline().map(|p| p.id.clone());
+        self.pipelines = pipelines;
+        self.cards = cards;
+        self.tab = match (&tab_id, first_load) {
+            (Some(id), false) => self.pipelines.iter().position(|p| &p.id == id),
+            // First load: open on the pipeline of the most recently updated task.
+            _ => self
+                .cards
+                .iter()
+                .max_by_key(|c| (c.updated_at, c.id))
+                .and_then(|c| self.pipelines.iter().position(|p| p.id == c.pipeline_id)),
+        }
+        .unwrap_or(0);
+        self.regroup(width);
+    }
+
+    /// Switches tab by `delta`, wrapping.
+    pub fn switch_tab(&mut self, delta: isize, width: u16) {
+        let n = self.pipelines.len();
+        if n == 0 {
+            return;
+        }
+        self.tab = (self.tab as isize + delta).rem_euclid(n as isize) as usize;
+        self.selected = None;
+        self.col = 0;
+        self.rows.clear();
+        self.scroll.clear();
+        self.regroup(width);
+    }
+
+    /// Sets the filter and regroups.
+    pub fn set_filter(&mut self, filter: String, width: u16) {
+        self.filter = filter;
+        self.regroup(width);
+    }
+
+    /// Recomputes the columns of the current tab, then re-finds the selected task.
+    pub fn regroup(&mut self, width: u16) {
+        let Some(p) = self.pipelines.get(self.tab) else {
+            self.columns.clear();
+            return;
+        };
+        let needle = self.filter.to_lowercase();
+        let mut columns = vec![Vec::new(); p.statuses.len()];
+        for (i, card) in self.cards.iter().enumerate() {
+            if card.pipeline_id != p.id || !card_matches(card, &needle) {
+                continue;
+            }
+            // A card whose status its pipeline no longer has stays visible in the first column.
+            let col = p.index_of(&card.status).unwrap_or(0);
+            if let Some(c) = columns.get_mut(col) {
+                c.push(i);
+            }
+        }
+        self.columns = columns;
+        self.rows.resize(self.columns.len(), 0);
+        self.scroll.resize(self.columns.len(), 0);
+        for (i, rows) in self.rows.iter_mut().enumerate() {
+            *rows = (*rows).min(self.columns[i].len().saturating_sub(1));
+        }
+        self.col = self.col.min(self.columns.len().saturating_sub(1));
+        if let Some(id) = self.selected {
+            let found = self.columns.iter().enumerate().find_map(|(ci, col)| {
+                col.iter()
+                    .position(|&c| self.cards[c].id == id)
+                    .map(|r| (ci, r))
+            });
+            match found {
+                Some((ci, r)) if !self.is_collapsed(ci, width) => {
+                    self.col = ci;
+                    self.rows[ci] = r;
+                }
+                _ => {}
+            }
+        }
+        if self.is_collapsed(self.col, width) {
+            self.col = (0..self.columns.len())
+                .find(|&i| !self.is_collapsed(i, width))
+                .unwrap_or(0);
+        }
+        if self.selected_card().is_none()
+            && let Some(i) = (0..self.columns.len())
+                .find(|&i| !self.is_collapsed(i, width) && !self.columns[i].is_empty())
+        {
+            self.col = i;
+        }
+        self.selected = self.selected_card().map(|c| c.id);
+    }
+
+    /// Moves to the next visible column left (`-1`) or right (`1`).
+    pub fn move_col(&mut self, delta: isize, width: u16) {
+        let n = self.columns.len() as isize;
+        let mut i = self.col as isize;
+        loop {
+            i += delta;
+            if i < 0 || i >= n {
+                return;
+            }
+            if !self.is_collapsed(i as usize, width) {
+                self.col = i as usize;
+                self.selected = self.selected_card().map(|c| c.id);
+                return;
+            }
+        }
+    }
+
+    /// Moves the selection within the column; `capacity` is how many cards fit.
+    pub fn move_row(&mut self, delta: isize, capacity: usize) {
+        let len = self.column_len(self.col);
+        if len == 0 {
+            return;
+        }
+        let row = (self.rows[self.col] as isize + delta).clamp(0, len as isize - 1) as usize;
+        self.rows[self.col] = row;
+        self.keep_visible(capacity);
+        self.selected = self.selected_card().map(|c| c.id);
+    }
+
+    /// Scrolls the current column so its selected row is visible.
+    pub fn keep_visible(&mut self, capacity: usize) {
+        let capacity = capacity.max(1);
+        let Some(row) = self.rows.get(self.col).copied() else {
+            return;
+        };
+        let scroll = &mut self.scroll[self.col];
+        if row < *scroll {
+            *scroll = row;
+        } else if row >= *scroll + capacity {
+            *scroll = row + 1 - capacity;
+        }
+    }
+
+    /// Counts for the header: running tasks and tasks waiting for a person (all tabs).
+    pub fn counts(&self) -> (usize, usize) {
+        let running = self
+            .cards
+            .iter()
+            .filter(|c| c.state == TaskState::Running)
+            .count();
+        let waiting = self.cards.iter().filter(|c| self.needs_approval(c)).count();
+        (running, waiting)
+    }
+
+    /// True when the card waits at a gate of its pipeline.
+    pub fn needs_approval(&self, card: &TaskCard) -> bool {
+        needs_approval(&self.pipelines, card)
+    }
+
+    /// The number of step statuses in a card's pipeline (for `2/4`).
+    pub fn step_total(&self, card: &TaskCard) -> usize {
+        self.pipelines
+            .iter()
+            .find(|p| p.id == card.pipeline_id)
+            .map_or(0, |p| {
+                p.statuses
+                    .iter()
+                    .filter(|s| s.kind == StatusKind::Step)
+                    .count()
+            })
+    }
+}
+
+/// True when the card waits at a gate of its pipeline.
+pub fn needs_approval(pipelines: &[Pipeline], card: &TaskCard) -> bool {
+    card.state == TaskState::Waiting
+        && pipelines
+            .iter()
+            .find(|p| p.id == card.pipeline_id)
+            .and_then(|p| p.status(&card.status))
+            .is_some_and(|s| s.kind == StatusKind::Gate)
+}
+
+fn card_matches(card: &TaskCard, needle: &str) -> bool {
+    needle.is_empty()
+        || card.title.to_lowercase().contains(needle)
+        || format!("#{}", card.id).contains(needle)
+}

@@ -1,0 +1,74 @@
+//! `baton --demo`: a throwaway workspace with a few tasks on the built-in `demo` pipeline
+//! (real script steps and a review gate), most of them started, removed again on exit.
+
+use crate::engine::{self, Action, Request, client};
+use crate::pipeline::load_catalog;
+use crate::store::Store;
+use crate::workspace::Workspace;
+use std::path::PathBuf;
+
+const TASKS: [(&str, bool); 6] = [
+    ("Add a dark mode toggle", true),
+    ("Fix the flaky login test", true),
+    ("Speed up the search index", true),
+    ("Write the onboarding guide", true),
+    ("Upgrade the HTTP client", true),
+    ("Tidy up the settings page", false),
+];
+
+/// The demo workspace; its folder is removed when this is dropped.
+pub struct Demo {
+    pub ws: Workspace,
+    dir: PathBuf,
+}
+
+impl Drop for Demo {
+    fn drop(&mut self) {
+        // A step's last files may still be landing as the engine winds down: try again
+        // briefly rather than leave the folder behind.
+        for _ in 0..5 {
+            if std::fs::remove_dir_all(&self.dir).is_ok() || !self.dir.exists() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+}
+
+/// Creates the workspace and its tasks; the started ones wait, queued, for the engine
+/// the TUI embeds.
+pub fn create() -> Result<Demo, String> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let dir = std::env::temp_dir().join(format!("baton-demo-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    // From here on the folder is cleaned up whatever happens.
+    let demo = Demo {
+        ws: Workspace::at(&dir),
+        dir,
+    };
+    Workspace::init(demo.ws.root()).map_err(|e| e.to_string())?;
+    let catalog = load_catalog(None, None);
+    let pipeline = catalog
+        .get("demo")
+        .ok_or("the built-in demo pipeline is missing from this build")?
+        .clone();
+    let mut store = Store::open(&demo.ws.db_path()).map_err(|e| e.to_string())?;
+    for (title, start) in TASKS {
+        let prompt = format!("A demo task: {title}. Its steps only print; nothing changes.");
+        let id = store
+            .write(|db| engine::create_task(db, &pipeline, title, &prompt))
+            .map_err(|e| e.to_string())?;
+        if start {
+            let req = Request {
+                task_id: id,
+                action: Action::Start,
+                expected_status: None,
+                actor: "demo".into(),
+            };
+            client::submit(&demo.ws, &mut store, &req).map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(demo)
+}

@@ -1,0 +1,118 @@
+//! What reaches the reducer (events) and what it asks the driver to do (effects).
+//! Background work talks to the UI only through these types.
+
+use crate::engine::Request;
+use crate::pipeline::{MoveOption, Pipeline};
+use crate::store::{Event, HistoryEntry, LogLine, StepRun, Task, TaskCard};
+use crossterm::event::KeyEvent;
+
+/// Everything the board shows, loaded in one go (light rows, no logs).
+#[derive(Debug, Clone, Default)]
+pub struct BoardSnapshot {
+    /// The pipelines the workspace sees (built-ins first).
+    pub pipelines: Vec<Pipeline>,
+    /// Every task, newest first.
+    pub cards: Vec<TaskCard>,
+}
+
+/// One task with its steps and history, for the detail pane.
+#[derive(Debug, Clone)]
+pub struct TaskDetail {
+    pub task: Task,
+    pub steps: Vec<StepRun>,
+    pub history: Vec<HistoryEntry>,
+    /// Warnings and errors recorded for the task (hook failures, extraction problems).
+    pub notices: Vec<Event>,
+}
+
+/// Which part of a step's log to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LogAnchor {
+    /// The newest lines.
+    Tail,
+    /// The oldest lines (jump to the start).
+    Head,
+    /// Lines after this id (following, or scrolling down past the window).
+    After(i64),
+    /// Lines before this id (scrolling back).
+    Before(i64),
+}
+
+/// A request for part of a step's log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LogQuery {
+    pub step_run_id: i64,
+    pub anchor: LogAnchor,
+    pub limit: i64,
+}
+
+/// The answer to a [`LogQuery`].
+#[derive(Debug, Clone)]
+pub struct LogChunk {
+    pub query: LogQuery,
+    pub lines: Vec<LogLine>,
+    /// Lines the step has logged in all.
+    pub total: i64,
+}
+
+/// An input to the reducer.
+#[derive(Debug)]
+pub enum AppEvent {
+    Key(KeyEvent),
+    Resize(u16, u16),
+    /// The spinner clock (runs only while something runs).
+    Tick,
+    Board(BoardSnapshot),
+    Task(Box<TaskDetail>),
+    Log(LogChunk),
+    Moves {
+        task_id: i64,
+        result: Result<Vec<MoveOption>, String>,
+    },
+    Diff {
+        task_id: i64,
+        result: Result<Option<String>, String>,
+    },
+    /// The engine says a task changed.
+    TaskChanged(i64),
+    /// The engine wrote log lines of a step.
+    LogAppended {
+        step_run_id: i64,
+    },
+    /// Something in the store changed (attached mode, or the engine's event stream lagged).
+    StoreChanged,
+    /// A message for people from the engine or a background job.
+    Notice(String),
+    /// A request's one-line result or error sentence.
+    Replied(Result<String, String>),
+    /// A task was created (and, if asked, started).
+    Created(Result<i64, String>),
+    /// A read failed.
+    LoadFailed(String),
+}
+
+/// A new task to create.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewTask {
+    pub pipeline: Pipeline,
+    pub title: String,
+    pub prompt: String,
+    pub start: bool,
+}
+
+/// Work the reducer asks the driver to do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    LoadBoard,
+    LoadTask(i64),
+    LoadLog(LogQuery),
+    LoadMoves(i64),
+    LoadDiff(i64),
+    Send(Request),
+    Create(NewTask),
+    /// Ring the bell and post a desktop notification.
+    Notify {
+        title: String,
+        body: String,
+    },
+}

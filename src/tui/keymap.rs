@@ -1,0 +1,303 @@
+//! Keys as data: each binding names a context, a key, an [`Action`] and a description.
+//! Key handling looks bindings up here and the `?` screen is generated from the same table,
+//! so help cannot drift from the keys.
+
+use super::action::Action;
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+/// Where a binding applies. Lookups try the contexts of the current focus in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Ctx {
+    /// Everywhere outside forms and popups.
+    Global,
+    /// The board has focus.
+    Board,
+    /// Acts on the selected task (board or detail).
+    Task,
+    /// The detail pane has focus.
+    Detail,
+    /// Log scrolling (detail pane and full-screen log).
+    Log,
+    /// Forms (new task, reject note).
+    Form,
+    /// Menus and confirmations.
+    Popup,
+}
+
+impl Ctx {
+    /// Section title in the help screen.
+    pub fn title(self) -> &'static str {
+        match self {
+            Ctx::Global => "Anywhere",
+            Ctx::Board => "Board",
+            Ctx::Task => "Selected task",
+            Ctx::Detail => "Detail pane",
+            Ctx::Log => "Log (detail pane and L)",
+            Ctx::Form => "Forms",
+            Ctx::Popup => "Menus and confirmations",
+        }
+    }
+}
+
+/// One key binding.
+#[derive(Debug, Clone, Copy)]
+pub struct Binding {
+    pub ctx: Ctx,
+    pub code: KeyCode,
+    pub mods: KeyModifiers,
+    pub action: Action,
+    pub desc: &'static str,
+}
+
+const fn k(ctx: Ctx, code: KeyCode, action: Action, desc: &'static str) -> Binding {
+    Binding {
+        ctx,
+        code,
+        mods: KeyModifiers::NONE,
+        action,
+        desc,
+    }
+}
+
+const fn c(ctx: Ctx, ch: char, action: Action, desc: &'static str) -> Binding {
+    k(ctx, KeyCode::Char(ch), action, desc)
+}
+
+const fn ctrl(ctx: Ctx, ch: char, action: Action, desc: &'static str) -> Binding {
+    Binding {
+        ctx,
+        code: KeyCode::Char(ch),
+        mods: KeyModifiers::CONTROL,
+        action,
+        desc,
+    }
+}
+
+use Action as A;
+use Ctx::*;
+
+/// Every binding, in help order.
+pub const BINDINGS: &[Binding] = &[
+    c(Global, '?', A::Help, "help (this screen)"),
+    c(Global, 'q', A::Quit, "quit (asks first while steps run)"),
+    ctrl(Global, 'c', A::Quit, "quit"),
+    c(Global, 'n', A::NewTask, "new task"),
+    c(Global, '[', A::PrevTab, "previous pipeline"),
+    c(Global, ']', A::NextTab, "next pipeline"),
+    c(
+        Global,
+        'c',
+        A::ToggleCollapse,
+        "collapse done/failed/cancelled",
+    ),
+    c(Board, 'h', A::Left, "column left"),
+    k(Board, KeyCode::Left, A::Left, "column left"),
+    c(Board, 'l', A::Right, "column right"),
+    k(Board, KeyCode::Right, A::Right, "column right"),
+    c(Board, 'k', A::Up, "card up"),
+    k(Board, KeyCode::Up, A::Up, "card up"),
+    c(Board, 'j', A::Down, "card down"),
+    k(Board, KeyCode::Down, A::Down, "card down"),
+    k(
+        Board,
+        KeyCode::Enter,
+        A::Open,
+        "open the task (focus its detail)",
+    ),
+    c(Board, '/', A::Filter, "filter cards"),
+    k(Board, KeyCode::Esc, A::Back, "clear the filter"),
+    c(Task, 's', A::Start, "start"),
+    c(Task, 'a', A::Approve, "approve"),
+    c(Task, 'r', A::Reject, "reject (with a note)"),
+    c(Task, 'm', A::Move, "move to another status"),
+    c(Task, 'x', A::Abort, "abort (asks first)"),
+    c(Task, 'R', A::Resume, "resume an interrupted or failed step"),
+    c(Task, 'F', A::Retry, "retry from scratch"),
+    c(Task, 'd', A::Dismiss, "dismiss the interrupted banner"),
+    c(Task, 'D', A::Diff, "diff of the task's worktree"),
+    c(Task, 'L', A::FullLog, "full-screen log"),
+    c(Detail, 'k', A::Up, "previous step"),
+    k(Detail, KeyCode::Up, A::Up, "previous step"),
+    c(Detail, 'j', A::Down, "next step"),
+    k(Detail, KeyCode::Down, A::Down, "next step"),
+    k(Detail, KeyCode::Esc, A::Back, "back to the board"),
+    c(Detail, 'h', A::Back, "back to the board"),
+    k(Detail, KeyCode::Left, A::Back, "back to the board"),
+    c(Log, 'K', A::ScrollUp, "scroll up (pauses follow)"),
+    c(Log, 'J', A::ScrollDown, "scroll down"),
+    k(Log, KeyCode::PageUp, A::PageUp, "page up"),
+    ctrl(Log, 'u', A::PageUp, "page up"),
+    k(Log, KeyCode::PageDown, A::PageDown, "page down"),
+    ctrl(Log, 'd', A::PageDown, "page down"),
+    c(Log, 'g', A::Top, "oldest line"),
+    c(Log, 'G', A::Bottom, "newest line, follow"),
+    c(Log, '/', A::Search, "search"),
+    c(Log, 'N', A::PrevMatch, "previous match"),
+    c(Log, 'w', A::ToggleWrap, "wrap long lines"),
+    ctrl(Form, 's', A::Submit, "submit"),
+    k(Form, KeyCode::Tab, A::NextField, "next field"),
+    k(Form, KeyCode::BackTab, A::PrevField, "previous field"),
+    k(Form, KeyCode::Esc, A::Back, "cancel"),
+    k(Popup, KeyCode::Up, A::Up, "previous option"),
+    c(Popup, 'k', A::Up, "previous option"),
+    k(Popup, KeyCode::Down, A::Down, "next option"),
+    c(Popup, 'j', A::Down, "next option"),
+    k(Popup, KeyCode::Enter, A::Open, "choose"),
+    c(Popup, 'y', A::Yes, "yes"),
+    c(Popup, 'n', A::No, "no"),
+    k(Popup, KeyCode::Esc, A::Back, "close"),
+];
+
+/// Bindings for keys that only exist in the full-screen log (plain j/k scroll there).
+pub const FULL_LOG: &[Binding] = &[
+    c(Log, 'k', A::ScrollUp, "scroll up"),
+    k(Log, KeyCode::Up, A::ScrollUp, "scroll up"),
+    c(Log, 'j', A::ScrollDown, "scroll down"),
+    k(Log, KeyCode::Down, A::ScrollDown, "scroll down"),
+    c(Log, 'n', A::NextMatch, "next match (in L)"),
+    k(Log, KeyCode::Esc, A::Back, "close"),
+    c(Log, 'L', A::Back, "close"),
+    c(Log, 'q', A::Back, "close"),
+];
+
+fn matches(b: &Binding, key: &KeyEvent) -> bool {
+    // Shifted letters arrive as the upper-case char, with or without SHIFT set.
+    let mods = key.modifiers - KeyModifiers::SHIFT;
+    let want = b.mods - KeyModifiers::SHIFT;
+    key.code == b.code && mods == want
+}
+
+/// The action bound to `key` in the first of `ctxs` that binds it.
+pub fn lookup(table: &[Binding], ctxs: &[Ctx], key: &KeyEvent) -> Option<Action> {
+    ctxs.iter().find_map(|ctx| {
+        table
+            .iter()
+            .find(|b| b.ctx == *ctx && matches(b, key))
+            .map(|b| b.action)
+    })
+}
+
+/// A key's name as the help screen shows it.
+pub fn key_name(b: &Binding) -> String {
+    let base = match b.code {
+        KeyCode::Char(' ') => "space".to_string(),
+        KeyCode::Char(ch) => ch.to_string(),
+        KeyCode::Enter => "enter".into(),
+        KeyCode::Esc => "esc".into(),
+        KeyCode::Tab => "tab".into(),
+        KeyCode::BackTab => "shift+tab".into(),
+        KeyCode::Left => "←".into(),
+        KeyCode::Right => "→".into(),
+        KeyCode::Up => "↑".into(),
+        KeyCode::Down => "↓".into(),
+        KeyCode::PageUp => "pgup".into(),
+        KeyCode::PageDown => "pgdn".into(),
+        other => format!("{other:?}").to_lowercase(),
+    };
+    if b.mods.contains(KeyModifiers::CONTROL) {
+        format!("ctrl+{base}")
+    } else {
+        base
+    }
+}
+
+/// Help rows: for each context, `(keys, description)` with the keys of one action merged.
+pub fn help_sections() -> Vec<(Ctx, Vec<(String, &'static str)>)> {
+    let mut out: Vec<(Ctx, Vec<(String, &'static str)>)> = Vec::new();
+    let mut seen: Vec<(Ctx, Action)> = Vec::new();
+    for b in BINDINGS
+        .iter()
+        .chain(FULL_LOG.iter().filter(|b| b.action == A::NextMatch))
+    {
+        if seen.contains(&(b.ctx, b.action)) {
+            continue;
+        }
+        seen.push((b.ctx, b.action));
+        let keys: Vec<String> = BINDINGS
+            .iter()
+            .chain(FULL_LOG.iter().filter(|b| b.action == A::NextMatch))
+            .filter(|o| o.ctx == b.ctx && o.action == b.action)
+            .map(key_name)
+            .collect();
+        let row = (keys.join(" "), b.desc);
+        match out.iter_mut().find(|(c, _)| *c == b.ctx) {
+            Some((_, rows)) => rows.push(row),
+            None => out.push((b.ctx, vec![row])),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(code: KeyCode) -> KeyEvent {
+        KeyEvent::new(code, KeyModifiers::NONE)
+    }
+
+    #[test]
+    fn board_keys_resolve_to_actions() {
+        let ctxs = [Board, Task, Global];
+        let cases = [
+            (key(KeyCode::Char('h')), A::Left),
+            (key(KeyCode::Left), A::Left),
+            (key(KeyCode::Char('j')), A::Down),
+            (key(KeyCode::Enter), A::Open),
+            (key(KeyCode::Char('/')), A::Filter),
+            (key(KeyCode::Char('a')), A::Approve),
+            (key(KeyCode::Char('R')), A::Resume),
+            (
+                KeyEvent::new(KeyCode::Char('R'), KeyModifiers::SHIFT),
+                A::Resume,
+            ),
+            (key(KeyCode::Char('q')), A::Quit),
+            (
+                KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL),
+                A::Quit,
+            ),
+            (key(KeyCode::Char('c')), A::ToggleCollapse),
+            (key(KeyCode::Char(']')), A::NextTab),
+        ];
+        for (k, want) in cases {
+            assert_eq!(lookup(BINDINGS, &ctxs, &k), Some(want), "{k:?}");
+        }
+        assert_eq!(lookup(BINDINGS, &ctxs, &key(KeyCode::Char('Z'))), None);
+    }
+
+    #[test]
+    fn context_order_decides_shared_keys() {
+        // `/` filters on the board but searches in the log.
+        let slash = key(KeyCode::Char('/'));
+        assert_eq!(lookup(BINDINGS, &[Board, Global], &slash), Some(A::Filter));
+        assert_eq!(
+            lookup(BINDINGS, &[Log, Detail, Global], &slash),
+            Some(A::Search)
+        );
+        // j moves cards on the board, steps in the detail pane.
+        let j = key(KeyCode::Char('j'));
+        assert_eq!(lookup(BINDINGS, &[Detail, Global], &j), Some(A::Down));
+        assert_eq!(lookup(FULL_LOG, &[Log], &j), Some(A::ScrollDown));
+        // n is a new task globally but "no" in a confirmation.
+        let n = key(KeyCode::Char('n'));
+        assert_eq!(lookup(BINDINGS, &[Popup], &n), Some(A::No));
+        assert_eq!(lookup(BINDINGS, &[Board, Global], &n), Some(A::NewTask));
+    }
+
+    #[test]
+    fn ctrl_s_submits_forms_and_help_lists_every_action() {
+        let ctrl_s = KeyEvent::new(KeyCode::Char('s'), KeyModifiers::CONTROL);
+        assert_eq!(lookup(BINDINGS, &[Form], &ctrl_s), Some(A::Submit));
+        assert_eq!(lookup(BINDINGS, &[Task], &ctrl_s), None);
+        let help = help_sections();
+        for b in BINDINGS {
+            let (_, rows) = help.iter().find(|(c, _)| *c == b.ctx).expect("section");
+            let listed = rows
+                .iter()
+                .any(|(keys, _)| keys.split(' ').any(|k| k == key_name(b)));
+            assert!(listed, "{} ({:?}) missing from help", key_name(b), b.ctx);
+        }
+        let board = &help.iter().find(|(c, _)| *c == Board).unwrap().1;
+        assert!(board.contains(&("h ←".to_string(), "column left")));
+    }
+}

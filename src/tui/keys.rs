@@ -1,0 +1,263 @@
+//! Key handling: the top layer first, else the keymap for the focused pane.
+
+use super::action::Action;
+use super::app::{App, Focus, Mode};
+use super::event::Effect;
+use super::keymap::{BINDINGS, Ctx, FULL_LOG, lookup};
+use super::modal::{
+    Confirm, DiffView, InputFor, InputOutcome, LineInput, Modal, MoveMenu, NewTaskForm, NoteForm,
+    Outcome,
+};
+use super::ui::layout::{Areas, log_height};
+use crate::engine::Action as EngineAction;
+use crate::store::TaskState;
+use crossterm::event::{KeyEvent, KeyEventKind};
+use ratatui::layout::Rect;
+
+impl App {
+    /// Cards that fit in a column at the current size.
+    pub fn card_capacity(&self) -> usize {
+        Areas::new(Rect::new(0, 0, self.size.0, self.size.1), self.focus).card_capacity()
+    }
+
+    pub(super) fn on_key(&mut self, key: KeyEvent) {
+        if key.kind == KeyEventKind::Release {
+            return;
+        }
+        // A message stays until the next key, so it can be read.
+        self.status = None;
+        if let Some(top) = self.modals.last_mut() {
+            match top.key(key) {
+                Outcome::Stay => {}
+                Outcome::Close => {
+                    self.modals.pop();
+                }
+                Outcome::Done(effect) => {
+                    self.modals.pop();
+                    self.effect(effect);
+                }
+                Outcome::Quit => {
+                    self.modals.pop();
+                    self.quit = true;
+                }
+                Outcome::Pass => self.layer_key(key),
+            }
+            return;
+        }
+        let ctxs: &[Ctx] = match self.focus {
+            Focus::Board => &[Ctx::Board, Ctx::Task, Ctx::Global],
+            Focus::Detail => &[Ctx::Log, Ctx::Detail, Ctx::Task, Ctx::Global],
+        };
+        if let Some(action) = lookup(BINDINGS, ctxs, &key) {
+            self.act(action);
+        }
+    }
+
+    /// Keys for the layers that act on the app's own state: full-screen log and inputs.
+    fn layer_key(&mut self, key: KeyEvent) {
+        match self.modals.last_mut() {
+            Some(Modal::Input(input)) => {
+                let outcome = input.key(key);
+                let (purpose, text) = (input.purpose, input.text.clone());
+                match (outcome, purpose) {
+                    (InputOutcome::Changed, InputFor::Filter) => self.set_filter(text),
+                    (InputOutcome::Accept, InputFor::Filter) => {
+                        self.modals.pop();
+                    }
+                    (InputOutcome::Cancel, InputFor::Filter) => {
+                        self.modals.pop();
+                        self.set_filter(String::new());
+                    }
+                    (InputOutcome::Accept, InputFor::Search) => {
+                        self.modals.pop();
+                        self.log.search = (!text.is_empty()).then_some(text);
+                        let h = log_height(self);
+                        // From the tail look back; from a paused view look ahead.
+                        let forward = !self.log.follow;
+                        if self.log.search.is_some() && !self.log.jump(forward, h) {
+                            self.say("no match in the lines loaded", true);
+                        }
+                    }
+                    (InputOutcome::Cancel, InputFor::Search) => {
+                        self.modals.pop();
+                    }
+                    _ => {}
+                }
+            }
+            Some(Modal::FullLog) => {
+                let action = lookup(FULL_LOG, &[Ctx::Log], &key)
+                    .or_else(|| lookup(BINDINGS, &[Ctx::Log, Ctx::Task], &key));
+                match action {
+                    Some(Action::Back | Action::FullLog) => {
+                        self.modals.pop();
+                    }
+                    Some(a) => self.act(a),
+                    None => {}
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn set_filter(&mut self, text: String) {
+        let before = self.board.selected;
+        let w = self.size.0;
+        self.board.set_filter(text, w);
+        self.selection_changed(before);
+    }
+
+    /// Does what an action asks.
+    pub(super) fn act(&mut self, action: Action) {
+        let width = self.size.0;
+        let before = self.board.selected;
+        let log_h = log_height(self);
+        match action {
+            Action::Quit => {
+                let running = self.running_count();
+                if self.mode == Mode::Embedded && running > 0 {
+                    self.modals.push(Modal::Confirm(Confirm::Quit { running }));
+                } else {
+                    self.quit = true;
+                }
+            }
+            Action::Help => self.modals.push(Modal::Help { scroll: 0 }),
+            Action::PrevTab | Action::NextTab => {
+                let delta = if action == Action::NextTab { 1 } else { -1 };
+                self.board.switch_tab(delta, width);
+                self.focus = Focus::Board;
+                self.selection_changed(before);
+            }
+            Action::Left => self.board.move_col(-1, width),
+            Action::Right => self.board.move_col(1, width),
+            Action::Up | Action::Down => {
+                let delta = if action == Action::Down { 1 } else { -1 };
+                match self.focus {
+                    Focus::Board => {
+                        let cap = self.card_capacity();
+                        self.board.move_row(delta, cap);
+                    }
+                    Focus::Detail => {
+                        let next = self
+                            .step
+                            .map_or(0, |s| (s as isize + delta).max(0) as usize);
+                        self.pick_step(next);
+                    }
+                }
+            }
+            Action::Open => {
+                if self.board.selected.is_some() {
+                    self.focus = Focus::Detail;
+                }
+            }
+            Action::Back => match self.focus {
+                Focus::Detail => self.focus = Focus::Board,
+                Focus::Board => {
+                    if !self.board.filter.is_empty() {
+                        self.set_filter(String::new());
+                    }
+                }
+            },
+            Action::Filter => self.modals.push(Modal::Input(LineInput {
+                purpose: InputFor::Filter,
+                text: self.board.filter.clone(),
+            })),
+            Action::Search => self.modals.push(Modal::Input(LineInput {
+                purpose: InputFor::Search,
+                text: self.log.search.clone().unwrap_or_default(),
+            })),
+            Action::NextMatch | Action::PrevMatch => {
+                if !self.log.jump(action == Action::NextMatch, log_h) {
+                    self.say("no search, or no match — `/` searches the log", true);
+                }
+            }
+            Action::ToggleCollapse => {
+                self.board.collapse = Some(!self.board.collapsed(width));
+                self.board.regroup(width);
+            }
+            Action::ToggleWrap => self.log.wrap = !self.log.wrap,
+            Action::NewTask => {
+                let current = self.board.pipeline().map(|p| p.id.clone());
+                let form = NewTaskForm::new(self.board.pipelines.clone(), current.as_deref());
+                self.modals.push(Modal::NewTask(Box::new(form)));
+            }
+            Action::ScrollUp | Action::ScrollDown | Action::PageUp | Action::PageDown => {
+                let page = (log_h / 2).max(1) as isize;
+                let delta = match action {
+                    Action::ScrollUp => -1,
+                    Action::ScrollDown => 1,
+                    Action::PageUp => -page,
+                    _ => page,
+                };
+                if let Some(q) = self.log.scroll(delta, log_h) {
+                    self.effect(Effect::LoadLog(q));
+                }
+            }
+            Action::Top => {
+                if let Some(q) = self.log.to_top() {
+                    self.effect(Effect::LoadLog(q));
+                }
+            }
+            Action::Bottom => {
+                if let Some(q) = self.log.to_bottom() {
+                    self.effect(Effect::LoadLog(q));
+                }
+            }
+            Action::FullLog => {
+                if self.log.step_run_id.is_some() {
+                    self.modals.push(Modal::FullLog);
+                } else {
+                    self.say("this task has no step log yet", true);
+                }
+            }
+            _ => self.task_action(action),
+        }
+        if self.board.selected != before {
+            self.selection_changed(before);
+        }
+    }
+
+    /// Actions on the selected task.
+    fn task_action(&mut self, action: Action) {
+        let Some(target) = self.target() else {
+            self.say("no task selected", true);
+            return;
+        };
+        let send = |a: EngineAction| Effect::Send(target.request(a));
+        match action {
+            Action::Start => self.effect(send(EngineAction::Start)),
+            Action::Approve => self.effect(send(EngineAction::Approve { note: None })),
+            Action::Resume => self.effect(send(EngineAction::Resume)),
+            Action::Retry => self.effect(send(EngineAction::Retry)),
+            Action::Reject => self
+                .modals
+                .push(Modal::Reject(Box::new(NoteForm::new(target)))),
+            Action::Abort => self.modals.push(Modal::Confirm(Confirm::Abort(target))),
+            Action::Move => {
+                self.effect(Effect::LoadMoves(target.task_id));
+                self.modals.push(Modal::Move(MoveMenu {
+                    target,
+                    options: None,
+                    cursor: 0,
+                }));
+            }
+            Action::Diff => {
+                self.effect(Effect::LoadDiff(target.task_id));
+                self.modals.push(Modal::Diff(DiffView {
+                    target,
+                    result: None,
+                    scroll: 0,
+                }));
+            }
+            Action::Dismiss => {
+                let interrupted = self
+                    .board
+                    .selected_card()
+                    .is_some_and(|c| c.state == TaskState::Interrupted);
+                if interrupted {
+                    self.dismissed.insert(target.task_id);
+                }
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,171 @@
+//! The loader: a thread that owns a read connection and answers load requests with
+//! snapshots, so the UI never waits on the database. Requests that pile up while it works
+//! are coalesced (a burst of "reload the board" becomes one query).
+
+use super::event::{AppEvent, BoardSnapshot, LogAnchor, LogChunk, LogQuery, TaskDetail};
+use crate::engine::{move_options, pipeline_of};
+use crate::pipeline::{Catalog, Severity, agent_ids, load_catalog};
+use crate::store::{Db, Store};
+use crate::workspace::{Workspace, git};
+use std::sync::mpsc;
+use tokio::sync::mpsc::UnboundedSender;
+
+/// Something to read.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LoadReq {
+    Board,
+    Task(i64),
+    Log(LogQuery),
+    Moves(i64),
+    Diff(i64),
+}
+
+/// The UI's handle on the loader thread (it ends when this is dropped).
+pub struct Loader {
+    tx: mpsc::Sender<LoadReq>,
+}
+
+impl Loader {
+    /// Starts the loader thread for `ws`; answers arrive on `out`.
+    pub fn spawn(ws: Workspace, out: UnboundedSender<AppEvent>) -> Self {
+        let (tx, rx) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("baton-loader".into())
+            .spawn(move || run(&ws, &rx, &out))
+            .expect("spawning the loader thread");
+        Self { tx }
+    }
+
+    /// Queues a read.
+    pub fn request(&self, req: LoadReq) {
+        let _ = self.tx.send(req);
+    }
+}
+
+fn run(ws: &Workspace, rx: &mpsc::Receiver<LoadReq>, out: &UnboundedSender<AppEvent>) {
+    let store = match Store::open(&ws.db_path()) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = out.send(AppEvent::LoadFailed(e.to_string()));
+            return;
+        }
+    };
+    let catalog = catalog(ws, out);
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        batch.extend(rx.try_iter());
+        let mut seen = Vec::with_capacity(batch.len());
+        for req in batch {
+            if seen.contains(&req) {
+                continue;
+            }
+            seen.push(req.clone());
+            let ev = answer(ws, &store.read(), &catalog, req);
+            if out.send(ev).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// Loads the pipelines once; files with errors are reported in the status line.
+fn catalog(ws: &Workspace, out: &UnboundedSender<AppEvent>) -> Catalog {
+    let agents = agent_ids(Some(&ws.agents_dir()));
+    let catalog = load_catalog(Some(&ws.pipelines_dir()), Some(&agents));
+    let errors: Vec<_> = catalog
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .collect();
+    if let Some(first) = errors.first() {
+        let more = match errors.len() {
+            1 => String::new(),
+            n => format!(" (and {} more — `baton pipelines validate`)", n - 1),
+        };
+        let _ = out.send(AppEvent::Notice(format!(
+            "{first} — this pipeline is skipped{more}"
+        )));
+    }
+    catalog
+}
+
+fn answer(ws: &Workspace, db: &Db, catalog: &Catalog, req: LoadReq) -> AppEvent {
+    let failed = |what: &str, e: &dyn std::fmt::Display| {
+        tracing::warn!("loading {what} failed: {e}");
+        AppEvent::LoadFailed(format!("loading {what} failed: {e}"))
+    };
+    match req {
+        LoadReq::Board => match board(db, catalog) {
+            Ok(b) => AppEvent::Board(b),
+            Err(e) => failed("the board", &e),
+        },
+        LoadReq::Task(id) => match task(db, id) {
+            Ok(d) => AppEvent::Task(Box::new(d)),
+            Err(e) => failed(&format!("task {id}"), &e),
+        },
+        LoadReq::Log(query) => match log(db, query) {
+            Ok(chunk) => AppEvent::Log(chunk),
+            Err(e) => failed("the log", &e),
+        },
+        LoadReq::Moves(task_id) => AppEvent::Moves {
+            task_id,
+            result: move_options(db, task_id).map_err(|e| e.to_string()),
+        },
+        LoadReq::Diff(task_id) => AppEvent::Diff {
+            task_id,
+            result: db
+                .task(task_id)
+                .map_err(|e| e.to_string())
+                .and_then(|t| git::task_diff(ws.root(), &t)),
+        },
+    }
+}
+
+fn board(db: &Db, catalog: &Catalog) -> crate::store::Result<BoardSnapshot> {
+    let cards = db.task_cards()?;
+    let mut pipelines = catalog.pipelines.clone();
+    // Tasks on a pipeline the catalog no longer has: show their tab from a task's snapshot.
+    for card in &cards {
+        if pipelines.iter().all(|p| p.id != card.pipeline_id)
+            && let Ok(p) = db.task(card.id).map(|t| pipeline_of(&t))
+            && let Ok(p) = p
+        {
+            pipelines.push(p);
+        }
+    }
+    Ok(BoardSnapshot { pipelines, cards })
+}
+
+fn task(db: &Db, id: i64) -> crate::store::Result<TaskDetail> {
+    let task = db.task(id)?;
+    let steps = db.step_runs(id)?;
+    let history = db.history(id)?;
+    let mut notices: Vec<_> = db
+        .events(id)?
+        .into_iter()
+        .filter(|e| e.level != "info")
+        .collect();
+    let keep = notices.len().saturating_sub(5);
+    notices.drain(..keep);
+    Ok(TaskDetail {
+        task,
+        steps,
+        history,
+        notices,
+    })
+}
+
+fn log(db: &Db, query: LogQuery) -> crate::store::Result<LogChunk> {
+    let id = query.step_run_id;
+    let lines = match query.anchor {
+        LogAnchor::Tail => db.log_tail(id, query.limit)?,
+        LogAnchor::Head => db.log_lines(id, 0, query.limit)?,
+        LogAnchor::After(after) => db.log_lines(id, after, query.limit)?,
+        LogAnchor::Before(before) => db.log_lines_before(id, before, query.limit)?,
+    };
+    Ok(LogChunk {
+        query,
+        lines,
+        total: db.log_count(id)?,
+    })
+}

@@ -1,0 +1,49 @@
+//! The terminal UI (DESIGN §6): a live kanban of a workspace's tasks with a step/log pane.
+//!
+//! Roles: `event` (what reaches the reducer and what it asks for), `app` + `keys` (the
+//! state and its one reducer), `board`/`logview`/`modal` (state by area), `keymap` +
+//! `action` (keys as data), `ui` (pure drawing), `loader` (reads on a thread),
+//! `backend` (embedded or attached engine), `runner` (the event loop), `terminal`,
+//! `notify`, `theme`, `logging`, `demo`.
+
+pub mod action;
+pub mod app;
+pub mod backend;
+pub mod board;
+pub mod demo;
+pub mod event;
+pub mod keymap;
+mod keys;
+pub mod loader;
+mod logging;
+pub mod logview;
+pub mod modal;
+pub mod notify;
+mod runner;
+pub mod terminal;
+pub mod theme;
+pub mod ui;
+
+use crate::cli::workspace;
+use std::path::PathBuf;
+
+/// `baton` with no subcommand: opens the TUI on the workspace (or on a throwaway demo
+/// workspace with `demo`). Returns the process exit code.
+pub fn main(dir: Option<&PathBuf>, demo: bool) -> i32 {
+    let out = if demo {
+        demo::create().and_then(|d| runner::run(&d.ws))
+    } else {
+        workspace(dir)
+            .map_err(|f| f.message)
+            .and_then(|ws| runner::run(&ws))
+    };
+    match out {
+        Ok(()) => 0,
+        Err(e) => {
+            // stderr may be a terminal that has gone away: never panic over it.
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "baton: {e}");
+            1
+        }
+    }
+}

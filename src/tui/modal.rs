@@ -1,0 +1,385 @@
+//! The layers drawn over the board: forms, menus, confirmations, help, the diff and the
+//! full-screen log. They live on a stack in `App`; the top one consumes keys and `Esc`
+//! closes it.
+
+use super::action::Action;
+use super::event::{Effect, NewTask};
+use super::keymap::{BINDINGS, Ctx, lookup};
+use crate::engine::{Action as EngineAction, Request};
+use crate::pipeline::{MoveOption, Pipeline};
+use crossterm::event::KeyEvent;
+use ratatui_textarea::TextArea;
+
+/// One layer of the stack.
+#[derive(Debug)]
+pub enum Modal {
+    Help { scroll: u16 },
+    NewTask(Box<NewTaskForm>),
+    Reject(Box<NoteForm>),
+    Move(MoveMenu),
+    Confirm(Confirm),
+    Diff(DiffView),
+    FullLog,
+    Input(LineInput),
+}
+
+/// What a key did to the top layer.
+#[derive(Debug, PartialEq)]
+pub enum Outcome {
+    /// The layer stays (it may have changed).
+    Stay,
+    /// Close the layer.
+    Close,
+    /// Close the layer and do this.
+    Done(Effect),
+    /// Close the layer and quit.
+    Quit,
+    /// The key is not for this layer (the app handles it).
+    Pass,
+}
+
+/// The task a layer acts on, as the user saw it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Target {
+    pub task_id: i64,
+    pub status: String,
+    pub title: String,
+}
+
+impl Target {
+    /// A request about this task, valid only while it is still where the user saw it.
+    pub fn request(&self, action: EngineAction) -> Request {
+        Request {
+            task_id: self.task_id,
+            action,
+            expected_status: Some(self.status.clone()),
+            actor: "tui".into(),
+        }
+    }
+}
+
+/// Fields of the new-task form, in tab order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    Title,
+    Pipeline,
+    Prompt,
+    Start,
+}
+
+/// `n`: title, pipeline picker, multi-line prompt, start now.
+#[derive(Debug)]
+pub struct NewTaskForm {
+    pub title: TextArea<'static>,
+    pub prompt: TextArea<'static>,
+    pub pipelines: Vec<Pipeline>,
+    pub pipeline: usize,
+    pub start: bool,
+    pub field: Field,
+    pub error: Option<String>,
+}
+
+impl NewTaskForm {
+    /// A blank form on `pipelines`, with `current` preselected.
+    pub fn new(pipelines: Vec<Pipeline>, current: Option<&str>) -> Self {
+        let pipeline = current
+            .and_then(|id| pipelines.iter().position(|p| p.id == id))
+            .unwrap_or(0);
+        let mut title = TextArea::default();
+        title.set_placeholder_text("what should be done");
+        let mut prompt = TextArea::default();
+        prompt.set_placeholder_text("details for the steps (markdown, several lines)");
+        Self {
+            title,
+            prompt,
+            pipelines,
+            pipeline,
+            start: true,
+            field: Field::Title,
+            error: None,
+        }
+    }
+
+    fn cycle(&mut self, forward: bool) {
+        use Field::*;
+        let order = [Title, Pipeline, Prompt, Start];
+        let i = order.iter().position(|f| *f == self.field).unwrap_or(0) as isize;
+        let next = (i + if forward { 1 } else { -1 }).rem_euclid(order.len() as isize);
+        self.field = order[next as usize];
+    }
+
+    fn key(&mut self, key: KeyEvent) -> Outcome {
+        use crossterm::event::KeyCode;
+        match lookup(BINDINGS, &[Ctx::Form], &key) {
+            Some(Action::Back) => return Outcome::Close,
+            Some(Action::NextField) => self.cycle(true),
+            Some(Action::PrevField) => self.cycle(false),
+            Some(Action::Submit) => return self.submit(),
+            _ => match self.field {
+                Field::Title => {
+                    // One line: enter moves on instead of breaking the line.
+                    if key.code == KeyCode::Enter {
+                        self.cycle(true);
+                    } else {
+                        self.title.input(key);
+                        self.error = None;
+                    }
+                }
+                Field::Prompt => {
+                    self.prompt.input(key);
+                }
+                Field::Pipeline => match key.code {
+                    KeyCode::Left | KeyCode::Char('h') | KeyCode::Up | KeyCode::Char('k') => {
+                        let n = self.pipelines.len().max(1);
+                        self.pipeline = (self.pipeline + n - 1) % n;
+                    }
+                    KeyCode::Right
+                    | KeyCode::Char('l')
+                    | KeyCode::Down
+                    | KeyCode::Char('j')
+                    | KeyCode::Char(' ') => {
+                        self.pipeline = (self.pipeline + 1) % self.pipelines.len().max(1);
+                    }
+                    KeyCode::Enter => self.cycle(true),
+                    _ => {}
+                },
+                Field::Start => match key.code {
+                    KeyCode::Char(' ') | KeyCode::Char('x') => self.start = !self.start,
+                    KeyCode::Enter => return self.submit(),
+                    _ => {}
+                },
+            },
+        }
+        Outcome::Stay
+    }
+
+    fn submit(&mut self) -> Outcome {
+        let title = self.title.lines().join(" ").trim().to_string();
+        if title.is_empty() {
+            self.error = Some("a task needs a title".into());
+            self.field = Field::Title;
+            return Outcome::Stay;
+        }
+        let Some(pipeline) = self.pipelines.get(self.pipeline).cloned() else {
+            self.error = Some("no pipeline to put it on".into());
+            return Outcome::Stay;
+        };
+        Outcome::Done(Effect::Create(NewTask {
+            pipeline,
+            title,
+            prompt: self.prompt.lines().join("\n").trim_end().to_string(),
+            start: self.start,
+        }))
+    }
+}
+
+/// `r`: a rejection with a note for the next step.
+#[derive(Debug)]
+pub struct NoteForm {
+    pub target: Target,
+    pub note: TextArea<'static>,
+}
+
+impl NoteForm {
+    /// A blank note about `target`.
+    pub fn new(target: Target) -> Self {
+        let mut note = TextArea::default();
+        note.set_placeholder_text("what should change (handed to the next step)");
+        Self { target, note }
+    }
+
+    fn key(&mut self, key: KeyEvent) -> Outcome {
+        match lookup(BINDINGS, &[Ctx::Form], &key) {
+            Some(Action::Back) => Outcome::Close,
+            Some(Action::Submit) => {
+                let text = self.note.lines().join("\n").trim().to_string();
+                let note = (!text.is_empty()).then_some(text);
+                Outcome::Done(Effect::Send(
+                    self.target.request(EngineAction::Reject { note }),
+                ))
+            }
+            _ => {
+                self.note.input(key);
+                Outcome::Stay
+            }
+        }
+    }
+}
+
+/// `m`: where the task can go, and where it cannot and why.
+#[derive(Debug)]
+pub struct MoveMenu {
+    pub target: Target,
+    /// `None` while loading.
+    pub options: Option<Result<Vec<MoveOption>, String>>,
+    pub cursor: usize,
+}
+
+impl MoveMenu {
+    fn key(&mut self, key: KeyEvent) -> Outcome {
+        let options = match &self.options {
+            Some(Ok(o)) => o.as_slice(),
+            _ => &[],
+        };
+        match lookup(BINDINGS, &[Ctx::Popup], &key) {
+            Some(Action::Back | Action::No) => Outcome::Close,
+            Some(Action::Up) => {
+                self.cursor = self.cursor.saturating_sub(1);
+                Outcome::Stay
+            }
+            Some(Action::Down) => {
+                self.cursor = (self.cursor + 1).min(options.len().saturating_sub(1));
+                Outcome::Stay
+            }
+            Some(Action::Open) => match options.get(self.cursor) {
+                Some(o) if o.allowed => {
+                    Outcome::Done(Effect::Send(self.target.request(EngineAction::Move {
+                        to: o.to.clone(),
+                        note: None,
+                    })))
+                }
+                _ => Outcome::Stay,
+            },
+            _ => Outcome::Stay,
+        }
+    }
+}
+
+/// A yes/no question.
+#[derive(Debug, PartialEq)]
+pub enum Confirm {
+    /// `x`: abort the task (stops its step).
+    Abort(Target),
+    /// `q` while steps run in the embedded engine.
+    Quit { running: usize },
+}
+
+impl Confirm {
+    fn key(&mut self, key: KeyEvent) -> Outcome {
+        match lookup(BINDINGS, &[Ctx::Popup], &key) {
+            Some(Action::Yes | Action::Open) => match self {
+                Confirm::Abort(t) => {
+                    Outcome::Done(Effect::Send(t.request(EngineAction::Abort { note: None })))
+                }
+                Confirm::Quit { .. } => Outcome::Quit,
+            },
+            Some(Action::No | Action::Back) => Outcome::Close,
+            _ => Outcome::Stay,
+        }
+    }
+}
+
+/// `D`: the task's diff, scrollable.
+#[derive(Debug)]
+pub struct DiffView {
+    pub target: Target,
+    /// `None` while loading.
+    pub result: Option<Result<Option<String>, String>>,
+    pub scroll: u16,
+}
+
+impl DiffView {
+    fn key(&mut self, key: KeyEvent) -> Outcome {
+        use crossterm::event::KeyCode;
+        match key.code {
+            KeyCode::Esc | KeyCode::Char('q') | KeyCode::Char('D') => Outcome::Close,
+            KeyCode::Down | KeyCode::Char('j') => {
+                self.scroll = self.scroll.saturating_add(1);
+                Outcome::Stay
+            }
+            KeyCode::Up | KeyCode::Char('k') => {
+                self.scroll = self.scroll.saturating_sub(1);
+                Outcome::Stay
+            }
+            KeyCode::PageDown | KeyCode::Char(' ') => {
+                self.scroll = self.scroll.saturating_add(20);
+                Outcome::Stay
+            }
+            KeyCode::PageUp => {
+                self.scroll = self.scroll.saturating_sub(20);
+                Outcome::Stay
+            }
+            KeyCode::Char('g') => {
+                self.scroll = 0;
+                Outcome::Stay
+            }
+            _ => Outcome::Stay,
+        }
+    }
+}
+
+/// What a one-line input is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputFor {
+    /// Filter the board's cards (live, as typed).
+    Filter,
+    /// Search the log.
+    Search,
+}
+
+/// A one-line prompt at the bottom of the screen.
+#[derive(Debug)]
+pub struct LineInput {
+    pub purpose: InputFor,
+    pub text: String,
+}
+
+/// What a key did to a line input.
+#[derive(Debug, PartialEq)]
+pub enum InputOutcome {
+    Changed,
+    Accept,
+    Cancel,
+    Ignored,
+}
+
+impl LineInput {
+    /// Edits the text; enter accepts, esc cancels.
+    pub fn key(&mut self, key: KeyEvent) -> InputOutcome {
+        use crossterm::event::{KeyCode, KeyModifiers};
+        match key.code {
+            KeyCode::Esc => InputOutcome::Cancel,
+            KeyCode::Enter => InputOutcome::Accept,
+            KeyCode::Backspace => {
+                self.text.pop();
+                InputOutcome::Changed
+            }
+            KeyCode::Char('u') if key.modifiers.contains(KeyModifiers::CONTROL) => {
+                self.text.clear();
+                InputOutcome::Changed
+            }
+            KeyCode::Char(c) if !key.modifiers.contains(KeyModifiers::CONTROL) => {
+                self.text.push(c);
+                InputOutcome::Changed
+            }
+            _ => InputOutcome::Ignored,
+        }
+    }
+}
+
+impl Modal {
+    /// Hands a key to this layer. Full-screen log and line inputs answer `Pass`: the app
+    /// handles them, since they act on its log and board.
+    pub fn key(&mut self, key: KeyEvent) -> Outcome {
+        use crossterm::event::KeyCode;
+        match self {
+            Modal::Help { scroll } => match key.code {
+                KeyCode::Down | KeyCode::Char('j') => {
+                    *scroll = scroll.saturating_add(1);
+                    Outcome::Stay
+                }
+                KeyCode::Up | KeyCode::Char('k') => {
+                    *scroll = scroll.saturating_sub(1);
+                    Outcome::Stay
+                }
+                _ => Outcome::Close,
+            },
+            Modal::NewTask(f) => f.key(key),
+            Modal::Reject(f) => f.key(key),
+            Modal::Move(m) => m.key(key),
+            Modal::Confirm(c) => c.key(key),
+            Modal::Diff(d) => d.key(key),
+            Modal::FullLog | Modal::Input(_) => Outcome::Pass,
+        }
+    }
+}

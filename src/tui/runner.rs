@@ -1,0 +1,172 @@
+//! The driver: owns the terminal, the loader and the backend; feeds events to the reducer,
+//! performs its effects, and draws only when something changed (at most ~30 times a second).
+
+use super::app::App;
+use super::backend::Backend;
+use super::event::{AppEvent, Effect};
+use super::loader::{LoadReq, Loader};
+use super::notify;
+use super::terminal::Screen;
+use super::theme::Theme;
+use super::ui;
+use crate::store::now_ms;
+use crate::workspace::Workspace;
+use crossterm::event::{Event, KeyEventKind};
+use std::io::Write;
+use std::time::Duration;
+use tokio::signal::unix::{Signal, SignalKind, signal};
+use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
+use tokio::time::{Instant, MissedTickBehavior};
+
+/// Shortest time between two frames.
+const FRAME: Duration = Duration::from_millis(33);
+/// The spinner's pace (the clock only runs while a task runs).
+const TICK: Duration = Duration::from_millis(200);
+/// How long quitting waits for the embedded engine to stop its steps.
+const SHUTDOWN_PATIENCE: Duration = Duration::from_secs(20);
+
+/// Runs the TUI on `ws` until the user quits.
+pub fn run(ws: &Workspace) -> Result<(), String> {
+    let _log = super::logging::init(ws);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    let out = rt.block_on(main_loop(ws));
+    // The input thread may still sit in a blocking read; do not wait for it.
+    rt.shutdown_timeout(Duration::from_millis(100));
+    tracing::info!("runtime stopped");
+    out
+}
+
+/// Reads terminal input on its own thread (blocking reads: no polling while idle).
+fn spawn_input(tx: UnboundedSender<AppEvent>) {
+    let _ = std::thread::Builder::new()
+        .name("baton-input".into())
+        .spawn(move || {
+            loop {
+                let ev = match crossterm::event::read() {
+                    Ok(Event::Key(k)) if k.kind != KeyEventKind::Release => AppEvent::Key(k),
+                    Ok(Event::Resize(w, h)) => AppEvent::Resize(w, h),
+                    Ok(_) => continue,
+                    Err(e) => {
+                        tracing::error!("reading the terminal failed: {e}");
+                        return;
+                    }
+                };
+                if tx.send(ev).is_err() {
+                    return;
+                }
+            }
+        });
+}
+
+async fn main_loop(ws: &Workspace) -> Result<(), String> {
+    let (tx, mut rx) = unbounded_channel();
+    let backend = Backend::connect(ws, tx.clone());
+    let loader = Loader::spawn(ws.clone(), tx.clone());
+    let mut screen = Screen::enter().map_err(|e| format!("cannot set up the terminal: {e}"))?;
+    spawn_input(tx.clone());
+    let size = screen
+        .terminal
+        .size()
+        .map_err(|e| format!("cannot read the terminal size: {e}"))?;
+    let mut app = App::new(Theme::from_env(), backend.mode(), (size.width, size.height));
+    app.now_ms = now_ms();
+    let tmux = notify::in_tmux();
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
+    let mut dirty = true;
+    let mut last_draw = Instant::now() - FRAME;
+    // A closed SSH session (SIGHUP) or a kill (SIGTERM) ends the TUI as `q` would, so the
+    // embedded engine interrupts its steps cleanly and a demo workspace is removed.
+    let mut hangup = signal(SignalKind::hangup());
+    let mut terminate = signal(SignalKind::terminate());
+    loop {
+        for effect in app.take_effects() {
+            perform(effect, ws, &backend, &loader, &tx, tmux);
+        }
+        if app.quit {
+            break;
+        }
+        let ticking = app.wants_tick();
+        tokio::select! {
+            ev = rx.recv() => {
+                let Some(ev) = ev else { break };
+                app.now_ms = now_ms();
+                dirty |= app.update(ev);
+                // Drain what is already queued before drawing.
+                while let Ok(ev) = rx.try_recv() {
+                    dirty |= app.update(ev);
+                }
+            }
+            _ = tick.tick(), if ticking => {
+                app.now_ms = now_ms();
+                dirty |= app.update(AppEvent::Tick);
+            }
+            _ = recv(&mut hangup) => break,
+            _ = recv(&mut terminate) => break,
+            _ = tokio::time::sleep_until(last_draw + FRAME), if dirty => {
+                if let Err(e) = draw(&mut screen, &app) {
+                    // The terminal is gone (a hung-up SSH session): stop as if asked to.
+                    tracing::warn!("{e}; stopping");
+                    break;
+                }
+                last_draw = Instant::now();
+                dirty = false;
+            }
+        }
+    }
+    tracing::info!("leaving the TUI");
+    if backend.mode() == super::app::Mode::Embedded {
+        app.say("stopping the engine…", false);
+        let _ = draw(&mut screen, &app);
+    }
+    backend.shutdown(SHUTDOWN_PATIENCE).await;
+    tracing::info!("engine stopped");
+    drop(screen);
+    tracing::info!("terminal restored");
+    Ok(())
+}
+
+/// Waits for a signal; never resolves when the handler could not be installed.
+async fn recv(sig: &mut std::io::Result<Signal>) {
+    match sig {
+        Ok(s) => {
+            s.recv().await;
+        }
+        Err(_) => std::future::pending().await,
+    }
+}
+
+fn draw(screen: &mut Screen, app: &App) -> Result<(), String> {
+    screen
+        .terminal
+        .draw(|f| ui::render(f, app))
+        .map(|_| ())
+        .map_err(|e| format!("drawing failed: {e}"))
+}
+
+fn perform(
+    effect: Effect,
+    ws: &Workspace,
+    backend: &Backend,
+    loader: &Loader,
+    tx: &UnboundedSender<AppEvent>,
+    tmux: bool,
+) {
+    match effect {
+        Effect::LoadBoard => loader.request(LoadReq::Board),
+        Effect::LoadTask(id) => loader.request(LoadReq::Task(id)),
+        Effect::LoadLog(q) => loader.request(LoadReq::Log(q)),
+        Effect::LoadMoves(id) => loader.request(LoadReq::Moves(id)),
+        Effect::LoadDiff(id) => loader.request(LoadReq::Diff(id)),
+        Effect::Send(req) => backend.send(req, tx.clone()),
+        Effect::Create(new) => backend.create(ws, new, tx.clone()),
+        Effect::Notify { title, body } => {
+            let mut out = std::io::stdout();
+            let _ = out.write_all(notify::sequence(&title, &body, tmux).as_bytes());
+            let _ = out.flush();
+        }
+    }
+}

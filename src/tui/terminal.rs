@@ -1,0 +1,65 @@
+//! Entering and leaving the terminal's full-screen mode. The terminal is restored on every
+//! exit path: by the guard's `Drop`, and by a panic hook that runs before the panic message
+//! is printed.
+
+use crossterm::cursor::Show;
+use crossterm::execute;
+use crossterm::terminal::{
+    EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
+};
+use ratatui::Terminal;
+use ratatui::backend::CrosstermBackend;
+use std::io::{Stdout, stdout};
+use std::sync::Once;
+
+/// The terminal in full-screen mode; restores it when dropped.
+pub struct Screen {
+    pub terminal: Terminal<CrosstermBackend<Stdout>>,
+}
+
+/// Puts the terminal back as it was. Safe to call more than once.
+pub fn restore() {
+    let _ = disable_raw_mode();
+    let _ = execute!(stdout(), LeaveAlternateScreen, Show);
+}
+
+fn install_panic_hook() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            restore();
+            previous(info);
+        }));
+    });
+}
+
+impl Screen {
+    /// Raw mode, alternate screen, hidden cursor.
+    pub fn enter() -> std::io::Result<Self> {
+        install_panic_hook();
+        enable_raw_mode()?;
+        let mut out = stdout();
+        if let Err(e) = execute!(out, EnterAlternateScreen) {
+            restore();
+            return Err(e);
+        }
+        let terminal = match Terminal::new(CrosstermBackend::new(out)) {
+            Ok(t) => t,
+            Err(e) => {
+                restore();
+                return Err(e);
+            }
+        };
+        let mut screen = Self { terminal };
+        let _ = screen.terminal.hide_cursor();
+        let _ = screen.terminal.clear();
+        Ok(screen)
+    }
+}
+
+impl Drop for Screen {
+    fn drop(&mut self) {
+        restore();
+    }
+}

@@ -1,0 +1,186 @@
+//! The columns and their cards. Only the cards that fit are built.
+
+use super::layout::CARD_H;
+use super::text::{SPINNER, elapsed, truncate};
+use crate::pipeline::StatusKind;
+use crate::store::{TaskCard, TaskState};
+use crate::tui::app::{App, Focus};
+use crate::tui::theme::Theme;
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Paragraph};
+
+/// Width of a collapsed column.
+const STRIP_W: u16 = 5;
+
+pub fn render(f: &mut Frame, area: Rect, app: &App) {
+    let t = &app.theme;
+    let board = &app.board;
+    let n = board.column_count();
+    if n == 0 {
+        let msg = if app.loaded {
+            "no pipelines — add one under .baton/pipelines/"
+        } else {
+            "loading…"
+        };
+        f.render_widget(
+            Paragraph::new(msg).block(Block::bordered().border_style(t.border())),
+            area,
+        );
+        return;
+    }
+    let width = app.size.0;
+    let constraints: Vec<Constraint> = (0..n)
+        .map(|i| {
+            if board.is_collapsed(i, width) {
+                Constraint::Length(STRIP_W)
+            } else {
+                Constraint::Fill(1)
+            }
+        })
+        .collect();
+    let cols = Layout::horizontal(constraints).split(area);
+    let cap = (area.height.saturating_sub(2) / CARD_H) as usize;
+    for (i, rect) in cols.iter().enumerate() {
+        let Some(status) = board.status(i) else {
+            continue;
+        };
+        let count = board.column_len(i);
+        let current = i == board.col;
+        let border = if current && app.focus == Focus::Board {
+            t.border_focus()
+        } else {
+            t.border()
+        };
+        if board.is_collapsed(i, width) {
+            let mut lines = vec![Line::styled(count.to_string(), t.title())];
+            lines.extend(
+                status
+                    .label
+                    .chars()
+                    .take(rect.height.saturating_sub(3) as usize)
+                    .map(|c| Line::styled(c.to_string(), t.dim())),
+            );
+            let block = Block::bordered().border_style(border);
+            f.render_widget(Paragraph::new(lines).centered().block(block), *rect);
+            continue;
+        }
+        let inner_w = rect.width.saturating_sub(2) as usize;
+        let title_style = match status.kind {
+            StatusKind::Gate => t.attention(),
+            _ if current => t.title(),
+            _ => t.text().add_modifier(Modifier::BOLD),
+        };
+        let label = truncate(&status.label, inner_w.saturating_sub(5));
+        let scroll = board
+            .scroll
+            .get(i)
+            .copied()
+            .unwrap_or(0)
+            .min(count.saturating_sub(1));
+        let mut block = Block::bordered()
+            .border_style(border)
+            .title(Line::from(vec![
+                Span::styled(label, title_style),
+                Span::styled(format!(" {count}"), t.dim()),
+            ]));
+        if scroll > 0 {
+            block = block.title(Line::styled(format!("↑{scroll}"), t.dim()).right_aligned());
+        }
+        let below = count.saturating_sub(scroll + cap);
+        if below > 0 {
+            block =
+                block.title_bottom(Line::styled(format!("↓{below} more"), t.dim()).right_aligned());
+        }
+        let mut lines = Vec::with_capacity(cap * CARD_H as usize);
+        for (row, card) in board.column(i).enumerate().skip(scroll).take(cap) {
+            let selected = current && board.rows.get(i) == Some(&row);
+            card_lines(&mut lines, app, card, inner_w, selected);
+        }
+        f.render_widget(Paragraph::new(lines).block(block), *rect);
+    }
+}
+
+fn card_lines(out: &mut Vec<Line<'static>>, app: &App, card: &TaskCard, w: usize, selected: bool) {
+    let t = &app.theme;
+    let id = format!("#{} ", card.id);
+    let title = truncate(&card.title, w.saturating_sub(id.chars().count()));
+    let mut first = Line::from(vec![Span::styled(id, t.id()), Span::raw(title)]);
+    let mut second = Line::from(badges(app, card, w));
+    if selected {
+        let sel = t.selected();
+        first = first.patch_style(sel);
+        second = second.patch_style(sel);
+        pad(&mut first, w, sel);
+        pad(&mut second, w, sel);
+    }
+    out.push(first);
+    out.push(second);
+}
+
+/// Pads a selected line to the full width so the highlight is a solid bar.
+fn pad(line: &mut Line<'static>, w: usize, style: Style) {
+    let used = line.width();
+    if used < w {
+        line.spans.push(Span::styled(" ".repeat(w - used), style));
+    }
+}
+
+/// The state badge first, then as many of tests, cost and progress as fit in `w`.
+fn badges(app: &App, card: &TaskCard, w: usize) -> Vec<Span<'static>> {
+    let t: &Theme = &app.theme;
+    let total = app.board.step_total(card);
+    let progress = (total > 0).then(|| format!("{}/{}", card.steps_done.min(total as i64), total));
+    let mut spans = Vec::new();
+    let mut used = 0;
+    let mut push = |text: String, style: Style| {
+        let gap = usize::from(!spans.is_empty());
+        let width = Span::raw(text.as_str()).width();
+        // The state badge always shows (clipped if need be); the others only whole.
+        if !spans.is_empty() && used + gap + width > w {
+            return;
+        }
+        if gap == 1 {
+            spans.push(Span::raw(" "));
+        }
+        used += gap + width;
+        spans.push(Span::styled(text, style));
+    };
+    match card.state {
+        TaskState::Running => {
+            let since = card.running_since.unwrap_or(app.now_ms);
+            let spin = SPINNER[app.frame % SPINNER.len()];
+            push(
+                format!("{spin} {}", elapsed(app.now_ms - since)),
+                t.running(),
+            );
+        }
+        TaskState::Queued => push("… queued".into(), t.dim()),
+        TaskState::Waiting if app.board.needs_approval(card) => {
+            push("⚑ approval".into(), t.attention())
+        }
+        TaskState::Waiting => push("◆ waiting".into(), t.attention()),
+        TaskState::Interrupted => push("⏸ interrupted".into(), t.attention()),
+        TaskState::Failed => push("✗ failed".into(), t.error()),
+        TaskState::Cancelled => push("– cancelled".into(), t.dim()),
+        TaskState::Done => push("✓ done".into(), t.ok()),
+        TaskState::Idle => push("idle".into(), t.dim()),
+    }
+    if let Some(tests) = &card.tests {
+        let n = |k: &str| tests.get(k).and_then(|v| v.as_u64()).unwrap_or(0);
+        let (passed, failed) = (n("passed"), n("failed"));
+        push(format!("✓{passed}"), t.ok());
+        if failed > 0 {
+            push(format!("✗{failed}"), t.error());
+        }
+    }
+    if let Some(cost) = card.cost.filter(|c| *c > 0.0) {
+        push(format!("${cost:.2}"), t.dim());
+    }
+    if let Some(p) = progress {
+        push(p, t.dim());
+    }
+    spans
+}

@@ -1,0 +1,223 @@
+//! The selected task: banner, steps, handoff, history, and the live log.
+
+use super::layout::detail_parts;
+use super::log;
+use super::text::{clock, elapsed, truncate};
+use crate::pipeline::StatusKind;
+use crate::store::{StepRun, StepState};
+use crate::tui::app::{App, Focus};
+use crate::tui::event::TaskDetail;
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Paragraph};
+
+pub fn render(f: &mut Frame, area: Rect, app: &App) {
+    let t = &app.theme;
+    let border = if app.focus == Focus::Detail {
+        t.border_focus()
+    } else {
+        t.border()
+    };
+    let mut block = Block::bordered().border_style(border);
+    let Some(d) = &app.detail else {
+        let msg = match app.board.selected {
+            Some(_) => "loading…",
+            None if app.board.cards.is_empty() && app.loaded => {
+                "no tasks yet — press n to create one"
+            }
+            None => "no task selected",
+        };
+        f.render_widget(
+            Paragraph::new(Span::styled(msg, t.dim())).block(block),
+            area,
+        );
+        return;
+    };
+    let task = &d.task;
+    let label = app
+        .board
+        .pipelines
+        .iter()
+        .find(|p| p.id == task.pipeline_id)
+        .and_then(|p| p.status(&task.status))
+        .map_or(task.status.clone(), |s| s.label.clone());
+    let w = area.width.saturating_sub(4) as usize;
+    block = block.title(Line::from(vec![
+        Span::styled(format!(" #{} ", task.id), t.id()),
+        Span::styled(truncate(&task.title, w.saturating_sub(30)), t.title()),
+        Span::styled(format!(" · {label} · {} ", task.state), t.dim()),
+    ]));
+    let inner = block.inner(area);
+    f.render_widget(block, area);
+    let banner = app.banner();
+    let (banner_area, left, right) = detail_parts(inner, banner);
+    if banner {
+        render_banner(f, banner_area, app, d);
+    }
+    render_left(f, left, app, d);
+    let [title, lines] = Layout::vertical([Constraint::Length(1), Constraint::Min(0)])
+        .areas(right.inner(ratatui::layout::Margin::new(1, 0)));
+    f.render_widget(Paragraph::new(Line::from(log::title(app))), title);
+    log::render_lines(f, lines, app);
+}
+
+fn render_banner(f: &mut Frame, area: Rect, app: &App, d: &TaskDetail) {
+    let t = &app.theme;
+    let step = d
+        .steps
+        .iter()
+        .rev()
+        .find(|s| s.state == StepState::Interrupted)
+        .map_or(d.task.status.clone(), |s| s.status.clone());
+    let b = t.banner();
+    let k = b.add_modifier(ratatui::style::Modifier::BOLD);
+    let line = Line::from(vec![
+        Span::styled(format!(" ⏸ Interrupted while {step} ran. "), b),
+        Span::styled("[R]", k),
+        Span::styled(" Resume  ", b),
+        Span::styled("[F]", k),
+        Span::styled(" Retry from scratch  ", b),
+        Span::styled("[d]", k),
+        Span::styled(" Dismiss", b),
+    ]);
+    let width = area.width as usize;
+    let mut line = line;
+    let used = line.width();
+    if used < width {
+        line.spans.push(Span::styled(" ".repeat(width - used), b));
+    }
+    f.render_widget(Paragraph::new(line), area);
+}
+
+fn symbol(s: &StepRun) -> &'static str {
+    match s.state {
+        StepState::Succeeded => "✓",
+        StepState::Failed | StepState::TimedOut => "✗",
+        StepState::Running => "●",
+        StepState::Pending => "○",
+        StepState::Interrupted => "⏸",
+        StepState::Cancelled => "–",
+    }
+}
+
+fn render_left(f: &mut Frame, area: Rect, app: &App, d: &TaskDetail) {
+    let t = &app.theme;
+    let w = area.width.saturating_sub(1) as usize;
+    let mut lines = vec![Line::styled("Steps", t.title())];
+    for (i, s) in d.steps.iter().enumerate() {
+        let style: Style = match s.state {
+            StepState::Succeeded => t.ok(),
+            StepState::Failed | StepState::TimedOut => t.error(),
+            StepState::Running => t.running(),
+            StepState::Interrupted => t.attention(),
+            _ => t.dim(),
+        };
+        let dur = match (s.started_at, s.finished_at) {
+            (Some(a), Some(b)) => elapsed(b - a),
+            (Some(a), None) if s.state == StepState::Running => elapsed(app.now_ms - a),
+            _ => String::new(),
+        };
+        let name = truncate(
+            &format!("{} #{}", s.status, s.attempt),
+            w.saturating_sub(10),
+        );
+        let mut line = Line::from(vec![
+            Span::styled(format!("{} ", symbol(s)), style),
+            Span::raw(format!("{name:<width$}", width = w.saturating_sub(9))),
+            Span::styled(format!("{dur:>6}"), t.dim()),
+        ]);
+        if Some(i) == app.step {
+            line = if app.focus == Focus::Detail {
+                line.patch_style(t.selected())
+            } else {
+                line.patch_style(Style::new().add_modifier(ratatui::style::Modifier::BOLD))
+            };
+        }
+        lines.push(line);
+    }
+    // Statuses still ahead in this run, for a sense of progress.
+    if let Some(p) = app
+        .board
+        .pipelines
+        .iter()
+        .find(|p| p.id == d.task.pipeline_id)
+    {
+        let here = p.index_of(&d.task.status).unwrap_or(0);
+        let run = d.task.run_id.unwrap_or_default();
+        for s in p.statuses.iter().skip(here + 1) {
+            let ran = d.steps.iter().any(|r| r.run_id == run && r.status == s.id);
+            if s.kind == StatusKind::Step && !ran {
+                lines.push(Line::styled(format!("○ {}", s.id), t.dim()));
+            }
+        }
+    }
+    if let Some(step) = app.shown_step() {
+        if let Some(e) = &step.error {
+            lines.push(Line::styled(truncate(e, w), t.error()));
+        }
+        if let Some(content) = &step.handoff_content {
+            lines.push(Line::raw(""));
+            lines.push(Line::styled("Handoff", t.title()));
+            lines.extend(handoff_lines(step, content, w, app));
+        }
+    }
+    lines.push(Line::raw(""));
+    lines.push(Line::styled("History", t.title()));
+    let room = (area.height as usize).saturating_sub(lines.len());
+    let mut hist: Vec<Line> = d
+        .history
+        .iter()
+        .map(|h| {
+            let from = h.from.as_deref().unwrap_or("·");
+            Line::from(vec![
+                Span::styled(format!("{} ", clock(h.at)), t.dim()),
+                Span::raw(truncate(
+                    &format!("{from}→{} {}", h.to, h.trigger),
+                    w.saturating_sub(9),
+                )),
+            ])
+        })
+        .collect();
+    hist.extend(
+        d.notices
+            .iter()
+            .map(|e| Line::styled(truncate(&format!("! {}", e.summary), w), t.error())),
+    );
+    let skip = hist.len().saturating_sub(room);
+    lines.extend(hist.into_iter().skip(skip));
+    f.render_widget(Paragraph::new(lines), area);
+}
+
+/// The structured fields when the handoff has them, else its first lines.
+fn handoff_lines(step: &StepRun, content: &str, w: usize, app: &App) -> Vec<Line<'static>> {
+    let t = &app.theme;
+    let fields = [
+        ("what_was_done", "Done"),
+        ("decisions_made", "Decisions"),
+        ("open_questions", "Open"),
+        ("next_agent_context", "Next"),
+    ];
+    let meta = step.handoff_metadata.as_ref();
+    let mut out: Vec<Line> = fields
+        .iter()
+        .filter_map(|(key, label)| {
+            let v = meta?.get(*key)?.as_str()?;
+            let first = v.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+            Some(Line::from(vec![
+                Span::styled(format!("{label}: "), t.key()),
+                Span::raw(truncate(first.trim(), w.saturating_sub(label.len() + 2))),
+            ]))
+        })
+        .collect();
+    if out.is_empty() {
+        out = content
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .take(3)
+            .map(|l| Line::raw(truncate(l, w)))
+            .collect();
+    }
+    out
+}

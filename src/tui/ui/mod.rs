@@ -1,0 +1,32 @@
+//! Drawing: a pure function of the app state. Nothing here changes state or does I/O.
+
+mod board;
+mod detail;
+mod header;
+pub mod layout;
+mod log;
+mod popups;
+mod text;
+
+use super::app::App;
+use layout::{Areas, MIN_H, MIN_W};
+use ratatui::Frame;
+use ratatui::widgets::Paragraph;
+
+/// Draws the whole screen.
+pub fn render(f: &mut Frame, app: &App) {
+    let area = f.area();
+    if area.width < MIN_W || area.height < MIN_H {
+        let msg = format!("terminal too small — need {MIN_W}×{MIN_H}");
+        f.render_widget(Paragraph::new(msg), area);
+        return;
+    }
+    let areas = Areas::new(area, app.focus);
+    header::render_header(f, areas.header, app);
+    board::render(f, areas.board, app);
+    detail::render(f, areas.detail, app);
+    header::render_status(f, areas.status, app);
+    for modal in &app.modals {
+        popups::render(f, &areas, app, modal);
+    }
+}

@@ -1,0 +1,278 @@
+//! The reducer: keys through the keymap and the modal stack, effects it asks for, and
+//! notifications — no terminal, no engine.
+
+mod tui_support;
+
+use baton::engine::{Action as EngineAction, Request};
+use baton::store::TaskState;
+use baton::tui::app::{Focus, Mode};
+use baton::tui::event::{AppEvent, BoardSnapshot, Effect};
+use baton::tui::modal::{Confirm, Modal};
+use crossterm::event::KeyCode;
+use tui_support::*;
+
+fn sent(effects: &[Effect]) -> Vec<Request> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Send(r) => Some(r.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn first_board_selects_a_card_and_loads_it() {
+    let mut h = Harness::new(100, 30);
+    assert!(h.app.loaded);
+    assert_eq!(h.app.board.selected, Some(1));
+    assert_eq!(h.app.take_effects(), vec![Effect::LoadTask(1)]);
+}
+
+#[test]
+fn task_keys_send_requests_with_the_status_the_user_saw() {
+    let mut h = Harness::new(100, 30);
+    h.select(4);
+    h.app.take_effects();
+    h.key(KeyCode::Char('a'));
+    let reqs = sent(&h.app.take_effects());
+    assert_eq!(
+        reqs,
+        vec![Request {
+            task_id: 4,
+            action: EngineAction::Approve { note: None },
+            expected_status: Some("review".into()),
+            actor: "tui".into(),
+        }]
+    );
+    h.select(3);
+    h.app.take_effects();
+    h.key(KeyCode::Char('R'));
+    h.key(KeyCode::Char('F'));
+    let actions: Vec<_> = sent(&h.app.take_effects())
+        .into_iter()
+        .map(|r| r.action)
+        .collect();
+    assert_eq!(actions, vec![EngineAction::Resume, EngineAction::Retry]);
+}
+
+#[test]
+fn the_top_modal_consumes_keys_and_esc_closes_it() {
+    let mut h = Harness::new(100, 30);
+    h.select(4);
+    h.key(KeyCode::Char('r'));
+    assert!(matches!(h.app.modals.last(), Some(Modal::Reject(_))));
+    h.app.take_effects();
+    // `a` and `q` are text in the note, not approve and quit.
+    h.chars("aq");
+    assert!(!h.app.quit);
+    assert!(sent(&h.app.take_effects()).is_empty());
+    h.key(KeyCode::Esc);
+    assert!(h.app.modals.is_empty());
+    // Reject again: ctrl+s sends the note.
+    h.key(KeyCode::Char('r'));
+    h.chars("needs tests");
+    h.ctrl('s');
+    assert!(h.app.modals.is_empty());
+    let reqs = sent(&h.app.take_effects());
+    assert_eq!(
+        reqs[0].action,
+        EngineAction::Reject {
+            note: Some("needs tests".into())
+        }
+    );
+}
+
+#[test]
+fn stacked_layers_close_one_at_a_time() {
+    let mut h = Harness::new(100, 30);
+    let (detail, log) = running_detail();
+    h.select(2);
+    h.serve(&detail, &log);
+    h.key(KeyCode::Char('L'));
+    h.key(KeyCode::Char('/'));
+    assert_eq!(h.app.modals.len(), 2);
+    h.key(KeyCode::Esc);
+    assert!(matches!(h.app.modals.last(), Some(Modal::FullLog)));
+    h.key(KeyCode::Esc);
+    assert!(h.app.modals.is_empty());
+}
+
+#[test]
+fn new_task_form_submits_with_ctrl_s() {
+    let mut h = Harness::new(100, 30);
+    h.app.take_effects();
+    h.key(KeyCode::Char('n'));
+    h.chars("Ship it");
+    h.key(KeyCode::Tab);
+    h.key(KeyCode::Right);
+    h.key(KeyCode::Tab);
+    h.chars("line one");
+    h.key(KeyCode::Enter);
+    h.chars("line two");
+    h.ctrl('s');
+    assert!(h.app.modals.is_empty());
+    let effects = h.app.take_effects();
+    let Some(Effect::Create(new)) = effects.first() else {
+        panic!("expected a create effect, got {effects:?}");
+    };
+    assert_eq!(new.title, "Ship it");
+    assert_eq!(new.prompt, "line one\nline two");
+    assert_eq!(new.pipeline.id, pipelines()[1].id);
+    assert!(new.start);
+    // The created task becomes the selection once the board reloads.
+    h.event(AppEvent::Created(Ok(8)));
+    assert_eq!(h.app.board.selected, Some(8));
+    assert!(h.app.take_effects().contains(&Effect::LoadBoard));
+}
+
+#[test]
+fn quit_asks_only_when_an_embedded_engine_runs_steps() {
+    let mut h = Harness::new(100, 30);
+    h.key(KeyCode::Char('q'));
+    assert_eq!(
+        h.app.modals.last().and_then(|m| match m {
+            Modal::Confirm(c) => Some(c),
+            _ => None,
+        }),
+        Some(&Confirm::Quit { running: 1 })
+    );
+    h.key(KeyCode::Char('n'));
+    assert!(!h.app.quit && h.app.modals.is_empty());
+    h.key(KeyCode::Char('q'));
+    h.key(KeyCode::Char('y'));
+    assert!(h.app.quit);
+
+    let mut attached = Harness::with_mode(100, 30, Mode::Attached);
+    attached.key(KeyCode::Char('q'));
+    assert!(attached.app.quit);
+}
+
+#[test]
+fn abort_needs_confirmation() {
+    let mut h = Harness::new(100, 30);
+    h.select(2);
+    h.app.take_effects();
+    h.key(KeyCode::Char('x'));
+    assert!(sent(&h.app.take_effects()).is_empty());
+    h.key(KeyCode::Char('y'));
+    let reqs = sent(&h.app.take_effects());
+    assert_eq!(reqs[0].action, EngineAction::Abort { note: None });
+    assert_eq!(reqs[0].expected_status.as_deref(), Some("build"));
+}
+
+#[test]
+fn dismiss_hides_the_interrupted_banner_for_that_task() {
+    let mut h = Harness::new(100, 30);
+    let (detail, log) = interrupted_detail();
+    h.select(3);
+    h.serve(&detail, &log);
+    assert!(h.app.banner());
+    h.key(KeyCode::Char('d'));
+    assert!(!h.app.banner());
+    assert!(h.app.dismissed.contains(&3));
+}
+
+#[test]
+fn enter_focuses_the_detail_and_j_k_pick_steps() {
+    let mut h = Harness::new(100, 30);
+    let (detail, log) = running_detail();
+    h.select(2);
+    h.serve(&detail, &log);
+    assert_eq!(h.app.step, Some(1));
+    h.key(KeyCode::Enter);
+    assert_eq!(h.app.focus, Focus::Detail);
+    h.key(KeyCode::Char('k'));
+    assert_eq!(h.app.step, Some(0));
+    assert!(h.app.step_pinned);
+    let effects = h.app.take_effects();
+    assert!(matches!(effects.as_slice(), [Effect::LoadLog(q)] if q.step_run_id == 11));
+    h.key(KeyCode::Esc);
+    assert_eq!(h.app.focus, Focus::Board);
+}
+
+#[test]
+fn log_events_for_the_shown_step_fetch_new_lines_others_do_not() {
+    let mut h = Harness::new(100, 30);
+    let (detail, log) = running_detail();
+    h.select(2);
+    h.serve(&detail, &log);
+    assert!(!h.event(AppEvent::LogAppended { step_run_id: 99 }));
+    assert!(h.app.take_effects().is_empty());
+    h.event(AppEvent::LogAppended { step_run_id: 12 });
+    let effects = h.app.take_effects();
+    assert!(matches!(effects.as_slice(), [Effect::LoadLog(q)] if q.step_run_id == 12));
+}
+
+#[test]
+fn a_task_newly_needing_approval_or_failing_rings_once() {
+    let mut h = Harness::new(100, 30);
+    h.app.take_effects();
+    let mut cards = cards();
+    // #2 reaches the review gate, #7 fails.
+    for c in &mut cards {
+        if c.id == 2 {
+            c.status = "review".into();
+            c.state = TaskState::Waiting;
+        }
+        if c.id == 7 {
+            c.status = "failed".into();
+            c.state = TaskState::Failed;
+        }
+    }
+    let snapshot = BoardSnapshot {
+        pipelines: pipelines(),
+        cards,
+    };
+    h.event(AppEvent::Board(snapshot.clone()));
+    let notes: Vec<String> = h
+        .app
+        .take_effects()
+        .into_iter()
+        .filter_map(|e| match e {
+            Effect::Notify { title, .. } => Some(title),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        notes,
+        vec![
+            "baton: task 7 failed".to_string(),
+            "baton: task 2 needs approval".to_string()
+        ]
+    );
+    // The same board again: nothing new to announce, nothing to redraw.
+    assert!(!h.event(AppEvent::Board(snapshot)));
+    assert!(
+        !h.app
+            .take_effects()
+            .iter()
+            .any(|e| matches!(e, Effect::Notify { .. }))
+    );
+}
+
+#[test]
+fn idle_ticks_do_not_redraw() {
+    let mut h = Harness::new(100, 30);
+    assert!(h.event(AppEvent::Tick), "a task runs: the spinner moves");
+    let mut quiet = cards();
+    quiet.retain(|c| c.state != TaskState::Running);
+    h.event(AppEvent::Board(BoardSnapshot {
+        pipelines: pipelines(),
+        cards: quiet,
+    }));
+    assert!(!h.app.wants_tick());
+    assert!(!h.event(AppEvent::Tick));
+}
+
+#[test]
+fn filter_narrows_cards_and_esc_clears_it() {
+    let mut h = Harness::new(100, 30);
+    h.key(KeyCode::Char('/'));
+    h.chars("flaky");
+    assert_eq!(h.app.board.selected, Some(3));
+    h.key(KeyCode::Enter);
+    assert_eq!(h.app.board.filter, "flaky");
+    h.key(KeyCode::Esc);
+    assert_eq!(h.app.board.filter, "");
+}

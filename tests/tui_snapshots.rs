@@ -1,0 +1,189 @@
+//! Whole-app snapshots on ratatui's TestBackend: state and engine events injected, keys
+//! pressed, the screen compared with a reviewed `.snap` file.
+
+mod tui_support;
+
+use baton::pipeline::{MoveOption, Trigger};
+use baton::tui::app::Mode;
+use baton::tui::event::AppEvent;
+use crossterm::event::KeyCode;
+use insta::assert_snapshot;
+use tui_support::*;
+
+#[test]
+fn board_100x30() {
+    let mut h = Harness::new(100, 30);
+    h.serve(&backlog_detail(), &[]);
+    assert_snapshot!(h.screen());
+}
+
+#[test]
+fn board_80x24_with_terminal_columns_expanded() {
+    let mut h = Harness::new(80, 24);
+    h.key(KeyCode::Char('c'));
+    h.serve(&backlog_detail(), &[]);
+    assert_snapshot!(h.screen());
+}
+
+#[test]
+fn board_120x36_filtered() {
+    let mut h = Harness::new(120, 36);
+    h.key(KeyCode::Char('/'));
+    h.chars("dark");
+    let (detail, log) = running_detail();
+    h.serve(&detail, &log);
+    assert_snapshot!(h.screen());
+}
+
+#[test]
+fn detail_pane_with_live_log() {
+    let mut h = Harness::new(100, 30);
+    let (detail, log) = running_detail();
+    h.select(2);
+    h.key(KeyCode::Enter);
+    h.serve(&detail, &log);
+    assert_snapshot!(h.screen());
+}
+
+#[test]
+fn detail_pane_80x24_after_a_step_change_shows_the_older_step() {
+    let mut h = Harness::new(80, 24);
+    let (detail, log) = running_detail();
+    h.select(2);
+    h.key(KeyCode::Enter);
+    h.serve(&detail, &log);
+    h.key(KeyCode::Char('k'));
+    h.serve(&detail, &log);
+    assert_snapshot!(h.screen());
+}
+
+#[test]
+fn full_screen_log_with_search() {
+    let mut h = Harness::new(100, 30);
+    let (detail, log) = running_detail();
+    h.select(2);
+    h.serve(&detail, &log);
+    h.key(KeyCode::Char('L'));
+    h.key(KeyCode::Char('/'));
+    h.chars("module_1");
+    h.key(KeyCode::Enter);
+    assert_snapshot!(h.screen());
+}
+
+#[test]
+fn interrupted_banner() {
+    let mut h = Harness::new(100, 30);
+    let (detail, log) = interrupted_detail();
+    h.select(3);
+    h.serve(&detail, &log);
+    assert_snapshot!(h.screen());
+}
+
+#[test]
+fn new_task_form() {
+    let mut h = Harness::new(100, 30);
+    h.key(KeyCode::Char('n'));
+    h.chars("Fix the login redirect");
+    h.key(KeyCode::Tab);
+    h.key(KeyCode::Tab);
+    h.chars("Users land on /home.");
+    h.key(KeyCode::Enter);
+    h.chars("They should land where they were.");
+    assert_snapshot!(h.screen());
+}
+
+#[test]
+fn new_task_form_80x24_without_a_title() {
+    let mut h = Harness::new(80, 24);
+    h.key(KeyCode::Char('n'));
+    h.ctrl('s');
+    assert_snapshot!(h.screen());
+}
+
+#[test]
+fn reject_note_form() {
+    let mut h = Harness::new(100, 30);
+    h.select(4);
+    h.serve(&gate_detail(), &[]);
+    h.key(KeyCode::Char('r'));
+    h.chars("Add a benchmark first.");
+    assert_snapshot!(h.screen());
+}
+
+#[test]
+fn move_menu_with_a_blocked_option() {
+    let mut h = Harness::new(100, 30);
+    h.select(2);
+    h.key(KeyCode::Char('m'));
+    h.event(AppEvent::Moves {
+        task_id: 2,
+        result: Ok(vec![
+            MoveOption {
+                to: "backlog".into(),
+                trigger: Trigger::Manual,
+                label: Some("Back to backlog".into()),
+                allowed: false,
+                blocked_by: vec!["no_running_step".into()],
+            },
+            MoveOption {
+                to: "cancelled".into(),
+                trigger: Trigger::Manual,
+                label: Some("Drop it".into()),
+                allowed: true,
+                blocked_by: vec![],
+            },
+        ]),
+    });
+    assert_snapshot!(h.screen());
+}
+
+#[test]
+fn abort_confirm() {
+    let mut h = Harness::new(100, 30);
+    h.select(2);
+    h.key(KeyCode::Char('x'));
+    assert_snapshot!(h.screen());
+}
+
+#[test]
+fn quit_confirm_when_steps_run_in_the_embedded_engine() {
+    let mut h = Harness::new(80, 24);
+    h.key(KeyCode::Char('q'));
+    assert!(!h.app.quit);
+    assert_snapshot!(h.screen());
+}
+
+#[test]
+fn help_screen() {
+    let mut h = Harness::new(100, 30);
+    h.key(KeyCode::Char('?'));
+    assert_snapshot!(h.screen());
+}
+
+#[test]
+fn diff_shows_the_message_of_task_diff() {
+    let mut h = Harness::new(80, 24);
+    h.select(2);
+    h.key(KeyCode::Char('D'));
+    h.event(AppEvent::Diff {
+        task_id: 2,
+        result: Err("diffs are not available in this build yet".into()),
+    });
+    assert_snapshot!(h.screen());
+}
+
+#[test]
+fn attached_header_and_request_error_in_the_status_line() {
+    let mut h = Harness::with_mode(100, 30, Mode::Attached);
+    h.serve(&backlog_detail(), &[]);
+    h.event(AppEvent::Replied(Err(
+        "task 4 is no longer at review (it is at done) — reload and try again".into(),
+    )));
+    assert_snapshot!(h.screen());
+}
+
+#[test]
+fn too_small() {
+    let mut h = Harness::new(50, 12);
+    assert_snapshot!(h.screen());
+}

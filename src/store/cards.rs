@@ -19,6 +19,8 @@ pub struct TaskCard {
     pub tests: Option<serde_json::Value>,
     /// Total cost of the current run's steps, when any step reported one.
     pub cost: Option<f64>,
+    /// The latest error since the task last moved (a refused merge, a failed hook).
+    pub alert: Option<String>,
 }
 
 impl Db<'_> {
@@ -32,7 +34,10 @@ impl Db<'_> {
                WHERE s.task_id = t.id AND s.state = 'running'), \
              (SELECT s.tests_json FROM step_runs s WHERE s.task_id = t.id \
                AND s.run_id = t.run_id AND s.tests_json IS NOT NULL ORDER BY s.id DESC LIMIT 1), \
-             (SELECT SUM(s.cost) FROM step_runs s WHERE s.task_id = t.id AND s.run_id = t.run_id) \
+             (SELECT SUM(s.cost) FROM step_runs s WHERE s.task_id = t.id AND s.run_id = t.run_id), \
+             (SELECT e.summary FROM events e WHERE e.task_id = t.id AND e.level = 'error' \
+               AND e.at >= COALESCE((SELECT MAX(h.at) FROM history h WHERE h.task_id = t.id), 0) \
+               ORDER BY e.id DESC LIMIT 1) \
              FROM tasks t ORDER BY t.id DESC",
         )?;
         let rows = stmt.query_map([], |r| {
@@ -48,6 +53,7 @@ impl Db<'_> {
                 running_since: r.get(7)?,
                 tests: tests.and_then(|t| serde_json::from_str(&t).ok()),
                 cost: r.get(9)?,
+                alert: r.get(10)?,
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)

@@ -60,6 +60,7 @@ pub fn card(id: i64, title: &str, status: &str, state: TaskState) -> TaskCard {
         running_since: None,
         tests: None,
         cost: None,
+        alert: None,
     }
 }
 
@@ -84,6 +85,7 @@ pub fn cards() -> Vec<TaskCard> {
     v[3].steps_done = 3;
     v[3].tests = Some(serde_json::json!({"passed": 12, "failed": 0, "skipped": 0}));
     v[3].cost = Some(0.42);
+    v[3].alert = Some("merge of baton/4-x into main has conflicts in: a.rs".into());
     v[4].steps_done = 3;
     v[5].steps_done = 2;
     v[5].tests = Some(serde_json::json!({"passed": 9, "failed": 3, "skipped": 0}));

@@ -168,6 +168,9 @@ fn badges(app: &App, card: &TaskCard, w: usize) -> Vec<Span<'static>> {
         TaskState::Done => push("✓ done".into(), t.ok()),
         TaskState::Idle => push("idle".into(), t.dim()),
     }
+    if card.alert.is_some() {
+        push("⚠".into(), t.error());
+    }
     if let Some(tests) = &card.tests {
         let n = |k: &str| tests.get(k).and_then(|v| v.as_u64()).unwrap_or(0);
         let (passed, failed) = (n("passed"), n("failed"));

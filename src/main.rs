@@ -1,6 +1,6 @@
 //! The `baton` binary: parse the command line and dispatch.
 
-use baton::cli::{Cli, dispatch};
+use baton::cli::{Cli, dispatch, exit};
 use clap::Parser;
 
 fn main() {
@@ -13,7 +13,15 @@ fn main() {
         );
     }
     let _ = color_eyre::install();
-    let cli = Cli::parse();
+    // Usage errors exit 1 like every other error (2 means "waiting at a gate" for `run --wait`).
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { exit::ERROR } else { exit::OK };
+            let _ = e.print();
+            std::process::exit(code);
+        }
+    };
     let code = match cli.command {
         Some(command) => match dispatch(cli.dir.as_ref(), command) {
             Ok(code) => code,

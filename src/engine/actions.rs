@@ -91,8 +91,10 @@ pub fn no_pre_commit(_: &Task, _: &[crate::pipeline::Hook]) -> std::result::Resu
 /// Applies a request inside the caller's write transaction.
 pub fn apply(db: &Db, req: &Request, pre: PreCommit) -> Result<Applied> {
     let task = db.task(req.task_id)?;
+    // Abort is allowed from any status, so a move that raced it does not make it fail.
     if let Some(expected) = &req.expected_status
         && &task.status != expected
+        && !matches!(req.action, Action::Abort { .. })
     {
         return Err(EngineError::NoLongerAt {
             task: task.id,
@@ -145,12 +147,12 @@ pub fn apply(db: &Db, req: &Request, pre: PreCommit) -> Result<Applied> {
         ),
         Action::Approve { note } => (
             decided(decide(&pipeline, &task.status, &Trigger::Approve, &facts))?,
-            note.as_deref(),
+            note.clone(),
             run_id,
         ),
         Action::Reject { note } => (
             decided(decide(&pipeline, &task.status, &Trigger::Reject, &facts))?,
-            note.as_deref(),
+            note.clone(),
             run_id,
         ),
         Action::Move { to, note } => {
@@ -162,13 +164,13 @@ pub fn apply(db: &Db, req: &Request, pre: PreCommit) -> Result<Applied> {
             }
             (
                 decided(decide_move(&pipeline, &task.status, to, &facts))?,
-                note.as_deref(),
+                note.clone(),
                 run_id,
             )
         }
         Action::Abort { note } => (
             decided(decide(&pipeline, &task.status, &Trigger::Abort, &facts))?,
-            note.as_deref(),
+            note.clone(),
             run_id,
         ),
         Action::Resume => resume_decision(db, &task)?,
@@ -183,7 +185,15 @@ pub fn apply(db: &Db, req: &Request, pre: PreCommit) -> Result<Applied> {
             message,
         })?;
     }
-    let moved = transition(db, &task, &pipeline, &decision, &req.actor, note, run_id)?;
+    let moved = transition(
+        db,
+        &task,
+        &pipeline,
+        &decision,
+        &req.actor,
+        note.as_deref(),
+        run_id,
+    )?;
     Ok(Applied {
         task_id: task.id,
         summary: format!(
@@ -266,7 +276,7 @@ fn plain(to: &str, trigger: Trigger) -> Decision {
 }
 
 /// Resume: re-run the last interrupted or failed step of the current run, where it ran.
-fn resume_decision<'n>(db: &Db, task: &Task) -> Result<(Decision, Option<&'n str>, i64)> {
+fn resume_decision(db: &Db, task: &Task) -> Result<(Decision, Option<String>, i64)> {
     if !matches!(task.state, TaskState::Interrupted | TaskState::Failed) {
         return Err(EngineError::Refused {
             task: task.id,
@@ -295,15 +305,16 @@ fn resume_decision<'n>(db: &Db, task: &Task) -> Result<(Decision, Option<&'n str
                 task.id
             ),
         })?;
-    Ok((plain(&step.status, Trigger::Resume), None, run_id))
+    // The re-run gets the note its first attempt had (e.g. a reviewer's requested changes).
+    Ok((plain(&step.status, Trigger::Resume), step.note.clone(), run_id))
 }
 
 /// Retry from scratch: a new run entering the first status (through `start` from a queue).
-fn retry_decision<'n>(
+fn retry_decision(
     db: &Db,
     task: &Task,
     pipeline: &Pipeline,
-) -> Result<(Decision, Option<&'n str>, i64)> {
+) -> Result<(Decision, Option<String>, i64)> {
     if !matches!(
         task.state,
         TaskState::Interrupted | TaskState::Failed | TaskState::Cancelled
@@ -351,7 +362,22 @@ fn retry_decision<'n>(
     Ok((plain(&to, Trigger::Retry), None, new_run))
 }
 
+/// Breakpoints only matter to a task that can still reach a step.
+fn refuse_if_finished(task: &Task, pipeline: &Pipeline, verb: &str) -> Result<()> {
+    if pipeline
+        .status(&task.status)
+        .is_some_and(|s| s.kind.is_terminal())
+    {
+        return Err(EngineError::Refused {
+            task: task.id,
+            message: format!("it has finished (at `{}`), so there is nothing to {verb}", task.status),
+        });
+    }
+    Ok(())
+}
+
 fn set_break(db: &Db, task: &Task, pipeline: &Pipeline, status: &str) -> Result<Applied> {
+    refuse_if_finished(task, pipeline, "pause")?;
     match pipeline.status(status) {
         Some(s) if s.kind == StatusKind::Step => {}
         Some(_) => {
@@ -385,12 +411,26 @@ fn set_break(db: &Db, task: &Task, pipeline: &Pipeline, status: &str) -> Result<
 }
 
 fn continue_paused(db: &Db, task: &Task, pipeline: &Pipeline) -> Result<Applied> {
+    refuse_if_finished(task, pipeline, "continue")?;
+    if task.breakpoint.is_none() && task.state != TaskState::Waiting {
+        return Err(EngineError::Refused {
+            task: task.id,
+            message: "it has no breakpoint and is not paused".into(),
+        });
+    }
     db.set_breakpoint(task.id, None)?;
     let at_step = pipeline.status(&task.status).map(|s| s.kind) == Some(StatusKind::Step);
     let open = db.step_runs(task.id)?.iter().any(|s| !s.state.is_final());
     if at_step && task.state == TaskState::Waiting && !open {
         let run_id = task.run_id.unwrap_or_default();
-        db.insert_step_run(task.id, run_id, &task.status, None, 0)?;
+        // The note of the move that brought the task here still belongs to this step.
+        let note = db
+            .history(task.id)?
+            .into_iter()
+            .rev()
+            .find(|h| h.to == task.status)
+            .and_then(|h| h.reason);
+        db.insert_step_run(task.id, run_id, &task.status, note.as_deref(), 0)?;
         db.set_task_state(task.id, entry_state(StatusKind::Step, false))?;
         db.set_run_state(run_id, RunState::Running)?;
         return Ok(Applied {

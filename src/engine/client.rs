@@ -78,7 +78,7 @@ pub fn submit(ws: &Workspace, store: &mut Store, req: &Request) -> Result<Submit
         for step in &moved.stop {
             super::recovery::end_orphan(step, cfg.kill_grace);
         }
-        super::effects::after_commit(ws, git.as_ref(), store, moved);
+        super::effects::after_commit(ws, git.as_ref(), moved);
     }
     Ok(Submitted::Direct(Box::new(applied)))
 }

@@ -62,21 +62,25 @@ impl GitCtx {
         }))
     }
 
-    /// Creates the task's worktree if it has none yet; returns the folder its steps run in.
-    pub fn prepare(&self, store: &mut Store, task: &Task) -> Result<PathBuf, GitError> {
-        if let Some(wt) = &task.worktree
-            && Path::new(wt).exists()
+    /// Creates the task's worktree if it has none yet (or if its folder is no longer a
+    /// checkout of the task's branch); returns the folder its steps run in. git runs without
+    /// holding the store; the store is locked only to record the result.
+    pub fn prepare(&self, store: &std::sync::Mutex<Store>, task: &Task) -> Result<PathBuf, GitError> {
+        if let (Some(wt), Some(branch)) = (&task.worktree, &task.branch)
+            && git::current_branch(Path::new(wt)).as_deref() == Some(branch.as_str())
         {
             return Ok(Path::new(wt).join(&self.rel));
         }
-        let base = task
-            .base_branch
-            .clone()
-            .unwrap_or_else(|| self.base.clone());
+        let base = task.base_branch.clone().unwrap_or_else(|| self.base.clone());
+        if let Some(stale) = &task.worktree {
+            // A folder left half-removed (or removed by hand): let git forget it.
+            let _ = git::remove_worktree(&self.repo, Path::new(stale));
+        }
         let (branch, path) =
             git::ensure_worktree(&self.repo, &self.worktree_root, &base, task.id, &task.title)?;
         let path_s = path.to_string_lossy().into_owned();
-        let recorded = store.write(|db| {
+        let mut guard = store.lock().unwrap_or_else(|p| p.into_inner());
+        let recorded = guard.write(|db| {
             db.set_worktree(task.id, Some(&branch), Some(&path_s), Some(&base))?;
             db.insert_event(&NewEvent {
                 task_id: Some(task.id),
@@ -134,50 +138,88 @@ pub fn pre_commit(git: Option<&GitCtx>, task: &Task, hooks: &[Hook]) -> Result<(
     }
 }
 
-/// After a committed transition: remove the worktree at done/cancelled (deleting the branch
-/// when it was merged), run the `run` and `notify` hooks, and record what happened.
-pub fn after_commit(ws: &Workspace, git: Option<&GitCtx>, store: &mut Store, moved: &Moved) {
+/// After a committed transition: the worktree clean-up of a finished task, then the hooks.
+/// Opens its own connection, so slow git or hooks never hold anyone else's.
+pub fn after_commit(ws: &Workspace, git: Option<&GitCtx>, moved: &Moved) {
+    let mut store = match Store::open(&ws.db_path()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("after task {} moved: {e}", moved.task_id);
+            return;
+        }
+    };
     let Ok(task) = store.read().task(moved.task_id) else {
         return;
     };
-    let kind = super::pipeline_of(&task)
+    if let Some(g) = git {
+        cleanup_worktree(g, &mut store, &task, moved);
+    }
+    run_hooks(ws, &mut store, &task, moved);
+}
+
+/// At done or cancelled the worktree goes. Uncommitted work is committed to the task branch
+/// first, so nothing is lost; a merged branch is deleted, any other kept.
+fn cleanup_worktree(g: &GitCtx, store: &mut Store, task: &Task, moved: &Moved) {
+    let kind = super::pipeline_of(task)
         .ok()
         .and_then(|p| p.status(&moved.to).map(|s| s.kind));
-    let mut results = Vec::new();
-    if let (Some(g), Some(wt), Some(StatusKind::Done | StatusKind::Cancelled)) =
-        (git, &task.worktree, kind)
-    {
-        let removed = git::remove_worktree(&g.repo, Path::new(wt));
-        let merged = moved.hooks.iter().any(|h| matches!(h, Hook::Merge(_)));
-        let branch_note = match (&task.branch, merged, kind) {
-            (Some(b), true, Some(StatusKind::Done)) => {
-                match git::delete_merged_branch(&g.repo, b) {
-                    Ok(()) => format!("; merged branch {b} deleted"),
-                    Err(e) => format!("; branch {b} kept ({e})"),
+    let (Some(wt), Some(kind @ (StatusKind::Done | StatusKind::Cancelled))) = (&task.worktree, kind)
+    else {
+        return;
+    };
+    let wt_path = Path::new(wt);
+    let saved = if wt_path.exists() {
+        git::commit_all(
+            wt_path,
+            &format!("baton: work left when task {} ended at {}", task.id, moved.to),
+        )
+    } else {
+        Ok(false)
+    };
+    let (summary, level) = match saved {
+        Err(e) => (
+            format!("kept worktree {wt}: its uncommitted work could not be committed ({e})"),
+            "error",
+        ),
+        Ok(saved) => {
+            let saved_note = if saved { "; uncommitted work committed to the branch" } else { "" };
+            match git::remove_worktree(&g.repo, wt_path) {
+                Err(e) => (format!("could not remove worktree {wt}: {e}"), "error"),
+                Ok(()) => {
+                    let _ = store.write(|db| db.clear_worktree(task.id));
+                    let merged = kind == StatusKind::Done
+                        && moved.hooks.iter().any(|h| matches!(h, Hook::Merge(_)));
+                    let base = task.base_branch.as_deref().unwrap_or(&g.base);
+                    let branch_note = match (&task.branch, merged) {
+                        (Some(b), true) => match git::delete_merged_branch(&g.repo, b, base) {
+                            Ok(()) => format!("; merged branch {b} deleted"),
+                            Err(e) => format!("; branch {b} kept ({e})"),
+                        },
+                        (Some(b), false) => format!("; branch {b} kept"),
+                        (None, _) => String::new(),
+                    };
+                    (format!("worktree {wt} removed{saved_note}{branch_note}"), "info")
                 }
             }
-            (Some(b), _, _) => format!("; branch {b} kept"),
-            _ => String::new(),
-        };
-        let (summary, level) = match &removed {
-            Ok(()) => (format!("worktree {wt} removed{branch_note}"), "info"),
-            Err(e) => (format!("could not remove worktree {wt}: {e}"), "error"),
-        };
-        let _ = store.write(|db| {
-            if removed.is_ok() {
-                db.clear_worktree(task.id)?;
-            }
-            db.insert_event(&NewEvent {
-                task_id: Some(task.id),
-                category: "git",
-                kind: "worktree.removed",
-                summary,
-                data: json!({ "path": wt }),
-                actor: "engine",
-                level,
-            })
-        });
-    }
+        }
+    };
+    let _ = store.write(|db| {
+        db.insert_event(&NewEvent {
+            task_id: Some(task.id),
+            category: "git",
+            kind: "worktree.removed",
+            summary,
+            data: json!({ "path": wt }),
+            actor: "engine",
+            level,
+        })
+    });
+}
+
+/// Runs a transition's hooks (all but `merge`, which ran before the commit) and records
+/// each result; a failing hook is an event, never a rollback.
+fn run_hooks(ws: &Workspace, store: &mut Store, task: &Task, moved: &Moved) {
+    let mut results = Vec::new();
     for hook in &moved.hooks {
         let outcome = match hook {
             Hook::Merge(_) => Ok("merged".to_string()),
@@ -186,9 +228,9 @@ pub fn after_commit(ws: &Workspace, git: Option<&GitCtx>, store: &mut Store, mov
                 .and_then(|m| m.as_str())
                 .unwrap_or("notified")
                 .to_string()),
-            Hook::Run(cmd) => run_hook(ws, &task, moved, cmd),
-            Hook::StartTask(spec) => start_task_hook(ws, store, &task, spec),
-            Hook::Webhook(spec) => webhook_hook(&task, moved, spec),
+            Hook::Run(cmd) => run_hook(ws, task, moved, cmd),
+            Hook::StartTask(spec) => start_task_hook(ws, store, task, spec),
+            Hook::Webhook(spec) => webhook_hook(task, moved, spec),
         };
         let (status, detail, level) = match &outcome {
             Ok(d) => ("ok", d.clone(), "info"),
@@ -199,11 +241,7 @@ pub fn after_commit(ws: &Workspace, git: Option<&GitCtx>, store: &mut Store, mov
             db.insert_event(&NewEvent {
                 task_id: Some(task.id),
                 category: "hook",
-                kind: if status == "ok" {
-                    "hook.ok"
-                } else {
-                    "hook.failed"
-                },
+                kind: if status == "ok" { "hook.ok" } else { "hook.failed" },
                 summary: format!("hook {}: {detail}", hook.name()),
                 data: json!({ "hook": hook.name() }),
                 actor: "hook",
@@ -216,9 +254,18 @@ pub fn after_commit(ws: &Workspace, git: Option<&GitCtx>, store: &mut Store, mov
     }
 }
 
-/// A `run` hook: `sh -c` in the workspace root with the task in the environment.
+/// How long a `run` hook may take before its process group is killed.
+const HOOK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A `run` hook: `sh -c` in the workspace root with the task in the environment, in its own
+/// process group, killed after [`HOOK_TIMEOUT`].
 fn run_hook(ws: &Workspace, task: &Task, moved: &Moved, cmd: &str) -> Result<String, String> {
-    let out = std::process::Command::new("sh")
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile_path(ws, task.id);
+    let out_path = dir.with_extension("out");
+    let err_path = dir.with_extension("err");
+    let open = |p: &Path| std::fs::File::create(p).map_err(|e| format!("cannot write {}: {e}", p.display()));
+    let mut child = std::process::Command::new("sh")
         .arg("-c")
         .arg(cmd)
         .current_dir(ws.root())
@@ -228,37 +275,46 @@ fn run_hook(ws: &Workspace, task: &Task, moved: &Moved, cmd: &str) -> Result<Str
         .env("BATON_TO", &moved.to)
         .env("BATON_TRIGGER", moved.trigger.to_string())
         .stdin(std::process::Stdio::null())
-        .output()
+        .stdout(open(&out_path)?)
+        .stderr(open(&err_path)?)
+        .process_group(0)
+        .spawn()
         .map_err(|e| format!("could not start `sh`: {e}"))?;
-    let text = String::from_utf8_lossy(&out.stdout);
+    let deadline = std::time::Instant::now() + HOOK_TIMEOUT;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            _ => {
+                crate::exec::process::signal_group(child.id(), nix::sys::signal::Signal::SIGKILL);
+                let _ = child.wait();
+                return Err(format!("`{cmd}` took longer than {} s and was killed", HOOK_TIMEOUT.as_secs()));
+            }
+        }
+    };
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+    let (text, err) = (read(&out_path), read(&err_path));
+    let _ = std::fs::remove_file(&out_path);
+    let _ = std::fs::remove_file(&err_path);
     let first = text.lines().next().unwrap_or("").to_string();
-    if out.status.success() {
+    if status.success() {
         Ok(first)
     } else {
-        let err = String::from_utf8_lossy(&out.stderr);
         Err(format!(
             "`{cmd}` exited {}: {}",
-            out.status.code().unwrap_or(-1),
+            status.code().unwrap_or(-1),
             err.lines().next().unwrap_or(&first)
         ))
     }
 }
 
-/// Records a refused merge as a task event, so the board and `show` explain it.
-pub fn record_refusal(store: &mut Store, err: &super::EngineError) {
-    if let super::EngineError::Merge { task, message, .. } = err {
-        let _ = store.write(|db| {
-            db.insert_event(&NewEvent {
-                task_id: Some(*task),
-                category: "git",
-                kind: "merge.failed",
-                summary: message.clone(),
-                data: json!({}),
-                actor: "engine",
-                level: "error",
-            })
-        });
-    }
+/// A scratch path in the task's context folder for a hook's output.
+fn tempfile_path(ws: &Workspace, task_id: i64) -> std::path::PathBuf {
+    let dir = ws.context_dir(task_id);
+    let _ = std::fs::create_dir_all(&dir);
+    dir.join(format!("hook-{}-{}", std::process::id(), crate::store::now_ms()))
 }
 
 /// A `start_task` hook: `{"pipeline": "deploy", "title": "Deploy {{title}}", "prompt": "…"}`
@@ -342,5 +398,22 @@ fn webhook_hook(task: &Task, moved: &Moved, spec: &serde_json::Value) -> Result<
         Ok(format!("POST {url}: {status}"))
     } else {
         Err(format!("POST {url} answered {status}"))
+    }
+}
+
+/// Records a refused merge as a task event, so the board and `show` explain it.
+pub fn record_refusal(store: &mut Store, err: &super::EngineError) {
+    if let super::EngineError::Merge { task, message, .. } = err {
+        let _ = store.write(|db| {
+            db.insert_event(&NewEvent {
+                task_id: Some(*task),
+                category: "git",
+                kind: "merge.failed",
+                summary: message.clone(),
+                data: json!({}),
+                actor: "engine",
+                level: "error",
+            })
+        });
     }
 }

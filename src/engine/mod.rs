@@ -95,6 +95,8 @@ enum StopReason {
 struct Running {
     cancel: CancellationToken,
     reason: Option<StopReason>,
+    /// Cancelled by the step's task once its process is gone and its report is sent.
+    ended: CancellationToken,
 }
 
 /// A condition on the store that ends a run.
@@ -125,6 +127,8 @@ pub struct Engine {
     logs: mpsc::Sender<logwriter::LogMsg>,
     log_writer: tokio::task::JoinHandle<()>,
     git: Option<GitCtx>,
+    /// Clean-ups and hooks running after committed transitions.
+    followups: tokio::task::JoinSet<()>,
     triggers: triggers::TriggerSet,
     /// Problems in the workspace's pipeline triggers (those triggers are skipped).
     pub trigger_errors: Vec<String>,
@@ -172,6 +176,7 @@ impl Engine {
             logs,
             log_writer,
             git,
+            followups: tokio::task::JoinSet::new(),
             triggers,
             trigger_errors,
             recovered,
@@ -237,6 +242,7 @@ impl Engine {
                 dirty = true;
             }
         }
+        while self.followups.join_next().await.is_some() {}
         drop(self.logs);
         let _ = self.log_writer.await;
         Ok(())
@@ -300,26 +306,43 @@ impl Engine {
 
     /// Applies one request and stops the steps it ended.
     async fn apply(&mut self, req: Request) -> std::result::Result<String, String> {
+        self.apply_command(req, None).await
+    }
+
+    /// Applies a request; a queued command is marked done in the same transaction, so a
+    /// crash can never apply it twice.
+    async fn apply_command(
+        &mut self,
+        req: Request,
+        command: Option<i64>,
+    ) -> std::result::Result<String, String> {
         let task_id = req.task_id;
         let git = self.git.clone();
         let out = self
             .write(move |db| {
-                actions::apply(db, &req, &|t, h| effects::pre_commit(git.as_ref(), t, h))
+                let applied =
+                    actions::apply(db, &req, &|t, h| effects::pre_commit(git.as_ref(), t, h))?;
+                if let Some(id) = command {
+                    db.finish_command(id, CommandState::Done, &applied.summary)?;
+                }
+                Ok(applied)
             })
             .await;
         let out = match out {
             Ok(applied) => {
-                self.after(&applied).await;
+                self.after(&applied);
                 Ok(applied.summary)
             }
             Err(e) => {
                 let store = self.store.clone();
                 let text = e.to_string();
+                let failed = text.clone();
                 let _ = tokio::task::spawn_blocking(move || {
-                    effects::record_refusal(
-                        &mut store.lock().unwrap_or_else(|p| p.into_inner()),
-                        &e,
-                    )
+                    let mut guard = store.lock().unwrap_or_else(|p| p.into_inner());
+                    effects::record_refusal(&mut guard, &e);
+                    if let Some(id) = command {
+                        let _ = guard.write(|db| db.finish_command(id, CommandState::Failed, &failed));
+                    }
                 })
                 .await;
                 Err(text)
@@ -329,30 +352,42 @@ impl Engine {
         out
     }
 
-    /// Follow-up of a committed change: stop the steps it ended, then clean-up and hooks.
-    async fn after(&mut self, applied: &Applied) {
+    /// Follow-up of a committed change: stop the steps it ended; then, once they are gone,
+    /// the worktree clean-up and hooks (in the background, so the engine keeps answering).
+    fn after(&mut self, applied: &Applied) {
         let Some(moved) = applied.moved.clone() else {
             return;
         };
+        let mut ended = Vec::new();
         for s in &moved.stop {
             if let Some(r) = self.running.get_mut(&s.id) {
                 r.reason = Some(StopReason::Moved);
                 r.cancel.cancel();
+                ended.push(r.ended.clone());
             }
         }
-        let (ws, git, store) = (self.ws.clone(), self.git.clone(), self.store.clone());
-        let task = tokio::task::spawn_blocking(move || {
-            let mut guard = store.lock().unwrap_or_else(|p| p.into_inner());
-            effects::after_commit(&ws, git.as_ref(), &mut guard, &moved);
-            guard.read().task(moved.task_id).ok()
-        })
-        .await
-        .ok()
-        .flatten();
-        if let Some(task) = task.filter(|t| t.state == crate::store::TaskState::Done) {
+        let done = self
+            .with_db(|db| db.task(moved.task_id))
+            .ok()
+            .filter(|t| t.state == crate::store::TaskState::Done);
+        if let Some(task) = done {
             let firings = self.triggers.done(&task);
-            self.record_firings(firings).await;
+            self.record_firings(firings);
         }
+        let (ws, git) = (self.ws.clone(), self.git.clone());
+        let grace = self.cfg.kill_grace + Duration::from_secs(5);
+        let events = self.events.clone();
+        self.followups.spawn(async move {
+            for e in ended {
+                let _ = tokio::time::timeout(grace, e.cancelled()).await;
+            }
+            let task_id = moved.task_id;
+            let _ = tokio::task::spawn_blocking(move || {
+                effects::after_commit(&ws, git.as_ref(), &moved)
+            })
+            .await;
+            let _ = events.send(EngineEvent::TaskChanged { task_id });
+        });
     }
 
     /// Fires due schedules and new pushes.
@@ -385,10 +420,10 @@ impl Engine {
             });
             firings.extend(pushes);
         }
-        self.record_firings(firings).await;
+        self.record_firings(firings);
     }
 
-    async fn record_firings(&mut self, firings: Vec<triggers::Firing>) {
+    fn record_firings(&mut self, firings: Vec<triggers::Firing>) {
         for firing in firings {
             let store = self.store.clone();
             let mut guard = store.lock().unwrap_or_else(|p| p.into_inner());
@@ -419,25 +454,25 @@ impl Engine {
             }
         };
         for cmd in pending {
-            let (state, text) = match serde_json::from_value::<Request>(cmd.body.clone()) {
-                Ok(req) => match self.apply(req).await {
-                    Ok(s) => (CommandState::Done, s),
-                    Err(e) => (CommandState::Failed, e),
-                },
-                Err(e) => (
-                    CommandState::Failed,
-                    format!(
-                        "command {} is malformed ({e}) — was it written by another baton version?",
-                        cmd.id
-                    ),
-                ),
-            };
-            let id = cmd.id;
-            if let Err(e) = self
-                .write(move |db| Ok(db.finish_command(id, state, &text)?))
-                .await
-            {
-                tracing::error!("recording the result of command {id} failed: {e}");
+            match serde_json::from_value::<Request>(cmd.body.clone()) {
+                Ok(req) => {
+                    let _ = self.apply_command(req, Some(cmd.id)).await;
+                }
+                Err(e) => {
+                    let (id, text) = (
+                        cmd.id,
+                        format!(
+                            "command {} is malformed ({e}) — was it written by another baton version?",
+                            cmd.id
+                        ),
+                    );
+                    if let Err(e) = self
+                        .write(move |db| Ok(db.finish_command(id, CommandState::Failed, &text)?))
+                        .await
+                    {
+                        tracing::error!("recording the result of command {id} failed: {e}");
+                    }
+                }
             }
         }
     }
@@ -488,13 +523,17 @@ impl Engine {
                 .and_then(|s| s.step.clone())
         });
         let cancel = CancellationToken::new();
+        let ended = CancellationToken::new();
         self.running.insert(
             step.id,
             Running {
                 cancel: cancel.clone(),
                 reason: None,
+                ended: ended.clone(),
             },
         );
+        // Cancelled however the step's task ends (after its report is sent).
+        let ended = ended.drop_guard();
         let finished = self.finished_tx.clone();
         let step_id = step.id;
         let Some(spec) = spec else {
@@ -543,12 +582,14 @@ impl Engine {
         let logs = self.logs.clone();
         let git = self.git.clone();
         tokio::spawn(async move {
+            let _ended = ended;
             let mut job = job;
             if let Some(git) = git {
                 let (store, task) = (store.clone(), job.task.clone());
                 let prepared = tokio::task::spawn_blocking(move || {
-                    let mut guard = store.lock().unwrap_or_else(|p| p.into_inner());
-                    let dir = git.prepare(&mut guard, &task).map_err(|e| e.to_string())?;
+                    // git runs without the store lock; only the record of it takes it.
+                    let dir = git.prepare(&store, &task).map_err(|e| e.to_string())?;
+                    let guard = store.lock().unwrap_or_else(|p| p.into_inner());
                     let task = guard.read().task(task.id).map_err(|e| e.to_string())?;
                     Ok::<_, String>((dir, task))
                 })
@@ -580,17 +621,22 @@ impl Engine {
         let task_id = self
             .with_db(|db| db.step_run(step_id).map(|s| s.task_id))
             .unwrap_or_default();
-        let out = if reason == Some(StopReason::Shutdown) {
+        let out = if reason == Some(StopReason::Shutdown) && report.state == crate::store::StepState::Cancelled {
             self.write(move |db| {
                 results::interrupt_step(db, step_id, "the engine was shut down").map(|_| None)
             })
             .await
         } else {
-            self.write(move |db| results::finish_step(db, step_id, &report))
-                .await
+            let git = self.git.clone();
+            self.write(move |db| {
+                results::finish_step(db, step_id, &report, &|t, h| {
+                    effects::pre_commit(git.as_ref(), t, h)
+                })
+            })
+            .await
         };
         match out {
-            Ok(Some(applied)) => self.after(&applied).await,
+            Ok(Some(applied)) => self.after(&applied),
             Ok(None) => {}
             Err(e) => {
                 tracing::error!("finishing step run {step_id} failed: {e}");

@@ -20,12 +20,21 @@ pub struct StepReport {
     pub retryable: bool,
 }
 
+/// The engine moves a task into the same status at most this many times in one run; past
+/// that, an unguarded loop of steps is stopped and waits for a person.
+const MAX_AUTOMATIC_VISITS: u32 = 100;
+
 /// First retry waits this long; each further one doubles it.
 const RETRY_BASE_MS: i64 = 1_000;
 
 /// Records a step's result and moves the task on. Returns `None` when the result no longer
 /// matters (the step was aborted, or the task moved on meanwhile).
-pub fn finish_step(db: &Db, step_run_id: i64, report: &StepReport) -> Result<Option<Applied>> {
+pub fn finish_step(
+    db: &Db,
+    step_run_id: i64,
+    report: &StepReport,
+    pre: super::actions::PreCommit,
+) -> Result<Option<Applied>> {
     let step = db.step_run(step_run_id)?;
     if !db.finish_step_run(step_run_id, report.state, &report.result)? {
         return Ok(None);
@@ -88,7 +97,56 @@ pub fn finish_step(db: &Db, step_run_id: i64, report: &StepReport) -> Result<Opt
 
     let owned = FactsOwned::load(db, &task)?;
     match decide(&pipeline, &task.status, &report.trigger, &owned.facts()) {
+        Ok(decision)
+            if owned.facts().visits.get(&decision.to).copied().unwrap_or(0)
+                >= MAX_AUTOMATIC_VISITS =>
+        {
+            // A loop of steps with no guard would otherwise run forever.
+            db.set_task_state(task.id, TaskState::Waiting)?;
+            db.set_run_state(step.run_id, RunState::Waiting)?;
+            db.insert_event(&NewEvent {
+                task_id: Some(task.id),
+                category: "transition",
+                kind: "loop.limit",
+                summary: format!(
+                    "stopped before entering {} for the {}th time in this run — add a max_visits guard to the loop, then move the task on by hand",
+                    decision.to, MAX_AUTOMATIC_VISITS + 1
+                ),
+                data: json!({ "to": decision.to }),
+                actor: "engine",
+                level: "error",
+            })?;
+            Ok(Some(Applied {
+                task_id: task.id,
+                summary: format!("task {}: loop limit, waiting at {}", task.id, task.status),
+                moved: None,
+            }))
+        }
         Ok(decision) => {
+            if !decision.hooks.is_empty()
+                && let Err(message) = pre(&task, &decision.hooks)
+            {
+                // A refused merge keeps the task here, waiting for a person.
+                db.set_task_state(task.id, TaskState::Waiting)?;
+                db.set_run_state(step.run_id, RunState::Waiting)?;
+                db.insert_event(&NewEvent {
+                    task_id: Some(task.id),
+                    category: "git",
+                    kind: "merge.failed",
+                    summary: format!(
+                        "stays at {}: {message} — its branch and worktree are kept",
+                        task.status
+                    ),
+                    data: json!({ "to": decision.to }),
+                    actor: "engine",
+                    level: "error",
+                })?;
+                return Ok(Some(Applied {
+                    task_id: task.id,
+                    summary: format!("task {}: merge refused, waiting at {}", task.id, task.status),
+                    moved: None,
+                }));
+            }
             let moved = transition(db, &task, &pipeline, &decision, "engine", None, step.run_id)?;
             Ok(Some(Applied {
                 task_id: task.id,

@@ -59,6 +59,7 @@ pub struct FactsOwned {
     visits: std::collections::HashMap<String, u32>,
     step_running: bool,
     handoff_fields: Vec<String>,
+    worktree_clean: Option<bool>,
     run_cost: f64,
 }
 
@@ -70,13 +71,21 @@ impl FactsOwned {
         let handoff_fields = db
             .last_handoff(run)?
             .and_then(|s| s.handoff_metadata)
-            .and_then(|m| m.get("fields_present").cloned())
+            .and_then(|m| m.get("fields").cloned())
             .and_then(|v| serde_json::from_value(v).ok())
             .unwrap_or_default();
+        // `clean_worktree` asks git; a task without a worktree (or a failing git) passes.
+        let worktree_clean = task
+            .worktree
+            .as_deref()
+            .map(std::path::Path::new)
+            .filter(|p| p.exists())
+            .and_then(|p| crate::workspace::git::is_clean(p).ok());
         Ok(Self {
             visits: db.visits(run)?,
             step_running: steps.iter().any(|s| s.state == StepState::Running),
             handoff_fields,
+            worktree_clean,
             run_cost: db.run_cost(run)?,
         })
     }
@@ -87,7 +96,7 @@ impl FactsOwned {
             visits: &self.visits,
             step_running: self.step_running,
             handoff_fields: &self.handoff_fields,
-            worktree_clean: None,
+            worktree_clean: self.worktree_clean,
             run_cost: self.run_cost,
         }
     }

@@ -33,6 +33,9 @@ pub async fn run_shell(
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    if cancel.is_cancelled() {
+        return Finish::Cancelled;
+    }
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
@@ -61,6 +64,11 @@ pub async fn run_shell(
     ];
 
     let finish = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => {
+            stop(&mut child, pid, env.kill_grace).await;
+            Finish::Cancelled
+        }
         status = child.wait() => match status {
             Ok(s) => match (s.code(), s.signal()) {
                 (Some(code), _) => Finish::Exited(code),
@@ -72,10 +80,6 @@ pub async fn run_shell(
         _ = tokio::time::sleep(env.timeout) => {
             stop(&mut child, pid, env.kill_grace).await;
             Finish::TimedOut
-        }
-        _ = cancel.cancelled() => {
-            stop(&mut child, pid, env.kill_grace).await;
-            Finish::Cancelled
         }
     };
 

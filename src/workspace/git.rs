@@ -183,9 +183,17 @@ pub fn remove_worktree(repo: &Path, path: &Path) -> Result<(), GitError> {
     Ok(())
 }
 
-/// Deletes a branch that is fully merged (`git branch -d`; refuses otherwise).
-pub fn delete_merged_branch(repo: &Path, branch: &str) -> Result<(), GitError> {
-    run(repo, &["branch", "-d", branch]).map(|_| ())
+/// Deletes `branch` if it is fully merged into `base` (whatever is checked out); otherwise
+/// leaves it and says so.
+pub fn delete_merged_branch(repo: &Path, branch: &str, base: &str) -> Result<(), GitError> {
+    let merged = git(repo, &["merge-base", "--is-ancestor", branch, base])?;
+    if !merged.status.success() {
+        return Err(GitError::Failed {
+            args: format!("branch -d {branch}"),
+            message: format!("{branch} is not merged into {base}"),
+        });
+    }
+    run(repo, &["branch", "-D", branch]).map(|_| ())
 }
 
 /// Tracked files with changes in a checkout (`git status --porcelain`, untracked excluded).

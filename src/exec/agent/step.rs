@@ -84,7 +84,15 @@ pub async fn run_step(
             ..step.env
         },
     };
-    let finish = super::run(&job, log, cancel, hooks).await;
+    let mut finish = super::run(&job, log, cancel, hooks).await;
+    // The answer becomes the handoff (stored, written to a file, sent to the next agent):
+    // mask known secrets in it as in the log.
+    if let AgentFinish::Done(run) = &mut finish {
+        let redactor = crate::exec::redact::Redactor::from_vars(
+            std::env::vars().chain(job.env.vars.iter().cloned()),
+        );
+        run.text = redactor.apply(std::mem::take(&mut run.text));
+    }
     let rep = report(&finish, &profile, timeout);
     if let AgentFinish::Done(run) = &finish {
         let path = step.context_dir.join(&stem);

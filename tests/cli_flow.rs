@@ -376,3 +376,40 @@ fn a_webhook_hook_posts_the_move() {
     assert_eq!(json["task"]["title"], "hooked");
     assert!(ws.ok(&["show", &id]).contains("done"));
 }
+
+#[test]
+fn usage_errors_exit_1_not_the_gate_code() {
+    let ws = Ws::new();
+    let out = ws.baton(&["run", "demo", "--wait", "--titel", "x"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let out = ws.baton(&["--help"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn an_unguarded_loop_of_steps_stops_at_the_loop_limit() {
+    let ws = Ws::new();
+    ws.pipeline(
+        "cyc.json",
+        r#"{"id": "cyc", "name": "Cycle",
+  "statuses": [
+    {"id": "todo", "kind": "queue"},
+    {"id": "s1", "step": {"run": "true"}},
+    {"id": "s2", "step": {"run": "true"}},
+    {"id": "done", "kind": "done"},
+    {"id": "failed", "kind": "failed"}
+  ],
+  "transitions": [{"from": "s2", "to": "s1", "on": "success"}]
+}"#,
+    );
+    let out = ws
+        .baton(&["run", "cyc", "--title", "loop", "--wait", "--json"])
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(shown["state"], "waiting");
+    let human = ws.ok(&["show", "1"]);
+    assert!(human.contains("max_visits"), "the event says how to fix it: {human}");
+}

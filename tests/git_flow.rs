@@ -245,3 +245,66 @@ fn a_taken_worktree_path_is_named() {
         "keep"
     );
 }
+
+#[test]
+fn cancelling_keeps_uncommitted_work_on_the_branch() {
+    let ws = repo();
+    run_to_review(&ws, "keep me");
+    ws.ok(&["abort", "1"]);
+    let files = git(ws.root(), &["ls-tree", "-r", "--name-only", "baton/1-keep-me"]);
+    assert!(files.contains("f1.txt"), "the uncommitted file was saved on the branch: {files}");
+}
+
+#[test]
+fn a_merge_hook_on_an_automatic_move_merges() {
+    let ws = repo();
+    ws.pipeline(
+        "auto.json",
+        r#"{"id": "auto", "name": "Auto",
+  "statuses": [
+    {"id": "todo", "kind": "queue"},
+    {"id": "code", "step": {"script": "echo auto > auto.txt"}},
+    {"id": "done", "kind": "done"},
+    {"id": "failed", "kind": "failed"}
+  ],
+  "transitions": [{"from": "code", "to": "done", "on": "success", "hooks": [{"merge": {}}]}]
+}"#,
+    );
+    let out = ws
+        .baton(&["run", "auto", "--title", "auto", "--wait"])
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_to_string(ws.root().join("auto.txt")).unwrap(), "auto\n");
+}
+
+#[test]
+fn a_clean_worktree_guard_blocks_while_work_is_uncommitted() {
+    let ws = repo();
+    ws.pipeline(
+        "guarded.json",
+        r#"{"id": "guarded", "name": "Guarded",
+  "statuses": [
+    {"id": "todo", "kind": "queue"},
+    {"id": "code", "step": {"script": "echo dirty > dirty.txt"}},
+    {"id": "review", "kind": "gate"},
+    {"id": "done", "kind": "done"}
+  ],
+  "transitions": [{"from": "review", "to": "done", "on": "manual", "guards": [{"clean_worktree": true}]}]
+}"#,
+    );
+    let out = ws
+        .baton(&["run", "guarded", "--title", "g", "--wait"])
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = ws.baton(&["move", "1", "done"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("clean_worktree"));
+    let wt = ws.root().join("../worktrees/1-g");
+    git(&wt, &["add", "-A"]);
+    git(&wt, &["commit", "-qm", "clean it"]);
+    ws.ok(&["move", "1", "done"]);
+}

@@ -17,7 +17,11 @@ fn main() {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            let code = if e.use_stderr() { exit::ERROR } else { exit::OK };
+            let code = if e.use_stderr() {
+                exit::ERROR
+            } else {
+                exit::OK
+            };
             let _ = e.print();
             std::process::exit(code);
         }

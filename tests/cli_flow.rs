@@ -380,7 +380,10 @@ fn a_webhook_hook_posts_the_move() {
 #[test]
 fn usage_errors_exit_1_not_the_gate_code() {
     let ws = Ws::new();
-    let out = ws.baton(&["run", "demo", "--wait", "--titel", "x"]).output().unwrap();
+    let out = ws
+        .baton(&["run", "demo", "--wait", "--titel", "x"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let out = ws.baton(&["--help"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0));
@@ -411,5 +414,8 @@ fn an_unguarded_loop_of_steps_stops_at_the_loop_limit() {
     let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(shown["state"], "waiting");
     let human = ws.ok(&["show", "1"]);
-    assert!(human.contains("max_visits"), "the event says how to fix it: {human}");
+    assert!(
+        human.contains("max_visits"),
+        "the event says how to fix it: {human}"
+    );
 }

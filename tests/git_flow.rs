@@ -251,8 +251,14 @@ fn cancelling_keeps_uncommitted_work_on_the_branch() {
     let ws = repo();
     run_to_review(&ws, "keep me");
     ws.ok(&["abort", "1"]);
-    let files = git(ws.root(), &["ls-tree", "-r", "--name-only", "baton/1-keep-me"]);
-    assert!(files.contains("f1.txt"), "the uncommitted file was saved on the branch: {files}");
+    let files = git(
+        ws.root(),
+        &["ls-tree", "-r", "--name-only", "baton/1-keep-me"],
+    );
+    assert!(
+        files.contains("f1.txt"),
+        "the uncommitted file was saved on the branch: {files}"
+    );
 }
 
 #[test]
@@ -275,8 +281,16 @@ fn a_merge_hook_on_an_automatic_move_merges() {
         .timeout(std::time::Duration::from_secs(60))
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(std::fs::read_to_string(ws.root().join("auto.txt")).unwrap(), "auto\n");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.root().join("auto.txt")).unwrap(),
+        "auto\n"
+    );
 }
 
 #[test]
@@ -307,4 +321,23 @@ fn a_clean_worktree_guard_blocks_while_work_is_uncommitted() {
     git(&wt, &["add", "-A"]);
     git(&wt, &["commit", "-qm", "clean it"]);
     ws.ok(&["move", "1", "done"]);
+}
+
+#[test]
+fn an_untracked_file_in_the_way_is_named_in_one_sentence() {
+    let ws = repo();
+    run_to_review(&ws, "collide");
+    std::fs::write(ws.root().join("f1.txt"), "mine, untracked\n").unwrap();
+    let out = ws.baton(&["approve", "1"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "one sentence: {err}");
+    assert!(
+        err.contains("untracked files") && err.contains("f1.txt"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.root().join("f1.txt")).unwrap(),
+        "mine, untracked\n"
+    );
 }

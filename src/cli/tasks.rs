@@ -60,11 +60,17 @@ fn find_pipeline(ws: &Workspace, id: Option<&str>) -> Result<Pipeline, Failure> 
     let id = match id {
         Some(id) => id.to_string(),
         None => {
-            let own = std::fs::read_dir(ws.pipelines_dir()).is_ok_and(|mut d| d.next().is_some());
-            match catalog.pipelines.last() {
-                Some(p) if own => p.id.clone(),
-                _ => "quick_fix".to_string(),
-            }
+            // The workspace's first own pipeline (by file name), else `quick_fix`.
+            let builtin: Vec<String> = load_catalog(None, None)
+                .pipelines
+                .into_iter()
+                .map(|p| p.id)
+                .collect();
+            catalog
+                .pipelines
+                .iter()
+                .find(|p| !builtin.contains(&p.id))
+                .map_or_else(|| "quick_fix".to_string(), |p| p.id.clone())
         }
     };
     catalog
@@ -85,12 +91,19 @@ fn read_prompt(prompt: Option<String>) -> Result<String, Failure> {
             std::io::stdin()
                 .read_to_string(&mut s)
                 .map_err(|e| Failure::new(format!("reading the prompt from stdin failed: {e}")))?;
+            // A file or heredoc ends with a newline that is not part of the prompt.
+            if s.ends_with('\n') {
+                s.pop();
+            }
             Ok(s)
         }
         Some(p) => Ok(p.to_string()),
         None => Ok(String::new()),
     }
 }
+
+/// Titles are one line on a card; details belong in the prompt.
+const MAX_TITLE: usize = 500;
 
 /// Creates a task and optionally starts it; returns its id.
 fn create(
@@ -105,6 +118,12 @@ fn create(
         return Err(Failure::new(
             "a task needs a title — `baton new \"what to do\"`",
         ));
+    }
+    if title.chars().count() > MAX_TITLE {
+        return Err(Failure::new(format!(
+            "the title is {} characters long; keep it under {MAX_TITLE} and put the details in --prompt",
+            title.chars().count()
+        )));
     }
     let pipeline = find_pipeline(ws, pipeline)?;
     let prompt = read_prompt(prompt)?;
@@ -230,7 +249,7 @@ fn list(store: &Store, status: Option<&str>, pipeline: Option<&str>, as_json: bo
             t.state.as_str(),
             t.pipeline_id,
             &rfc3339(t.updated_at)[..19],
-            t.title
+            one_line(&t.title, 80)
         );
     }
     Ok(exit::OK)
@@ -433,4 +452,24 @@ fn diff(ws: &Workspace, store: &Store, id: i64, color: bool) -> Outcome {
         println!("{text}");
     }
     Ok(exit::OK)
+}
+
+/// A title as one table cell: line breaks shown as `⏎`, cut to `max` characters.
+fn one_line(text: &str, max: usize) -> String {
+    let flat: String = text
+        .chars()
+        .map(|c| match c {
+            '\n' => '⏎',
+            c if c.is_control() => ' ',
+            c => c,
+        })
+        .collect();
+    if flat.chars().count() > max {
+        flat.chars()
+            .take(max - 1)
+            .chain(std::iter::once('…'))
+            .collect()
+    } else {
+        flat
+    }
 }

@@ -306,7 +306,11 @@ fn resume_decision(db: &Db, task: &Task) -> Result<(Decision, Option<String>, i6
             ),
         })?;
     // The re-run gets the note its first attempt had (e.g. a reviewer's requested changes).
-    Ok((plain(&step.status, Trigger::Resume), step.note.clone(), run_id))
+    Ok((
+        plain(&step.status, Trigger::Resume),
+        step.note.clone(),
+        run_id,
+    ))
 }
 
 /// Retry from scratch: a new run entering the first status (through `start` from a queue).
@@ -370,7 +374,10 @@ fn refuse_if_finished(task: &Task, pipeline: &Pipeline, verb: &str) -> Result<()
     {
         return Err(EngineError::Refused {
             task: task.id,
-            message: format!("it has finished (at `{}`), so there is nothing to {verb}", task.status),
+            message: format!(
+                "it has finished (at `{}`), so there is nothing to {verb}",
+                task.status
+            ),
         });
     }
     Ok(())

@@ -65,13 +65,20 @@ impl GitCtx {
     /// Creates the task's worktree if it has none yet (or if its folder is no longer a
     /// checkout of the task's branch); returns the folder its steps run in. git runs without
     /// holding the store; the store is locked only to record the result.
-    pub fn prepare(&self, store: &std::sync::Mutex<Store>, task: &Task) -> Result<PathBuf, GitError> {
+    pub fn prepare(
+        &self,
+        store: &std::sync::Mutex<Store>,
+        task: &Task,
+    ) -> Result<PathBuf, GitError> {
         if let (Some(wt), Some(branch)) = (&task.worktree, &task.branch)
             && git::current_branch(Path::new(wt)).as_deref() == Some(branch.as_str())
         {
             return Ok(Path::new(wt).join(&self.rel));
         }
-        let base = task.base_branch.clone().unwrap_or_else(|| self.base.clone());
+        let base = task
+            .base_branch
+            .clone()
+            .unwrap_or_else(|| self.base.clone());
         if let Some(stale) = &task.worktree {
             // A folder left half-removed (or removed by hand): let git forget it.
             let _ = git::remove_worktree(&self.repo, Path::new(stale));
@@ -163,7 +170,8 @@ fn cleanup_worktree(g: &GitCtx, store: &mut Store, task: &Task, moved: &Moved) {
     let kind = super::pipeline_of(task)
         .ok()
         .and_then(|p| p.status(&moved.to).map(|s| s.kind));
-    let (Some(wt), Some(kind @ (StatusKind::Done | StatusKind::Cancelled))) = (&task.worktree, kind)
+    let (Some(wt), Some(kind @ (StatusKind::Done | StatusKind::Cancelled))) =
+        (&task.worktree, kind)
     else {
         return;
     };
@@ -171,7 +179,10 @@ fn cleanup_worktree(g: &GitCtx, store: &mut Store, task: &Task, moved: &Moved) {
     let saved = if wt_path.exists() {
         git::commit_all(
             wt_path,
-            &format!("baton: work left when task {} ended at {}", task.id, moved.to),
+            &format!(
+                "baton: work left when task {} ended at {}",
+                task.id, moved.to
+            ),
         )
     } else {
         Ok(false)
@@ -182,7 +193,11 @@ fn cleanup_worktree(g: &GitCtx, store: &mut Store, task: &Task, moved: &Moved) {
             "error",
         ),
         Ok(saved) => {
-            let saved_note = if saved { "; uncommitted work committed to the branch" } else { "" };
+            let saved_note = if saved {
+                "; uncommitted work committed to the branch"
+            } else {
+                ""
+            };
             match git::remove_worktree(&g.repo, wt_path) {
                 Err(e) => (format!("could not remove worktree {wt}: {e}"), "error"),
                 Ok(()) => {
@@ -198,7 +213,10 @@ fn cleanup_worktree(g: &GitCtx, store: &mut Store, task: &Task, moved: &Moved) {
                         (Some(b), false) => format!("; branch {b} kept"),
                         (None, _) => String::new(),
                     };
-                    (format!("worktree {wt} removed{saved_note}{branch_note}"), "info")
+                    (
+                        format!("worktree {wt} removed{saved_note}{branch_note}"),
+                        "info",
+                    )
                 }
             }
         }
@@ -241,7 +259,11 @@ fn run_hooks(ws: &Workspace, store: &mut Store, task: &Task, moved: &Moved) {
             db.insert_event(&NewEvent {
                 task_id: Some(task.id),
                 category: "hook",
-                kind: if status == "ok" { "hook.ok" } else { "hook.failed" },
+                kind: if status == "ok" {
+                    "hook.ok"
+                } else {
+                    "hook.failed"
+                },
                 summary: format!("hook {}: {detail}", hook.name()),
                 data: json!({ "hook": hook.name() }),
                 actor: "hook",
@@ -264,7 +286,9 @@ fn run_hook(ws: &Workspace, task: &Task, moved: &Moved, cmd: &str) -> Result<Str
     let dir = tempfile_path(ws, task.id);
     let out_path = dir.with_extension("out");
     let err_path = dir.with_extension("err");
-    let open = |p: &Path| std::fs::File::create(p).map_err(|e| format!("cannot write {}: {e}", p.display()));
+    let open = |p: &Path| {
+        std::fs::File::create(p).map_err(|e| format!("cannot write {}: {e}", p.display()))
+    };
     let mut child = std::process::Command::new("sh")
         .arg("-c")
         .arg(cmd)
@@ -290,7 +314,10 @@ fn run_hook(ws: &Workspace, task: &Task, moved: &Moved, cmd: &str) -> Result<Str
             _ => {
                 crate::exec::process::signal_group(child.id(), nix::sys::signal::Signal::SIGKILL);
                 let _ = child.wait();
-                return Err(format!("`{cmd}` took longer than {} s and was killed", HOOK_TIMEOUT.as_secs()));
+                return Err(format!(
+                    "`{cmd}` took longer than {} s and was killed",
+                    HOOK_TIMEOUT.as_secs()
+                ));
             }
         }
     };
@@ -314,7 +341,11 @@ fn run_hook(ws: &Workspace, task: &Task, moved: &Moved, cmd: &str) -> Result<Str
 fn tempfile_path(ws: &Workspace, task_id: i64) -> std::path::PathBuf {
     let dir = ws.context_dir(task_id);
     let _ = std::fs::create_dir_all(&dir);
-    dir.join(format!("hook-{}-{}", std::process::id(), crate::store::now_ms()))
+    dir.join(format!(
+        "hook-{}-{}",
+        std::process::id(),
+        crate::store::now_ms()
+    ))
 }
 
 /// A `start_task` hook: `{"pipeline": "deploy", "title": "Deploy {{title}}", "prompt": "…"}`

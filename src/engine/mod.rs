@@ -341,7 +341,8 @@ impl Engine {
                     let mut guard = store.lock().unwrap_or_else(|p| p.into_inner());
                     effects::record_refusal(&mut guard, &e);
                     if let Some(id) = command {
-                        let _ = guard.write(|db| db.finish_command(id, CommandState::Failed, &failed));
+                        let _ =
+                            guard.write(|db| db.finish_command(id, CommandState::Failed, &failed));
                     }
                 })
                 .await;
@@ -621,7 +622,9 @@ impl Engine {
         let task_id = self
             .with_db(|db| db.step_run(step_id).map(|s| s.task_id))
             .unwrap_or_default();
-        let out = if reason == Some(StopReason::Shutdown) && report.state == crate::store::StepState::Cancelled {
+        let out = if reason == Some(StopReason::Shutdown)
+            && report.state == crate::store::StepState::Cancelled
+        {
             self.write(move |db| {
                 results::interrupt_step(db, step_id, "the engine was shut down").map(|_| None)
             })

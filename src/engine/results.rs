@@ -143,7 +143,10 @@ pub fn finish_step(
                 })?;
                 return Ok(Some(Applied {
                     task_id: task.id,
-                    summary: format!("task {}: merge refused, waiting at {}", task.id, task.status),
+                    summary: format!(
+                        "task {}: merge refused, waiting at {}",
+                        task.id, task.status
+                    ),
                     moved: None,
                 }));
             }

@@ -30,6 +30,9 @@ pub struct Job {
     pub kill_grace: Duration,
 }
 
+/// Prompts up to this size are also passed in `BATON_TASK_PROMPT`.
+const MAX_ENV_PROMPT: usize = 64 * 1024;
+
 /// The environment a step sees. Task text travels only here, never in the command string.
 pub fn step_vars(job: &Job) -> Vec<(String, String)> {
     let t = &job.task;
@@ -37,7 +40,6 @@ pub fn step_vars(job: &Job) -> Vec<(String, String)> {
     let mut vars = vec![
         ("BATON_TASK_ID".into(), t.id.to_string()),
         ("BATON_TASK_TITLE".into(), t.title.clone()),
-        ("BATON_TASK_PROMPT".into(), t.prompt.clone()),
         ("BATON_PIPELINE".into(), t.pipeline_id.clone()),
         ("BATON_STATUS".into(), s.status.clone()),
         ("BATON_RUN_ID".into(), s.run_id.to_string()),
@@ -53,6 +55,18 @@ pub fn step_vars(job: &Job) -> Vec<(String, String)> {
         ),
         ("BATON_NOTE".into(), s.note.clone().unwrap_or_default()),
     ];
+    // The prompt is always in a file; in the environment too unless it is too large for
+    // one (the kernel caps a single variable at 128 KiB).
+    let prompt_file = job.context_dir.join("prompt.md");
+    if std::fs::write(&prompt_file, &t.prompt).is_ok() {
+        vars.push((
+            "BATON_TASK_PROMPT_FILE".into(),
+            prompt_file.display().to_string(),
+        ));
+    }
+    if t.prompt.len() <= MAX_ENV_PROMPT {
+        vars.push(("BATON_TASK_PROMPT".into(), t.prompt.clone()));
+    }
     if let Some(branch) = &t.branch {
         vars.push(("BATON_BRANCH".into(), branch.clone()));
     }

@@ -329,14 +329,12 @@ pub fn merge(repo: &Path, branch: &str, base: &str, message: &str) -> Result<(),
             .collect();
         let _ = git(&target, &["merge", "--abort"]);
         if conflicts.is_empty() {
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            Err(GitError::Failed {
-                args: format!("merge {branch}"),
-                message: format!("{} {}", stdout.trim(), stderr.trim())
-                    .trim()
-                    .to_string(),
-            })
+            let said = format!(
+                "{}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            Err(merge_refusal(&said, &target, branch))
         } else {
             Err(GitError::Conflict {
                 branch: branch.to_string(),
@@ -349,6 +347,38 @@ pub fn merge(repo: &Path, branch: &str, base: &str, message: &str) -> Result<(),
         let _ = remove_worktree(repo, &target);
     }
     result
+}
+
+/// git's multi-line refusal of a merge, as one sentence.
+fn merge_refusal(said: &str, target: &Path, branch: &str) -> GitError {
+    let files: Vec<&str> = said
+        .lines()
+        .filter(|l| l.starts_with('\t'))
+        .map(str::trim)
+        .collect();
+    let message = if said.contains("untracked working tree files would be overwritten") {
+        format!(
+            "untracked files in {} would be overwritten by the merge ({}) — move or remove them",
+            target.display(),
+            files.join(", ")
+        )
+    } else if said.contains("would be overwritten") {
+        format!(
+            "local changes in {} would be overwritten by the merge ({}) — commit or stash them",
+            target.display(),
+            files.join(", ")
+        )
+    } else {
+        said.lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .unwrap_or("git gave no reason")
+            .to_string()
+    };
+    GitError::Failed {
+        args: format!("merge {branch}"),
+        message,
+    }
 }
 
 /// The diff for a task, for front ends (coloured): `Ok(None)` when the task has no worktree.

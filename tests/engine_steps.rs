@@ -216,3 +216,28 @@ fn a_second_engine_is_refused() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("another baton engine is running"));
     stop(engine);
 }
+
+#[test]
+fn parallel_run_waits_share_one_engine_and_all_finish() {
+    let ws = Ws::new();
+    ws.pipeline("gate.json", common::GATE);
+    let spawn = |i: usize| {
+        Command::new(assert_cmd::cargo::cargo_bin("baton"))
+            .current_dir(ws.root())
+            .args(["run", "gate", "--title", &format!("parallel {i}"), "--wait"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let children: Vec<Child> = (0..4).map(spawn).collect();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "each waits at the gate: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

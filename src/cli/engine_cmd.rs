@@ -111,29 +111,7 @@ pub fn run_task(ws: &Workspace, store: &mut Store, id: i64, wait: bool, as_json:
         }
         return Ok(exit::OK);
     }
-    if EngineLock::is_held(ws) {
-        poll_until_settled(store, id)?;
-    } else {
-        let _guard = init_tracing(ws);
-        let rt = runtime()?;
-        rt.block_on(async {
-            let engine = Engine::start(ws)?;
-            let shutdown = engine.shutdown_token();
-            tokio::spawn(async move {
-                wait_for_signal().await;
-                shutdown.cancel();
-            });
-            engine
-                .run(RunOptions {
-                    exit_when_idle: false,
-                    stop_when: Some(Box::new(move |db| {
-                        db.task(id).is_ok_and(|t| tasks::settled(t.state))
-                    })),
-                })
-                .await?;
-            Ok::<_, Failure>(())
-        })?;
-    }
+    wait_until_settled(ws, store, id)?;
     if as_json {
         println!("{}", json::show(&store.read(), id)?);
     } else {
@@ -143,10 +121,48 @@ pub fn run_task(ws: &Workspace, store: &mut Store, id: i64, wait: bool, as_json:
     tasks::wait_code(store, id)
 }
 
-fn poll_until_settled(store: &Store, id: i64) -> Result<(), Failure> {
+/// Waits for the task to settle: watching another process's engine while one runs, and
+/// running one here whenever none does (another `run --wait` may have stopped its own).
+fn wait_until_settled(ws: &Workspace, store: &Store, id: i64) -> Result<(), Failure> {
+    let mut rt = None;
+    let mut _tracing = None;
     loop {
         if tasks::settled(store.read().task(id)?.state) {
             return Ok(());
+        }
+        if !EngineLock::is_held(ws) {
+            if rt.is_none() {
+                _tracing = init_tracing(ws);
+                rt = Some(runtime()?);
+            }
+            let ran = rt.as_ref().expect("runtime made above").block_on(async {
+                let engine = match Engine::start(ws) {
+                    Ok(e) => e,
+                    // Another process took the lock first: watch its engine instead.
+                    Err(crate::engine::EngineError::Workspace(
+                        crate::workspace::WorkspaceError::EngineRunning(_),
+                    )) => return Ok(false),
+                    Err(e) => return Err(Failure::from(e)),
+                };
+                let shutdown = engine.shutdown_token();
+                let signals = tokio::spawn(async move {
+                    wait_for_signal().await;
+                    shutdown.cancel();
+                });
+                let out = engine
+                    .run(RunOptions {
+                        exit_when_idle: false,
+                        stop_when: Some(Box::new(move |db| {
+                            db.task(id).is_ok_and(|t| tasks::settled(t.state))
+                        })),
+                    })
+                    .await;
+                signals.abort();
+                out.map(|()| true).map_err(Failure::from)
+            })?;
+            if ran {
+                continue;
+            }
         }
         // Watching another process's engine: there is no cross-process event, so poll.
         std::thread::sleep(Duration::from_millis(100));

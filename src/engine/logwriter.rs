@@ -9,6 +9,9 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 
 /// Lines per transaction at most.
 const BATCH_LINES: usize = 1_000;
+/// Tries at writing one batch before it is dropped.
+const WRITE_ATTEMPTS: u32 = 5;
+
 /// Longest a line waits before it is written.
 const BATCH_DELAY: Duration = Duration::from_millis(100);
 
@@ -73,8 +76,19 @@ async fn write(
     let lines = tokio::task::spawn_blocking(move || {
         let only: Vec<NewLogLine> = lines.iter().map(|(_, l)| l.clone()).collect();
         let mut guard = store.lock().unwrap_or_else(|p| p.into_inner());
-        if let Err(e) = guard.write(|db| db.insert_log_lines(&only)) {
-            tracing::error!("writing {} log lines failed: {e}", only.len());
+        // The database may be busy for longer than its timeout (a long merge holds the write
+        // lock): try again a few times before giving the batch up.
+        for attempt in 1..=WRITE_ATTEMPTS {
+            match guard.write(|db| db.insert_log_lines(&only)) {
+                Ok(()) => break,
+                Err(e) if attempt == WRITE_ATTEMPTS => {
+                    tracing::error!("writing {} log lines failed, dropped: {e}", only.len());
+                }
+                Err(e) => {
+                    tracing::warn!("writing {} log lines failed, retrying: {e}", only.len());
+                    std::thread::sleep(Duration::from_millis(250));
+                }
+            }
         }
         lines
     })

@@ -224,14 +224,19 @@ impl Engine {
             self.drain_commands().await;
             if stopping.is_none() {
                 self.run_triggers().await;
-                self.schedule().await?;
+                // A failed pass (say, the database busy past its timeout) is retried on the
+                // next one rather than stopping the engine.
+                if let Err(e) = self.schedule().await {
+                    tracing::error!("scheduling steps failed: {e}");
+                    dirty = true;
+                }
                 if let Some(pred) = &opts.stop_when {
                     let done = self.with_db(|db| pred(db));
                     if done {
                         stopping = Some(ShutdownMode::Drain);
                     }
                 }
-                if opts.exit_when_idle && self.running.is_empty() && self.idle()? {
+                if opts.exit_when_idle && self.running.is_empty() && self.idle().unwrap_or(false) {
                     break;
                 }
             }
@@ -562,13 +567,21 @@ impl Engine {
                 &h.status,
             ))
         });
+        let (seq, handoff_seq) = self.with_db(|db| {
+            (
+                db.step_seq(&step).unwrap_or(step.attempt),
+                handoff.as_ref().and_then(|h| db.step_seq(h).ok()),
+            )
+        });
         let handoff_file = handoff.and_then(|h| {
-            let path = context_dir.join(format!("id_{}_{:03}.md", h.status, h.attempt));
+            let n = handoff_seq.unwrap_or(h.attempt);
+            let path = context_dir.join(format!("id_{}_{n:03}.md", h.status));
             std::fs::write(&path, h.handoff_content.unwrap_or_default()).ok()?;
             Some(path)
         });
         let job = runner::Job {
             workdir: self.ws.root().to_path_buf(),
+            seq,
             step,
             task,
             spec,
@@ -643,6 +656,12 @@ impl Engine {
             Ok(None) => {}
             Err(e) => {
                 tracing::error!("finishing step run {step_id} failed: {e}");
+                // Leave it resumable rather than `running` with nothing behind it.
+                let _ = self
+                    .write(move |db| {
+                        results::interrupt_step(db, step_id, "its result could not be recorded")
+                    })
+                    .await;
                 let _ = self.events.send(EngineEvent::Notice {
                     task_id: Some(task_id),
                     text: e.to_string(),

@@ -18,6 +18,8 @@ use tokio_util::sync::CancellationToken;
 /// Everything a step job needs, gathered by the engine when it claims the step.
 pub struct Job {
     pub step: StepRun,
+    /// The step's position among its task's step runs (names its context files).
+    pub seq: i64,
     pub task: Task,
     pub spec: StepSpec,
     pub workdir: PathBuf,
@@ -89,10 +91,9 @@ pub async fn run(
     let task_id = job.task.id;
     let (line_tx, mut line_rx) = mpsc::channel::<(Stream, String)>(1024);
     let forward_logs = logs.clone();
-    let log_file = job.context_dir.join(format!(
-        "id_{}_{:03}.log",
-        job.step.status, job.step.attempt
-    ));
+    let log_file = job
+        .context_dir
+        .join(format!("id_{}_{:03}.log", job.step.status, job.seq));
     let redactor = crate::exec::redact::Redactor::from_vars(
         std::env::vars().chain(job.spec.env.iter().map(|(k, v)| (k.clone(), v.clone()))),
     );
@@ -304,7 +305,7 @@ async fn agent_step(
         env: env.clone(),
         step_timeout: job.spec.timeout,
         context_dir: &job.context_dir,
-        attempt: s.attempt,
+        attempt: job.seq,
     };
     let hooks = Hooks {
         session: &session,

@@ -286,3 +286,15 @@ impl Db<'_> {
             .is_some())
     }
 }
+
+impl Db<'_> {
+    /// The step run's position among its task's step runs (1 = first), across runs: the
+    /// `NNN` of its context files, so a retry never overwrites an earlier run's files.
+    pub fn step_seq(&self, step: &StepRun) -> Result<i64> {
+        Ok(self.conn.query_row(
+            "SELECT COUNT(*) FROM step_runs WHERE task_id = ?1 AND id <= ?2",
+            params![step.task_id, step.id],
+            |r| r.get(0),
+        )?)
+    }
+}

@@ -211,6 +211,14 @@ pub type Outcome = Result<i32, Failure>;
 pub fn workspace(dir: Option<&PathBuf>) -> Result<Workspace, Failure> {
     match dir {
         Some(d) if d.join(crate::workspace::DIR_NAME).is_dir() => Ok(Workspace::at(d)),
+        Some(d) if !d.exists() => Err(Failure::new(format!(
+            "--dir {} does not exist — give the folder that holds .baton",
+            d.display()
+        ))),
+        Some(d) if !d.is_dir() => Err(Failure::new(format!(
+            "--dir {} is a file, not a folder — give the folder that holds .baton",
+            d.display()
+        ))),
         Some(d) => Err(Failure::new(format!(
             "{} has no .baton folder — run `baton init` there first",
             d.display()

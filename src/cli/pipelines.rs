@@ -111,11 +111,39 @@ pub fn graph(p: &Pipeline) -> String {
         } else {
             vec![t.from.as_str()]
         };
-        for f in froms {
+        for f in froms.into_iter().filter(|f| *f != t.to) {
             out.push_str(&format!(
                 "  \"{f}\" -> \"{}\" [label=\"{}\"];\n",
                 t.to, t.on
             ));
+        }
+    }
+    // The defaults a status falls back on when it has no explicit transition (dashed).
+    let has = |from: &str, on: &str| {
+        p.transitions
+            .iter()
+            .any(|t| t.from == from && t.on.to_string() == on)
+    };
+    let failed = p.first_of_kind(StatusKind::Failed).map(|s| s.id.clone());
+    for s in &p.statuses {
+        let next = p.next_after(&s.id).map(|n| n.id.clone());
+        let mut defaults: Vec<(&str, Option<String>)> = Vec::new();
+        match s.kind {
+            StatusKind::Step => {
+                defaults.push(("success", next));
+                defaults.push(("failure", failed.clone()));
+            }
+            StatusKind::Queue => defaults.push(("start", next)),
+            StatusKind::Gate => defaults.push(("approve", next)),
+            _ => {}
+        }
+        for (on, to) in defaults {
+            if let Some(to) = to.filter(|_| !has(&s.id, on)) {
+                out.push_str(&format!(
+                    "  \"{}\" -> \"{to}\" [label=\"{on}\", style=dashed];\n",
+                    s.id
+                ));
+            }
         }
     }
     out.push_str("}\n");

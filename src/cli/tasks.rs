@@ -234,7 +234,11 @@ fn list(store: &Store, status: Option<&str>, pipeline: Option<&str>, as_json: bo
         return Ok(exit::OK);
     }
     if tasks.is_empty() {
-        println!("no tasks — `baton new \"a title\"` creates one");
+        if status.is_some() || pipeline.is_some() {
+            println!("no tasks match — `baton list` shows them all");
+        } else {
+            println!("no tasks — `baton new \"a title\"` creates one");
+        }
         return Ok(exit::OK);
     }
     println!(
@@ -354,13 +358,13 @@ fn logs(store: &Store, id: i64, step: Option<usize>, follow: bool) -> Outcome {
     let db = store.read();
     db.task(id)?;
     let steps = db.step_runs(id)?;
-    let chosen = match step {
+    let mut chosen = match step {
         Some(0) => {
             return Err(Failure::new(
                 "steps are numbered from 1, as in `baton show`",
             ));
         }
-        Some(n) => steps.get(n - 1).ok_or_else(|| {
+        Some(n) => steps.get(n - 1).cloned().ok_or_else(|| {
             Failure::new(format!(
                 "task {id} has {} step(s); `baton show {id}` lists them",
                 steps.len()
@@ -368,25 +372,19 @@ fn logs(store: &Store, id: i64, step: Option<usize>, follow: bool) -> Outcome {
         })?,
         None => steps
             .last()
+            .cloned()
             .ok_or_else(|| Failure::new(format!("task {id} has not run a step yet")))?,
     };
+    // Without --step, --follow goes on to the task's next steps until it comes to rest.
+    let across_steps = follow && step.is_none();
     let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let mut out = std::io::stdout().lock();
     let mut after = 0;
+    let mut said_waiting = false;
     loop {
         let lines = db.log_lines(chosen.id, after, 5_000)?;
         for l in &lines {
-            let text = if color {
-                l.text.clone()
-            } else {
-                strip_ansi(&l.text)
-            };
-            let line = match (l.stream, color) {
-                (Stream::Stderr, true) => format!("\x1b[31m│\x1b[0m {text}"),
-                (Stream::System, true) => format!("\x1b[2m{text}\x1b[0m"),
-                _ => text,
-            };
-            if writeln!(out, "{line}").is_err() {
+            if writeln!(out, "{}", render_line(l, color)).is_err() {
                 return Ok(exit::OK);
             }
             after = l.id;
@@ -394,16 +392,48 @@ fn logs(store: &Store, id: i64, step: Option<usize>, follow: bool) -> Outcome {
         if lines.len() == 5_000 {
             continue;
         }
-        if !follow || db.step_run(chosen.id)?.state.is_final() {
+        let current = db.step_run(chosen.id)?;
+        if !follow && after == 0 && current.state == crate::store::StepState::Pending {
+            eprintln!(
+                "{} has not started yet (is an engine running? `baton engine` or `baton` runs it)",
+                current.status
+            );
+        }
+        if current.state.is_final() || !follow {
             // One more read: lines committed between the query and the state check.
             for l in db.log_lines(chosen.id, after, i64::MAX)? {
-                let _ = writeln!(out, "{}", if color { l.text } else { strip_ansi(&l.text) });
+                let _ = writeln!(out, "{}", render_line(&l, color));
+                after = l.id;
             }
-            return Ok(exit::OK);
+            let next = db.step_runs(id)?.into_iter().find(|s| s.id > chosen.id);
+            match next {
+                Some(next) if across_steps => {
+                    chosen = next;
+                    after = 0;
+                    continue;
+                }
+                _ if across_steps && !settled(db.task(id)?.state) => {}
+                _ => return Ok(exit::OK),
+            }
+        } else if current.state == crate::store::StepState::Pending && !said_waiting {
+            eprintln!("waiting for {} to start…", current.status);
+            said_waiting = true;
         }
         let _ = out.flush();
         // Following another process's writes: poll at the log writer's own batch interval.
         std::thread::sleep(Duration::from_millis(150));
+    }
+}
+
+/// A stored log line for a terminal (stream marks, colours) or a pipe (plain text).
+fn render_line(l: &crate::store::LogLine, color: bool) -> String {
+    if !color {
+        return strip_ansi(&l.text);
+    }
+    match l.stream {
+        Stream::Stderr => format!("\x1b[31m│\x1b[0m {}", l.text),
+        Stream::System => format!("\x1b[2m{}\x1b[0m", l.text),
+        Stream::Stdout => l.text.clone(),
     }
 }
 

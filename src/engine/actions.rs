@@ -281,7 +281,7 @@ fn resume_decision(db: &Db, task: &Task) -> Result<(Decision, Option<String>, i6
         return Err(EngineError::Refused {
             task: task.id,
             message: format!(
-                "only an interrupted or failed task can be resumed; it is {} at {}",
+                "only an interrupted or failed task can be resumed; it is {} (at `{}`)",
                 task.state, task.status
             ),
         });
@@ -326,7 +326,7 @@ fn retry_decision(
         return Err(EngineError::Refused {
             task: task.id,
             message: format!(
-                "only an interrupted, failed or cancelled task can be retried; it is {} at {}",
+                "only an interrupted, failed or cancelled task can be retried; it is {} (at `{}`)",
                 task.state, task.status
             ),
         });

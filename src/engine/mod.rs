@@ -140,7 +140,8 @@ impl Engine {
     /// Takes the workspace's engine lock, opens the store and recovers interrupted work.
     /// Must be called inside a tokio runtime (it starts the log writer).
     pub fn start(ws: &Workspace) -> Result<Self> {
-        let lock = EngineLock::acquire(ws, Duration::from_secs(2))?;
+        // Clients probe the lock for microseconds; a short wait rides those out.
+        let lock = EngineLock::acquire(ws, Duration::from_millis(300))?;
         let cfg = ws.config()?;
         let mut store = Store::open(&ws.db_path())?;
         let recovered = recovery::recover(&mut store, cfg.kill_grace, cfg.auto_resume)?;

@@ -2,7 +2,7 @@
 //! statuses, statuses that cannot be left, and statuses that cannot be reached.
 
 use super::locate::join;
-use super::model::{Pipeline, StatusKind};
+use super::model::{Pipeline, StatusKind, Trigger};
 use super::parse::{Ctx, Parsed};
 use std::collections::VecDeque;
 
@@ -56,6 +56,14 @@ fn check_exits(ctx: &mut Ctx, parsed: &Parsed) {
                     "step status `{}` cannot be left: no transition starts there, it is the last \
                      status (no `success` default) and there is no `failed` status for failures; \
                      add a transition from it or move it up",
+                    s.id
+                ),
+            ),
+            StatusKind::Step if !has_failed && !leaves_on(p, &s.id, &Trigger::Failure) => ctx.warn(
+                &id_ptr,
+                format!(
+                    "a failing step at `{}` has nowhere to go (no `failure` transition and no \
+                     `failed` status), so the task will wait there for a person",
                     s.id
                 ),
             ),
@@ -116,14 +124,33 @@ fn successors(p: &Pipeline, i: usize) -> Vec<usize> {
         .first_of_kind(StatusKind::Cancelled)
         .or_else(|| p.first_of_kind(StatusKind::Failed));
     out.extend(abort.and_then(|s| p.index_of(&s.id)));
-    if i + 1 < p.statuses.len() {
+    // A default applies only while no unguarded explicit transition for its trigger wins.
+    let overridden = |trigger: Trigger| {
+        p.transitions.iter().any(|t| {
+            (t.from == status.id || t.from == "*") && t.on == trigger && t.guards.is_empty()
+        })
+    };
+    let next_default = match status.kind {
+        StatusKind::Step => Some(Trigger::Success),
+        StatusKind::Queue => Some(Trigger::Start),
+        StatusKind::Gate => Some(Trigger::Approve),
+        _ => None,
+    };
+    if i + 1 < p.statuses.len() && next_default.is_some_and(|t| !overridden(t)) {
         out.push(i + 1);
     }
-    if status.kind == StatusKind::Step {
+    if status.kind == StatusKind::Step && !overridden(Trigger::Failure) {
         out.extend(
             p.first_of_kind(StatusKind::Failed)
                 .and_then(|s| p.index_of(&s.id)),
         );
     }
     out
+}
+
+/// True when some transition (own or `*`) leaves `id` on `trigger`.
+fn leaves_on(p: &Pipeline, id: &str, trigger: &Trigger) -> bool {
+    p.transitions
+        .iter()
+        .any(|t| (t.from == id || t.from == "*") && &t.on == trigger)
 }

@@ -125,7 +125,7 @@ fn cases() -> Vec<Case> {
         // Warnings.
         case("unreachable status", doc(&[A, B, C, DONE, FAILED, r#"{"id": "island", "kind": "gate"}"#], &[]), "status `island` cannot be reached from `a`", W, Some("\"island\"")),
         case("unreachable after gate loop", doc(&[A, C, DONE, B, FAILED], &[]), "status `b` cannot be reached", W, Some("\"b\"")),
-        case("explicit success overrides the default", doc(&[A, B, r#"{"id": "b2", "step": {"run": "x"}}"#, DONE, FAILED], &[r#"{"from": "b2", "to": "b", "on": "success"}"#]), "status `done` cannot be reached", W, Some("\"done\"")),
+        case("explicit success overrides the default", doc(&[A, B, r#"{"id": "b2", "step": {"run": "x"}}"#, DONE, FAILED], &[r#"{"from": "b2", "to": "b", "on": "success"}"#]), "status `done` cannot be reached", W, Some("\"done\", \"kind\"")),
         case("failing step with nowhere to go", doc(&[A, B, DONE], &[]), "a failing step at `b` has nowhere to go", W, Some("\"b\"")),
         case("unknown field", with_status(r#"{"id": "x", "lable": "X", "kind": "gate"}"#), "status `x`: unknown field `lable` is ignored", W, Some("\"lable\"")),
         case("transition from terminal", with_transition(r#"{"from": "done", "to": "a", "on": "manual"}"#), "a transition from terminal status `done` is never taken", W, Some("\"done\", \"to\"")),

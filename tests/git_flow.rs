@@ -341,3 +341,59 @@ fn an_untracked_file_in_the_way_is_named_in_one_sentence() {
         "mine, untracked\n"
     );
 }
+
+#[test]
+fn aborting_a_running_step_removes_its_worktree_only_after_it_stopped() {
+    let ws = repo();
+    ws.pipeline(
+        "busy.json",
+        r#"{"id": "busy", "name": "Busy",
+  "statuses": [
+    {"id": "todo", "kind": "queue"},
+    {"id": "code", "step": {"script": "i=0\nwhile true; do mkdir -p d$i; echo x > d$i/f; i=$((i+1)); sleep 0.01; done"}},
+    {"id": "done", "kind": "done"},
+    {"id": "cancelled", "kind": "cancelled"}
+  ]
+}"#,
+    );
+    ws.config("worktree_root = \"../worktrees\"\nkill_grace = \"2s\"\n");
+    let mut engine = std::process::Command::new(assert_cmd::cargo::cargo_bin("baton"))
+        .current_dir(ws.root())
+        .arg("engine")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let id = ws.new_task("busy", "busy").to_string();
+    ws.ok(&["start", &id]);
+    let wt = ws.root().join("../worktrees/1-busy");
+    let start = std::time::Instant::now();
+    while !wt.join("d5").exists() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "the step never ran"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    ws.ok(&["abort", &id]);
+    let start = std::time::Instant::now();
+    while wt.exists() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "worktree never removed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(engine.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    engine.wait().unwrap();
+    assert!(!git(ws.root(), &["worktree", "list"]).contains("1-busy"));
+    let files = git(ws.root(), &["ls-tree", "-r", "--name-only", "baton/1-busy"]);
+    assert!(
+        files.contains("d0/f"),
+        "the step's files were kept on the branch"
+    );
+}

@@ -398,3 +398,35 @@ fn abort_without_an_engine_ends_a_dead_engines_orphan() {
     assert!(!alive(orphan), "abort ended the orphaned step");
     assert_eq!(ws.show(id)["state"], "cancelled");
 }
+
+#[test]
+fn resume_hands_the_step_the_note_its_first_attempt_had() {
+    let ws = Ws::new();
+    ws.pipeline(
+        "noted.json",
+        r#"{"id": "noted", "name": "Noted",
+  "statuses": [
+    {"id": "todo", "kind": "queue"},
+    {"id": "review", "kind": "gate"},
+    {"id": "fix", "step": {"script": "printf '%s\n' \"$BATON_NOTE\" >> notes\nif [ \"$BATON_ATTEMPT\" = 1 ]; then sleep 300; fi"}},
+    {"id": "done", "kind": "done"},
+    {"id": "failed", "kind": "failed"}
+  ],
+  "transitions": [{"from": "review", "to": "fix", "on": "reject"}]
+}"#,
+    );
+    let id = ws.new_task("noted", "n").to_string();
+    ws.ok(&["start", &id]);
+    let mut engine = spawn_engine(&ws);
+    ws.ok(&["reject", &id, "--note", "please fix X"]);
+    wait_for("the fix step", Duration::from_secs(30), || {
+        std::fs::read_to_string(ws.root().join("notes")).is_ok_and(|s| !s.is_empty())
+    });
+    engine.kill().unwrap();
+    engine.wait().unwrap();
+    ws.drain();
+    ws.ok(&["resume", &id]);
+    ws.drain();
+    let notes = std::fs::read_to_string(ws.root().join("notes")).unwrap();
+    assert_eq!(notes, "please fix X\nplease fix X\n");
+}

@@ -4,6 +4,7 @@
 //! `pipeline`, `handoff`, `testcounts`.
 
 pub mod agents;
+pub mod ansi;
 pub mod cli;
 pub mod engine;
 pub mod exec;

@@ -12,7 +12,6 @@
 //! `go test ./...` without `-v` reports packages, and a failing package is never silent.
 
 use serde::{Deserialize, Serialize};
-use std::borrow::Cow;
 
 /// Lines longer than this are not summaries; skipping them bounds the work per line.
 const MAX_LINE: usize = 4096;
@@ -60,7 +59,7 @@ impl TestScanner {
         if line.len() > MAX_LINE {
             return;
         }
-        let clean = strip_ansi(line);
+        let clean = crate::ansi::strip(line);
         // A progress bar redrawn with `\r` leaves its last state at the end.
         let clean = clean
             .split('\r')
@@ -340,52 +339,6 @@ fn is_word(s: &str) -> bool {
             .all(|c| c.is_alphanumeric() || c == '_' || c == '-')
 }
 
-/// Removes ANSI escape sequences: CSI `ESC [ … final`, OSC `ESC ] … BEL|ESC \`, `ESC ( B`
-/// style designations and two-character escapes.
-fn strip_ansi(s: &str) -> Cow<'_, str> {
-    if !s.contains('\x1b') {
-        return Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
-        if c != '\x1b' {
-            out.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('[') => {
-                for c in chars.by_ref() {
-                    if ('@'..='~').contains(&c) {
-                        break;
-                    }
-                }
-            }
-            Some(']') => {
-                while let Some(c) = chars.next() {
-                    if c == '\x07' {
-                        break;
-                    }
-                    if c == '\x1b' {
-                        chars.next();
-                        break;
-                    }
-                }
-            }
-            // `ESC ( B`: intermediates, then one final character.
-            Some(' '..='/') => {
-                for c in chars.by_ref() {
-                    if !(' '..='/').contains(&c) {
-                        break;
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    Cow::Owned(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -647,13 +600,6 @@ mod tests {
     fn over_long_lines_are_skipped() {
         let long = format!("5 passed in 0.01s{}", " ".repeat(MAX_LINE));
         assert_eq!(scan(&[&long]), None);
-    }
-
-    #[test]
-    fn strip_ansi_removes_csi_osc_and_short_escapes() {
-        let s = "\x1b[1;32mok\x1b[0m \x1b]8;;http://x\x07link\x1b]8;;\x1b\\ \x1b(Bend";
-        assert_eq!(strip_ansi(s), "ok link end");
-        assert!(matches!(strip_ansi("plain"), Cow::Borrowed("plain")));
     }
 
     #[test]

@@ -1,46 +1,9 @@
 //! Step execution through a running engine: abort, timeouts, parallelism, queued commands.
 
 mod common;
-use common::Ws;
+use common::{Ws, alive, spawn_engine, stop, wait_for};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-fn spawn_engine(ws: &Ws) -> Child {
-    Command::new(assert_cmd::cargo::cargo_bin("baton"))
-        .current_dir(ws.root())
-        .args(["engine"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("engine starts")
-}
-
-fn stop(mut engine: Child) {
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(engine.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    engine.wait().unwrap();
-}
-
-/// Polls another process's progress until `cond` holds.
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| !s[s.rfind(')').unwrap() + 2..].starts_with('Z'))
-        .unwrap_or(false)
-}
+use std::time::Duration;
 
 const LONG: &str = r#"{
   "id": "long", "name": "Long",

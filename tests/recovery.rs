@@ -1,10 +1,10 @@
 //! Crash recovery: interrupted work resumes, nothing runs twice, nothing is lost.
 
 mod common;
-use common::Ws;
+use common::{Ws, alive, spawn_engine, wait_within};
 use std::collections::HashMap;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 /// Three steps; each records its start and end with its execution key. Step two sleeps
 /// long on its first attempt so a test can kill the engine while it runs.
@@ -21,41 +21,12 @@ const THREE: &str = r#"{
   ]
 }"#;
 
-fn spawn_engine(ws: &Ws) -> Child {
-    Command::new(assert_cmd::cargo::cargo_bin("baton"))
-        .current_dir(ws.root())
-        .args(["engine"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("engine starts")
-}
-
-/// Polls an observable condition (another process's progress) until it holds.
-fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < limit, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn trace(ws: &Ws) -> Vec<String> {
     std::fs::read_to_string(ws.root().join("trace"))
         .unwrap_or_default()
         .lines()
         .map(String::from)
         .collect()
-}
-
-fn alive(pid: i32) -> bool {
-    // A zombie is not alive: read its state.
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| {
-            let rest = &s[s.rfind(')').unwrap() + 2..];
-            !rest.starts_with('Z')
-        })
-        .unwrap_or(false)
 }
 
 fn integrity_ok(ws: &Ws) {
@@ -71,7 +42,7 @@ fn sigkill_mid_step_then_resume_finishes_without_rerunning_step_one() {
     let id = ws.new_task("three", "crashy");
     let mut engine = spawn_engine(&ws);
     ws.ok(&["start", &id.to_string()]);
-    wait_for("step two to start", Duration::from_secs(30), || {
+    wait_within("step two to start", Duration::from_secs(30), || {
         ws.root().join("two.pid").exists() && trace(&ws).iter().any(|l| l.contains(":two:1"))
     });
     let orphan: i32 = std::fs::read_to_string(ws.root().join("two.pid"))
@@ -119,7 +90,7 @@ fn graceful_shutdown_interrupts_and_resume_continues() {
     let id = ws.new_task("three", "polite");
     let mut engine = spawn_engine(&ws);
     ws.ok(&["start", &id.to_string()]);
-    wait_for("step two to start", Duration::from_secs(30), || {
+    wait_within("step two to start", Duration::from_secs(30), || {
         trace(&ws).iter().any(|l| l.contains(":two:1"))
     });
     nix::sys::signal::kill(
@@ -273,7 +244,7 @@ fn log_lines_written_before_a_kill_are_kept() {
     let id = ws.new_task("chatty", "talker");
     let mut engine = spawn_engine(&ws);
     ws.ok(&["start", &id.to_string()]);
-    wait_for("a few hundred lines", Duration::from_secs(30), || {
+    wait_within("a few hundred lines", Duration::from_secs(30), || {
         std::fs::read_to_string(ws.root().join("last"))
             .ok()
             .and_then(|s| s.trim().parse::<u32>().ok())
@@ -282,7 +253,7 @@ fn log_lines_written_before_a_kill_are_kept() {
     engine.kill().unwrap();
     engine.wait().unwrap();
     // The step dies on its next write to the closed pipe; what it printed last is in `last`.
-    wait_for("the step to notice", Duration::from_secs(10), || {
+    wait_within("the step to notice", Duration::from_secs(10), || {
         let a = std::fs::read_to_string(ws.root().join("last")).unwrap_or_default();
         std::thread::sleep(Duration::from_millis(50));
         a == std::fs::read_to_string(ws.root().join("last")).unwrap_or_default()
@@ -342,7 +313,7 @@ fn drain_shutdown_lets_the_running_step_finish_and_starts_nothing_new() {
         .expect("engine starts");
     let stderr = std::io::BufReader::new(engine.stderr.take().unwrap());
     ws.ok(&["start", &id.to_string()]);
-    wait_for("step one to start", Duration::from_secs(30), || {
+    wait_within("step one to start", Duration::from_secs(30), || {
         trace(&ws)
             .iter()
             .any(|l| l.starts_with("start") && l.contains(":one:"))
@@ -383,7 +354,7 @@ fn abort_without_an_engine_ends_a_dead_engines_orphan() {
     let id = ws.new_task("three", "orphaned");
     let mut engine = spawn_engine(&ws);
     ws.ok(&["start", &id.to_string()]);
-    wait_for("step two to start", Duration::from_secs(30), || {
+    wait_within("step two to start", Duration::from_secs(30), || {
         std::fs::read_to_string(ws.root().join("two.pid")).is_ok_and(|s| !s.trim().is_empty())
     });
     let orphan: i32 = std::fs::read_to_string(ws.root().join("two.pid"))
@@ -419,7 +390,7 @@ fn resume_hands_the_step_the_note_its_first_attempt_had() {
     ws.ok(&["start", &id]);
     let mut engine = spawn_engine(&ws);
     ws.ok(&["reject", &id, "--note", "please fix X"]);
-    wait_for("the fix step", Duration::from_secs(30), || {
+    wait_within("the fix step", Duration::from_secs(30), || {
         std::fs::read_to_string(ws.root().join("notes")).is_ok_and(|s| !s.is_empty())
     });
     engine.kill().unwrap();

@@ -1,44 +1,13 @@
 //! Pipeline triggers: schedules, pushes and task_done create and start tasks, once each.
 
 mod common;
-use common::Ws;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-fn spawn_engine(ws: &Ws) -> Child {
-    Command::new(assert_cmd::cargo::cargo_bin("baton"))
-        .current_dir(ws.root())
-        .args(["engine"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("engine starts")
-}
-
-fn stop(mut engine: Child) {
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(engine.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    engine.wait().unwrap();
-}
+use common::{Ws, spawn_engine, stop, wait_for};
+use std::process::Command;
+use std::time::Instant;
 
 fn tasks(ws: &Ws) -> Vec<serde_json::Value> {
     let list: serde_json::Value = serde_json::from_str(&ws.ok(&["list", "--json"])).unwrap();
     list.as_array().unwrap().clone()
-}
-
-/// Polls another process's progress until `cond` holds.
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 #[test]

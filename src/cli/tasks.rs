@@ -2,7 +2,6 @@
 
 use super::{Command, Failure, Outcome, exit, json, open_store};
 use crate::engine::client::{Submitted, submit};
-use crate::engine::strip_ansi;
 use crate::engine::{Action, Request, actions::create_task, pipeline_of};
 use crate::pipeline::{Catalog, Pipeline, StatusKind, load_catalog};
 use crate::store::{StepRun, Store, Stream, TaskFilter, TaskState, rfc3339};
@@ -428,7 +427,7 @@ fn logs(store: &Store, id: i64, step: Option<usize>, follow: bool) -> Outcome {
 /// A stored log line for a terminal (stream marks, colours) or a pipe (plain text).
 fn render_line(l: &crate::store::LogLine, color: bool) -> String {
     if !color {
-        return strip_ansi(&l.text);
+        return crate::ansi::strip(&l.text).into_owned();
     }
     match l.stream {
         Stream::Stderr => format!("\x1b[31m│\x1b[0m {}", l.text),

@@ -21,7 +21,6 @@ pub use effects::GitCtx;
 pub use error::{EngineError, Result};
 pub use recovery::Recovered;
 pub use results::StepReport;
-pub use runner::strip_ansi;
 pub use transition::{entry_state, pipeline_of};
 
 use crate::store::{CommandState, Db, NewLogLine, Store};

@@ -107,7 +107,7 @@ pub async fn run(
             let text = redactor.apply(text);
             scanner.feed(&text);
             if let Some(f) = file.as_mut() {
-                let _ = writeln!(f, "{}", strip_ansi(&text));
+                let _ = writeln!(f, "{}", crate::ansi::strip(&text));
             }
             let line = NewLogLine {
                 step_run_id: step_id,
@@ -319,35 +319,4 @@ async fn agent_step(
         events: rep.events,
         retryable: rep.retryable,
     }
-}
-
-/// Removes ANSI escape sequences (for plain-text copies of a log).
-pub fn strip_ansi(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c != '\x1b' {
-            out.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('[') => {
-                for c in chars.by_ref() {
-                    if ('@'..='~').contains(&c) {
-                        break;
-                    }
-                }
-            }
-            Some(']') => {
-                // OSC: up to BEL or ST.
-                while let Some(c) = chars.next() {
-                    if c == '\x07' || (c == '\x1b' && chars.next_if_eq(&'\\').is_some()) {
-                        break;
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    out
 }

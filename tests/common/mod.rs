@@ -102,3 +102,45 @@ pub const GATE: &str = r#"{
     {"from": "review", "to": "build", "on": "reject"}
   ]
 }"#;
+
+/// Starts `baton engine` in the workspace as a child process (output discarded).
+pub fn spawn_engine(ws: &Ws) -> std::process::Child {
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("baton"))
+        .current_dir(ws.root())
+        .args(["engine"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("engine starts")
+}
+
+/// Stops an engine gracefully (SIGTERM) and reaps it.
+pub fn stop(mut engine: std::process::Child) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(engine.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    engine.wait().unwrap();
+}
+
+/// Polls another process's progress until `cond` holds (at most 30 s).
+pub fn wait_for(what: &str, cond: impl FnMut() -> bool) {
+    wait_within(what, std::time::Duration::from_secs(30), cond)
+}
+
+/// Polls another process's progress until `cond` holds, failing after `limit`.
+pub fn wait_within(what: &str, limit: std::time::Duration, mut cond: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// True while the process runs (a zombie is not alive).
+pub fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s[s.rfind(')').unwrap() + 2..].starts_with('Z'))
+        .unwrap_or(false)
+}

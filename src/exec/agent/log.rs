@@ -1,6 +1,7 @@
 //! Writing agent progress into the step's log: whole lines, secrets redacted.
 
 use crate::agents::Profile;
+use crate::exec::redact::Redactor;
 use crate::exec::{LogSender, StepEnv};
 use crate::store::Stream;
 use std::sync::Arc;
@@ -8,70 +9,42 @@ use std::sync::Arc;
 /// A longer partial line is emitted as it is, so one runaway line cannot grow memory.
 const MAX_PENDING: usize = 16 * 1024;
 
-/// Shortest value treated as a secret (shorter ones would redact ordinary words).
-const MIN_SECRET: usize = 8;
-
-/// Replaces every occurrence of each secret with `***`.
-pub fn redact(text: &str, secrets: &[String]) -> String {
-    let mut out = text.to_string();
-    for s in secrets {
-        if s.len() >= MIN_SECRET && out.contains(s.as_str()) {
-            out = out.replace(s.as_str(), "***");
-        }
-    }
-    out
-}
-
-/// Names that look like they hold a credential.
-fn secret_name(name: &str) -> bool {
-    let n = name.to_ascii_uppercase();
-    ["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"]
-        .iter()
-        .any(|w| n.contains(w))
-}
-
-/// The values to redact from a job's log: the profile's API key, and every variable of the
-/// engine's, the step's or the profile's environment whose name looks like a credential.
-pub(super) fn secrets_for(profile: &Profile, env: &StepEnv) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    if let Some(v) = profile
+/// What to mask in a job's log: the profile's API key, and every variable of the engine's,
+/// the step's or the profile's environment whose name looks like a credential.
+pub(super) fn secrets_for(profile: &Profile, env: &StepEnv) -> Redactor {
+    let mut redactor = Redactor::from_vars(
+        std::env::vars()
+            .chain(env.vars.iter().cloned())
+            .chain(profile.env.iter().map(|(k, v)| (k.clone(), v.clone()))),
+    );
+    if let Some(key) = profile
         .api_key_env
         .as_deref()
         .and_then(|k| std::env::var(k).ok())
     {
-        out.push(v);
+        redactor.add(&key);
     }
-    let named = std::env::vars()
-        .chain(env.vars.iter().cloned())
-        .chain(profile.env.iter().map(|(k, v)| (k.clone(), v.clone())));
-    for (k, v) in named {
-        if secret_name(&k) && v.len() >= MIN_SECRET && !out.contains(&v) {
-            out.push(v);
-        }
-    }
-    // Longest first, so a secret containing another is replaced whole.
-    out.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    out
+    redactor
 }
 
 /// The step's log as agent backends see it.
 #[derive(Clone)]
 pub(super) struct Log {
     tx: LogSender,
-    secrets: Arc<Vec<String>>,
+    redactor: Arc<Redactor>,
 }
 
 impl Log {
-    pub(super) fn new(tx: LogSender, secrets: Vec<String>) -> Self {
+    pub(super) fn new(tx: LogSender, redactor: Redactor) -> Self {
         Self {
             tx,
-            secrets: Arc::new(secrets),
+            redactor: Arc::new(redactor),
         }
     }
 
     /// Sends `text` (one or more lines), redacted.
     pub(super) async fn send(&self, stream: Stream, text: impl AsRef<str>) {
-        let text = redact(text.as_ref(), &self.secrets);
+        let text = self.redactor.apply(text.as_ref().to_string());
         for line in text.split('\n') {
             let line = line.strip_suffix('\r').unwrap_or(line);
             let _ = self.tx.send((stream, line.to_string())).await;
@@ -95,7 +68,7 @@ impl Log {
 
     /// Redacts without sending (for error sentences that end up in the database).
     pub(super) fn clean(&self, text: &str) -> String {
-        redact(text, &self.secrets)
+        self.redactor.apply(text.to_string())
     }
 }
 
@@ -153,15 +126,6 @@ mod tests {
         assert_eq!(b.push("ld\r\n\nx"), ["world", ""]);
         assert_eq!(b.finish().as_deref(), Some("x"));
         assert_eq!(b.finish(), None);
-    }
-
-    #[test]
-    fn redacts_long_secrets_only() {
-        let secrets = vec!["sk-live-123456".to_string(), "abc".to_string()];
-        assert_eq!(
-            redact("key sk-live-123456 and abc", &secrets),
-            "key *** and abc"
-        );
     }
 
     #[test]

@@ -18,7 +18,7 @@ pub use claude::ClaudeStream;
 pub use codex::CodexStream;
 pub use command::find_program;
 pub use http::{Health, check};
-pub use log::{LineBuf, redact};
+pub use log::LineBuf;
 pub use openai::ChatStream;
 pub use opencode::OpencodeProgress;
 pub use outcome::{AgentEvent, AgentReport, report};

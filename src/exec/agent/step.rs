@@ -40,7 +40,7 @@ pub async fn run_step(
     cancel: CancellationToken,
     hooks: &Hooks<'_>,
 ) -> AgentReport {
-    let say = Log::new(log.clone(), Vec::new());
+    let say = Log::new(log.clone(), crate::exec::redact::Redactor::default());
     let catalog = load_agents(Some(step.agents_dir));
     let profile = match catalog.get(step.profile_id) {
         Ok(p) => p.clone(),

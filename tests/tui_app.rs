@@ -4,9 +4,11 @@
 mod tui_support;
 
 use baton::engine::{Action as EngineAction, Request};
+use baton::pipeline::{MoveOption, Trigger};
 use baton::store::TaskState;
 use baton::tui::app::{Focus, Mode};
 use baton::tui::event::{AppEvent, BoardSnapshot, Effect};
+use baton::tui::loader::no_diff_reason;
 use baton::tui::modal::{Confirm, Modal};
 use crossterm::event::KeyCode;
 use tui_support::*;
@@ -61,7 +63,7 @@ fn the_top_modal_consumes_keys_and_esc_closes_it() {
     let mut h = Harness::new(100, 30);
     h.select(4);
     h.key(KeyCode::Char('r'));
-    assert!(matches!(h.app.modals.last(), Some(Modal::Reject(_))));
+    assert!(matches!(h.app.modals.last(), Some(Modal::Note(_))));
     h.app.take_effects();
     // `a` and `q` are text in the note, not approve and quit.
     h.chars("aq");
@@ -275,4 +277,180 @@ fn filter_narrows_cards_and_esc_clears_it() {
     assert_eq!(h.app.board.filter, "flaky");
     h.key(KeyCode::Esc);
     assert_eq!(h.app.board.filter, "");
+}
+
+#[test]
+fn a_too_small_screen_ignores_every_key_but_quit() {
+    let mut h = Harness::new(100, 30);
+    h.select(2);
+    h.app.take_effects();
+    h.event(AppEvent::Resize(50, 12));
+    // `x` then `y` would abort #2 blind; `l`, `n`, `?` would act unseen.
+    for ch in ['x', 'y', 'l', 'n', '?', 'a', 's', 'R'] {
+        h.key(KeyCode::Char(ch));
+    }
+    assert!(h.app.modals.is_empty(), "{:?}", h.app.modals);
+    assert!(sent(&h.app.take_effects()).is_empty());
+    assert_eq!(h.app.board.selected, Some(2));
+    // `q` still asks first while steps run; the question is on the small screen.
+    h.key(KeyCode::Char('q'));
+    assert!(!h.app.quit);
+    assert!(h.screen().contains("Quit?"));
+    h.key(KeyCode::Char('n'));
+    assert!(!h.app.quit && h.app.modals.is_empty());
+    h.ctrl('c');
+    h.key(KeyCode::Char('y'));
+    assert!(h.app.quit);
+}
+
+#[test]
+fn log_search_starts_empty_and_esc_clears_it() {
+    let mut h = Harness::new(100, 30);
+    let (detail, log) = running_detail();
+    h.select(2);
+    h.key(KeyCode::Enter);
+    h.serve(&detail, &log);
+    h.key(KeyCode::Char('/'));
+    h.chars("module_1");
+    h.key(KeyCode::Enter);
+    assert_eq!(h.app.log.search.as_deref(), Some("module_1"));
+    // A second `/` starts a new query rather than appending to the old one.
+    h.key(KeyCode::Char('/'));
+    h.chars("warning");
+    h.key(KeyCode::Enter);
+    assert_eq!(h.app.log.search.as_deref(), Some("warning"));
+    assert!(h.screen().contains("/warning (1)"));
+    // Esc clears the search (and its mark) before it leaves the pane.
+    h.key(KeyCode::Esc);
+    assert_eq!(h.app.log.search, None);
+    assert_eq!(h.app.focus, Focus::Detail);
+    assert!(!h.screen().contains("/warning"));
+    h.key(KeyCode::Esc);
+    assert_eq!(h.app.focus, Focus::Board);
+    // Esc while typing drops the search too.
+    h.key(KeyCode::Enter);
+    h.key(KeyCode::Char('/'));
+    h.chars("load");
+    h.key(KeyCode::Esc);
+    assert_eq!(h.app.log.search, None);
+    // In the full-screen log esc clears the search first, then closes.
+    h.key(KeyCode::Char('L'));
+    h.key(KeyCode::Char('/'));
+    h.chars("x");
+    h.key(KeyCode::Enter);
+    h.key(KeyCode::Esc);
+    assert_eq!(h.app.log.search, None);
+    assert!(matches!(h.app.modals.last(), Some(Modal::FullLog)));
+    h.key(KeyCode::Esc);
+    assert!(h.app.modals.is_empty());
+}
+
+fn move_options() -> AppEvent {
+    AppEvent::Moves {
+        task_id: 4,
+        result: Ok(vec![
+            MoveOption {
+                to: "backlog".into(),
+                trigger: Trigger::Manual,
+                label: None,
+                allowed: false,
+                blocked_by: vec!["no_running_step".into()],
+            },
+            MoveOption {
+                to: "build".into(),
+                trigger: Trigger::Manual,
+                label: None,
+                allowed: true,
+                blocked_by: vec![],
+            },
+        ]),
+    }
+}
+
+#[test]
+fn move_says_why_an_option_is_blocked_and_takes_an_optional_note() {
+    let mut h = Harness::new(100, 30);
+    h.select(4);
+    h.key(KeyCode::Char('m'));
+    h.event(move_options());
+    h.app.take_effects();
+    // The cursor starts on the allowed option; go to the blocked one.
+    h.key(KeyCode::Char('k'));
+    h.key(KeyCode::Enter);
+    let status = h.app.status.clone().expect("a message");
+    assert!(status.error);
+    assert_eq!(
+        status.text,
+        "cannot move to backlog: blocked by no_running_step"
+    );
+    assert!(matches!(h.app.modals.last(), Some(Modal::Move(_))));
+    // Enter on the allowed option opens the note; enter with no note moves at once.
+    h.key(KeyCode::Char('j'));
+    h.key(KeyCode::Enter);
+    assert!(matches!(h.app.modals.last(), Some(Modal::Note(_))));
+    assert!(sent(&h.app.take_effects()).is_empty());
+    h.key(KeyCode::Enter);
+    assert!(h.app.modals.is_empty());
+    let reqs = sent(&h.app.take_effects());
+    assert_eq!(
+        reqs[0].action,
+        EngineAction::Move {
+            to: "build".into(),
+            note: None
+        }
+    );
+    // With a note (several lines): ctrl+s moves and hands it on.
+    h.key(KeyCode::Char('m'));
+    h.event(move_options());
+    h.key(KeyCode::Enter);
+    h.chars("keep the API");
+    h.key(KeyCode::Enter);
+    h.chars("as it is");
+    h.ctrl('s');
+    assert!(h.app.modals.is_empty());
+    let reqs = sent(&h.app.take_effects());
+    assert_eq!(
+        reqs[0].action,
+        EngineAction::Move {
+            to: "build".into(),
+            note: Some("keep the API\nas it is".into())
+        }
+    );
+}
+
+#[test]
+fn l_past_the_last_open_column_says_c_expands_the_collapsed_ones() {
+    let mut h = Harness::new(80, 24);
+    for _ in 0..8 {
+        h.key(KeyCode::Char('l'));
+    }
+    let status = h.app.status.clone().expect("a message");
+    assert_eq!(
+        status.text,
+        "Done, Failed, Cancelled: collapsed — c expands them"
+    );
+    // Once the message is read, the key bar keeps the hint.
+    h.key(KeyCode::Esc);
+    assert!(h.screen().contains("c expand"));
+}
+
+#[test]
+fn the_diff_of_a_finished_task_says_where_its_work_went() {
+    let mut done = task(5, "Upgrade the HTTP client", "done", TaskState::Done);
+    done.branch = Some("baton/5-upgrade".into());
+    done.base_branch = Some("main".into());
+    done.worktree = None;
+    assert_eq!(
+        no_diff_reason(&done, true, Some(true)),
+        "the worktree was removed when the task ended (done); its work is on branch \
+         baton/5-upgrade — `git diff main...baton/5-upgrade` shows it"
+    );
+    assert_eq!(
+        no_diff_reason(&done, true, Some(false)),
+        "the worktree was removed when the task ended (done); its branch baton/5-upgrade \
+         was merged into main and deleted"
+    );
+    let fresh = task(1, "t", "backlog", TaskState::Idle);
+    assert!(no_diff_reason(&fresh, true, None).starts_with("no worktree for this task yet"));
+    assert!(no_diff_reason(&fresh, false, None).contains("not in a git repository"));
 }

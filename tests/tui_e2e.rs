@@ -152,3 +152,38 @@ fn demo_board_help_new_card_and_quit_in_tmux() {
     let screen = tmux.screen();
     assert!(!screen.contains("panicked"), "{screen}");
 }
+
+#[test]
+fn an_engine_that_cannot_start_is_an_error_before_the_screen_is_taken() {
+    let bin = env!("CARGO_BIN_EXE_baton");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let init = Command::new(bin)
+        .args(["--dir"])
+        .arg(dir.path())
+        .arg("init")
+        .output()
+        .expect("baton init");
+    assert!(init.status.success());
+    let config = dir.path().join(".baton/config.toml");
+    let mut text = std::fs::read_to_string(&config).expect("config");
+    text.push_str("\nmax_parallel = 0\n");
+    std::fs::write(&config, text).expect("write config");
+    // No terminal needed: the error comes before the alternate screen.
+    let out = Command::new(bin)
+        .arg("--dir")
+        .arg(dir.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("baton");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with("baton: ") && stderr.contains("max_parallel must be at least 1"),
+        "{stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !stdout.contains("\x1b[?1049h"),
+        "entered the alternate screen"
+    );
+}

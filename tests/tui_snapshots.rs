@@ -187,3 +187,71 @@ fn too_small() {
     let mut h = Harness::new(50, 12);
     assert_snapshot!(h.screen());
 }
+
+#[test]
+fn board_80x24_collapsed_with_short_badges_and_counts() {
+    let mut h = Harness::with_mode(80, 24, Mode::Attached);
+    h.serve(&backlog_detail(), &[]);
+    assert_snapshot!(h.screen());
+}
+
+#[test]
+fn interrupted_banner_80x24() {
+    let mut h = Harness::new(80, 24);
+    let (detail, log) = interrupted_detail();
+    h.select(3);
+    h.serve(&detail, &log);
+    assert_snapshot!(h.screen());
+}
+
+#[test]
+fn detail_pane_scrolls_the_steps_of_a_long_loop_to_the_shown_one() {
+    let mut h = Harness::new(100, 30);
+    let (mut detail, log) = running_detail();
+    // A loop: 600 runs of build, the last one running.
+    let mut steps = Vec::new();
+    for i in 0..600 {
+        let state = if i == 599 {
+            baton::store::StepState::Running
+        } else {
+            baton::store::StepState::Succeeded
+        };
+        let mut s = step(100 + i, 2, "build", state, 2);
+        s.attempt = i + 1;
+        steps.push(s);
+    }
+    detail.steps = steps;
+    h.select(2);
+    h.key(KeyCode::Enter);
+    h.serve(&detail, &log);
+    // Back to attempt #523.
+    for _ in 0..(600 - 523) {
+        h.key(KeyCode::Char('k'));
+    }
+    h.serve(&detail, &log);
+    let screen = h.screen();
+    assert!(screen.contains("Log · build #523"), "{screen}");
+    assert!(screen.contains("build #523 "), "{screen}");
+    assert!(screen.contains("History"), "{screen}");
+    assert_snapshot!(screen);
+}
+
+#[test]
+fn move_note_form() {
+    let mut h = Harness::new(100, 30);
+    h.select(4);
+    h.key(KeyCode::Char('m'));
+    h.event(AppEvent::Moves {
+        task_id: 4,
+        result: Ok(vec![MoveOption {
+            to: "build".into(),
+            trigger: Trigger::Manual,
+            label: Some("Back to build".into()),
+            allowed: true,
+            blocked_by: vec![],
+        }]),
+    });
+    h.key(KeyCode::Enter);
+    h.chars("Keep the old index as a fallback.");
+    assert_snapshot!(h.screen());
+}

@@ -11,11 +11,16 @@ pub struct TaskCard {
     pub status: String,
     pub state: TaskState,
     pub updated_at: i64,
-    /// Distinct statuses whose step succeeded in the current run.
+    /// Step statuses done in the current run: the distinct statuses whose latest step run
+    /// in the run succeeded. A status being redone (pending, running, failed, interrupted)
+    /// no longer counts, so a rejected task rebuilding shows `2/3`, not the `3/3` of its
+    /// previous pass.
     pub steps_done: i64,
     /// When the running step started, while one runs.
     pub running_since: Option<i64>,
-    /// `tests` JSON of the current run's latest step that reported test counts.
+    /// `tests` JSON of the current run's latest step run that reported test counts; none
+    /// while the task is queued or running, since the counts then describe code that is
+    /// being changed (a rejected task rebuilding drops its old `✓12`).
     pub tests: Option<serde_json::Value>,
     /// Total cost of the current run's steps, when any step reported one.
     pub cost: Option<f64>,
@@ -29,11 +34,15 @@ impl Db<'_> {
         let mut stmt = self.conn.prepare_cached(
             "SELECT t.id, t.title, t.pipeline_id, t.status, t.state, t.updated_at, \
              (SELECT COUNT(DISTINCT s.status) FROM step_runs s \
-               WHERE s.task_id = t.id AND s.run_id = t.run_id AND s.state = 'succeeded'), \
+               WHERE s.task_id = t.id AND s.run_id = t.run_id AND s.state = 'succeeded' \
+               AND s.id = (SELECT MAX(l.id) FROM step_runs l WHERE l.task_id = t.id \
+                 AND l.run_id = t.run_id AND l.status = s.status)), \
              (SELECT MAX(s.started_at) FROM step_runs s \
                WHERE s.task_id = t.id AND s.state = 'running'), \
+             CASE WHEN t.state IN ('queued', 'running') THEN NULL ELSE \
              (SELECT s.tests_json FROM step_runs s WHERE s.task_id = t.id \
-               AND s.run_id = t.run_id AND s.tests_json IS NOT NULL ORDER BY s.id DESC LIMIT 1), \
+               AND s.run_id = t.run_id AND s.tests_json IS NOT NULL ORDER BY s.id DESC LIMIT 1) \
+             END, \
              (SELECT SUM(s.cost) FROM step_runs s WHERE s.task_id = t.id AND s.run_id = t.run_id), \
              (SELECT e.summary FROM events e WHERE e.task_id = t.id AND e.level = 'error' \
                AND e.at >= COALESCE((SELECT MAX(h.at) FROM history h WHERE h.task_id = t.id), 0) \

@@ -14,8 +14,10 @@ pub enum Action {
     Down,
     /// Focus the detail pane (on the board) / open the selected option (in menus).
     Open,
-    /// Close the top layer or go back to the board.
+    /// Close the top layer or go back to the board (a log search is cleared first).
     Back,
+    /// Close the full-screen log at once.
+    Close,
     NewTask,
     Start,
     Approve,

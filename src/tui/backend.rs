@@ -4,9 +4,11 @@
 
 use super::app::Mode;
 use super::event::{AppEvent, NewTask};
-use crate::engine::{self, Action, Engine, EngineEvent, EngineHandle, Request, RunOptions};
+use crate::engine::{
+    self, Action, Engine, EngineError, EngineEvent, EngineHandle, Request, RunOptions,
+};
 use crate::store::Store;
-use crate::workspace::{EngineLock, Workspace};
+use crate::workspace::{EngineLock, Workspace, WorkspaceError};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -43,21 +45,25 @@ impl Drop for Watcher {
 }
 
 impl Backend {
-    /// Embeds the engine when none runs in the workspace, else attaches. Call inside the
-    /// tokio runtime.
-    pub fn connect(ws: &Workspace, tx: UnboundedSender<AppEvent>) -> Self {
+    /// Embeds the engine when none runs in the workspace, else attaches. Any other reason
+    /// the engine cannot start (a bad config, an unreadable database) is an error sentence:
+    /// attaching to no engine would look alive and do nothing. Call inside the tokio runtime.
+    pub fn connect(ws: &Workspace, tx: UnboundedSender<AppEvent>) -> Result<Self, String> {
         if !EngineLock::is_held(ws) {
             match Engine::start(ws) {
-                Ok(engine) => return Self::embed(ws, engine, tx),
+                Ok(engine) => return Ok(Self::embed(ws, engine, tx)),
+                // Another engine took the lock meanwhile: attach to it.
+                Err(EngineError::Workspace(WorkspaceError::EngineRunning(_))) => {}
                 Err(e) => {
-                    tracing::warn!("could not embed the engine, attaching instead: {e}");
+                    tracing::error!("the engine could not start: {e}");
+                    return Err(e.to_string());
                 }
             }
         }
-        Self::Attached {
+        Ok(Self::Attached {
             ws: ws.clone(),
             watcher: watch(ws, tx, ATTACHED_POLL),
-        }
+        })
     }
 
     fn embed(ws: &Workspace, engine: Engine, tx: UnboundedSender<AppEvent>) -> Self {

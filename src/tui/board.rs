@@ -173,21 +173,40 @@ impl Board {
         self.selected = self.selected_card().map(|c| c.id);
     }
 
-    /// Moves to the next visible column left (`-1`) or right (`1`).
-    pub fn move_col(&mut self, delta: isize, width: u16) {
+    /// Moves to the next visible column left (`-1`) or right (`1`); false when there is none.
+    pub fn move_col(&mut self, delta: isize, width: u16) -> bool {
         let n = self.columns.len() as isize;
         let mut i = self.col as isize;
         loop {
             i += delta;
             if i < 0 || i >= n {
-                return;
+                return false;
             }
             if !self.is_collapsed(i as usize, width) {
                 self.col = i as usize;
                 self.selected = self.selected_card().map(|c| c.id);
-                return;
+                return true;
             }
         }
+    }
+
+    /// The labels of the collapsed columns left (`-1`) or right (`1`) of the current one.
+    pub fn collapsed_beyond(&self, delta: isize, width: u16) -> Vec<String> {
+        let n = self.columns.len();
+        let range: Box<dyn Iterator<Item = usize>> = if delta > 0 {
+            Box::new(self.col + 1..n)
+        } else {
+            Box::new((0..self.col).rev())
+        };
+        range
+            .filter(|&i| self.is_collapsed(i, width))
+            .filter_map(|i| self.status(i).map(|s| s.label.clone()))
+            .collect()
+    }
+
+    /// Whether any column of the current tab is collapsed (the footer says how to expand).
+    pub fn any_collapsed(&self, width: u16) -> bool {
+        (0..self.columns.len()).any(|i| self.is_collapsed(i, width))
     }
 
     /// Moves the selection within the column; `capacity` is how many cards fit.
@@ -225,6 +244,14 @@ impl Board {
             .count();
         let waiting = self.cards.iter().filter(|c| self.needs_approval(c)).count();
         (running, waiting)
+    }
+
+    /// Interrupted tasks (all tabs), waiting for resume or retry.
+    pub fn interrupted_count(&self) -> usize {
+        self.cards
+            .iter()
+            .filter(|c| c.state == TaskState::Interrupted)
+            .count()
     }
 
     /// True when the card waits at a gate of its pipeline.

@@ -71,7 +71,7 @@ pub enum AppEvent {
     },
     Diff {
         task_id: i64,
-        result: Result<Option<String>, String>,
+        result: Result<Diff, String>,
     },
     /// The engine says a task changed.
     TaskChanged(i64),
@@ -89,6 +89,15 @@ pub enum AppEvent {
     Created(Result<i64, String>),
     /// A read failed.
     LoadFailed(String),
+}
+
+/// What `D` shows for a task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Diff {
+    /// The diff of the task's worktree against its base branch.
+    Text(String),
+    /// Why there is no diff to show (no worktree yet, or removed when the task ended).
+    Absent(String),
 }
 
 /// A new task to create.

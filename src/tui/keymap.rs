@@ -120,9 +120,19 @@ pub const BINDINGS: &[Binding] = &[
     k(Detail, KeyCode::Up, A::Up, "previous step"),
     c(Detail, 'j', A::Down, "next step"),
     k(Detail, KeyCode::Down, A::Down, "next step"),
-    k(Detail, KeyCode::Esc, A::Back, "back to the board"),
-    c(Detail, 'h', A::Back, "back to the board"),
-    k(Detail, KeyCode::Left, A::Back, "back to the board"),
+    k(
+        Detail,
+        KeyCode::Esc,
+        A::Back,
+        "clear search, else to the board",
+    ),
+    c(Detail, 'h', A::Back, "clear search, else to the board"),
+    k(
+        Detail,
+        KeyCode::Left,
+        A::Back,
+        "clear search, else to the board",
+    ),
     c(Log, 'K', A::ScrollUp, "scroll up (pauses follow)"),
     c(Log, 'J', A::ScrollDown, "scroll down"),
     k(Log, KeyCode::PageUp, A::PageUp, "page up"),
@@ -155,10 +165,138 @@ pub const FULL_LOG: &[Binding] = &[
     c(Log, 'j', A::ScrollDown, "scroll down"),
     k(Log, KeyCode::Down, A::ScrollDown, "scroll down"),
     c(Log, 'n', A::NextMatch, "next match (in L)"),
-    k(Log, KeyCode::Esc, A::Back, "close"),
-    c(Log, 'L', A::Back, "close"),
-    c(Log, 'q', A::Back, "close"),
+    k(Log, KeyCode::Esc, A::Back, "clear search, else close"),
+    c(Log, 'L', A::Close, "close"),
+    c(Log, 'q', A::Close, "close"),
 ];
+
+/// A hint in a bar of keys: the actions whose keys it names, and a word or two.
+#[derive(Debug, Clone, Copy)]
+pub struct Hint {
+    pub actions: &'static [Action],
+    pub label: &'static str,
+    /// Hints with a lower rank are dropped first when the bar is too narrow.
+    pub rank: u8,
+}
+
+const fn h(actions: &'static [Action], label: &'static str, rank: u8) -> Hint {
+    Hint {
+        actions,
+        label,
+        rank,
+    }
+}
+
+const BOARD_HINTS: &[Hint] = &[
+    h(&[A::Open], "open", 3),
+    h(&[A::NewTask], "new", 3),
+    h(&[A::Start], "start", 2),
+    h(&[A::Approve], "approve", 2),
+    h(&[A::Move], "move", 1),
+    h(&[A::Filter], "filter", 1),
+    // Shown only while terminal columns are collapsed.
+    h(&[A::ToggleCollapse], "expand", 2),
+    h(&[A::Help], "help", 4),
+    h(&[A::Quit], "quit", 4),
+];
+
+const DETAIL_HINTS: &[Hint] = &[
+    h(&[A::Down, A::Up], "step", 3),
+    h(&[A::ScrollDown, A::ScrollUp], "scroll", 3),
+    h(&[A::Bottom], "follow", 1),
+    h(&[A::Search], "search", 2),
+    h(&[A::ToggleWrap], "wrap", 1),
+    h(&[A::FullLog], "full log", 2),
+    h(&[A::Back], "board", 3),
+    h(&[A::Help], "help", 4),
+];
+
+const FULL_LOG_HINTS: &[Hint] = &[
+    h(&[A::ScrollDown, A::ScrollUp], "scroll", 3),
+    h(&[A::Bottom], "follow", 2),
+    h(&[A::Search], "search", 2),
+    h(&[A::NextMatch, A::PrevMatch], "match", 1),
+    h(&[A::ToggleWrap], "wrap", 1),
+    h(&[A::Back], "close", 4),
+];
+
+/// The screens a bar of hints is shown for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bar {
+    Board,
+    Detail,
+    FullLog,
+}
+
+impl Bar {
+    /// The hints of this bar, in display order.
+    pub fn hints(self) -> &'static [Hint] {
+        match self {
+            Bar::Board => BOARD_HINTS,
+            Bar::Detail => DETAIL_HINTS,
+            Bar::FullLog => FULL_LOG_HINTS,
+        }
+    }
+
+    /// Where this bar's keys are looked up, in the order key handling tries them.
+    fn lookup(self) -> (&'static [Binding], &'static [Ctx]) {
+        match self {
+            Bar::Board => (BINDINGS, &[Board, Task, Global]),
+            Bar::Detail => (BINDINGS, &[Log, Detail, Task, Global]),
+            Bar::FullLog => (FULL_LOG, &[Log]),
+        }
+    }
+
+    /// The first key that does `action` on this screen (not an arrow when there is another,
+    /// so `j` rather than `↓`), as the help screen names it.
+    pub fn key_for(self, action: Action) -> Option<String> {
+        let (table, ctxs) = self.lookup();
+        // The full-screen log falls back to the log and task keys of the main table.
+        let fallback: &[Ctx] = if self == Bar::FullLog {
+            &[Log, Task]
+        } else {
+            &[]
+        };
+        let candidates = |table: &'static [Binding], ctxs: &'static [Ctx]| {
+            ctxs.iter().flat_map(move |ctx| {
+                table
+                    .iter()
+                    .filter(move |b| b.ctx == *ctx && b.action == action)
+            })
+        };
+        let all: Vec<&Binding> = candidates(table, ctxs)
+            .chain(candidates(BINDINGS, fallback))
+            .collect();
+        // Only a binding that key handling would reach for this key counts.
+        let reachable = |b: &&&Binding| {
+            let key = KeyEvent::new(b.code, b.mods);
+            let found = lookup(table, ctxs, &key).or_else(|| lookup(BINDINGS, fallback, &key));
+            found == Some(action)
+        };
+        all.iter()
+            .filter(reachable)
+            .find(|b| {
+                !matches!(
+                    b.code,
+                    KeyCode::Up | KeyCode::Down | KeyCode::Left | KeyCode::Right
+                )
+            })
+            .or_else(|| all.iter().find(reachable))
+            .map(|b| key_name(b))
+    }
+
+    /// The bar's hints with their keys, joined with `/` (`j/k`).
+    pub fn rows(self) -> Vec<(String, &'static Hint)> {
+        self.hints()
+            .iter()
+            .filter_map(|hint| {
+                let keys: Option<Vec<String>> =
+                    hint.actions.iter().map(|a| self.key_for(*a)).collect();
+                Some((keys?.join("/"), hint))
+            })
+            .collect()
+    }
+}
 
 fn matches(b: &Binding, key: &KeyEvent) -> bool {
     // Shifted letters arrive as the upper-case char, with or without SHIFT set.
@@ -299,5 +437,28 @@ mod tests {
         }
         let board = &help.iter().find(|(c, _)| *c == Board).unwrap().1;
         assert!(board.contains(&("h ←".to_string(), "column left")));
+    }
+
+    #[test]
+    fn hint_bars_name_the_keys_the_keymap_binds() {
+        let keys = |bar: Bar, label: &str| {
+            bar.rows()
+                .into_iter()
+                .find(|(_, h)| h.label == label)
+                .map(|(k, _)| k)
+        };
+        // In the detail pane j/k pick steps and J/K scroll; in L plain j/k scroll.
+        assert_eq!(keys(Bar::Detail, "step").as_deref(), Some("j/k"));
+        assert_eq!(keys(Bar::Detail, "scroll").as_deref(), Some("J/K"));
+        assert_eq!(keys(Bar::FullLog, "scroll").as_deref(), Some("j/k"));
+        assert_eq!(keys(Bar::FullLog, "match").as_deref(), Some("n/N"));
+        assert_eq!(keys(Bar::FullLog, "close").as_deref(), Some("esc"));
+        assert_eq!(keys(Bar::FullLog, "search").as_deref(), Some("/"));
+        assert_eq!(keys(Bar::Board, "open").as_deref(), Some("enter"));
+        assert_eq!(keys(Bar::Detail, "board").as_deref(), Some("esc"));
+        // Every hint of every bar names a key.
+        for bar in [Bar::Board, Bar::Detail, Bar::FullLog] {
+            assert_eq!(bar.rows().len(), bar.hints().len(), "{bar:?}");
+        }
     }
 }

@@ -5,10 +5,10 @@ use super::app::{App, Focus, Mode};
 use super::event::Effect;
 use super::keymap::{BINDINGS, Ctx, FULL_LOG, lookup};
 use super::modal::{
-    Confirm, DiffView, InputFor, InputOutcome, LineInput, Modal, MoveMenu, NewTaskForm, NoteForm,
-    Outcome,
+    Confirm, DiffView, InputFor, InputOutcome, LineInput, Modal, MoveMenu, NewTaskForm, NoteFor,
+    NoteForm, Outcome,
 };
-use super::ui::layout::{Areas, log_height};
+use super::ui::layout::{Areas, MIN_H, MIN_W, log_height};
 use crate::engine::Action as EngineAction;
 use crate::store::TaskState;
 use crossterm::event::{KeyEvent, KeyEventKind};
@@ -20,17 +20,31 @@ impl App {
         Areas::new(Rect::new(0, 0, self.size.0, self.size.1), self.focus).card_capacity()
     }
 
+    /// True while the screen only says it is too small (nothing else is drawn).
+    pub fn too_small(&self) -> bool {
+        self.size.0 < MIN_W || self.size.1 < MIN_H
+    }
+
     pub(super) fn on_key(&mut self, key: KeyEvent) {
         if key.kind == KeyEventKind::Release {
             return;
         }
         // A message stays until the next key, so it can be read.
         self.status = None;
+        if self.too_small() {
+            self.small_key(key);
+            return;
+        }
         if let Some(top) = self.modals.last_mut() {
             match top.key(key) {
                 Outcome::Stay => {}
+                Outcome::Say(text) => self.say(text, true),
                 Outcome::Close => {
                     self.modals.pop();
+                }
+                Outcome::Replace(next) => {
+                    self.modals.pop();
+                    self.modals.push(next);
                 }
                 Outcome::Done(effect) => {
                     self.modals.pop();
@@ -50,6 +64,27 @@ impl App {
         };
         if let Some(action) = lookup(BINDINGS, ctxs, &key) {
             self.act(action);
+        }
+    }
+
+    /// Keys while the screen is too small to show what they would act on: only quitting
+    /// (and answering its question, which the small screen shows) is allowed.
+    fn small_key(&mut self, key: KeyEvent) {
+        if let Some(top @ Modal::Confirm(Confirm::Quit { .. })) = self.modals.last_mut() {
+            match top.key(key) {
+                Outcome::Quit => {
+                    self.modals.pop();
+                    self.quit = true;
+                }
+                Outcome::Close => {
+                    self.modals.pop();
+                }
+                _ => {}
+            }
+            return;
+        }
+        if lookup(BINDINGS, &[Ctx::Global], &key) == Some(Action::Quit) {
+            self.act(Action::Quit);
         }
     }
 
@@ -80,6 +115,7 @@ impl App {
                     }
                     (InputOutcome::Cancel, InputFor::Search) => {
                         self.modals.pop();
+                        self.log.search = None;
                     }
                     _ => {}
                 }
@@ -88,7 +124,8 @@ impl App {
                 let action = lookup(FULL_LOG, &[Ctx::Log], &key)
                     .or_else(|| lookup(BINDINGS, &[Ctx::Log, Ctx::Task], &key));
                 match action {
-                    Some(Action::Back | Action::FullLog) => {
+                    Some(Action::Back) if self.log.search.is_some() => self.log.search = None,
+                    Some(Action::Back | Action::Close | Action::FullLog) => {
                         self.modals.pop();
                     }
                     Some(a) => self.act(a),
@@ -127,8 +164,14 @@ impl App {
                 self.focus = Focus::Board;
                 self.selection_changed(before);
             }
-            Action::Left => self.board.move_col(-1, width),
-            Action::Right => self.board.move_col(1, width),
+            Action::Left | Action::Right => {
+                let delta = if action == Action::Right { 1 } else { -1 };
+                let hidden = self.board.collapsed_beyond(delta, width);
+                if !self.board.move_col(delta, width) && !hidden.is_empty() {
+                    let what = hidden.join(", ");
+                    self.say(format!("{what}: collapsed — c expands them"), false);
+                }
+            }
             Action::Up | Action::Down => {
                 let delta = if action == Action::Down { 1 } else { -1 };
                 match self.focus {
@@ -150,6 +193,7 @@ impl App {
                 }
             }
             Action::Back => match self.focus {
+                Focus::Detail if self.log.search.is_some() => self.log.search = None,
                 Focus::Detail => self.focus = Focus::Board,
                 Focus::Board => {
                     if !self.board.filter.is_empty() {
@@ -161,9 +205,10 @@ impl App {
                 purpose: InputFor::Filter,
                 text: self.board.filter.clone(),
             })),
+            // A new search starts empty (typing replaces the old one; esc clears it).
             Action::Search => self.modals.push(Modal::Input(LineInput {
                 purpose: InputFor::Search,
-                text: self.log.search.clone().unwrap_or_default(),
+                text: String::new(),
             })),
             Action::NextMatch | Action::PrevMatch => {
                 if !self.log.jump(action == Action::NextMatch, log_h) {
@@ -228,9 +273,10 @@ impl App {
             Action::Approve => self.effect(send(EngineAction::Approve { note: None })),
             Action::Resume => self.effect(send(EngineAction::Resume)),
             Action::Retry => self.effect(send(EngineAction::Retry)),
-            Action::Reject => self
-                .modals
-                .push(Modal::Reject(Box::new(NoteForm::new(target)))),
+            Action::Reject => self.modals.push(Modal::Note(Box::new(NoteForm::new(
+                target,
+                NoteFor::Reject,
+            )))),
             Action::Abort => self.modals.push(Modal::Confirm(Confirm::Abort(target))),
             Action::Move => {
                 self.effect(Effect::LoadMoves(target.task_id));

@@ -2,10 +2,10 @@
 //! snapshots, so the UI never waits on the database. Requests that pile up while it works
 //! are coalesced (a burst of "reload the board" becomes one query).
 
-use super::event::{AppEvent, BoardSnapshot, LogAnchor, LogChunk, LogQuery, TaskDetail};
+use super::event::{AppEvent, BoardSnapshot, Diff, LogAnchor, LogChunk, LogQuery, TaskDetail};
 use crate::engine::{move_options, pipeline_of};
 use crate::pipeline::{Catalog, Severity, agent_ids, load_catalog};
-use crate::store::{Db, Store};
+use crate::store::{Db, Store, Task, TaskState};
 use crate::workspace::{Workspace, git};
 use std::sync::mpsc;
 use tokio::sync::mpsc::UnboundedSender;
@@ -116,9 +116,57 @@ fn answer(ws: &Workspace, db: &Db, catalog: &Catalog, req: LoadReq) -> AppEvent 
             result: db
                 .task(task_id)
                 .map_err(|e| e.to_string())
-                .and_then(|t| git::task_diff(ws.root(), &t)),
+                .and_then(|t| diff(ws, &t)),
         },
     }
+}
+
+/// The task's diff, or why it has none.
+fn diff(ws: &Workspace, task: &Task) -> Result<Diff, String> {
+    if let Some(text) = git::task_diff(ws.root(), task)? {
+        return Ok(Diff::Text(text));
+    }
+    let repo = git::repo_root(ws.root());
+    let branch_kept = task.branch.as_ref().and_then(|b| {
+        let heads = git::branch_heads(repo.as_ref()?).ok()?;
+        Some(heads.iter().any(|(name, _)| name == b))
+    });
+    Ok(Diff::Absent(no_diff_reason(
+        task,
+        repo.is_some(),
+        branch_kept,
+    )))
+}
+
+/// Why a task without a worktree has no diff, in words. `in_git`: whether the workspace is
+/// in a git repository; `branch_kept`: whether the task's branch still exists (`None` when
+/// unknown).
+pub fn no_diff_reason(task: &Task, in_git: bool, branch_kept: Option<bool>) -> String {
+    let finished = matches!(
+        task.state,
+        TaskState::Done | TaskState::Cancelled | TaskState::Failed
+    );
+    let Some(branch) = &task.branch else {
+        return if !in_git {
+            "no diff — this workspace is not in a git repository, so tasks get no worktree"
+        } else if finished {
+            "no diff — this task ended before a step ran, so it never had a worktree"
+        } else {
+            "no worktree for this task yet — a diff appears once a step has run"
+        }
+        .into();
+    };
+    let when = if finished {
+        format!("when the task ended ({})", task.state)
+    } else {
+        "when the task last ended".into()
+    };
+    let base = task.base_branch.as_deref().unwrap_or("its base branch");
+    let rest = match branch_kept {
+        Some(false) => format!("its branch {branch} was merged into {base} and deleted"),
+        _ => format!("its work is on branch {branch} — `git diff {base}...{branch}` shows it"),
+    };
+    format!("the worktree was removed {when}; {rest}")
 }
 
 fn board(db: &Db, catalog: &Catalog) -> crate::store::Result<BoardSnapshot> {

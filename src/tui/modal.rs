@@ -3,7 +3,7 @@
 //! closes it.
 
 use super::action::Action;
-use super::event::{Effect, NewTask};
+use super::event::{Diff, Effect, NewTask};
 use super::keymap::{BINDINGS, Ctx, lookup};
 use crate::engine::{Action as EngineAction, Request};
 use crate::pipeline::{MoveOption, Pipeline};
@@ -13,9 +13,12 @@ use ratatui_textarea::TextArea;
 /// One layer of the stack.
 #[derive(Debug)]
 pub enum Modal {
-    Help { scroll: u16 },
+    Help {
+        scroll: u16,
+    },
     NewTask(Box<NewTaskForm>),
-    Reject(Box<NoteForm>),
+    /// A note sent with a reject or a move.
+    Note(Box<NoteForm>),
     Move(MoveMenu),
     Confirm(Confirm),
     Diff(DiffView),
@@ -24,10 +27,14 @@ pub enum Modal {
 }
 
 /// What a key did to the top layer.
-#[derive(Debug, PartialEq)]
+#[derive(Debug)]
 pub enum Outcome {
     /// The layer stays (it may have changed).
     Stay,
+    /// The layer stays; say why the key did nothing (in the status line).
+    Say(String),
+    /// Close the layer and open this one in its place.
+    Replace(Modal),
     /// Close the layer.
     Close,
     /// Close the layer and do this.
@@ -173,30 +180,67 @@ impl NewTaskForm {
     }
 }
 
-/// `r`: a rejection with a note for the next step.
+/// What a note goes with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoteFor {
+    /// `r`: reject.
+    Reject,
+    /// `m` then enter: move to this status.
+    Move { to: String },
+}
+
+/// A note for the next step, sent with a rejection or a move (multi-line, optional).
 #[derive(Debug)]
 pub struct NoteForm {
     pub target: Target,
+    pub purpose: NoteFor,
     pub note: TextArea<'static>,
 }
 
 impl NoteForm {
     /// A blank note about `target`.
-    pub fn new(target: Target) -> Self {
+    pub fn new(target: Target, purpose: NoteFor) -> Self {
         let mut note = TextArea::default();
-        note.set_placeholder_text("what should change (handed to the next step)");
-        Self { target, note }
+        let hint = match purpose {
+            NoteFor::Reject => "what should change (handed to the next step)",
+            NoteFor::Move { .. } => "enter moves now; or type a note for the next step",
+        };
+        note.set_placeholder_text(hint);
+        Self {
+            target,
+            purpose,
+            note,
+        }
+    }
+
+    fn text(&self) -> Option<String> {
+        let text = self.note.lines().join("\n").trim().to_string();
+        (!text.is_empty()).then_some(text)
+    }
+
+    fn submit(&self) -> Outcome {
+        let note = self.text();
+        let action = match &self.purpose {
+            NoteFor::Reject => EngineAction::Reject { note },
+            NoteFor::Move { to } => EngineAction::Move {
+                to: to.clone(),
+                note,
+            },
+        };
+        Outcome::Done(Effect::Send(self.target.request(action)))
     }
 
     fn key(&mut self, key: KeyEvent) -> Outcome {
+        use crossterm::event::KeyCode;
         match lookup(BINDINGS, &[Ctx::Form], &key) {
             Some(Action::Back) => Outcome::Close,
-            Some(Action::Submit) => {
-                let text = self.note.lines().join("\n").trim().to_string();
-                let note = (!text.is_empty()).then_some(text);
-                Outcome::Done(Effect::Send(
-                    self.target.request(EngineAction::Reject { note }),
-                ))
+            Some(Action::Submit) => self.submit(),
+            // A move is quick: enter on an empty note moves at once.
+            _ if key.code == KeyCode::Enter
+                && matches!(self.purpose, NoteFor::Move { .. })
+                && self.text().is_none() =>
+            {
+                self.submit()
             }
             _ => {
                 self.note.input(key);
@@ -232,13 +276,20 @@ impl MoveMenu {
                 Outcome::Stay
             }
             Some(Action::Open) => match options.get(self.cursor) {
-                Some(o) if o.allowed => {
-                    Outcome::Done(Effect::Send(self.target.request(EngineAction::Move {
-                        to: o.to.clone(),
-                        note: None,
-                    })))
-                }
-                _ => Outcome::Stay,
+                Some(o) if o.allowed => Outcome::Replace(Modal::Note(Box::new(NoteForm::new(
+                    self.target.clone(),
+                    NoteFor::Move { to: o.to.clone() },
+                )))),
+                Some(o) => Outcome::Say(format!(
+                    "cannot move to {}: blocked by {}",
+                    o.to,
+                    if o.blocked_by.is_empty() {
+                        "a guard".to_string()
+                    } else {
+                        o.blocked_by.join(", ")
+                    }
+                )),
+                None => Outcome::Stay,
             },
             _ => Outcome::Stay,
         }
@@ -274,7 +325,7 @@ impl Confirm {
 pub struct DiffView {
     pub target: Target,
     /// `None` while loading.
-    pub result: Option<Result<Option<String>, String>>,
+    pub result: Option<Result<Diff, String>>,
     pub scroll: u16,
 }
 
@@ -375,7 +426,7 @@ impl Modal {
                 _ => Outcome::Close,
             },
             Modal::NewTask(f) => f.key(key),
-            Modal::Reject(f) => f.key(key),
+            Modal::Note(f) => f.key(key),
             Modal::Move(m) => m.key(key),
             Modal::Confirm(c) => c.key(key),
             Modal::Diff(d) => d.key(key),

@@ -63,7 +63,8 @@ fn spawn_input(tx: UnboundedSender<AppEvent>) {
 
 async fn main_loop(ws: &Workspace) -> Result<(), String> {
     let (tx, mut rx) = unbounded_channel();
-    let backend = Backend::connect(ws, tx.clone());
+    // Before the screen is taken over, so an engine that cannot start is a plain error.
+    let backend = Backend::connect(ws, tx.clone())?;
     let loader = Loader::spawn(ws.clone(), tx.clone());
     let mut screen = Screen::enter().map_err(|e| format!("cannot set up the terminal: {e}"))?;
     spawn_input(tx.clone());

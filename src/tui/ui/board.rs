@@ -63,7 +63,10 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
                     .take(rect.height.saturating_sub(3) as usize)
                     .map(|c| Line::styled(c.to_string(), t.dim())),
             );
-            let block = Block::bordered().border_style(border);
+            // Collapsed columns cannot be selected: say which key opens them.
+            let block = Block::bordered()
+                .border_style(border)
+                .title_bottom(Line::styled("c", t.key()).centered());
             f.render_widget(Paragraph::new(lines).centered().block(block), *rect);
             continue;
         }
@@ -148,26 +151,31 @@ fn badges(app: &App, card: &TaskCard, w: usize) -> Vec<Span<'static>> {
         used += gap + width;
         spans.push(Span::styled(text, style));
     };
-    match card.state {
+    let (long, short, style): (String, &str, Style) = match card.state {
         TaskState::Running => {
             let since = card.running_since.unwrap_or(app.now_ms);
             let spin = SPINNER[app.frame % SPINNER.len()];
-            push(
-                format!("{spin} {}", elapsed(app.now_ms - since)),
-                t.running(),
-            );
+            let text = format!("{spin} {}", elapsed(app.now_ms - since));
+            (text, spin, t.running())
         }
-        TaskState::Queued => push("… queued".into(), t.dim()),
+        TaskState::Queued => ("… queued".into(), "…", t.dim()),
         TaskState::Waiting if app.board.needs_approval(card) => {
-            push("⚑ approval".into(), t.attention())
+            ("⚑ approval".into(), "⚑", t.attention())
         }
-        TaskState::Waiting => push("◆ waiting".into(), t.attention()),
-        TaskState::Interrupted => push("⏸ interrupted".into(), t.attention()),
-        TaskState::Failed => push("✗ failed".into(), t.error()),
-        TaskState::Cancelled => push("– cancelled".into(), t.dim()),
-        TaskState::Done => push("✓ done".into(), t.ok()),
-        TaskState::Idle => push("idle".into(), t.dim()),
-    }
+        TaskState::Waiting => ("◆ waiting".into(), "◆", t.attention()),
+        TaskState::Interrupted => ("⏸ interrupted".into(), "⏸ int.", t.attention()),
+        TaskState::Failed => ("✗ failed".into(), "✗", t.error()),
+        TaskState::Cancelled => ("– cancelled".into(), "–", t.dim()),
+        TaskState::Done => ("✓ done".into(), "✓", t.ok()),
+        TaskState::Idle => ("idle".into(), "idle", t.dim()),
+    };
+    // A narrow column gets the short form rather than a clipped word.
+    let state = if Span::raw(long.as_str()).width() <= w {
+        long
+    } else {
+        short.to_string()
+    };
+    push(state, style);
     if card.alert.is_some() {
         push("⚠".into(), t.error());
     }

@@ -59,7 +59,10 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
     render_left(f, left, app, d);
     let [title, lines] = Layout::vertical([Constraint::Length(1), Constraint::Min(0)])
         .areas(right.inner(ratatui::layout::Margin::new(1, 0)));
-    f.render_widget(Paragraph::new(Line::from(log::title(app))), title);
+    f.render_widget(
+        Paragraph::new(Line::from(log::title(app, title.width))),
+        title,
+    );
     log::render_lines(f, lines, app);
 }
 
@@ -73,16 +76,33 @@ fn render_banner(f: &mut Frame, area: Rect, app: &App, d: &TaskDetail) {
         .map_or(d.task.status.clone(), |s| s.status.clone());
     let b = t.banner();
     let k = b.add_modifier(ratatui::style::Modifier::BOLD);
-    let line = Line::from(vec![
-        Span::styled(format!(" ⏸ Interrupted while {step} ran. "), b),
-        Span::styled("[R]", k),
-        Span::styled(" Resume  ", b),
-        Span::styled("[F]", k),
-        Span::styled(" Retry from scratch  ", b),
-        Span::styled("[d]", k),
-        Span::styled(" Dismiss", b),
-    ]);
     let width = area.width as usize;
+    // Longest first; narrower screens get shorter words rather than a cut-off key.
+    let forms = [
+        (
+            format!(" ⏸ Interrupted while {step} ran. "),
+            "Retry from scratch",
+        ),
+        (format!(" ⏸ Interrupted ({step}). "), "Retry"),
+        (" ⏸ Interrupted. ".to_string(), "Retry"),
+        (" ⏸ ".to_string(), "Retry"),
+    ];
+    let build = |(lead, retry): &(String, &'static str)| {
+        Line::from(vec![
+            Span::styled(lead.clone(), b),
+            Span::styled("[R]", k),
+            Span::styled(" Resume  ", b),
+            Span::styled("[F]", k),
+            Span::styled(format!(" {retry}  "), b),
+            Span::styled("[d]", k),
+            Span::styled(" Dismiss", b),
+        ])
+    };
+    let line = forms
+        .iter()
+        .map(build)
+        .find(|l| l.width() <= width)
+        .unwrap_or_else(|| build(&forms[forms.len() - 1]));
     let mut line = line;
     let used = line.width();
     if used < width {
@@ -105,39 +125,13 @@ fn symbol(s: &StepRun) -> &'static str {
 fn render_left(f: &mut Frame, area: Rect, app: &App, d: &TaskDetail) {
     let t = &app.theme;
     let w = area.width.saturating_sub(1) as usize;
-    let mut lines = vec![Line::styled("Steps", t.title())];
-    for (i, s) in d.steps.iter().enumerate() {
-        let style: Style = match s.state {
-            StepState::Succeeded => t.ok(),
-            StepState::Failed | StepState::TimedOut => t.error(),
-            StepState::Running => t.running(),
-            StepState::Interrupted => t.attention(),
-            _ => t.dim(),
-        };
-        let dur = match (s.started_at, s.finished_at) {
-            (Some(a), Some(b)) => elapsed(b - a),
-            (Some(a), None) if s.state == StepState::Running => elapsed(app.now_ms - a),
-            _ => String::new(),
-        };
-        let name = truncate(
-            &format!("{} #{}", s.status, s.attempt),
-            w.saturating_sub(10),
-        );
-        let mut line = Line::from(vec![
-            Span::styled(format!("{} ", symbol(s)), style),
-            Span::raw(format!("{name:<width$}", width = w.saturating_sub(9))),
-            Span::styled(format!("{dur:>6}"), t.dim()),
-        ]);
-        if Some(i) == app.step {
-            line = if app.focus == Focus::Detail {
-                line.patch_style(t.selected())
-            } else {
-                line.patch_style(Style::new().add_modifier(ratatui::style::Modifier::BOLD))
-            };
-        }
-        lines.push(line);
-    }
-    // Statuses still ahead in this run, for a sense of progress.
+    // The step list: the runs, then the statuses still ahead in this run.
+    let mut steps: Vec<Line> = d
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| step_line(app, s, i, w))
+        .collect();
     if let Some(p) = app
         .board
         .pipelines
@@ -149,23 +143,23 @@ fn render_left(f: &mut Frame, area: Rect, app: &App, d: &TaskDetail) {
         for s in p.statuses.iter().skip(here + 1) {
             let ran = d.steps.iter().any(|r| r.run_id == run && r.status == s.id);
             if s.kind == StatusKind::Step && !ran {
-                lines.push(Line::styled(format!("○ {}", s.id), t.dim()));
+                steps.push(Line::styled(format!("○ {}", s.id), t.dim()));
             }
         }
     }
+    let mut after = Vec::new();
     if let Some(step) = app.shown_step() {
         if let Some(e) = &step.error {
-            lines.push(Line::styled(truncate(e, w), t.error()));
+            after.push(Line::styled(truncate(e, w), t.error()));
         }
         if let Some(content) = &step.handoff_content {
-            lines.push(Line::raw(""));
-            lines.push(Line::styled("Handoff", t.title()));
-            lines.extend(handoff_lines(step, content, w, app));
+            after.push(Line::raw(""));
+            after.push(Line::styled("Handoff", t.title()));
+            after.extend(handoff_lines(step, content, w, app));
         }
     }
-    lines.push(Line::raw(""));
-    lines.push(Line::styled("History", t.title()));
-    let room = (area.height as usize).saturating_sub(lines.len());
+    after.push(Line::raw(""));
+    after.push(Line::styled("History", t.title()));
     let mut hist: Vec<Line> = d
         .history
         .iter()
@@ -185,9 +179,70 @@ fn render_left(f: &mut Frame, area: Rect, app: &App, d: &TaskDetail) {
             .iter()
             .map(|e| Line::styled(truncate(&format!("! {}", e.summary), w), t.error())),
     );
+    // The step list gets what the rest and a few history rows leave (a loop can have
+    // hundreds of runs), and scrolls to keep the shown step in view.
+    let height = area.height as usize;
+    let rest = 1 + after.len() + hist.len().min(3);
+    let cap = height.saturating_sub(rest).max(steps.len().min(3));
+    let first = window(steps.len(), app.step, cap);
+    let below = steps.len().saturating_sub(first + cap);
+    let mut title = vec![Span::styled("Steps", t.title())];
+    if first > 0 {
+        title.push(Span::styled(format!(" ↑{first}"), t.dim()));
+    }
+    if below > 0 {
+        title.push(Span::styled(format!(" ↓{below}"), t.dim()));
+    }
+    let mut lines = vec![Line::from(title)];
+    lines.extend(steps.into_iter().skip(first).take(cap));
+    lines.extend(after);
+    let room = height.saturating_sub(lines.len());
     let skip = hist.len().saturating_sub(room);
     lines.extend(hist.into_iter().skip(skip));
     f.render_widget(Paragraph::new(lines), area);
+}
+
+/// The first of `cap` rows out of `len` to show so that row `selected` is visible: the
+/// last rows when they include it (the newest steps), else from the selected row down.
+pub(super) fn window(len: usize, selected: Option<usize>, cap: usize) -> usize {
+    let last = len.saturating_sub(cap);
+    match selected {
+        Some(s) if s < last => s,
+        _ => last,
+    }
+}
+
+/// One row of the step list.
+fn step_line(app: &App, s: &StepRun, i: usize, w: usize) -> Line<'static> {
+    let t = &app.theme;
+    let style: Style = match s.state {
+        StepState::Succeeded => t.ok(),
+        StepState::Failed | StepState::TimedOut => t.error(),
+        StepState::Running => t.running(),
+        StepState::Interrupted => t.attention(),
+        _ => t.dim(),
+    };
+    let dur = match (s.started_at, s.finished_at) {
+        (Some(a), Some(b)) => elapsed(b - a),
+        (Some(a), None) if s.state == StepState::Running => elapsed(app.now_ms - a),
+        _ => String::new(),
+    };
+    let name = truncate(
+        &format!("{} #{}", s.status, s.attempt),
+        w.saturating_sub(10),
+    );
+    let line = Line::from(vec![
+        Span::styled(format!("{} ", symbol(s)), style),
+        Span::raw(format!("{name:<width$}", width = w.saturating_sub(9))),
+        Span::styled(format!("{dur:>6}"), t.dim()),
+    ]);
+    if Some(i) != app.step {
+        line
+    } else if app.focus == Focus::Detail {
+        line.patch_style(t.selected())
+    } else {
+        line.patch_style(Style::new().add_modifier(ratatui::style::Modifier::BOLD))
+    }
 }
 
 /// The structured fields when the handoff has them, else its first lines.
@@ -220,4 +275,21 @@ fn handoff_lines(step: &StepRun, content: &str, w: usize, app: &App) -> Vec<Line
             .collect();
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::window;
+
+    #[test]
+    fn the_step_window_keeps_the_selected_row_in_view() {
+        // Fits: from the top.
+        assert_eq!(window(5, Some(0), 10), 0);
+        // The newest rows, when the selection is among them.
+        assert_eq!(window(600, Some(599), 10), 590);
+        assert_eq!(window(600, Some(592), 10), 590);
+        // Further back: the selected row at the top.
+        assert_eq!(window(600, Some(3), 10), 3);
+        assert_eq!(window(600, None, 10), 590);
+    }
 }

@@ -1,11 +1,13 @@
 //! The top line (pipeline tabs, counts, engine mode) and the bottom status line.
 
 use super::text::truncate;
+use crate::tui::action::Action;
 use crate::tui::app::{App, Focus, Mode};
+use crate::tui::keymap::Bar;
 use crate::tui::modal::{InputFor, Modal};
 use ratatui::Frame;
-use ratatui::layout::Rect;
-use ratatui::style::Modifier;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
@@ -21,30 +23,54 @@ pub fn render_header(f: &mut Frame, area: Rect, app: &App) {
         spans.push(Span::raw(" "));
         spans.push(Span::styled(format!(" {} ", p.name), style));
     }
-    let (running, waiting) = app.board.counts();
-    let mut right = Vec::new();
-    if running > 0 {
-        right.push(Span::styled(format!("● {running} running  "), t.running()));
-    }
-    if waiting > 0 {
-        right.push(Span::styled(
-            format!("⚑ {waiting} need approval  "),
-            t.attention(),
-        ));
-    }
-    right.push(Span::styled(
-        match app.mode {
-            Mode::Embedded => "engine: here ",
-            Mode::Attached => "engine: attached ",
-        },
-        t.dim(),
-    ));
-    let right_w: usize = right.iter().map(Span::width).sum();
     let left_w: usize = spans.iter().map(Span::width).sum();
-    let pad = (area.width as usize).saturating_sub(left_w + right_w);
-    spans.push(Span::raw(" ".repeat(pad)));
-    spans.extend(right);
-    f.render_widget(Paragraph::new(Line::from(spans)), area);
+    // The counts and the engine mode win over the tabs: shorter forms first, then the
+    // tabs are cut.
+    let right = (0..3)
+        .map(|level| header_right(app, level))
+        .find(|r| left_w + line_width(r) <= area.width as usize)
+        .unwrap_or_else(|| header_right(app, 2));
+    let right_w = (line_width(&right) as u16).min(area.width);
+    let [left_area, right_area] =
+        Layout::horizontal([Constraint::Min(0), Constraint::Length(right_w)]).areas(area);
+    f.render_widget(Paragraph::new(Line::from(spans)), left_area);
+    f.render_widget(Paragraph::new(Line::from(right)), right_area);
+}
+
+fn line_width(spans: &[Span]) -> usize {
+    spans.iter().map(Span::width).sum()
+}
+
+/// The right side of the header; `level` 0 is the longest form, 2 the shortest.
+fn header_right(app: &App, level: u8) -> Vec<Span<'static>> {
+    let t = &app.theme;
+    let (running, waiting) = app.board.counts();
+    let interrupted = app.board.interrupted_count();
+    let counts: [(usize, &str, &str, Style); 3] = [
+        (running, "●", "running", t.running()),
+        (waiting, "⚑", "need approval", t.attention()),
+        (interrupted, "⏸", "interrupted", t.attention()),
+    ];
+    let mut right = Vec::new();
+    for (n, sym, word, style) in counts {
+        if n == 0 {
+            continue;
+        }
+        let text = if level == 0 {
+            format!("{sym} {n} {word}  ")
+        } else {
+            format!("{sym} {n}  ")
+        };
+        right.push(Span::styled(text, style));
+    }
+    let mode = match (app.mode, level) {
+        (Mode::Embedded, 0 | 1) => "engine: here ",
+        (Mode::Attached, 0 | 1) => "engine: attached ",
+        (Mode::Embedded, _) => "here ",
+        (Mode::Attached, _) => "attached ",
+    };
+    right.push(Span::styled(mode, t.dim()));
+    right
 }
 
 pub fn render_status(f: &mut Frame, area: Rect, app: &App) {
@@ -69,39 +95,42 @@ pub fn render_status(f: &mut Frame, area: Rect, app: &App) {
         Line::raw("")
     } else {
         let full_log = matches!(app.modals.last(), Some(Modal::FullLog));
-        let focus = if full_log { Focus::Detail } else { app.focus };
-        let hints: &[(&str, &str)] = match focus {
-            Focus::Board => &[
-                ("enter", "open"),
-                ("n", "new"),
-                ("s", "start"),
-                ("a", "approve"),
-                ("m", "move"),
-                ("/", "filter"),
-                ("?", "help"),
-                ("q", "quit"),
-            ],
-            Focus::Detail => &[
-                ("j/k", "step"),
-                ("J/K", "scroll"),
-                ("G", "follow"),
-                ("/", "search"),
-                ("w", "wrap"),
-                ("L", "full log"),
-                ("esc", "board"),
-                ("?", "help"),
-            ],
+        let bar = match (full_log, app.focus) {
+            (true, _) => Bar::FullLog,
+            (false, Focus::Detail) => Bar::Detail,
+            (false, Focus::Board) => Bar::Board,
         };
+        let collapsed = app.board.any_collapsed(app.size.0);
+        let mut rows: Vec<_> = bar
+            .rows()
+            .into_iter()
+            .filter(|(_, h)| collapsed || h.actions != [Action::ToggleCollapse])
+            .collect();
         let mut spans = Vec::new();
-        if !app.board.filter.is_empty() {
+        if !app.board.filter.is_empty() && bar == Bar::Board {
             spans.push(Span::styled(
-                format!("filter “{}”  ", app.board.filter),
+                format!("filter “{}”  ", truncate(&app.board.filter, 20)),
                 t.attention(),
             ));
         }
-        for (k, d) in hints {
-            spans.push(Span::styled(*k, t.key()));
-            spans.push(Span::styled(format!(" {d}  "), t.dim()));
+        // Too narrow: drop the least needed hints first (the last of the lowest rank).
+        let used: usize = spans.iter().map(Span::width).sum();
+        // The last hint needs no gap after it.
+        let hint_w = |rows: &[(String, &crate::tui::keymap::Hint)]| -> usize {
+            rows.iter()
+                .map(|(k, h)| Span::raw(format!("{k} {}  ", h.label)).width())
+                .sum::<usize>()
+                .saturating_sub(2)
+        };
+        while used + hint_w(&rows) > width && !rows.is_empty() {
+            let lowest = rows.iter().map(|(_, h)| h.rank).min().unwrap_or(0);
+            if let Some(i) = rows.iter().rposition(|(_, h)| h.rank == lowest) {
+                rows.remove(i);
+            }
+        }
+        for (k, h) in rows {
+            spans.push(Span::styled(k, t.key()));
+            spans.push(Span::styled(format!(" {}  ", h.label), t.dim()));
         }
         Line::from(spans)
     };

@@ -10,24 +10,36 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Wrap};
 
-/// The log's title text: step, size, follow state, wrap, search.
-pub fn title(app: &App) -> Vec<Span<'static>> {
+/// The log's title text: step, size, follow state, wrap, search. Narrow panes get the
+/// short form, so the search mark is not the part cut off.
+pub fn title(app: &App, width: u16) -> Vec<Span<'static>> {
+    let long = title_form(app, false);
+    if long.iter().map(Span::width).sum::<usize>() <= width as usize {
+        long
+    } else {
+        title_form(app, true)
+    }
+}
+
+fn title_form(app: &App, short: bool) -> Vec<Span<'static>> {
     let t = &app.theme;
     let Some(step) = app.shown_step() else {
         return vec![Span::styled("Log", t.title())];
     };
     let log = &app.log;
+    let head = if short { "" } else { "Log · " };
     let mut spans = vec![
         Span::styled(
-            format!("Log · {} #{}", step.status, step.attempt),
+            format!("{head}{} #{}", step.status, step.attempt),
             t.title(),
         ),
         Span::styled(format!(" · {} lines", log.total), t.dim()),
     ];
-    if log.follow {
-        spans.push(Span::styled(" · following", t.running()));
-    } else {
-        spans.push(Span::styled(" · paused (G follows)", t.attention()));
+    match (log.follow, short) {
+        (true, false) => spans.push(Span::styled(" · following", t.running())),
+        (true, true) => {}
+        (false, false) => spans.push(Span::styled(" · paused (G follows)", t.attention())),
+        (false, true) => spans.push(Span::styled(" · paused", t.attention())),
     }
     if log.wrap {
         spans.push(Span::styled(" · wrap", t.dim()));

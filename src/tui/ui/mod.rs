@@ -9,16 +9,23 @@ mod popups;
 mod text;
 
 use super::app::App;
+use super::modal::{Confirm, Modal};
 use layout::{Areas, MIN_H, MIN_W};
 use ratatui::Frame;
-use ratatui::widgets::Paragraph;
+use ratatui::widgets::{Paragraph, Wrap};
 
 /// Draws the whole screen.
 pub fn render(f: &mut Frame, app: &App) {
     let area = f.area();
     if area.width < MIN_W || area.height < MIN_H {
-        let msg = format!("terminal too small — need {MIN_W}×{MIN_H}");
-        f.render_widget(Paragraph::new(msg), area);
+        // Keys act blind here, so only quitting works; its question must show.
+        let msg = match app.modals.last() {
+            Some(Modal::Confirm(Confirm::Quit { running })) => format!(
+                "Quit? {running} running step(s) will be interrupted (R resumes them). y yes · n no"
+            ),
+            _ => format!("terminal too small — need {MIN_W}×{MIN_H} (q quits)"),
+        };
+        f.render_widget(Paragraph::new(msg).wrap(Wrap { trim: true }), area);
         return;
     }
     let areas = Areas::new(area, app.focus);

@@ -4,8 +4,12 @@ use super::layout::Areas;
 use super::log;
 use super::text::truncate;
 use crate::tui::app::App;
+use crate::tui::event::Diff;
+use crate::tui::keymap::Bar;
 use crate::tui::keymap::help_sections;
-use crate::tui::modal::{Confirm, DiffView, Field, Modal, MoveMenu, NewTaskForm, NoteForm};
+use crate::tui::modal::{
+    Confirm, DiffView, Field, Modal, MoveMenu, NewTaskForm, NoteFor, NoteForm,
+};
 use ansi_to_tui::IntoText;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Flex, Layout, Margin, Rect};
@@ -35,7 +39,7 @@ pub fn render(f: &mut Frame, areas: &Areas, app: &App, modal: &Modal) {
     match modal {
         Modal::Help { scroll } => help(f, areas.body, app, *scroll),
         Modal::NewTask(form) => new_task(f, areas.body, app, form),
-        Modal::Reject(form) => reject(f, areas.body, app, form),
+        Modal::Note(form) => note(f, areas.body, app, form),
         Modal::Move(menu) => move_menu(f, areas.body, app, menu),
         Modal::Confirm(c) => confirm(f, areas.body, app, c),
         Modal::Diff(d) => diff(f, areas.body, app, d),
@@ -159,16 +163,30 @@ fn new_task(f: &mut Frame, body: Rect, app: &App, form: &NewTaskForm) {
     }
 }
 
-fn reject(f: &mut Frame, body: Rect, app: &App, form: &NoteForm) {
+fn note(f: &mut Frame, body: Rect, app: &App, form: &NoteForm) {
     let t = &app.theme;
     let area = centered(body, 64, 10);
     f.render_widget(Clear, area);
-    let title = format!(
-        "Reject #{} {}",
-        form.target.task_id,
-        truncate(&form.target.title, 36)
-    );
-    let block = frame(app, title, "ctrl+s reject · esc cancel");
+    let (title, hint) = match &form.purpose {
+        NoteFor::Reject => (
+            format!(
+                "Reject #{} {}",
+                form.target.task_id,
+                truncate(&form.target.title, 36)
+            ),
+            "ctrl+s reject · esc cancel",
+        ),
+        NoteFor::Move { to } => (
+            format!(
+                "Move #{} {} → {}",
+                form.target.task_id,
+                truncate(&form.target.title, 28),
+                truncate(to, 16)
+            ),
+            "ctrl+s move · esc cancel",
+        ),
+    };
+    let block = frame(app, title, hint);
     let inner = block.inner(area);
     f.render_widget(block, area);
     let [label, note] = Layout::vertical([Constraint::Length(1), Constraint::Min(1)]).areas(inner);
@@ -188,7 +206,7 @@ fn move_menu(f: &mut Frame, body: Rect, app: &App, menu: &MoveMenu) {
     let area = centered(body, 72, rows + 2);
     f.render_widget(Clear, area);
     let title = format!("Move #{} from {}", menu.target.task_id, menu.target.status);
-    let block = frame(app, title, "enter move · esc close");
+    let block = frame(app, title, "enter choose · esc close");
     let lines: Vec<Line> = match &menu.options {
         None => vec![Line::styled("loading…", t.dim())],
         Some(Err(e)) => vec![Line::styled(e.clone(), t.error())],
@@ -276,11 +294,8 @@ fn diff(f: &mut Frame, body: Rect, app: &App, d: &DiffView) {
     let text: Text = match &d.result {
         None => Text::styled("loading…", t.dim()),
         Some(Err(e)) => Text::styled(e.clone(), t.error()),
-        Some(Ok(None)) => Text::styled(
-            "no worktree for this task yet — a diff appears once a step has run in a git workspace",
-            t.dim(),
-        ),
-        Some(Ok(Some(diff))) => colour_diff(app, diff),
+        Some(Ok(Diff::Absent(why))) => Text::styled(why.clone(), t.dim()),
+        Some(Ok(Diff::Text(diff))) => colour_diff(app, diff),
     };
     f.render_widget(
         Paragraph::new(text)
@@ -329,14 +344,19 @@ fn full_log(f: &mut Frame, body: Rect, app: &App) {
         .as_ref()
         .map(|d| format!("#{} {}", d.task.id, truncate(&d.task.title, 50)))
         .unwrap_or_default();
-    let block = frame(
-        app,
-        title,
-        "j/k scroll · G follow · / search · w wrap · esc close",
-    );
+    let hint: Vec<String> = Bar::FullLog
+        .rows()
+        .into_iter()
+        .map(|(keys, hint)| format!("{keys} {}", hint.label))
+        .collect();
+    let hint = hint.join(" · ");
+    let block = frame(app, title, &hint);
     let inner = block.inner(body);
     f.render_widget(block, body);
     let [title, lines] = Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(inner);
-    f.render_widget(Paragraph::new(Line::from(log::title(app))), title);
+    f.render_widget(
+        Paragraph::new(Line::from(log::title(app, title.width))),
+        title,
+    );
     log::render_lines(f, lines, app);
 }

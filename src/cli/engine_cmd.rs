@@ -15,18 +15,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
 
 /// Sends tracing to `.baton/logs/engine.log` (never to the screen).
 pub fn init_tracing(ws: &Workspace) -> Option<tracing_appender::non_blocking::WorkerGuard> {
-    std::fs::create_dir_all(ws.logs_dir()).ok()?;
-    let appender = tracing_appender::rolling::never(ws.logs_dir(), "engine.log");
-    let (writer, guard) = tracing_appender::non_blocking(appender);
-    let filter = tracing_subscriber::EnvFilter::try_from_env("BATON_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_writer(writer)
-        .with_ansi(false)
-        .with_env_filter(filter)
-        .try_init()
-        .ok()?;
-    Some(guard)
+    crate::workspace::logging::init(ws, "engine.log")
 }
 
 /// `baton engine [--exit-when-idle]`.

@@ -3,6 +3,16 @@
 use super::{Db, LogLine, NewLogLine, Result};
 use rusqlite::params;
 
+fn log_row(r: &rusqlite::Row) -> rusqlite::Result<LogLine> {
+    Ok(LogLine {
+        id: r.get(0)?,
+        step_run_id: r.get(1)?,
+        stream: r.get(2)?,
+        ts: r.get(3)?,
+        text: r.get(4)?,
+    })
+}
+
 impl Db<'_> {
     /// Appends a batch of log lines (call inside one write transaction).
     pub fn insert_log_lines(&self, lines: &[NewLogLine]) -> Result<()> {
@@ -21,15 +31,7 @@ impl Db<'_> {
             "SELECT id, step_run_id, stream, ts, line FROM log_lines \
              WHERE step_run_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3",
         )?;
-        let rows = stmt.query_map(params![step_run_id, after, limit], |r| {
-            Ok(LogLine {
-                id: r.get(0)?,
-                step_run_id: r.get(1)?,
-                stream: r.get(2)?,
-                ts: r.get(3)?,
-                text: r.get(4)?,
-            })
-        })?;
+        let rows = stmt.query_map(params![step_run_id, after, limit], log_row)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
@@ -45,15 +47,7 @@ impl Db<'_> {
             "SELECT id, step_run_id, stream, ts, line FROM log_lines \
              WHERE step_run_id = ?1 AND id < ?2 ORDER BY id DESC LIMIT ?3",
         )?;
-        let rows = stmt.query_map(params![step_run_id, before, limit], |r| {
-            Ok(LogLine {
-                id: r.get(0)?,
-                step_run_id: r.get(1)?,
-                stream: r.get(2)?,
-                ts: r.get(3)?,
-                text: r.get(4)?,
-            })
-        })?;
+        let rows = stmt.query_map(params![step_run_id, before, limit], log_row)?;
         let mut out: Vec<LogLine> = rows.collect::<rusqlite::Result<_>>()?;
         out.reverse();
         Ok(out)
@@ -65,15 +59,7 @@ impl Db<'_> {
             "SELECT id, step_run_id, stream, ts, line FROM log_lines \
              WHERE step_run_id = ?1 ORDER BY id DESC LIMIT ?2",
         )?;
-        let rows = stmt.query_map(params![step_run_id, limit], |r| {
-            Ok(LogLine {
-                id: r.get(0)?,
-                step_run_id: r.get(1)?,
-                stream: r.get(2)?,
-                ts: r.get(3)?,
-                text: r.get(4)?,
-            })
-        })?;
+        let rows = stmt.query_map(params![step_run_id, limit], log_row)?;
         let mut out: Vec<LogLine> = rows.collect::<rusqlite::Result<_>>()?;
         out.reverse();
         Ok(out)

@@ -3,6 +3,7 @@
 mod config;
 pub mod git;
 mod lock;
+pub mod logging;
 
 pub use config::{Config, ShutdownMode};
 pub use lock::EngineLock;

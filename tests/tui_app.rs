@@ -454,3 +454,24 @@ fn the_diff_of_a_finished_task_says_where_its_work_went() {
     assert!(no_diff_reason(&fresh, true, None).starts_with("no worktree for this task yet"));
     assert!(no_diff_reason(&fresh, false, None).contains("not in a git repository"));
 }
+
+#[test]
+fn esc_typed_fast_before_a_key_is_two_keys_not_alt() {
+    let mut h = Harness::new(100, 30);
+    h.select(4);
+    h.key(KeyCode::Char('r'));
+    assert!(matches!(h.app.modals.last(), Some(Modal::Note(_))));
+    // tmux and slow links deliver "Esc q" as Alt+q.
+    h.event(AppEvent::Key(crossterm::event::KeyEvent::new(
+        KeyCode::Char('q'),
+        crossterm::event::KeyModifiers::ALT,
+    )));
+    assert!(
+        !matches!(h.app.modals.first(), Some(Modal::Note(_))),
+        "esc closed the note form"
+    );
+    assert!(
+        h.app.quit || matches!(h.app.modals.last(), Some(Modal::Confirm(_))),
+        "q then quit (or asked to)"
+    );
+}

@@ -11,7 +11,7 @@ use super::modal::{
 use super::ui::layout::{Areas, MIN_H, MIN_W, log_height};
 use crate::engine::Action as EngineAction;
 use crate::store::TaskState;
-use crossterm::event::{KeyEvent, KeyEventKind};
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui::layout::Rect;
 
 impl App {
@@ -27,6 +27,15 @@ impl App {
 
     pub(super) fn on_key(&mut self, key: KeyEvent) {
         if key.kind == KeyEventKind::Release {
+            return;
+        }
+        // Esc typed just before a key (fast typing, a slow link, tmux) arrives as Alt+key;
+        // no binding uses Alt, so take it as the two keys it was.
+        if let KeyCode::Char(_) = key.code
+            && key.modifiers.contains(KeyModifiers::ALT)
+        {
+            self.on_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
+            self.on_key(KeyEvent::new(key.code, key.modifiers - KeyModifiers::ALT));
             return;
         }
         // A message stays until the next key, so it can be read.

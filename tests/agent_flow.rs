@@ -512,3 +512,47 @@ fn timeouts_stop_streams_and_process_groups() {
         || !std::path::Path::new(&format!("/proc/{}", pid.trim())).exists(),
     );
 }
+
+#[test]
+fn recovery_aborts_the_opencode_session_a_killed_engine_left() {
+    let (server, stub) = stubs::opencode(&[]);
+    let ws = Ws::new();
+    two_agents(&ws, "oc", "oc");
+    agent(
+        &ws,
+        "oc",
+        &format!(
+            r#"{{"id": "oc", "backend": "opencode", "url": "{}", "agent": "slow"}}"#,
+            server.url
+        ),
+    );
+    let mut engine = common::spawn_engine(&ws);
+    let id: i64 = ws
+        .ok(&["new", "long", "--pipeline", "two", "--start"])
+        .trim()
+        .parse()
+        .unwrap();
+    wait_for("the agent to start", LIMIT, || {
+        stub.slow_started.load(Ordering::SeqCst)
+    });
+    // Wait until the session id is recorded, then kill the engine without warning.
+    wait_for("the session id", LIMIT, || {
+        baton::store::Store::open(&ws.root().join(".baton/baton.db"))
+            .unwrap()
+            .read()
+            .step_runs(id)
+            .unwrap()
+            .iter()
+            .any(|s| s.session_id.is_some())
+    });
+    engine.kill().unwrap();
+    engine.wait().unwrap();
+    assert!(stub.aborted.lock().unwrap().is_empty());
+    ws.drain();
+    assert_eq!(
+        *stub.aborted.lock().unwrap(),
+        ["ses_1"],
+        "recovery aborted it"
+    );
+    assert_eq!(ws.show(id)["state"], "interrupted");
+}

@@ -366,8 +366,11 @@ fn a_webhook_hook_posts_the_move() {
     );
     let id = ws.new_task("wh", "hooked").to_string();
     ws.ok(&["start", &id]);
+    // Through a running engine: its hooks run on the blocking pool.
+    let engine = common::spawn_engine(&ws);
     ws.ok(&["approve", &id]);
     let request = receiver.join().unwrap();
+    common::stop(engine);
     assert!(request.starts_with("POST /hook"), "{request}");
     let body = &request[request.find("\r\n\r\n").unwrap() + 4..];
     let json: serde_json::Value = serde_json::from_str(body).unwrap();

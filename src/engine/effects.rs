@@ -417,14 +417,25 @@ fn webhook_hook(task: &Task, moved: &Moved, spec: &serde_json::Value) -> Result<
         "to": moved.to,
         "trigger": moved.trigger.to_string(),
     });
-    let client = reqwest::blocking::Client::builder()
-        .timeout(std::time::Duration::from_secs(10))
-        .build()
-        .map_err(|e| format!("cannot build an HTTP client: {e}"))?;
-    let resp = client.post(url).json(&body).send().map_err(|e| {
-        format!("POST {url} failed: {e} — check the URL and that the receiver is up")
-    })?;
-    let status = resp.status();
+    // The blocking client gets a thread of its own, whatever context this runs in.
+    let target = url.to_string();
+    let sent = std::thread::spawn(move || {
+        let client = reqwest::blocking::Client::builder()
+            .timeout(std::time::Duration::from_secs(10))
+            .build()
+            .map_err(|e| format!("cannot build an HTTP client: {e}"))?;
+        client
+            .post(&target)
+            .json(&body)
+            .send()
+            .map(|r| r.status())
+            .map_err(|e| {
+                format!("POST {target} failed: {e} — check the URL and that the receiver is up")
+            })
+    })
+    .join()
+    .map_err(|_| "the webhook thread panicked".to_string())?;
+    let status = sent?;
     if status.is_success() {
         Ok(format!("POST {url}: {status}"))
     } else {

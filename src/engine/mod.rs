@@ -144,7 +144,7 @@ impl Engine {
         let lock = EngineLock::acquire(ws, Duration::from_millis(300))?;
         let cfg = ws.config()?;
         let mut store = Store::open(&ws.db_path())?;
-        let recovered = recovery::recover(&mut store, cfg.kill_grace, cfg.auto_resume)?;
+        let recovered = recovery::recover(ws, &mut store, cfg.kill_grace, cfg.auto_resume)?;
         let git = match GitCtx::detect(ws, &cfg, &store.read()) {
             Ok(g) => g,
             Err(e) => {

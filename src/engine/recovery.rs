@@ -4,7 +4,9 @@
 use super::actions::{Action, Request, apply};
 use super::results::interrupt_step;
 use crate::exec::process::{Orphan, classify_orphan, group_alive, signal_group};
-use crate::store::{NewEvent, StepState, Store, TaskFilter, TaskState};
+use crate::pipeline::StepAction;
+use crate::store::{NewEvent, StepRun, StepState, Store, TaskFilter, TaskState};
+use crate::workspace::Workspace;
 use nix::sys::signal::Signal;
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -18,7 +20,12 @@ pub struct Recovered {
 }
 
 /// Ends orphaned groups, marks their steps interrupted, and resumes when `auto_resume`.
-pub fn recover(store: &mut Store, grace: Duration, auto_resume: bool) -> super::Result<Recovered> {
+pub fn recover(
+    ws: &Workspace,
+    store: &mut Store,
+    grace: Duration,
+    auto_resume: bool,
+) -> super::Result<Recovered> {
     let mut out = Recovered::default();
     let stale = store.read().step_runs_in_state(StepState::Running)?;
     for step in stale {
@@ -42,6 +49,19 @@ pub fn recover(store: &mut Store, grace: Duration, auto_resume: bool) -> super::
                         }
                     },
                     data: json!({ "pgid": pgid, "verdict": format!("{verdict:?}") }),
+                    actor: "engine",
+                    level: "info",
+                })
+            })?;
+        }
+        if let Some(summary) = abort_agent_session(ws, store, &step) {
+            store.write(|db| {
+                db.insert_event(&NewEvent {
+                    task_id: Some(step.task_id),
+                    category: "agent",
+                    kind: "recovery.session",
+                    summary,
+                    data: json!({ "session": step.session_id }),
                     actor: "engine",
                     level: "info",
                 })
@@ -83,6 +103,55 @@ pub fn end_orphan(step: &crate::store::StepRun, grace: Duration) -> Orphan {
         end_group(pgid as u32, grace);
     }
     verdict
+}
+
+/// An OpenCode session left running by a dead engine would keep editing the worktree while
+/// a resumed attempt opens a new one: abort it. Returns what happened, for the event.
+fn abort_agent_session(ws: &Workspace, store: &Store, step: &StepRun) -> Option<String> {
+    let session = step.session_id.as_deref()?;
+    let task = store.read().task(step.task_id).ok()?;
+    let pipeline = super::pipeline_of(&task).ok()?;
+    let Some(StepAction::Agent(profile_id)) = pipeline
+        .status(&step.status)
+        .and_then(|s| s.step.as_ref())
+        .map(|s| &s.action)
+    else {
+        return None;
+    };
+    let catalog = crate::agents::load_agents(Some(&ws.agents_dir()));
+    let profile = catalog.get(profile_id).ok()?;
+    if profile.backend != crate::agents::Backend::Opencode {
+        return None;
+    }
+    let dir = task
+        .worktree
+        .clone()
+        .unwrap_or_else(|| ws.root().display().to_string());
+    let mut url =
+        reqwest::Url::parse(&format!("{}/session/{session}/abort", profile.base_url())).ok()?;
+    url.query_pairs_mut().append_pair("directory", &dir);
+    // The blocking client must not run on an async thread (recovery runs inside the
+    // engine's runtime): give it one of its own.
+    let session = session.to_string();
+    std::thread::spawn(move || {
+        let client = reqwest::blocking::Client::builder()
+            .timeout(Duration::from_secs(5))
+            .build()
+            .ok()?;
+        Some(match client.post(url).send() {
+            Ok(r) if r.status().is_success() => {
+                format!("aborted OpenCode session {session} left by a stopped engine")
+            }
+            Ok(r) => format!(
+                "OpenCode session {session} could not be aborted (HTTP {})",
+                r.status()
+            ),
+            Err(e) => format!("OpenCode session {session} could not be aborted ({e})"),
+        })
+    })
+    .join()
+    .ok()
+    .flatten()
 }
 
 /// SIGTERM, up to `grace` for it to go, then SIGKILL.

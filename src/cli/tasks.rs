@@ -297,7 +297,19 @@ fn show(store: &Store, id: i64, as_json: bool) -> Outcome {
         }
     }
     if !t.prompt.is_empty() {
-        println!("\n{}", t.prompt.trim_end());
+        // A long prompt is cut: the rest is one `show --json` away.
+        const PROMPT_LINES: usize = 40;
+        let lines: Vec<&str> = t.prompt.trim_end().lines().collect();
+        println!();
+        for line in lines.iter().take(PROMPT_LINES) {
+            println!("{}", one_line(line, 200));
+        }
+        if lines.len() > PROMPT_LINES {
+            println!(
+                "… {} more line(s); `baton show {id} --json` has the whole prompt",
+                lines.len() - PROMPT_LINES
+            );
+        }
     }
     let steps = db.step_runs(id)?;
     if !steps.is_empty() {

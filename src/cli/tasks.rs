@@ -181,7 +181,7 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
         }
         Command::Break { id, status } => act(ws, &mut store, id, Action::Break { status }),
         Command::Continue { id } => act(ws, &mut store, id, Action::Continue),
-        Command::Logs { id, step, follow } => logs(&store, id, step, follow),
+        Command::Logs { id, step, follow } => logs(ws, &store, id, step, follow),
         Command::Diff { id, color } => diff(ws, &store, id, color),
         Command::Run {
             pipeline,
@@ -365,7 +365,7 @@ fn show(store: &Store, id: i64, as_json: bool) -> Outcome {
     Ok(exit::OK)
 }
 
-fn logs(store: &Store, id: i64, step: Option<usize>, follow: bool) -> Outcome {
+fn logs(ws: &Workspace, store: &Store, id: i64, step: Option<usize>, follow: bool) -> Outcome {
     let db = store.read();
     db.task(id)?;
     let steps = db.step_runs(id)?;
@@ -427,7 +427,14 @@ fn logs(store: &Store, id: i64, step: Option<usize>, follow: bool) -> Outcome {
                 _ => return Ok(exit::OK),
             }
         } else if current.state == crate::store::StepState::Pending && !said_waiting {
-            eprintln!("waiting for {} to start…", current.status);
+            if EngineLock::is_held(ws) {
+                eprintln!("waiting for {} to start…", current.status);
+            } else {
+                eprintln!(
+                    "waiting for {} to start — no engine is running here; `baton engine` or `baton` runs it",
+                    current.status
+                );
+            }
             said_waiting = true;
         }
         let _ = out.flush();

@@ -12,7 +12,7 @@ pub enum EngineError {
     #[error(transparent)]
     Workspace(#[from] WorkspaceError),
     #[error(
-        "task {task} is no longer at {expected} (it is at {actual}) — it was moved meanwhile; `baton show {task}` has its history"
+        "task {task} is no longer at {expected} (it is at {actual}) — `baton show {task}` has its history"
     )]
     NoLongerAt {
         task: i64,

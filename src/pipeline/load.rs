@@ -85,12 +85,14 @@ pub fn parse_pipeline(
 /// The one diagnostic for text that is not JSON at all.
 fn json_error(file: &str, e: &serde_json::Error) -> Diagnostic {
     let full = e.to_string();
+    // serde_json counts an error right after a newline as column 0; people count from 1.
+    let column = e.column().max(1);
     let suffix = format!(" at line {} column {}", e.line(), e.column());
     let reason = full.strip_suffix(&suffix).unwrap_or(&full);
     Diagnostic {
         file: file.to_string(),
         line: (e.line() > 0).then_some(e.line()),
-        column: (e.line() > 0).then_some(e.column()),
+        column: (e.line() > 0).then_some(column),
         severity: Severity::Error,
         message: format!("{reason} — fix the JSON and run `baton pipelines validate`"),
     }

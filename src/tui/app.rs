@@ -229,7 +229,8 @@ impl App {
                 }
                 false
             }
-            AppEvent::StoreChanged => {
+            // The driver reconnects; the reducer only reloads.
+            AppEvent::StoreChanged | AppEvent::EngineGone => {
                 self.effect(Effect::LoadBoard);
                 if let Some(id) = self.board.selected {
                     self.effect(Effect::LoadTask(id));

@@ -62,7 +62,7 @@ impl Backend {
         }
         Ok(Self::Attached {
             ws: ws.clone(),
-            watcher: watch(ws, tx, ATTACHED_POLL),
+            watcher: watch(ws, tx, ATTACHED_POLL, true),
         })
     }
 
@@ -103,7 +103,7 @@ impl Backend {
         Self::Embedded {
             handle,
             engine,
-            watcher: watch(ws, tx, EMBEDDED_POLL),
+            watcher: watch(ws, tx, EMBEDDED_POLL, false),
         }
     }
 
@@ -220,10 +220,18 @@ fn submit(ws: &Workspace, req: &Request) -> Result<String, String> {
 
 /// Watches `PRAGMA data_version` and reports [`AppEvent::StoreChanged`] when another
 /// connection commits. Cross-process changes have no event to wait on, hence the poll.
-fn watch(ws: &Workspace, tx: UnboundedSender<AppEvent>, every: Duration) -> Watcher {
+/// Attached (`watch_engine`), it also reports [`AppEvent::EngineGone`] once the engine's
+/// lock is free, so the board can take over instead of queueing work for nobody.
+fn watch(
+    ws: &Workspace,
+    tx: UnboundedSender<AppEvent>,
+    every: Duration,
+    watch_engine: bool,
+) -> Watcher {
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     let db = ws.db_path();
+    let ws = ws.clone();
     let _ = std::thread::Builder::new()
         .name("baton-watch".into())
         .spawn(move || {
@@ -231,6 +239,10 @@ fn watch(ws: &Workspace, tx: UnboundedSender<AppEvent>, every: Duration) -> Watc
             let mut last = store.data_version().ok();
             while !flag.load(Ordering::Relaxed) {
                 std::thread::sleep(every);
+                if watch_engine && !EngineLock::is_held(&ws) {
+                    let _ = tx.send(AppEvent::EngineGone);
+                    return;
+                }
                 let now = store.data_version().ok();
                 if now != last {
                     last = now;

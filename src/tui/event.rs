@@ -81,6 +81,8 @@ pub enum AppEvent {
     },
     /// Something in the store changed (attached mode, or the engine's event stream lagged).
     StoreChanged,
+    /// Attached mode: the engine this board was attached to has stopped.
+    EngineGone,
     /// A message for people from the engine or a background job.
     Notice(String),
     /// A request's one-line result or error sentence.

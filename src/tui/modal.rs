@@ -203,7 +203,9 @@ impl NoteForm {
         let mut note = TextArea::default();
         let hint = match purpose {
             NoteFor::Reject => "what should change (handed to the next step)",
-            NoteFor::Move { .. } => "enter moves now; or type a note for the next step",
+            NoteFor::Move { .. } => {
+                "a note for the next step (optional) — ctrl+s moves; enter on an empty note too"
+            }
         };
         note.set_placeholder_text(hint);
         Self {

@@ -10,8 +10,11 @@ pub fn sequence(title: &str, body: &str, tmux: bool) -> String {
             .collect()
     };
     let (title, body) = (clean(title), clean(body));
-    let osc777 = format!("\x1b]777;notify;{title};{body}\x07");
-    let osc9 = format!("\x1b]9;{title}: {body}\x07");
+    // Inside tmux the OSCs end with ST, not BEL: tmux 3.3a's server crashes on a
+    // passthrough OSC 777 that ends with BEL (seen here; it takes every session with it).
+    let end = if tmux { "\x1b\\" } else { "\x07" };
+    let osc777 = format!("\x1b]777;notify;{title};{body}{end}");
+    let osc9 = format!("\x1b]9;{title}: {body}{end}");
     let wrap = |seq: String| {
         if tmux {
             // tmux passes a DCS payload through with every ESC doubled.
@@ -46,7 +49,7 @@ mod tests {
         let s = sequence("t", "b", true);
         assert_eq!(
             s,
-            "\x07\x1bPtmux;\x1b\x1b]777;notify;t;b\x07\x1b\\\x1bPtmux;\x1b\x1b]9;t: b\x07\x1b\\"
+            "\x07\x1bPtmux;\x1b\x1b]777;notify;t;b\x1b\x1b\\\x1b\\\x1bPtmux;\x1b\x1b]9;t: b\x1b\x1b\\\x1b\\"
         );
     }
 }

@@ -64,7 +64,7 @@ fn spawn_input(tx: UnboundedSender<AppEvent>) {
 async fn main_loop(ws: &Workspace) -> Result<(), String> {
     let (tx, mut rx) = unbounded_channel();
     // Before the screen is taken over, so an engine that cannot start is a plain error.
-    let backend = Backend::connect(ws, tx.clone())?;
+    let mut backend = Backend::connect(ws, tx.clone())?;
     let loader = Loader::spawn(ws.clone(), tx.clone());
     let mut screen = Screen::enter().map_err(|e| format!("cannot set up the terminal: {e}"))?;
     spawn_input(tx.clone());
@@ -95,10 +95,10 @@ async fn main_loop(ws: &Workspace) -> Result<(), String> {
             ev = rx.recv() => {
                 let Some(ev) = ev else { break };
                 app.now_ms = now_ms();
-                dirty |= app.update(ev);
+                dirty |= handle(ev, &mut app, &mut backend, ws, &tx);
                 // Drain what is already queued before drawing.
                 while let Ok(ev) = rx.try_recv() {
-                    dirty |= app.update(ev);
+                    dirty |= handle(ev, &mut app, &mut backend, ws, &tx);
                 }
             }
             _ = tick.tick(), if ticking => {
@@ -170,4 +170,36 @@ fn perform(
             let _ = out.flush();
         }
     }
+}
+
+/// Feeds an event to the reducer; the engine this board was attached to going away is
+/// handled here, by connecting again (which embeds an engine when none runs).
+fn handle(
+    ev: AppEvent,
+    app: &mut App,
+    backend: &mut Backend,
+    ws: &Workspace,
+    tx: &UnboundedSender<AppEvent>,
+) -> bool {
+    if !matches!(ev, AppEvent::EngineGone) {
+        return app.update(ev);
+    }
+    match Backend::connect(ws, tx.clone()) {
+        Ok(next) => {
+            *backend = next;
+            app.mode = backend.mode();
+            let text = match app.mode {
+                super::app::Mode::Embedded => {
+                    "the engine this board was attached to stopped; this board runs the engine now"
+                }
+                super::app::Mode::Attached => "attached to the engine that took over",
+            };
+            app.say(text, false);
+        }
+        Err(e) => app.say(
+            format!("the engine stopped and a new one could not start: {e}"),
+            true,
+        ),
+    }
+    app.update(AppEvent::StoreChanged)
 }

@@ -33,7 +33,14 @@ fn title_form(app: &App, short: bool) -> Vec<Span<'static>> {
             format!("{head}{} #{}", step.status, step.attempt),
             t.title(),
         ),
-        Span::styled(format!(" · {} lines", log.total), t.dim()),
+        Span::styled(
+            format!(
+                " · {} {}",
+                log.total,
+                if log.total == 1 { "line" } else { "lines" }
+            ),
+            t.dim(),
+        ),
     ];
     match (log.follow, short) {
         (true, false) => spans.push(Span::styled(" · following", t.running())),

@@ -140,7 +140,13 @@ pub fn pre_commit(git: Option<&GitCtx>, task: &Task, hooks: &[Hook]) -> Result<(
         return Ok(());
     }
     match git {
-        Some(g) => g.merge(task).map_err(|e| e.to_string()),
+        Some(g) => g.merge(task).map_err(|e| match (&e, &task.worktree) {
+            // Say how to get out of it: the conflict is resolved where the task's work is.
+            (GitError::Conflict { base, .. }, Some(wt)) => {
+                format!("{e}; to resolve, run `git merge {base}` in {wt}, fix and commit, then approve again")
+            }
+            _ => e.to_string(),
+        }),
         None => Ok(()),
     }
 }

@@ -96,59 +96,59 @@ pub fn finish_step(
     }
 
     let owned = FactsOwned::load(db, &task)?;
+    // Leaves the task where it is, waiting for a person, with an event saying why.
+    let wait_here = |event: NewEvent, summary: &str| -> Result<Option<Applied>> {
+        db.set_task_state(task.id, TaskState::Waiting)?;
+        db.set_run_state(step.run_id, RunState::Waiting)?;
+        db.insert_event(&event)?;
+        Ok(Some(Applied {
+            task_id: task.id,
+            summary: format!("task {}: {summary}, waiting at {}", task.id, task.status),
+            moved: None,
+        }))
+    };
     match decide(&pipeline, &task.status, &report.trigger, &owned.facts()) {
+        // A loop of steps with no guard would otherwise run forever.
         Ok(decision)
             if owned.facts().visits.get(&decision.to).copied().unwrap_or(0)
                 >= MAX_AUTOMATIC_VISITS =>
         {
-            // A loop of steps with no guard would otherwise run forever.
-            db.set_task_state(task.id, TaskState::Waiting)?;
-            db.set_run_state(step.run_id, RunState::Waiting)?;
-            db.insert_event(&NewEvent {
-                task_id: Some(task.id),
-                category: "transition",
-                kind: "loop.limit",
-                summary: format!(
-                    "stopped before entering {} for the {}th time in this run — add a max_visits guard to the loop, then move the task on by hand",
-                    decision.to, MAX_AUTOMATIC_VISITS + 1
-                ),
-                data: json!({ "to": decision.to }),
-                actor: "engine",
-                level: "error",
-            })?;
-            Ok(Some(Applied {
-                task_id: task.id,
-                summary: format!("task {}: loop limit, waiting at {}", task.id, task.status),
-                moved: None,
-            }))
+            wait_here(
+                NewEvent {
+                    task_id: Some(task.id),
+                    category: "transition",
+                    kind: "loop.limit",
+                    summary: format!(
+                        "stopped before entering {} for the {}th time in this run — add a max_visits guard to the loop, then move the task on by hand",
+                        decision.to,
+                        MAX_AUTOMATIC_VISITS + 1
+                    ),
+                    data: json!({ "to": decision.to }),
+                    actor: "engine",
+                    level: "error",
+                },
+                "loop limit",
+            )
         }
         Ok(decision) => {
             if !decision.hooks.is_empty()
                 && let Err(message) = pre(&task, &decision.hooks)
             {
-                // A refused merge keeps the task here, waiting for a person.
-                db.set_task_state(task.id, TaskState::Waiting)?;
-                db.set_run_state(step.run_id, RunState::Waiting)?;
-                db.insert_event(&NewEvent {
-                    task_id: Some(task.id),
-                    category: "git",
-                    kind: "merge.failed",
-                    summary: format!(
-                        "stays at {}: {message} — its branch and worktree are kept",
-                        task.status
-                    ),
-                    data: json!({ "to": decision.to }),
-                    actor: "engine",
-                    level: "error",
-                })?;
-                return Ok(Some(Applied {
-                    task_id: task.id,
-                    summary: format!(
-                        "task {}: merge refused, waiting at {}",
-                        task.id, task.status
-                    ),
-                    moved: None,
-                }));
+                return wait_here(
+                    NewEvent {
+                        task_id: Some(task.id),
+                        category: "git",
+                        kind: "merge.failed",
+                        summary: format!(
+                            "stays at {}: {message} — its branch and worktree are kept",
+                            task.status
+                        ),
+                        data: json!({ "to": decision.to }),
+                        actor: "engine",
+                        level: "error",
+                    },
+                    "merge refused",
+                );
             }
             let moved = transition(db, &task, &pipeline, &decision, "engine", None, step.run_id)?;
             Ok(Some(Applied {
@@ -160,11 +160,9 @@ pub fn finish_step(
                 moved: Some(moved),
             }))
         }
-        Err(e @ (DecideError::NoTransition { .. } | DecideError::Blocked { .. })) => {
-            // Nothing to do with this result: the task waits here for a person.
-            db.set_task_state(task.id, TaskState::Waiting)?;
-            db.set_run_state(step.run_id, RunState::Waiting)?;
-            db.insert_event(&NewEvent {
+        // Nothing to do with this result: the task waits here for a person.
+        Err(e @ (DecideError::NoTransition { .. } | DecideError::Blocked { .. })) => wait_here(
+            NewEvent {
                 task_id: Some(task.id),
                 category: "transition",
                 kind: "transition.none",
@@ -172,13 +170,9 @@ pub fn finish_step(
                 data: json!({ "trigger": report.trigger }),
                 actor: "engine",
                 level: "warn",
-            })?;
-            Ok(Some(Applied {
-                task_id: task.id,
-                summary: format!("task {}: waiting at {}", task.id, task.status),
-                moved: None,
-            }))
-        }
+            },
+            "no transition",
+        ),
         Err(source) => Err(super::error::EngineError::Decide {
             task: task.id,
             source,

@@ -53,12 +53,9 @@ impl ClaudeStream {
     /// Takes one line of stdout; returns what to show. A line that is not JSON is shown
     /// as it is; unknown event types are skipped.
     pub fn feed(&mut self, line: &str) -> Vec<(Stream, String)> {
-        let Ok(v) = serde_json::from_str::<Value>(line) else {
-            return if line.trim().is_empty() {
-                Vec::new()
-            } else {
-                vec![(Stream::Stdout, line.to_string())]
-            };
+        let v = match super::log::json_line(line) {
+            Ok(v) => v,
+            Err(shown) => return shown,
         };
         let mut out = Vec::new();
         if self.session.is_none() {

@@ -23,12 +23,9 @@ impl CodexStream {
     /// Takes one line of stdout; returns what to show. Tolerates the early `item_type` /
     /// `assistant_message` names.
     pub fn feed(&mut self, line: &str) -> Vec<(Stream, String)> {
-        let Ok(v) = serde_json::from_str::<Value>(line) else {
-            return if line.trim().is_empty() {
-                Vec::new()
-            } else {
-                vec![(Stream::Stdout, line.to_string())]
-            };
+        let v = match super::log::json_line(line) {
+            Ok(v) => v,
+            Err(shown) => return shown,
         };
         let mut out = Vec::new();
         let kind = v.get("type").and_then(Value::as_str).unwrap_or_default();

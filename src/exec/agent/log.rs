@@ -27,6 +27,18 @@ pub(super) fn secrets_for(profile: &Profile, env: &StepEnv) -> Redactor {
     redactor
 }
 
+/// One line of a CLI agent's JSON stream: the event, or — for a line that is not JSON — what
+/// to show instead (the line itself; nothing for a blank one).
+pub(super) fn json_line(line: &str) -> Result<serde_json::Value, Vec<(Stream, String)>> {
+    serde_json::from_str(line).map_err(|_| {
+        if line.trim().is_empty() {
+            Vec::new()
+        } else {
+            vec![(Stream::Stdout, line.to_string())]
+        }
+    })
+}
+
 /// The step's log as agent backends see it.
 #[derive(Clone)]
 pub(super) struct Log {

@@ -40,6 +40,22 @@ fn two_agents(ws: &Ws, first: &str, second: &str) {
     );
 }
 
+/// A two-agent pipeline whose OpenCode agent never answers until aborted.
+fn slow_opencode() -> (Ws, stubs::Server, std::sync::Arc<stubs::OpencodeState>) {
+    let (server, stub) = stubs::opencode(&[]);
+    let ws = Ws::new();
+    two_agents(&ws, "oc", "oc");
+    agent(
+        &ws,
+        "oc",
+        &format!(
+            r#"{{"id": "oc", "backend": "opencode", "url": "{}", "agent": "slow"}}"#,
+            server.url
+        ),
+    );
+    (ws, server, stub)
+}
+
 fn agent(ws: &Ws, id: &str, json: &str) {
     let dir = ws.root().join(".baton/agents");
     std::fs::write(dir.join(format!("{id}.json")), json).unwrap();
@@ -356,25 +372,8 @@ fn opencode_agents_hand_off_record_usage_and_clean_up() {
 
 #[test]
 fn abort_aborts_and_deletes_the_opencode_session() {
-    let (server, stub) = stubs::opencode(&[]);
-    let ws = Ws::new();
-    two_agents(&ws, "oc", "oc");
-    agent(
-        &ws,
-        "oc",
-        &format!(
-            r#"{{"id": "oc", "backend": "opencode", "url": "{}", "agent": "slow"}}"#,
-            server.url
-        ),
-    );
-    let mut engine = std::process::Command::new(assert_cmd::cargo::cargo_bin("baton"))
-        .current_dir(ws.root())
-        .env_remove("BATON_DIR")
-        .arg("engine")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let (ws, _server, stub) = slow_opencode();
+    let mut engine = common::spawn_engine(&ws);
     let id: i64 = ws
         .ok(&["new", "long", "--pipeline", "two", "--start"])
         .trim()
@@ -515,17 +514,7 @@ fn timeouts_stop_streams_and_process_groups() {
 
 #[test]
 fn recovery_aborts_the_opencode_session_a_killed_engine_left() {
-    let (server, stub) = stubs::opencode(&[]);
-    let ws = Ws::new();
-    two_agents(&ws, "oc", "oc");
-    agent(
-        &ws,
-        "oc",
-        &format!(
-            r#"{{"id": "oc", "backend": "opencode", "url": "{}", "agent": "slow"}}"#,
-            server.url
-        ),
-    );
+    let (ws, _server, stub) = slow_opencode();
     let mut engine = common::spawn_engine(&ws);
     let id: i64 = ws
         .ok(&["new", "long", "--pipeline", "two", "--start"])

@@ -81,6 +81,19 @@ pub async fn terminate_group(pgid: u32, grace: std::time::Duration) {
     signal_group(pgid, Signal::SIGKILL);
 }
 
+/// Stops a child we spawned as a group leader: SIGTERM to the group, SIGKILL after `grace`,
+/// and the leader reaped; what is left of the group gets the rest of the grace period.
+pub async fn stop_child(child: &mut tokio::process::Child, pgid: u32, grace: std::time::Duration) {
+    let started = tokio::time::Instant::now();
+    signal_group(pgid, Signal::SIGTERM);
+    if tokio::time::timeout(grace, child.wait()).await.is_err() {
+        signal_group(pgid, Signal::SIGKILL);
+        let _ = child.wait().await;
+        return;
+    }
+    terminate_group(pgid, grace.saturating_sub(started.elapsed())).await;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

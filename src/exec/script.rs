@@ -1,13 +1,13 @@
 //! Shell steps: `sh -c SCRIPT` in its own process group, output streamed line by line.
 
-use super::process::{signal_group, start_time, terminate_group};
+use super::process::{signal_group, start_time, stop_child};
 use super::{Finish, LogSender, Spawned, StepEnv, lines::pump};
 use crate::store::Stream;
 use nix::sys::signal::Signal;
 use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
 use std::time::Duration;
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
 /// How long output may keep flowing after the step's shell exits (background children
@@ -66,7 +66,7 @@ pub async fn run_shell(
     let finish = tokio::select! {
         biased;
         _ = cancel.cancelled() => {
-            stop(&mut child, pid, env.kill_grace).await;
+            stop_child(&mut child, pid, env.kill_grace).await;
             Finish::Cancelled
         }
         status = child.wait() => match status {
@@ -78,7 +78,7 @@ pub async fn run_shell(
             Err(e) => Finish::SpawnFailed(format!("waiting for the step failed: {e}")),
         },
         _ = tokio::time::sleep(env.timeout) => {
-            stop(&mut child, pid, env.kill_grace).await;
+            stop_child(&mut child, pid, env.kill_grace).await;
             Finish::TimedOut
         }
     };
@@ -96,17 +96,4 @@ pub async fn run_shell(
     }
     signal_group(pid, Signal::SIGKILL);
     finish
-}
-
-/// SIGTERM to the group, SIGKILL after `grace`, and reap the leader.
-async fn stop(child: &mut Child, pgid: u32, grace: Duration) {
-    let started = tokio::time::Instant::now();
-    signal_group(pgid, Signal::SIGTERM);
-    if tokio::time::timeout(grace, child.wait()).await.is_err() {
-        signal_group(pgid, Signal::SIGKILL);
-        let _ = child.wait().await;
-        return;
-    }
-    // The leader is gone; give the rest of the group what is left of the grace period.
-    terminate_group(pgid, grace.saturating_sub(started.elapsed())).await;
 }

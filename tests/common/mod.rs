@@ -107,6 +107,7 @@ pub const GATE: &str = r#"{
 pub fn spawn_engine(ws: &Ws) -> std::process::Child {
     std::process::Command::new(assert_cmd::cargo::cargo_bin("baton"))
         .current_dir(ws.root())
+        .env_remove("BATON_DIR")
         .args(["engine"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

@@ -8,7 +8,7 @@ use super::{AgentFinish, AgentJob, AgentRun, Hooks};
 use crate::agents::Format;
 use crate::exec::Spawned;
 use crate::exec::lines::pump;
-use crate::exec::process::{signal_group, start_time, terminate_group};
+use crate::exec::process::{signal_group, start_time, stop_child};
 use crate::store::Stream;
 use nix::sys::signal::Signal;
 use std::collections::VecDeque;
@@ -16,7 +16,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -167,7 +167,7 @@ pub(super) async fn run(
     loop {
         tokio::select! {
             _ = stop.cancelled() => {
-                stop_group(&mut child, pid, job.env.kill_grace).await;
+                stop_child(&mut child, pid, job.env.kill_grace).await;
                 return AgentFinish::Cancelled;
             }
             line = rx.recv() => match line {
@@ -299,18 +299,6 @@ fn finish(who: &str, reader: Reader, exit: i32, stderr_tail: &str) -> AgentFinis
             }
         }
     }
-}
-
-/// SIGTERM to the group, SIGKILL after `grace`, and reap the leader.
-async fn stop_group(child: &mut Child, pgid: u32, grace: Duration) {
-    let started = tokio::time::Instant::now();
-    signal_group(pgid, Signal::SIGTERM);
-    if tokio::time::timeout(grace, child.wait()).await.is_err() {
-        signal_group(pgid, Signal::SIGKILL);
-        let _ = child.wait().await;
-        return;
-    }
-    terminate_group(pgid, grace.saturating_sub(started.elapsed())).await;
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ pub fn run(ws: &Workspace, exit_when_idle: bool) -> Outcome {
     let _guard = init_tracing(ws);
     let rt = runtime()?;
     rt.block_on(async {
-        let engine = Engine::start(ws)?;
+        let engine = Engine::start(ws).await?;
         let r = &engine.recovered;
         eprintln!(
             "baton engine running in {} (pid {}); SIGINT/SIGTERM stop it",
@@ -125,7 +125,7 @@ fn wait_until_settled(ws: &Workspace, store: &Store, id: i64) -> Result<(), Fail
                 rt = Some(runtime()?);
             }
             let ran = rt.as_ref().expect("runtime made above").block_on(async {
-                let engine = match Engine::start(ws) {
+                let engine = match Engine::start(ws).await {
                     Ok(e) => e,
                     // Another process took the lock first: watch its engine instead.
                     Err(crate::engine::EngineError::Workspace(
@@ -141,7 +141,7 @@ fn wait_until_settled(ws: &Workspace, store: &Store, id: i64) -> Result<(), Fail
                 let out = engine
                     .run(RunOptions {
                         exit_when_idle: false,
-                        stop_when: Some(Box::new(move |db| {
+                        stop_when: Some(std::sync::Arc::new(move |db| {
                             db.task(id).is_ok_and(|t| tasks::settled(t.state))
                         })),
                     })

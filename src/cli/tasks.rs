@@ -277,7 +277,7 @@ fn show(store: &Store, id: i64, as_json: bool) -> Outcome {
         return Ok(exit::OK);
     }
     let t = db.task(id)?;
-    let pipeline = pipeline_of(&t)?;
+    let pipeline = pipeline_of(&db, &t)?;
     let label = pipeline
         .status(&t.status)
         .map_or(t.status.clone(), |s| s.label.clone());
@@ -463,7 +463,7 @@ pub fn settled(state: TaskState) -> bool {
 /// The exit code `run --wait` gives for a settled task.
 pub fn wait_code(store: &Store, id: i64) -> Result<i32, Failure> {
     let t = store.read().task(id)?;
-    let p = pipeline_of(&t)?;
+    let p = pipeline_of(&store.read(), &t)?;
     let kind = p.status(&t.status).map(|s| s.kind);
     Ok(match (t.state, kind) {
         (TaskState::Done, _) => exit::OK,

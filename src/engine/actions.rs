@@ -76,20 +76,60 @@ pub struct Applied {
     pub summary: String,
     /// The transition made, if the request moved the task.
     pub moved: Option<Moved>,
+    /// A step was queued again for a retry after a backoff.
+    pub retry: bool,
 }
 
-/// Work that must succeed before a transition commits (the `merge` hook): given the task
-/// and the decision's hooks, `Err(sentence)` keeps the task where it is.
-pub type PreCommit<'a> =
-    &'a dyn Fn(&Task, &[crate::pipeline::Hook]) -> std::result::Result<(), String>;
+/// Why a transition that carries a `merge` hook cannot commit yet.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MergeGate {
+    /// The merge has not run: run it outside the transaction, then apply the request again.
+    Pending,
+    /// The merge was refused (a conflict, a dirty target): the task stays, with this sentence.
+    Refused(String),
+}
 
-/// A pre-commit step that does nothing (no git, or tests).
-pub fn no_pre_commit(_: &Task, _: &[crate::pipeline::Hook]) -> std::result::Result<(), String> {
+/// What a transaction learns from outside it: git facts gathered before it began, and the
+/// `merge` hook's result. No command runs inside a write transaction.
+#[derive(Clone, Copy)]
+pub struct Outside<'a> {
+    /// Given the task and the hooks of the decision taken: may the transition commit?
+    pub merge: &'a dyn Fn(&Task, &[crate::pipeline::Hook]) -> std::result::Result<(), MergeGate>,
+    /// `git status` of the task's worktree, when a `clean_worktree` guard may need it.
+    pub worktree_clean: Option<bool>,
+}
+
+fn no_merge(_: &Task, _: &[crate::pipeline::Hook]) -> std::result::Result<(), MergeGate> {
     Ok(())
 }
 
+impl Outside<'static> {
+    /// Nothing from outside: no git, or a move that carries no hook (start, resume).
+    pub const NONE: Outside<'static> = Outside {
+        merge: &no_merge,
+        worktree_clean: None,
+    };
+}
+
+/// The merge gate of a workspace: with git, a decision carrying a `merge` hook waits for
+/// `merged`, the result of running the merge outside the transaction (None: not run yet).
+pub fn merge_gate(
+    git: bool,
+    merged: &Option<std::result::Result<(), String>>,
+    hooks: &[crate::pipeline::Hook],
+) -> std::result::Result<(), MergeGate> {
+    if !git || !hooks.iter().any(|h| matches!(h, crate::pipeline::Hook::Merge(_))) {
+        return Ok(());
+    }
+    match merged {
+        None => Err(MergeGate::Pending),
+        Some(Ok(())) => Ok(()),
+        Some(Err(m)) => Err(MergeGate::Refused(m.clone())),
+    }
+}
+
 /// Applies a request inside the caller's write transaction.
-pub fn apply(db: &Db, req: &Request, pre: PreCommit) -> Result<Applied> {
+pub fn apply(db: &Db, req: &Request, outside: &Outside) -> Result<Applied> {
     let task = db.task(req.task_id)?;
     // Abort is allowed from any status, so a move that raced it does not make it fail.
     if let Some(expected) = &req.expected_status
@@ -102,9 +142,9 @@ pub fn apply(db: &Db, req: &Request, pre: PreCommit) -> Result<Applied> {
             actual: task.status.clone(),
         });
     }
-    let pipeline = pipeline_of(&task)?;
+    let pipeline = pipeline_of(db, &task)?;
     let run_id = task.run_id.unwrap_or_default();
-    let owned = FactsOwned::load(db, &task)?;
+    let owned = FactsOwned::load(db, &task, &pipeline, outside.worktree_clean)?;
     let facts = owned.facts();
     let refuse = |message: String| EngineError::Refused {
         task: task.id,
@@ -179,11 +219,17 @@ pub fn apply(db: &Db, req: &Request, pre: PreCommit) -> Result<Applied> {
         Action::Continue => return continue_paused(db, &task, &pipeline),
     };
     if !decision.hooks.is_empty() {
-        pre(&task, &decision.hooks).map_err(|message| EngineError::Merge {
-            task: task.id,
-            from: task.status.clone(),
-            message,
-        })?;
+        match (outside.merge)(&task, &decision.hooks) {
+            Ok(()) => {}
+            Err(MergeGate::Pending) => return Err(EngineError::MergePending { task: task.id }),
+            Err(MergeGate::Refused(message)) => {
+                return Err(EngineError::Merge {
+                    task: task.id,
+                    from: task.status.clone(),
+                    message,
+                });
+            }
+        }
     }
     let moved = transition(
         db,
@@ -201,6 +247,7 @@ pub fn apply(db: &Db, req: &Request, pre: PreCommit) -> Result<Applied> {
             task.id, moved.from, moved.to, moved.trigger
         ),
         moved: Some(moved),
+        retry: false,
     })
 }
 
@@ -414,6 +461,7 @@ fn set_break(db: &Db, task: &Task, pipeline: &Pipeline, status: &str) -> Result<
         task_id: task.id,
         summary: format!("task {}: will pause before {status}", task.id),
         moved: None,
+        retry: false,
     })
 }
 
@@ -427,7 +475,7 @@ fn continue_paused(db: &Db, task: &Task, pipeline: &Pipeline) -> Result<Applied>
     }
     db.set_breakpoint(task.id, None)?;
     let at_step = pipeline.status(&task.status).map(|s| s.kind) == Some(StatusKind::Step);
-    let open = db.step_runs(task.id)?.iter().any(|s| !s.state.is_final());
+    let open = !db.open_step_runs(task.id)?.is_empty();
     if at_step && task.state == TaskState::Waiting && !open {
         let run_id = task.run_id.unwrap_or_default();
         // The note of the move that brought the task here still belongs to this step.
@@ -444,12 +492,14 @@ fn continue_paused(db: &Db, task: &Task, pipeline: &Pipeline) -> Result<Applied>
             task_id: task.id,
             summary: format!("task {}: continuing at {}", task.id, task.status),
             moved: None,
+            retry: false,
         });
     }
     Ok(Applied {
         task_id: task.id,
         summary: format!("task {}: breakpoint cleared", task.id),
         moved: None,
+        retry: false,
     })
 }
 
@@ -497,8 +547,8 @@ pub fn create_task(db: &Db, pipeline: &Pipeline, title: &str, prompt: &str) -> R
 /// (for the TUI's move menu).
 pub fn move_options(db: &Db, task_id: i64) -> Result<Vec<crate::pipeline::MoveOption>> {
     let task = db.task(task_id)?;
-    let pipeline = pipeline_of(&task)?;
-    let owned = FactsOwned::load(db, &task)?;
+    let pipeline = pipeline_of(db, &task)?;
+    let owned = FactsOwned::load(db, &task, &pipeline, None)?;
     Ok(crate::pipeline::move_options(
         &pipeline,
         &task.status,

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 /// How long a client waits for a running engine to take its command.
 const ANSWER_WITHIN: Duration = Duration::from_secs(10);
+/// How often a client looks at its command when the engine cannot answer on its socket.
+const FALLBACK_POLL: Duration = Duration::from_millis(25);
 
 /// Where a request went.
 #[derive(Debug)]
@@ -35,6 +37,9 @@ pub fn submit(ws: &Workspace, store: &mut Store, req: &Request) -> Result<Submit
         let body = serde_json::to_value(req).map_err(|e| EngineError::Other(e.to_string()))?;
         let id = store.write(|db| db.insert_command(Some(req.task_id), &body))?;
         let deadline = Instant::now() + ANSWER_WITHIN;
+        // The engine answers on its socket once it has applied the queued commands; without
+        // a socket (or an answer), the row is looked at again every so often.
+        let mut waiter = super::wake::Waiter::connect(&ws.dir());
         loop {
             if let Some(cmd) = store.read().command(id)? {
                 match cmd.state {
@@ -47,30 +52,64 @@ pub fn submit(ws: &Workspace, store: &mut Store, req: &Request) -> Result<Submit
                     CommandState::Pending => {}
                 }
             }
-            if Instant::now() >= deadline {
+            let now = Instant::now();
+            if now >= deadline {
                 return Err(EngineError::Other(format!(
                     "the running engine did not take command {id} within {} s; it stays queued and will be applied when the engine catches up",
                     ANSWER_WITHIN.as_secs()
                 )));
             }
-            // Waiting on another process's commit: there is no event to wait on across
-            // processes, so poll the row at a short interval.
-            std::thread::sleep(Duration::from_millis(25));
+            match waiter.take() {
+                Some(w) => {
+                    w.wait(deadline - now);
+                }
+                // No socket to wait on: look again shortly (an engine of another version).
+                None => std::thread::sleep(FALLBACK_POLL.min(deadline - now)),
+            }
         }
     }
     let cfg = ws.config()?;
     let git = super::GitCtx::detect(ws, &cfg, &store.read())
         .ok()
         .flatten();
-    let applied = match store.write(|db| {
-        apply(db, req, &|t, h| {
-            super::effects::pre_commit(git.as_ref(), t, h)
-        })
-    }) {
-        Ok(a) => a,
-        Err(e) => {
-            super::effects::record_refusal(store, &e);
-            return Err(e);
+    // `git status` for a `clean_worktree` guard is gathered before the transaction.
+    let task = store.read().task(req.task_id)?;
+    let clean = match (&git, &task.worktree) {
+        (Some(_), Some(wt))
+            if store
+                .read()
+                .pipeline(task.id)
+                .is_ok_and(|p| super::transition::uses_clean_worktree(&p)) =>
+        {
+            super::effects::worktree_clean(std::path::Path::new(wt))
+        }
+        _ => None,
+    };
+    let mut merged: Option<std::result::Result<(), String>> = None;
+    let applied = loop {
+        let gate = |_: &crate::store::Task, hooks: &[crate::pipeline::Hook]| {
+            super::actions::merge_gate(git.is_some(), &merged, hooks)
+        };
+        let outside = super::Outside {
+            merge: &gate,
+            worktree_clean: clean,
+        };
+        match store.write(|db| apply(db, req, &outside)) {
+            Ok(a) => break a,
+            // The merge runs between two transactions, never inside one.
+            Err(EngineError::MergePending { task }) if merged.is_none() => {
+                let t = store.read().task(task)?;
+                merged = Some(match &git {
+                    Some(g) => super::effects::merge_for(g, &t),
+                    None => Ok(()),
+                });
+            }
+            Err(e) => {
+                if let Some(ev) = super::effects::refusal_event(&e) {
+                    let _ = store.write(|db| db.insert_event(&ev));
+                }
+                return Err(e);
+            }
         }
     };
     if let Some(moved) = &applied.moved {
@@ -78,7 +117,10 @@ pub fn submit(ws: &Workspace, store: &mut Store, req: &Request) -> Result<Submit
         for step in &moved.stop {
             super::recovery::end_orphan(step, cfg.kill_grace);
         }
-        super::effects::after_commit(ws, git.as_ref(), moved);
+        if !moved.followups.is_empty() {
+            super::followups::run_here(ws, git, cfg.kill_grace, moved.followups.clone());
+        }
     }
+    super::wake::poke(&ws.dir());
     Ok(Submitted::Direct(Box::new(applied)))
 }

@@ -41,6 +41,10 @@ pub enum EngineError {
         from: String,
         message: String,
     },
+    /// The decision carries a `merge` hook that has not run yet (the engine runs it outside
+    /// the transaction and applies again); never shown to people.
+    #[error("task {task} waits for its merge")]
+    MergePending { task: i64 },
     #[error("{0}")]
     Other(String),
 }

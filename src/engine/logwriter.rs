@@ -2,8 +2,7 @@
 //! fans each batch out to subscribers (the TUI's live pane).
 
 use super::EngineEvent;
-use crate::store::{NewLogLine, Store};
-use std::sync::{Arc, Mutex};
+use crate::store::{NewLogLine, StoreHandle};
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, oneshot};
 
@@ -28,12 +27,13 @@ pub enum LogMsg {
 
 /// Runs the writer until every sender is dropped.
 pub async fn run(
-    store: Arc<Mutex<Store>>,
+    store: StoreHandle,
     mut rx: mpsc::Receiver<LogMsg>,
     events: broadcast::Sender<EngineEvent>,
 ) {
     let mut batch: Vec<(i64, NewLogLine)> = Vec::with_capacity(BATCH_LINES);
     let mut acks: Vec<oneshot::Sender<()>> = Vec::new();
+    let mut lost = Lost::default();
     loop {
         // Wait for the first message, then gather until the batch is full or old enough.
         let Some(first) = rx.recv().await else { break };
@@ -50,50 +50,88 @@ pub async fn run(
             if batch.len() >= BATCH_LINES {
                 break;
             }
-            msg = tokio::time::timeout_at(deadline, rx.recv())
-                .await
-                .ok()
-                .flatten();
+            // Take what is already queued without waiting; wait only for a partial batch.
+            msg = match rx.try_recv() {
+                Ok(m) => Some(m),
+                Err(_) => tokio::time::timeout_at(deadline, rx.recv())
+                    .await
+                    .ok()
+                    .flatten(),
+            };
         }
-        write(&store, &mut batch, &events).await;
+        write(&store, &mut batch, &events, &mut lost).await;
         for ack in acks.drain(..) {
             let _ = ack.send(());
         }
     }
-    write(&store, &mut batch, &events).await;
+    write(&store, &mut batch, &events, &mut lost).await;
+    if !lost.0.is_empty() {
+        // One last try at saying what was lost.
+        write(&store, &mut Vec::new(), &events, &mut lost).await;
+    }
 }
 
+/// Lines that could not be stored, by step run, with the last reason: a marker line says
+/// so as soon as the store takes writes again (a full disk freed, say).
+#[derive(Default)]
+struct Lost(std::collections::BTreeMap<i64, (i64, usize, String)>);
+
 async fn write(
-    store: &Arc<Mutex<Store>>,
+    store: &StoreHandle,
     batch: &mut Vec<(i64, NewLogLine)>,
     events: &broadcast::Sender<EngineEvent>,
+    lost: &mut Lost,
 ) {
-    if batch.is_empty() {
+    if batch.is_empty() && lost.0.is_empty() {
         return;
     }
     let lines: Vec<(i64, NewLogLine)> = std::mem::take(batch);
-    let store = store.clone();
-    let lines = tokio::task::spawn_blocking(move || {
-        let only: Vec<NewLogLine> = lines.iter().map(|(_, l)| l.clone()).collect();
-        let mut guard = store.lock().unwrap_or_else(|p| p.into_inner());
-        // The database may be busy for longer than its timeout (a long merge holds the write
-        // lock): try again a few times before giving the batch up.
-        for attempt in 1..=WRITE_ATTEMPTS {
-            match guard.write(|db| db.insert_log_lines(&only)) {
-                Ok(()) => break,
-                Err(e) if attempt == WRITE_ATTEMPTS => {
-                    tracing::error!("writing {} log lines failed, dropped: {e}", only.len());
-                }
-                Err(e) => {
-                    tracing::warn!("writing {} log lines failed, retrying: {e}", only.len());
-                    std::thread::sleep(Duration::from_millis(250));
+    let mut only: Vec<NewLogLine> = lost
+        .0
+        .iter()
+        .map(|(step, (_, n, why))| NewLogLine {
+            step_run_id: *step,
+            stream: crate::store::Stream::System,
+            ts: crate::store::now_ms(),
+            text: format!("[baton] {n} log line(s) of this step were lost: {why}"),
+        })
+        .collect();
+    only.extend(lines.iter().map(|(_, l)| l.clone()));
+    let only = std::sync::Arc::new(only);
+    // The database may be busy for longer than its timeout (another process's long write):
+    // try again a few times before giving the batch up.
+    let mut failed = None;
+    for attempt in 1..=WRITE_ATTEMPTS {
+        let rows = only.clone();
+        match store.write(move |db| db.insert_log_lines(&rows)).await {
+            Ok(()) => {
+                failed = None;
+                break;
+            }
+            Err(e) => {
+                tracing::warn!("writing {} log lines failed (try {attempt}): {e}", only.len());
+                failed = Some(e.to_string());
+                if attempt < WRITE_ATTEMPTS {
+                    tokio::time::sleep(Duration::from_millis(100 * u64::from(attempt))).await;
                 }
             }
         }
-        lines
-    })
-    .await
-    .unwrap_or_default();
+    }
+    match failed {
+        None => lost.0.clear(),
+        Some(why) => {
+            tracing::error!("{} log lines dropped: {why}", lines.len());
+            for (task_id, l) in &lines {
+                let e = lost
+                    .0
+                    .entry(l.step_run_id)
+                    .or_insert((*task_id, 0, String::new()));
+                e.1 += 1;
+                e.2 = why.clone();
+            }
+            return;
+        }
+    }
     // Group by step run for subscribers.
     let mut start = 0;
     while start < lines.len() {

@@ -7,6 +7,7 @@ pub mod actions;
 pub mod client;
 mod effects;
 mod error;
+mod followups;
 mod logwriter;
 mod recovery;
 mod results;
@@ -15,26 +16,26 @@ mod scheduler;
 mod transition;
 mod trigger_loop;
 pub mod triggers;
+pub mod wake;
 
-pub use actions::{Action, Applied, Request, create_task, move_options};
+pub use actions::{Action, Applied, MergeGate, Outside, Request, create_task, move_options};
 pub use effects::GitCtx;
 pub use error::{EngineError, Result};
 pub use recovery::Recovered;
-pub use results::StepReport;
+pub use results::{MAX_AUTOMATIC_VISITS, ResultDecision, ResultFacts, StepReport, on_result};
 pub use transition::{entry_state, pipeline_of};
 
-use crate::store::{CommandState, Db, NewLogLine, Store};
+use crate::store::{CommandState, Db, NewLogLine, StoreHandle};
 use crate::workspace::{Config, EngineLock, ShutdownMode, Workspace};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-/// How often the engine looks at the commands table and the step queue.
-const POLL: Duration = Duration::from_millis(100);
-/// How often the engine looks for due work even when nothing seems to have changed.
-const SWEEP: Duration = Duration::from_secs(2);
+/// Without a wake socket (its path too long for the OS, say), the engine looks at the
+/// database this often instead.
+const FALLBACK_SWEEP: Duration = Duration::from_secs(1);
 
 /// Something that happened, for subscribers such as the TUI.
 #[derive(Debug, Clone)]
@@ -49,6 +50,8 @@ pub enum EngineEvent {
     },
     /// A message for people (a failed request, a hook error).
     Notice { task_id: Option<i64>, text: String },
+    /// Another process changed the database (a task created from the CLI): reload.
+    Changed,
 }
 
 type Reply = oneshot::Sender<std::result::Result<String, String>>;
@@ -97,15 +100,16 @@ struct Running {
     reason: Option<StopReason>,
     /// Cancelled by the step's task once its process is gone and its report is sent.
     ended: CancellationToken,
+    task_id: i64,
 }
 
 /// A condition on the store that ends a run.
-pub type StopWhen = Box<dyn Fn(&Db) -> bool + Send>;
+pub type StopWhen = Arc<dyn Fn(&Db) -> bool + Send + Sync>;
 
 /// When a headless engine returns.
 #[derive(Default)]
 pub struct RunOptions {
-    /// Stop once nothing runs or is queued (and no command is pending).
+    /// Stop once nothing runs or is queued (and no command or follow-up is pending).
     pub exit_when_idle: bool,
     /// Stop (draining running steps) once this returns true.
     pub stop_when: Option<StopWhen>,
@@ -115,7 +119,7 @@ pub struct RunOptions {
 pub struct Engine {
     ws: Workspace,
     cfg: Config,
-    store: Arc<Mutex<Store>>,
+    store: StoreHandle,
     _lock: EngineLock,
     events: broadcast::Sender<EngineEvent>,
     requests_tx: mpsc::Sender<(Request, Reply)>,
@@ -127,9 +131,18 @@ pub struct Engine {
     logs: mpsc::Sender<logwriter::LogMsg>,
     log_writer: tokio::task::JoinHandle<()>,
     git: Option<GitCtx>,
-    /// Clean-ups and hooks running after committed transitions.
+    /// Hooks and worktree clean-ups of committed transitions, one runner per transition.
     followups: tokio::task::JoinSet<()>,
+    /// Cancelled at an interrupting shutdown: running hooks stop and run again next start.
+    followup_cancel: CancellationToken,
+    /// Follow-up rows being run, so a sweep never starts one twice.
+    followups_running: Arc<std::sync::Mutex<std::collections::HashSet<i64>>>,
     triggers: triggers::TriggerSet,
+    /// Wake-ups from other processes through `.baton/engine.sock`.
+    wake_rx: mpsc::UnboundedReceiver<wake::Wake>,
+    _wake: Option<wake::Listener>,
+    /// When the earliest delayed step (a retry's backoff) comes due, if known.
+    next_due: Option<i64>,
     /// Problems in the workspace's pipeline triggers (those triggers are skipped).
     pub trigger_errors: Vec<String>,
     /// What start-up recovery did.
@@ -137,15 +150,38 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Takes the workspace's engine lock, opens the store and recovers interrupted work.
-    /// Must be called inside a tokio runtime (it starts the log writer).
-    pub fn start(ws: &Workspace) -> Result<Self> {
+    /// Takes the workspace's engine lock, opens the store on its own threads, recovers
+    /// interrupted work and starts listening for other processes.
+    pub async fn start(ws: &Workspace) -> Result<Self> {
         // Clients probe the lock for microseconds; a short wait rides those out.
-        let lock = EngineLock::acquire(ws, Duration::from_millis(300))?;
+        let lock = {
+            let ws = ws.clone();
+            tokio::task::spawn_blocking(move || {
+                EngineLock::acquire(&ws, Duration::from_millis(300))
+            })
+            .await
+            .map_err(|e| EngineError::Other(e.to_string()))??
+        };
         let cfg = ws.config()?;
-        let mut store = Store::open(&ws.db_path())?;
-        let recovered = recovery::recover(ws, &mut store, cfg.kill_grace, cfg.auto_resume)?;
-        let git = match GitCtx::detect(ws, &cfg, &store.read()) {
+        let store = {
+            let path = ws.db_path();
+            tokio::task::spawn_blocking(move || StoreHandle::open(&path))
+                .await
+                .map_err(|e| EngineError::Other(e.to_string()))??
+        };
+        let recovered = {
+            let (ws, grace, auto) = (ws.clone(), cfg.kill_grace, cfg.auto_resume);
+            store
+                .with_writer(move |s| recovery::recover(&ws, s, grace, auto))
+                .await??
+        };
+        let git = {
+            let (ws, cfg) = (ws.clone(), cfg.clone());
+            store
+                .with_writer(move |s| GitCtx::detect(&ws, &cfg, &s.read()))
+                .await?
+        };
+        let git = match git {
             Ok(g) => g,
             Err(e) => {
                 tracing::warn!("{e}; steps run in the workspace root");
@@ -155,13 +191,23 @@ impl Engine {
         let agents = crate::pipeline::agent_ids(Some(&ws.agents_dir()));
         let catalog = crate::pipeline::load_catalog(Some(&ws.pipelines_dir()), Some(&agents));
         let (triggers, trigger_errors) = triggers::TriggerSet::new(&catalog.pipelines);
-        let store = Arc::new(Mutex::new(store));
         let (events, _) = broadcast::channel(1024);
         let (requests_tx, requests) = mpsc::channel(64);
         let (finished_tx, finished) = mpsc::unbounded_channel();
         let (logs, log_rx) = mpsc::channel(8192);
-        let log_store = Arc::new(Mutex::new(Store::open(&ws.db_path())?));
-        let log_writer = tokio::spawn(logwriter::run(log_store, log_rx, events.clone()));
+        let log_writer = tokio::spawn(logwriter::run(store.clone(), log_rx, events.clone()));
+        let (wake_tx, wake_rx) = mpsc::unbounded_channel();
+        let listener = match wake::Listener::bind(&ws.dir(), wake_tx, events.clone()) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                tracing::warn!(
+                    "cannot listen on {}: {e}; other processes' commands are picked up within {} s instead",
+                    wake::socket_path(&ws.dir()).display(),
+                    FALLBACK_SWEEP.as_secs()
+                );
+                None
+            }
+        };
         Ok(Self {
             ws: ws.clone(),
             cfg,
@@ -178,7 +224,12 @@ impl Engine {
             log_writer,
             git,
             followups: tokio::task::JoinSet::new(),
+            followups_running: Default::default(),
+            followup_cancel: CancellationToken::new(),
             triggers,
+            wake_rx,
+            _wake: listener,
+            next_due: None,
             trigger_errors,
             recovered,
         })
@@ -199,54 +250,48 @@ impl Engine {
     }
 
     /// Runs until shut down (or per `opts`). Returns once every step it ran has ended.
+    ///
+    /// Nothing here polls: a step's end applies its result and starts what comes next in
+    /// the same transaction; requests, other processes' wake-ups, the next retry backoff or
+    /// trigger time, and finished follow-ups are what wake the loop.
     pub async fn run(mut self, opts: RunOptions) -> Result<()> {
         let mut stopping: Option<ShutdownMode> = None;
-        // Work is looked for when something may have changed: another process committed
-        // (data_version moved), this engine did something, or a while has passed (retry
-        // backoffs come due). An idle engine costs one PRAGMA per poll.
-        let mut seen_version = None;
-        let mut dirty = true;
-        let mut last_sweep = tokio::time::Instant::now();
+        // Look for commands, due steps and follow-ups: at start, and after a wake-up from
+        // outside. A step's end needs no look: it claims the next steps itself.
+        let mut look = true;
+        self.sweep_followups().await;
         loop {
-            let version = self.with_db(|db| db.data_version()).ok();
-            if version != seen_version || dirty || last_sweep.elapsed() >= SWEEP {
-                seen_version = version;
-                dirty = false;
-                last_sweep = tokio::time::Instant::now();
-            } else {
-                if stopping.is_some() && self.running.is_empty() {
-                    break;
+            if look {
+                self.drain_commands().await;
+                if stopping.is_none() {
+                    self.run_triggers().await;
+                    // A failed pass (the database busy past its timeout, say) is retried
+                    // a second later rather than stopping the engine.
+                    if let Err(e) = self.schedule().await {
+                        tracing::error!("scheduling steps failed: {e}");
+                        self.next_due = Some(crate::store::now_ms() + 1000);
+                    }
                 }
-                if self.wait(&mut stopping).await {
-                    dirty = true;
-                }
-                continue;
             }
-            self.drain_commands().await;
             if stopping.is_none() {
-                self.run_triggers().await;
-                // A failed pass (say, the database busy past its timeout) is retried on the
-                // next one rather than stopping the engine.
-                if let Err(e) = self.schedule().await {
-                    tracing::error!("scheduling steps failed: {e}");
-                    dirty = true;
-                }
                 if let Some(pred) = &opts.stop_when {
-                    let done = self.with_db(|db| pred(db));
-                    if done {
+                    let pred = pred.clone();
+                    if self.store.read(move |db| Ok(pred(db))).await.unwrap_or(false) {
                         stopping = Some(ShutdownMode::Drain);
                     }
                 }
-                if opts.exit_when_idle && self.running.is_empty() && self.idle().unwrap_or(false) {
+                if opts.exit_when_idle
+                    && self.running.is_empty()
+                    && self.followups.is_empty()
+                    && self.idle().await.unwrap_or(false)
+                {
                     break;
                 }
             }
             if stopping.is_some() && self.running.is_empty() {
                 break;
             }
-            if self.wait(&mut stopping).await {
-                dirty = true;
-            }
+            look = self.wait(&mut stopping).await;
         }
         while self.followups.join_next().await.is_some() {}
         drop(self.logs);
@@ -254,104 +299,149 @@ impl Engine {
         Ok(())
     }
 
-    /// Waits for the next thing to happen; true when this engine changed something.
+    /// The next time something is due by the clock: a delayed step, a trigger, or the
+    /// fallback sweep when other processes cannot wake the engine.
+    fn next_timer(&self) -> Option<tokio::time::Instant> {
+        let now = tokio::time::Instant::now();
+        let due = self.next_due.map(|at| {
+            let wait = (at - crate::store::now_ms()).max(0) as u64;
+            now + Duration::from_millis(wait)
+        });
+        let trigger = self.triggers.next_wake().map(tokio::time::Instant::from_std);
+        let sweep = self._wake.is_none().then(|| now + FALLBACK_SWEEP);
+        [due, trigger, sweep].into_iter().flatten().min()
+    }
+
+    /// Waits for the next thing to happen; true when the database should be looked at.
     async fn wait(&mut self, stopping: &mut Option<ShutdownMode>) -> bool {
+        let timer = self.next_timer();
         tokio::select! {
-                Some((id, report)) = self.finished.recv() => {
-                    self.on_finished(id, report).await;
-                    true
-                }
-                Some((req, reply)) = self.requests.recv() => {
-                    let out = self.apply(req).await;
-                    let _ = reply.send(out);
-                    true
-                }
-                _ = self.shutdown.cancelled(), if stopping.is_none() => {
-                    *stopping = Some(self.cfg.shutdown);
-                    let n = self.running.len();
-                    let text = match self.cfg.shutdown {
-                        ShutdownMode::Drain => format!("shutting down: waiting for {n} running step(s) to finish (drain)"),
-                        ShutdownMode::Interrupt => format!("shutting down: interrupting {n} running step(s); `baton resume` continues them"),
-                    };
-                    tracing::info!("{text}");
-                    let _ = self.events.send(EngineEvent::Notice { task_id: None, text });
-                    if self.cfg.shutdown == ShutdownMode::Interrupt {
-                        for r in self.running.values_mut() {
-                            r.reason = Some(StopReason::Shutdown);
-                            r.cancel.cancel();
-                        }
+            Some((id, report)) = self.finished.recv() => {
+                self.on_finished(id, report).await;
+                false
+            }
+            Some((req, reply)) = self.requests.recv() => {
+                let out = self.apply_command(req, None).await;
+                let _ = reply.send(out);
+                false
+            }
+            Some(w) = self.wake_rx.recv() => {
+                let mut waiters = Vec::new();
+                let mut w = Some(w);
+                // Coalesce a burst of wake-ups into one look.
+                while let Some(next) = w.take().or_else(|| self.wake_rx.try_recv().ok()) {
+                    if let wake::Wake::Wait(stream) = next {
+                        waiters.push(stream);
                     }
-                    true
                 }
-                _ = tokio::time::sleep(POLL) => false,
+                let _ = self.events.send(EngineEvent::Changed);
+                self.drain_commands().await;
+                for mut s in waiters {
+                    use tokio::io::AsyncWriteExt;
+                    let _ = s.write_all(b"ok\n").await;
+                }
+                true
+            }
+            Some(_) = self.followups.join_next(), if !self.followups.is_empty() => true,
+            _ = self.shutdown.cancelled(), if stopping.is_none() => {
+                *stopping = Some(self.cfg.shutdown);
+                let n = self.running.len();
+                let text = match self.cfg.shutdown {
+                    ShutdownMode::Drain => format!("shutting down: waiting for {n} running step(s) to finish (drain)"),
+                    ShutdownMode::Interrupt => format!("shutting down: interrupting {n} running step(s); `baton resume` continues them"),
+                };
+                tracing::info!("{text}");
+                let _ = self.events.send(EngineEvent::Notice { task_id: None, text });
+                if self.cfg.shutdown == ShutdownMode::Interrupt {
+                    self.followup_cancel.cancel();
+                    for r in self.running.values_mut() {
+                        r.reason = Some(StopReason::Shutdown);
+                        r.cancel.cancel();
+                    }
+                }
+                false
+            }
+            _ = sleep_until(timer) => {
+                if self.next_due.is_some_and(|at| at <= crate::store::now_ms()) {
+                    self.next_due = None;
+                }
+                true
+            }
         }
     }
 
-    fn with_db<T>(&self, f: impl FnOnce(&Db) -> T) -> T {
-        let guard = self.store.lock().unwrap_or_else(|p| p.into_inner());
-        f(&guard.read())
-    }
-
-    /// Runs a write transaction on the blocking pool.
-    async fn write<T: Send + 'static>(
-        &self,
-        f: impl FnOnce(&Db) -> Result<T> + Send + 'static,
-    ) -> Result<T> {
-        let store = self.store.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut guard = store.lock().unwrap_or_else(|p| p.into_inner());
-            guard.write(f)
-        })
-        .await
-        .map_err(|e| EngineError::Other(format!("a database task panicked: {e}")))?
-    }
-
-    fn idle(&self) -> Result<bool> {
-        self.with_db(|db| Ok(!db.any_open_step_runs()? && db.pending_commands()?.is_empty()))
-    }
-
-    /// Applies one request and stops the steps it ended.
-    async fn apply(&mut self, req: Request) -> std::result::Result<String, String> {
-        self.apply_command(req, None).await
+    async fn idle(&self) -> Result<bool> {
+        Ok(self
+            .store
+            .read(|db| {
+                Ok(!db.any_open_step_runs()?
+                    && db.pending_commands()?.is_empty()
+                    && !db.any_open_followups()?)
+            })
+            .await?)
     }
 
     /// Applies a request; a queued command is marked done in the same transaction, so a
-    /// crash can never apply it twice.
+    /// crash can never apply it twice. A `merge` hook runs between two transactions: the
+    /// first finds that the move needs it, the second re-checks and commits with its result.
     async fn apply_command(
         &mut self,
         req: Request,
         command: Option<i64>,
     ) -> std::result::Result<String, String> {
         let task_id = req.task_id;
-        let git = self.git.clone();
-        let out = self
-            .write(move |db| {
-                let applied =
-                    actions::apply(db, &req, &|t, h| effects::pre_commit(git.as_ref(), t, h))?;
-                if let Some(id) = command {
-                    db.finish_command(id, CommandState::Done, &applied.summary)?;
+        let clean = self.worktree_clean_for(task_id).await;
+        let mut merged: Option<std::result::Result<(), String>> = None;
+        let out = loop {
+            let (req2, has_git, merged2) = (req.clone(), self.git.is_some(), merged.clone());
+            let out = self
+                .store
+                .write(move |db| {
+                    let gate = |_: &crate::store::Task, hooks: &[crate::pipeline::Hook]| {
+                        actions::merge_gate(has_git, &merged2, hooks)
+                    };
+                    let outside = Outside {
+                        merge: &gate,
+                        worktree_clean: clean,
+                    };
+                    let applied = actions::apply(db, &req2, &outside)?;
+                    if let Some(id) = command {
+                        db.finish_command(id, CommandState::Done, &applied.summary)?;
+                    }
+                    Ok(applied)
+                })
+                .await;
+            match out {
+                Err(EngineError::MergePending { task }) if merged.is_none() => {
+                    merged = Some(self.merge(task).await);
                 }
-                Ok(applied)
-            })
-            .await;
+                other => break other,
+            }
+        };
         let out = match out {
             Ok(applied) => {
-                self.after(&applied);
+                self.after(&applied).await;
                 Ok(applied.summary)
             }
             Err(e) => {
-                let store = self.store.clone();
                 let text = e.to_string();
                 let failed = text.clone();
-                let _ = tokio::task::spawn_blocking(move || {
-                    let mut guard = store.lock().unwrap_or_else(|p| p.into_inner());
-                    effects::record_refusal(&mut guard, &e);
-                    if let Some(id) = command {
-                        let _ =
-                            guard.write(|db| db.finish_command(id, CommandState::Failed, &failed));
-                    }
-                })
-                .await;
+                let refusal = effects::refusal_event(&e);
+                let recorded = self
+                    .store
+                    .write(move |db| {
+                        if let Some(ev) = &refusal {
+                            db.insert_event(ev)?;
+                        }
+                        if let Some(id) = command {
+                            db.finish_command(id, CommandState::Failed, &failed)?;
+                        }
+                        Ok::<_, crate::store::StoreError>(())
+                    })
+                    .await;
+                if let Err(e) = recorded {
+                    tracing::error!("recording a refused request failed: {e}");
+                }
                 Err(text)
             }
         };
@@ -359,9 +449,46 @@ impl Engine {
         out
     }
 
-    /// Follow-up of a committed change: stop the steps it ended; then, once they are gone,
-    /// the worktree clean-up and hooks (in the background, so the engine keeps answering).
-    fn after(&mut self, applied: &Applied) {
+    /// Runs a task's `merge` hook through the repository's git queue; the sentence on refusal.
+    async fn merge(&self, task_id: i64) -> std::result::Result<(), String> {
+        let Some(git) = self.git.clone() else {
+            return Ok(());
+        };
+        let task = self
+            .store
+            .read(move |db| db.task(task_id))
+            .await
+            .map_err(|e| e.to_string())?;
+        tokio::task::spawn_blocking(move || effects::merge_for(&git, &task))
+            .await
+            .unwrap_or_else(|e| Err(format!("the merge panicked: {e}")))
+    }
+
+    /// `git status` of a task's worktree, asked only when its pipeline has a
+    /// `clean_worktree` guard; gathered before the transaction that relies on it.
+    async fn worktree_clean_for(&self, task_id: i64) -> Option<bool> {
+        self.git.as_ref()?;
+        let wt = self
+            .store
+            .read(move |db| {
+                let task = db.task(task_id)?;
+                let uses = db
+                    .pipeline(task_id)
+                    .is_ok_and(|p| transition::uses_clean_worktree(&p));
+                Ok(task.worktree.filter(|_| uses))
+            })
+            .await
+            .ok()
+            .flatten()?;
+        tokio::task::spawn_blocking(move || effects::worktree_clean(std::path::Path::new(&wt)))
+            .await
+            .ok()
+            .flatten()
+    }
+
+    /// Follow-up of a committed change: stop the steps it ended, fire `task_done` triggers,
+    /// then run its recorded follow-ups (clean-up, hooks) once the stopped steps are gone.
+    async fn after(&mut self, applied: &Applied) {
         let Some(moved) = applied.moved.clone() else {
             return;
         };
@@ -373,33 +500,20 @@ impl Engine {
                 ended.push(r.ended.clone());
             }
         }
-        let done = self
-            .with_db(|db| db.task(moved.task_id))
-            .ok()
-            .filter(|t| t.state == crate::store::TaskState::Done);
-        if let Some(task) = done {
-            let firings = self.triggers.done(&task);
-            self.record_firings(firings);
-        }
-        let (ws, git) = (self.ws.clone(), self.git.clone());
-        let grace = self.cfg.kill_grace + Duration::from_secs(5);
-        let events = self.events.clone();
-        self.followups.spawn(async move {
-            for e in ended {
-                let _ = tokio::time::timeout(grace, e.cancelled()).await;
-            }
+        if moved.done && !self.triggers.is_empty() {
             let task_id = moved.task_id;
-            let _ = tokio::task::spawn_blocking(move || {
-                effects::after_commit(&ws, git.as_ref(), &moved)
-            })
-            .await;
-            let _ = events.send(EngineEvent::TaskChanged { task_id });
-        });
+            if let Ok(task) = self.store.read(move |db| db.task(task_id)).await {
+                let firings = self.triggers.done(&task);
+                self.record_firings(firings).await;
+            }
+        }
+        if !moved.followups.is_empty() {
+            self.spawn_followups(moved.task_id, moved.followups.clone(), ended);
+        }
     }
 
     async fn drain_commands(&mut self) {
-        let pending = self.with_db(|db| db.pending_commands());
-        let pending = match pending {
+        let pending = match self.store.read(|db| db.pending_commands()).await {
             Ok(p) => p,
             Err(e) => {
                 tracing::error!("reading commands failed: {e}");
@@ -420,7 +534,8 @@ impl Engine {
                         ),
                     );
                     if let Err(e) = self
-                        .write(move |db| Ok(db.finish_command(id, CommandState::Failed, &text)?))
+                        .store
+                        .write(move |db| db.finish_command(id, CommandState::Failed, &text))
                         .await
                     {
                         tracing::error!("recording the result of command {id} failed: {e}");
@@ -428,5 +543,13 @@ impl Engine {
                 }
             }
         }
+    }
+}
+
+/// Sleeps until `at`, or forever when there is nothing to wait for.
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }

@@ -83,7 +83,7 @@ pub fn recover(
                 expected_status: Some(task.status.clone()),
                 actor: "auto_resume".into(),
             };
-            match store.write(|db| apply(db, &req, &super::actions::no_pre_commit)) {
+            match store.write(|db| apply(db, &req, &super::Outside::NONE)) {
                 Ok(_) => out.resumed.push(task.id),
                 Err(e) => tracing::warn!("auto-resume of task {} failed: {e}", task.id),
             }
@@ -110,7 +110,7 @@ pub fn end_orphan(step: &crate::store::StepRun, grace: Duration) -> Orphan {
 fn abort_agent_session(ws: &Workspace, store: &Store, step: &StepRun) -> Option<String> {
     let session = step.session_id.as_deref()?;
     let task = store.read().task(step.task_id).ok()?;
-    let pipeline = super::pipeline_of(&task).ok()?;
+    let pipeline = store.read().pipeline(task.id).ok()?;
     let Some(StepAction::Agent(profile_id)) = pipeline
         .status(&step.status)
         .and_then(|s| s.step.as_ref())

@@ -2,8 +2,9 @@
 
 use super::actions::Applied;
 use super::error::Result;
+use super::actions::{MergeGate, Outside};
 use super::transition::{FactsOwned, pipeline_of, transition};
-use crate::pipeline::{DecideError, Trigger, decide};
+use crate::pipeline::{DecideError, Decision, Facts, Pipeline, Trigger, decide};
 use crate::store::{Db, NewEvent, RunState, StepResult, StepState, TaskState, now_ms};
 use serde_json::json;
 
@@ -22,10 +23,73 @@ pub struct StepReport {
 
 /// The engine moves a task into the same status at most this many times in one run; past
 /// that, an unguarded loop of steps is stopped and waits for a person.
-const MAX_AUTOMATIC_VISITS: u32 = 100;
+pub const MAX_AUTOMATIC_VISITS: u32 = 100;
 
 /// First retry waits this long; each further one doubles it.
 const RETRY_BASE_MS: i64 = 1_000;
+
+/// What a step's result asks for, decided without I/O.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ResultDecision {
+    /// Run the step again after `delay_ms`: retry `used` of `retries`.
+    Retry {
+        delay_ms: i64,
+        used: i64,
+        retries: i64,
+    },
+    /// Move the task on.
+    Move(Decision),
+    /// The move would enter `to` once too often in this run: wait for a person.
+    LoopLimit { to: String },
+    /// No transition applies (or every one is blocked): wait for a person.
+    Wait(DecideError),
+    /// The pipeline cannot answer (the task's status is not in it).
+    Broken(DecideError),
+}
+
+/// What [`on_result`] needs to know about the task.
+pub struct ResultFacts<'a> {
+    pub pipeline: &'a Pipeline,
+    /// The status whose step ended.
+    pub status: &'a str,
+    /// The facts guards are checked against.
+    pub guards: Facts<'a>,
+    /// Attempts of the status since the task last entered it, the ended one included.
+    pub attempts: i64,
+    /// How many times the task has entered a status in this run.
+    pub visits: &'a dyn Fn(&str) -> u32,
+}
+
+/// Decides what a finished step's report means: a retry with backoff for a retryable
+/// error within the step's `retries`, else the pipeline's transition for its trigger,
+/// unless that would loop past [`MAX_AUTOMATIC_VISITS`].
+pub fn on_result(f: &ResultFacts, report: &StepReport) -> ResultDecision {
+    if report.trigger == Trigger::Error && report.retryable {
+        let retries = f
+            .pipeline
+            .status(f.status)
+            .and_then(|s| s.step.as_ref())
+            .map_or(0, |s| s.retries) as i64;
+        let used = f.attempts;
+        if used <= retries {
+            return ResultDecision::Retry {
+                delay_ms: RETRY_BASE_MS << (used - 1).clamp(0, 10),
+                used,
+                retries,
+            };
+        }
+    }
+    match decide(f.pipeline, f.status, &report.trigger, &f.guards) {
+        Ok(d) if (f.visits)(&d.to) >= MAX_AUTOMATIC_VISITS => {
+            ResultDecision::LoopLimit { to: d.to }
+        }
+        Ok(d) => ResultDecision::Move(d),
+        Err(e @ (DecideError::NoTransition { .. } | DecideError::Blocked { .. })) => {
+            ResultDecision::Wait(e)
+        }
+        Err(e) => ResultDecision::Broken(e),
+    }
+}
 
 /// Records a step's result and moves the task on. Returns `None` when the result no longer
 /// matters (the step was aborted, or the task moved on meanwhile).
@@ -33,7 +97,7 @@ pub fn finish_step(
     db: &Db,
     step_run_id: i64,
     report: &StepReport,
-    pre: super::actions::PreCommit,
+    outside: &Outside,
 ) -> Result<Option<Applied>> {
     let step = db.step_run(step_run_id)?;
     if !db.finish_step_run(step_run_id, report.state, &report.result)? {
@@ -54,22 +118,58 @@ pub fn finish_step(
     if task.status != step.status || task.run_id != Some(step.run_id) {
         return Ok(None);
     }
-    let pipeline = pipeline_of(&task)?;
-
-    if report.trigger == Trigger::Error && report.retryable {
-        let retries = pipeline
-            .status(&step.status)
-            .and_then(|s| s.step.as_ref())
-            .map_or(0, |s| s.retries) as i64;
-        let used = db.attempts_since_entry(task.id, step.run_id, &step.status)?;
-        if used <= retries {
-            let delay = RETRY_BASE_MS << (used - 1).clamp(0, 10);
+    let pipeline = pipeline_of(db, &task)?;
+    let owned = FactsOwned::load(db, &task, &pipeline, outside.worktree_clean)?;
+    let attempts = if report.trigger == Trigger::Error && report.retryable {
+        db.attempts_since_entry(task.id, step.run_id, &step.status)?
+    } else {
+        1
+    };
+    let visits_error = std::cell::RefCell::new(None);
+    let visits = |to: &str| match db.visits_of(step.run_id, to) {
+        Ok(n) => n,
+        Err(e) => {
+            *visits_error.borrow_mut() = Some(e);
+            0
+        }
+    };
+    let decision = on_result(
+        &ResultFacts {
+            pipeline: &pipeline,
+            status: &step.status,
+            guards: owned.facts(),
+            attempts,
+            visits: &visits,
+        },
+        report,
+    );
+    if let Some(e) = visits_error.into_inner() {
+        return Err(e.into());
+    }
+    // Leaves the task where it is, waiting for a person, with an event saying why.
+    let wait_here = |event: NewEvent, summary: &str| -> Result<Option<Applied>> {
+        db.set_task_state(task.id, TaskState::Waiting)?;
+        db.set_run_state(step.run_id, RunState::Waiting)?;
+        db.insert_event(&event)?;
+        Ok(Some(Applied {
+            task_id: task.id,
+            summary: format!("task {}: {summary}, waiting at {}", task.id, task.status),
+            moved: None,
+            retry: false,
+        }))
+    };
+    match decision {
+        ResultDecision::Retry {
+            delay_ms,
+            used,
+            retries,
+        } => {
             db.insert_step_run(
                 task.id,
                 step.run_id,
                 &step.status,
                 step.note.as_deref(),
-                now_ms() + delay,
+                now_ms() + delay_ms,
             )?;
             db.set_task_state(task.id, TaskState::Queued)?;
             db.insert_event(&NewEvent {
@@ -81,74 +181,60 @@ pub fn finish_step(
                     step.status,
                     step.attempt,
                     report.result.error.as_deref().unwrap_or("error"),
-                    delay / 1000
+                    delay_ms / 1000
                 ),
-                data: json!({ "attempt": step.attempt, "delay_ms": delay }),
+                data: json!({ "attempt": step.attempt, "delay_ms": delay_ms }),
                 actor: "system",
                 level: "warn",
             })?;
-            return Ok(Some(Applied {
+            Ok(Some(Applied {
                 task_id: task.id,
                 summary: format!("task {}: retrying {}", task.id, step.status),
                 moved: None,
-            }));
+                retry: true,
+            }))
         }
-    }
-
-    let owned = FactsOwned::load(db, &task)?;
-    // Leaves the task where it is, waiting for a person, with an event saying why.
-    let wait_here = |event: NewEvent, summary: &str| -> Result<Option<Applied>> {
-        db.set_task_state(task.id, TaskState::Waiting)?;
-        db.set_run_state(step.run_id, RunState::Waiting)?;
-        db.insert_event(&event)?;
-        Ok(Some(Applied {
-            task_id: task.id,
-            summary: format!("task {}: {summary}, waiting at {}", task.id, task.status),
-            moved: None,
-        }))
-    };
-    match decide(&pipeline, &task.status, &report.trigger, &owned.facts()) {
         // A loop of steps with no guard would otherwise run forever.
-        Ok(decision)
-            if owned.facts().visits.get(&decision.to).copied().unwrap_or(0)
-                >= MAX_AUTOMATIC_VISITS =>
-        {
-            wait_here(
-                NewEvent {
-                    task_id: Some(task.id),
-                    category: "transition",
-                    kind: "loop.limit",
-                    summary: format!(
-                        "stopped before entering {} for the {}th time in this run — add a max_visits guard to the loop, then move the task on by hand",
-                        decision.to,
-                        MAX_AUTOMATIC_VISITS + 1
-                    ),
-                    data: json!({ "to": decision.to }),
-                    actor: "engine",
-                    level: "error",
-                },
-                "loop limit",
-            )
-        }
-        Ok(decision) => {
-            if !decision.hooks.is_empty()
-                && let Err(message) = pre(&task, &decision.hooks)
-            {
-                return wait_here(
-                    NewEvent {
-                        task_id: Some(task.id),
-                        category: "git",
-                        kind: "merge.failed",
-                        summary: format!(
-                            "stays at {}: {message} — its branch and worktree are kept",
-                            task.status
-                        ),
-                        data: json!({ "to": decision.to }),
-                        actor: "engine",
-                        level: "error",
-                    },
-                    "merge refused",
-                );
+        ResultDecision::LoopLimit { to } => wait_here(
+            NewEvent {
+                task_id: Some(task.id),
+                category: "transition",
+                kind: "loop.limit",
+                summary: format!(
+                    "stopped before entering {to} for the {}th time in this run — add a max_visits guard to the loop, then move the task on by hand",
+                    MAX_AUTOMATIC_VISITS + 1
+                ),
+                data: json!({ "to": to }),
+                actor: "engine",
+                level: "error",
+            },
+            "loop limit",
+        ),
+        ResultDecision::Move(decision) => {
+            if !decision.hooks.is_empty() {
+                match (outside.merge)(&task, &decision.hooks) {
+                    Ok(()) => {}
+                    Err(MergeGate::Pending) => {
+                        return Err(super::EngineError::MergePending { task: task.id });
+                    }
+                    Err(MergeGate::Refused(message)) => {
+                        return wait_here(
+                            NewEvent {
+                                task_id: Some(task.id),
+                                category: "git",
+                                kind: "merge.failed",
+                                summary: format!(
+                                    "stays at {}: {message} — its branch and worktree are kept",
+                                    task.status
+                                ),
+                                data: json!({ "to": decision.to }),
+                                actor: "engine",
+                                level: "error",
+                            },
+                            "merge refused",
+                        );
+                    }
+                }
             }
             let moved = transition(db, &task, &pipeline, &decision, "engine", None, step.run_id)?;
             Ok(Some(Applied {
@@ -158,10 +244,11 @@ pub fn finish_step(
                     task.id, moved.from, moved.to, moved.trigger
                 ),
                 moved: Some(moved),
+                retry: false,
             }))
         }
         // Nothing to do with this result: the task waits here for a person.
-        Err(e @ (DecideError::NoTransition { .. } | DecideError::Blocked { .. })) => wait_here(
+        ResultDecision::Wait(e) => wait_here(
             NewEvent {
                 task_id: Some(task.id),
                 category: "transition",
@@ -173,7 +260,7 @@ pub fn finish_step(
             },
             "no transition",
         ),
-        Err(source) => Err(super::error::EngineError::Decide {
+        ResultDecision::Broken(source) => Err(super::error::EngineError::Decide {
             task: task.id,
             source,
         }),

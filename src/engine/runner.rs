@@ -6,11 +6,10 @@ use crate::agents::TemplateVars;
 use crate::exec::agent::{AgentStep, Hooks};
 use crate::exec::{self, Finish, StepEnv};
 use crate::pipeline::{StepAction, StepSpec, Trigger};
-use crate::store::{NewLogLine, StepResult, StepRun, StepState, Store, Stream, Task, now_ms};
+use crate::store::{NewLogLine, StepResult, StepRun, StepState, StoreHandle, Stream, Task, now_ms};
 use crate::testcounts::TestScanner;
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -83,7 +82,7 @@ pub fn step_vars(job: &Job) -> Vec<(String, String)> {
 /// process identity the moment it exists.
 pub async fn run(
     job: Job,
-    store: Arc<Mutex<Store>>,
+    store: StoreHandle,
     logs: mpsc::Sender<LogMsg>,
     cancel: CancellationToken,
 ) -> StepReport {
@@ -148,13 +147,10 @@ pub async fn run(
     let (report, ended) = match &job.spec.action {
         StepAction::Run(script) | StepAction::Script(script) => {
             let finish = exec::run_shell(script, &env, line_tx, cancel, |spawned| {
-                let mut guard = store.lock().unwrap_or_else(|p| p.into_inner());
                 let start = spawned.start_time.map(|t| t as i64);
-                if let Err(e) =
-                    guard.write(|db| db.set_step_process(step_id, spawned.pid as i64, start))
-                {
-                    tracing::error!("recording the pid of step run {step_id} failed: {e}");
-                }
+                store.write_detached("a step's process id", move |db| {
+                    db.set_step_process(step_id, spawned.pid as i64, start)
+                });
             })
             .await;
             (report_for(&finish, &env), describe(&finish))
@@ -271,7 +267,7 @@ async fn agent_step(
     env: &StepEnv,
     log: exec::LogSender,
     cancel: CancellationToken,
-    store: &Arc<Mutex<Store>>,
+    store: &StoreHandle,
 ) -> StepReport {
     let (t, s) = (&job.task, &job.step);
     let step_id = s.id;
@@ -284,16 +280,15 @@ async fn agent_step(
         status: s.status.clone(),
         context_dir: job.context_dir.display().to_string(),
     };
-    let record = |what: &str, f: &dyn Fn(&crate::store::Db) -> crate::store::Result<()>| {
-        let mut guard = store.lock().unwrap_or_else(|p| p.into_inner());
-        if let Err(e) = guard.write(f) {
-            tracing::error!("recording the {what} of step run {step_id} failed: {e}");
-        }
+    let session = |id: &str| {
+        let id = id.to_string();
+        store.write_detached("an agent's session id", move |db| {
+            db.set_step_session(step_id, &id)
+        });
     };
-    let session = |id: &str| record("session", &|db| db.set_step_session(step_id, id));
     let spawned = |sp: exec::Spawned| {
         let start = sp.start_time.map(|t| t as i64);
-        record("pid", &|db| {
+        store.write_detached("an agent's process id", move |db| {
             db.set_step_process(step_id, sp.pid as i64, start)
         });
     };

@@ -1,54 +1,84 @@
 //! The engine's step scheduling: claiming due step runs, running them, and taking their
-//! results back through `transition()`.
+//! results back through `transition()`. A step's end is one transaction: its result, the
+//! move it causes, and the claim of the next steps, which start at once.
 
-use super::{Engine, Running, StopReason, effects, pipeline_of, results, runner};
-use super::{EngineEvent, Result, StepReport};
-use crate::pipeline::StatusKind;
-use crate::store::StepRun;
+use super::actions::{Outside, merge_gate};
+use super::{Engine, EngineError, EngineEvent, Result, Running, StepReport, StopReason};
+use super::{results, runner};
+use crate::pipeline::{Pipeline, StatusKind};
+use crate::store::{Db, StepRun, Task, TaskState, now_ms};
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
+
+/// A step run claimed in a write transaction, with what its job needs.
+pub(super) struct Claimed {
+    step: StepRun,
+    task: Task,
+    pipeline: Option<Arc<Pipeline>>,
+    handoff: Option<StepRun>,
+}
+
+/// Claims up to `free` due step runs, oldest first, inside the caller's transaction.
+/// Claiming is what makes a step run at most once: only a pending row can be claimed, and
+/// a succeeded execution key is never claimed again.
+fn claim_due(db: &Db, free: usize) -> crate::store::Result<Vec<Claimed>> {
+    if free == 0 {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for step in db.due_step_runs(now_ms(), free as i64)? {
+        if db.key_succeeded(&step.execution_key)? || !db.claim_step_run(step.id)? {
+            continue;
+        }
+        let task = db.task(step.task_id)?;
+        db.set_task_state(task.id, TaskState::Running)?;
+        let handoff = match task.run_id {
+            Some(r) => db.last_handoff(r)?,
+            None => None,
+        };
+        // An unreadable snapshot is reported by the step itself (it cannot start).
+        let pipeline = db.pipeline(task.id).ok();
+        out.push(Claimed {
+            step: db.step_run(step.id)?,
+            task,
+            pipeline,
+            handoff,
+        });
+    }
+    Ok(out)
+}
+
+/// The earliest time a delayed step (a retry's backoff) comes due, if any.
+fn next_due(db: &Db) -> crate::store::Result<Option<i64>> {
+    db.next_due_after(now_ms())
+}
 
 impl Engine {
     /// Claims due step runs up to `max_parallel` and starts them.
     pub(super) async fn schedule(&mut self) -> Result<()> {
         let free = self.cfg.max_parallel.saturating_sub(self.running.len());
-        if free == 0 {
-            return Ok(());
-        }
-        let due = self.with_db(|db| db.due_step_runs(crate::store::now_ms(), free as i64))?;
-        for step in due {
-            let id = step.id;
-            // Claiming is what makes a step run at most once: only a pending row can be claimed,
-            // and a succeeded execution key is never claimed again.
-            let claimed = self
-                .write(move |db| {
-                    let key_done = db.key_succeeded(&step.execution_key)?;
-                    if key_done || !db.claim_step_run(step.id)? {
-                        return Ok(None);
-                    }
-                    let task = db.task(step.task_id)?;
-                    db.set_task_state(task.id, crate::store::TaskState::Running)?;
-                    let handoff = task
-                        .run_id
-                        .map(|r| db.last_handoff(r))
-                        .transpose()?
-                        .flatten();
-                    Ok(Some((db.step_run(step.id)?, task, handoff)))
-                })
-                .await?;
-            let Some((step, task, handoff)) = claimed else {
-                continue;
-            };
-            let _ = self
-                .events
-                .send(EngineEvent::TaskChanged { task_id: task.id });
-            self.spawn_step(step, task, handoff);
-            let _ = id;
+        let (claimed, due) = self
+            .store
+            .write(move |db| Ok::<_, EngineError>((claim_due(db, free)?, next_due(db)?)))
+            .await?;
+        self.next_due = due;
+        for c in claimed {
+            self.spawn_step(c);
         }
         Ok(())
     }
 
-    fn spawn_step(&mut self, step: StepRun, task: crate::store::Task, handoff: Option<StepRun>) {
-        let spec = pipeline_of(&task).ok().and_then(|p| {
+    fn spawn_step(&mut self, c: Claimed) {
+        let Claimed {
+            step,
+            task,
+            pipeline,
+            handoff,
+        } = c;
+        let _ = self
+            .events
+            .send(EngineEvent::TaskChanged { task_id: task.id });
+        let spec = pipeline.as_ref().and_then(|p| {
             p.status(&step.status)
                 .filter(|s| s.kind == StatusKind::Step)
                 .and_then(|s| s.step.clone())
@@ -61,6 +91,7 @@ impl Engine {
                 cancel: cancel.clone(),
                 reason: None,
                 ended: ended.clone(),
+                task_id: task.id,
             },
         );
         // Cancelled however the step's task ends (after its report is sent).
@@ -84,7 +115,6 @@ impl Engine {
             return;
         };
         let context_dir = self.ws.context_dir(task.id);
-        let _ = std::fs::create_dir_all(&context_dir);
         let handoff_context = handoff.as_ref().and_then(|h| {
             let raw = h.handoff_content.as_deref()?;
             Some(crate::handoff::context_header(
@@ -92,26 +122,14 @@ impl Engine {
                 &h.status,
             ))
         });
-        let (seq, handoff_seq) = self.with_db(|db| {
-            (
-                db.step_seq(&step).unwrap_or(step.attempt),
-                handoff.as_ref().and_then(|h| db.step_seq(h).ok()),
-            )
-        });
-        let handoff_file = handoff.and_then(|h| {
-            let n = handoff_seq.unwrap_or(h.attempt);
-            let path = context_dir.join(format!("id_{}_{n:03}.md", h.status));
-            std::fs::write(&path, h.handoff_content.unwrap_or_default()).ok()?;
-            Some(path)
-        });
         let job = runner::Job {
             workdir: self.ws.root().to_path_buf(),
-            seq,
+            seq: step.seq,
             step,
             task,
             spec,
             context_dir,
-            handoff_file,
+            handoff_file: None,
             handoff_context,
             workspace_root: self.ws.root().to_path_buf(),
             default_timeout: self.cfg.default_timeout,
@@ -123,66 +141,129 @@ impl Engine {
         tokio::spawn(async move {
             let _ended = ended;
             let mut job = job;
-            if let Some(git) = git {
-                let (store, task) = (store.clone(), job.task.clone());
-                let prepared = tokio::task::spawn_blocking(move || {
-                    // git runs without the store lock; only the record of it takes it.
-                    let dir = git.prepare(&store, &task).map_err(|e| e.to_string())?;
-                    let guard = store.lock().unwrap_or_else(|p| p.into_inner());
-                    let task = guard.read().task(task.id).map_err(|e| e.to_string())?;
-                    Ok::<_, String>((dir, task))
-                })
-                .await
-                .map_err(|e| e.to_string())
-                .and_then(|r| r);
-                match prepared {
-                    Ok((dir, task)) => {
-                        job.workdir = dir;
-                        job.task = task;
+            // Files and git off the async threads; the store records what git made.
+            let prepared = tokio::task::spawn_blocking(move || {
+                let _ = std::fs::create_dir_all(&job.context_dir);
+                job.handoff_file = handoff.and_then(|h| {
+                    let path = job
+                        .context_dir
+                        .join(format!("id_{}_{:03}.md", h.status, h.seq));
+                    std::fs::write(&path, h.handoff_content.unwrap_or_default()).ok()?;
+                    Some(path)
+                });
+                let made = match &git {
+                    Some(git) => match git.prepare(&job.task) {
+                        Ok((dir, made)) => {
+                            job.workdir = dir;
+                            made
+                        }
+                        Err(e) => return Err((job, e.to_string())),
+                    },
+                    None => None,
+                };
+                Ok((job, made))
+            })
+            .await;
+            let job = match prepared {
+                Ok(Ok((mut job, made))) => {
+                    if let Some(made) = made {
+                        let (task_id, rec) = (job.task.id, made.clone());
+                        match store.write(move |db| rec.record(db, task_id)).await {
+                            Ok(()) => {
+                                job.task.branch = Some(made.branch);
+                                job.task.worktree = Some(made.path);
+                                job.task.base_branch = Some(made.base);
+                            }
+                            Err(e) => tracing::error!("recording task {task_id}'s worktree failed: {e}"),
+                        }
                     }
-                    Err(e) => {
-                        let finish = crate::exec::Finish::SpawnFailed(format!(
-                            "could not prepare the task's git worktree: {e}"
-                        ));
-                        let env = runner::env_for(&job);
-                        let _ = finished.send((step_id, runner::report_for(&finish, &env)));
-                        return;
-                    }
+                    job
                 }
-            }
+                Ok(Err((job, e))) => {
+                    let finish = crate::exec::Finish::SpawnFailed(format!(
+                        "could not prepare the task's git worktree: {e}"
+                    ));
+                    let env = runner::env_for(&job);
+                    let _ = finished.send((step_id, runner::report_for(&finish, &env)));
+                    return;
+                }
+                Err(e) => {
+                    tracing::error!("preparing step run {step_id} panicked: {e}");
+                    return;
+                }
+            };
             let report = runner::run(job, store, logs, cancel).await;
             let _ = finished.send((step_id, report));
         });
     }
 
+    /// A step ended: record its result, move the task on, and claim what can start now —
+    /// one transaction. A `merge` hook on the move runs between two tries of it.
     pub(super) async fn on_finished(&mut self, step_id: i64, report: StepReport) {
-        let reason = self.running.remove(&step_id).and_then(|r| r.reason);
-        let task_id = self
-            .with_db(|db| db.step_run(step_id).map(|s| s.task_id))
-            .unwrap_or_default();
-        let out = if reason == Some(StopReason::Shutdown)
-            && report.state == crate::store::StepState::Cancelled
-        {
-            self.write(move |db| {
-                results::interrupt_step(db, step_id, "the engine was shut down").map(|_| None)
-            })
-            .await
+        let running = self.running.remove(&step_id);
+        let reason = running.as_ref().and_then(|r| r.reason);
+        let task_id = running.as_ref().map_or(0, |r| r.task_id);
+        let shutdown = reason == Some(StopReason::Shutdown)
+            && report.state == crate::store::StepState::Cancelled;
+        let clean = if shutdown {
+            None
         } else {
-            let git = self.git.clone();
-            self.write(move |db| {
-                results::finish_step(db, step_id, &report, &|t, h| {
-                    effects::pre_commit(git.as_ref(), t, h)
+            self.worktree_clean_for(task_id).await
+        };
+        let free = if shutdown || self.shutdown.is_cancelled() {
+            0
+        } else {
+            self.cfg.max_parallel.saturating_sub(self.running.len())
+        };
+        let has_git = self.git.is_some();
+        let mut merged: Option<std::result::Result<(), String>> = None;
+        let out = loop {
+            let (report, merged2) = (report.clone(), merged.clone());
+            let out = self
+                .store
+                .write(move |db| {
+                    let applied = if shutdown {
+                        results::interrupt_step(db, step_id, "the engine was shut down")?;
+                        None
+                    } else {
+                        let gate = |_: &Task, hooks: &[crate::pipeline::Hook]| {
+                            merge_gate(has_git, &merged2, hooks)
+                        };
+                        let outside = Outside {
+                            merge: &gate,
+                            worktree_clean: clean,
+                        };
+                        results::finish_step(db, step_id, &report, &outside)?
+                    };
+                    let retry = applied.as_ref().is_some_and(|a| a.retry);
+                    let due = if retry { next_due(db)? } else { None };
+                    Ok::<_, EngineError>((applied, claim_due(db, free)?, due))
                 })
-            })
-            .await
+                .await;
+            match out {
+                Err(EngineError::MergePending { task }) if merged.is_none() => {
+                    merged = Some(self.merge(task).await);
+                }
+                other => break other,
+            }
         };
         match out {
-            Ok(Some(applied)) => self.after(&applied),
-            Ok(None) => {}
+            Ok((applied, claimed, due)) => {
+                if let Some(due) = due {
+                    self.next_due = Some(self.next_due.map_or(due, |d| d.min(due)));
+                }
+                if let Some(applied) = applied {
+                    self.after(&applied).await;
+                }
+                for c in claimed {
+                    self.spawn_step(c);
+                }
+            }
             Err(e) => {
                 tracing::error!("finishing step run {step_id} failed: {e}");
                 // Leave it resumable rather than `running` with nothing behind it.
                 let _ = self
+                    .store
                     .write(move |db| {
                         results::interrupt_step(db, step_id, "its result could not be recorded")
                     })

@@ -2,7 +2,7 @@
 //! history row, event and step-run creation happen in the caller's one write transaction.
 
 use super::error::{EngineError, Result};
-use crate::pipeline::{Decision, Facts, Pipeline, StatusKind, Trigger};
+use crate::pipeline::{Decision, Facts, Guard, Pipeline, StatusKind, Trigger};
 use crate::store::{Db, NewEvent, RunState, StepRun, StepState, Task, TaskState};
 use serde_json::json;
 
@@ -19,16 +19,47 @@ pub struct Moved {
     pub step_run: Option<StepRun>,
     /// Step runs that were running and must now be stopped.
     pub stop: Vec<StepRun>,
-    /// Hooks to run now that the change is committed.
+    /// Hooks of the transition (the `merge` one already ran before the commit).
     pub hooks: Vec<crate::pipeline::Hook>,
+    /// The follow-ups recorded with the change (clean-up, hooks), to run now it committed.
+    pub followups: Vec<crate::store::FollowupRow>,
+    /// The task reached a `done` status.
+    pub done: bool,
 }
 
-/// Parses a task's pipeline snapshot.
-pub fn pipeline_of(task: &Task) -> Result<Pipeline> {
-    serde_json::from_str(&task.pipeline_json).map_err(|source| EngineError::Snapshot {
-        task: task.id,
-        source,
+/// What a recorded follow-up does; its JSON is the row's body.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FollowUp {
+    /// Remove a finished task's worktree, committing what it holds first; delete its branch
+    /// when the transition merged it.
+    Cleanup { to: String, merged: bool },
+    /// One of the transition's hooks (all but `merge`).
+    Hook {
+        hook: crate::pipeline::Hook,
+        from: String,
+        to: String,
+        trigger: String,
+    },
+}
+
+/// A task's pipeline snapshot, parsed (and cached per connection).
+pub fn pipeline_of(db: &Db, task: &Task) -> Result<std::sync::Arc<Pipeline>> {
+    db.pipeline(task.id).map_err(|e| match e {
+        crate::store::StoreError::Snapshot { task, source } => {
+            EngineError::Snapshot { task, source }
+        }
+        e => e.into(),
     })
+}
+
+/// True when any transition of the pipeline is guarded by `clean_worktree`: only then does
+/// a move need `git status`, which runs before the transaction, never inside it.
+pub fn uses_clean_worktree(pipeline: &Pipeline) -> bool {
+    pipeline
+        .transitions
+        .iter()
+        .any(|t| t.guards.iter().any(|g| matches!(g, Guard::CleanWorktree(true))))
 }
 
 /// The task state a status implies on entry.
@@ -54,7 +85,9 @@ fn run_state_for(kind: StatusKind) -> RunState {
     }
 }
 
-/// The facts guards are checked against, read inside the same transaction.
+/// The facts guards are checked against, read inside the same transaction. Only what the
+/// guards of the task's possible moves ask for is read, so the cost does not grow with the
+/// task's history or the board.
 pub struct FactsOwned {
     visits: std::collections::HashMap<String, u32>,
     step_running: bool,
@@ -64,29 +97,51 @@ pub struct FactsOwned {
 }
 
 impl FactsOwned {
-    /// Reads the facts for a task's current run.
-    pub fn load(db: &Db, task: &Task) -> Result<Self> {
+    /// Reads the facts for a task's current run. `worktree_clean` was gathered before the
+    /// transaction (it needs git); None when no guard needs it or there is no worktree.
+    pub fn load(
+        db: &Db,
+        task: &Task,
+        pipeline: &Pipeline,
+        worktree_clean: Option<bool>,
+    ) -> Result<Self> {
         let run = task.run_id.unwrap_or_default();
-        let steps = db.step_runs(task.id)?;
-        let handoff_fields = db
-            .last_handoff(run)?
-            .and_then(|s| s.handoff_metadata)
-            .and_then(|m| m.get("fields").cloned())
-            .and_then(|v| serde_json::from_value(v).ok())
-            .unwrap_or_default();
-        // `clean_worktree` asks git; a task without a worktree (or a failing git) passes.
-        let worktree_clean = task
-            .worktree
-            .as_deref()
-            .map(std::path::Path::new)
-            .filter(|p| p.exists())
-            .and_then(|p| crate::workspace::git::is_clean(p).ok());
+        let mut visits = std::collections::HashMap::new();
+        let (mut handoff, mut cost) = (false, false);
+        for t in pipeline
+            .transitions
+            .iter()
+            .filter(|t| t.from == task.status || t.from == "*")
+        {
+            for g in &t.guards {
+                match g {
+                    Guard::MaxVisits(_) if !visits.contains_key(&t.to) => {
+                        visits.insert(t.to.clone(), db.visits_of(run, &t.to)?);
+                    }
+                    Guard::HasHandoffField(_) => handoff = true,
+                    Guard::Budget(_) => cost = true,
+                    _ => {}
+                }
+            }
+        }
+        let handoff_fields = if handoff {
+            db.last_handoff(run)?
+                .and_then(|s| s.handoff_metadata)
+                .and_then(|m| m.get("fields").cloned())
+                .and_then(|v| serde_json::from_value(v).ok())
+                .unwrap_or_default()
+        } else {
+            Vec::new()
+        };
         Ok(Self {
-            visits: db.visits(run)?,
-            step_running: steps.iter().any(|s| s.state == StepState::Running),
+            visits,
+            step_running: db
+                .open_step_runs(task.id)?
+                .iter()
+                .any(|s| s.state == StepState::Running),
             handoff_fields,
             worktree_clean,
-            run_cost: db.run_cost(run)?,
+            run_cost: if cost { db.run_cost(run)? } else { 0.0 },
         })
     }
 
@@ -154,6 +209,37 @@ pub fn transition(
         level: "info",
     })?;
 
+    // Follow-ups are recorded here, in the transition's transaction, so none is lost if
+    // the engine dies before running them.
+    let mut bodies = Vec::new();
+    if matches!(target.kind, StatusKind::Done | StatusKind::Cancelled) && task.worktree.is_some()
+    {
+        let merged = target.kind == StatusKind::Done
+            && decision
+                .hooks
+                .iter()
+                .any(|h| matches!(h, crate::pipeline::Hook::Merge(_)));
+        bodies.push(FollowUp::Cleanup {
+            to: target.id.clone(),
+            merged,
+        });
+    }
+    for hook in &decision.hooks {
+        if !matches!(hook, crate::pipeline::Hook::Merge(_)) {
+            bodies.push(FollowUp::Hook {
+                hook: hook.clone(),
+                from: task.status.clone(),
+                to: target.id.clone(),
+                trigger: decision.trigger.to_string(),
+            });
+        }
+    }
+    let mut followups = Vec::new();
+    for (i, body) in bodies.iter().enumerate() {
+        let body = serde_json::to_value(body).unwrap_or_default();
+        followups.push(db.insert_followup(task.id, history_id, i as i64, &body)?);
+    }
+
     let step_run = if target.kind == StatusKind::Step && !paused {
         Some(db.insert_step_run(task.id, run_id, &target.id, note, 0)?)
     } else {
@@ -182,5 +268,7 @@ pub fn transition(
         step_run,
         stop,
         hooks: decision.hooks.clone(),
+        followups,
+        done: target.kind == StatusKind::Done,
     })
 }

@@ -19,29 +19,60 @@ impl Engine {
                     .ok()
                     .and_then(|r| r.ok())
                     .unwrap_or_default();
-            let store = self.store.clone();
-            let mut guard = store.lock().unwrap_or_else(|p| p.into_inner());
-            let seen = |k: &str| guard.read().meta(k).ok().flatten();
+            let memo: Vec<String> = self.triggers.push_memo_keys(&heads);
+            let seen = self
+                .store
+                .read(move |db| {
+                    memo.into_iter()
+                        .map(|k| Ok((db.meta(&k)?, k)))
+                        .collect::<crate::store::Result<Vec<_>>>()
+                })
+                .await
+                .unwrap_or_default();
+            let seen: std::collections::HashMap<String, String> = seen
+                .into_iter()
+                .filter_map(|(v, k)| v.map(|v| (k, v)))
+                .collect();
             let mut updates = Vec::new();
-            let pushes = self.triggers.pushes(&heads, seen, |k, v| {
-                updates.push((k.to_string(), v.to_string()))
-            });
-            let _ = guard.write(|db| {
-                for (k, v) in &updates {
-                    db.set_meta(k, v)?;
+            let pushes = self
+                .triggers
+                .pushes(&heads, |k| seen.get(k).cloned(), |k, v| {
+                    updates.push((k.to_string(), v.to_string()))
+                });
+            if !updates.is_empty() {
+                let written = self
+                    .store
+                    .write(move |db| {
+                        for (k, v) in &updates {
+                            db.set_meta(k, v)?;
+                        }
+                        Ok::<_, crate::store::StoreError>(())
+                    })
+                    .await;
+                if let Err(e) = written {
+                    tracing::warn!("remembering branch heads failed: {e}");
                 }
-                Ok::<_, crate::store::StoreError>(())
-            });
+            }
             firings.extend(pushes);
         }
-        self.record_firings(firings);
+        self.record_firings(firings).await;
     }
 
-    pub(super) fn record_firings(&mut self, firings: Vec<triggers::Firing>) {
+    pub(super) async fn record_firings(&mut self, firings: Vec<triggers::Firing>) {
         for firing in firings {
-            let store = self.store.clone();
-            let mut guard = store.lock().unwrap_or_else(|p| p.into_inner());
-            match guard.write(|db| self.triggers.record(db, &firing)) {
+            let Some((trigger, pipeline)) = self.triggers.parts(&firing) else {
+                continue;
+            };
+            let f = firing.clone();
+            let fired = self
+                .store
+                .write(move |db| {
+                    let vars: Vec<(&str, &str)> =
+                        f.vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                    triggers::fire(db, &pipeline, &trigger, &f.key, &vars)
+                })
+                .await;
+            match fired {
                 Ok(Some(id)) => {
                     let _ = self.events.send(EngineEvent::TaskChanged { task_id: id });
                 }

@@ -2,7 +2,7 @@
 //! schedule, on a new commit to a matching branch, or when another task reaches done.
 //! Every firing has a dedupe key recorded in the store, so a restart never fires twice.
 
-use super::actions::{Action, Request, apply, create_task, no_pre_commit};
+use super::actions::{Action, Outside, Request, apply, create_task};
 use crate::pipeline::{Pipeline, StatusKind};
 use crate::store::{Db, NewEvent, Task};
 use chrono::{DateTime, Local};
@@ -121,9 +121,10 @@ pub fn glob(pattern: &str, text: &str) -> bool {
     }
 }
 
+/// Fills `{{name}}` placeholders in one pass: a value containing `{{…}}` stays as it is.
 fn render(template: &str, vars: &[(&str, &str)]) -> String {
-    vars.iter().fold(template.to_string(), |s, (k, v)| {
-        s.replace(&format!("{{{{{k}}}}}"), v)
+    crate::agents::fill(template, |name| {
+        vars.iter().find(|(k, _)| *k == name).map(|(_, v)| *v)
     })
 }
 
@@ -156,7 +157,7 @@ pub fn fire(
                 expected_status: None,
                 actor: "trigger".into(),
             },
-            &no_pre_commit,
+            &Outside::NONE,
         )?;
     }
     db.set_meta(&meta_key, &id.to_string())?;
@@ -364,18 +365,45 @@ impl TriggerSet {
         due
     }
 
-    /// Records a firing: creates and starts its task unless the key already fired.
-    pub fn record(&self, db: &Db, firing: &Firing) -> super::Result<Option<i64>> {
-        let trigger = &self.triggers[firing.trigger];
-        let Some(pipeline) = self.pipelines.get(&trigger.pipeline) else {
-            return Ok(None);
-        };
-        let vars: Vec<(&str, &str)> = firing
-            .vars
+    /// The trigger and pipeline of a firing, to record it with [`fire`].
+    pub fn parts(&self, firing: &Firing) -> Option<(Trigger, Pipeline)> {
+        let trigger = self.triggers.get(firing.trigger)?;
+        let pipeline = self.pipelines.get(&trigger.pipeline)?;
+        Some((trigger.clone(), pipeline.clone()))
+    }
+
+    /// The memory keys [`TriggerSet::pushes`] will ask about for these heads.
+    pub fn push_memo_keys(&self, heads: &[(String, String)]) -> Vec<String> {
+        let mut out = Vec::new();
+        for t in &self.triggers {
+            let Kind::Push(globs) = &t.kind else { continue };
+            for (branch, _) in heads {
+                if globs.iter().any(|g| glob(g, branch)) {
+                    out.push(format!("push-seen:{}:{}:{branch}", t.pipeline, t.index));
+                }
+            }
+        }
+        out
+    }
+
+    /// When the engine must next look at its triggers (a schedule's time, the next look at
+    /// branch heads); None when it has none.
+    pub fn next_wake(&self) -> Option<std::time::Instant> {
+        let now = std::time::Instant::now();
+        let local = Local::now();
+        let schedule = self.next.values().map(|at| {
+            let wait = (*at - local).to_std().unwrap_or_default();
+            now + wait
+        });
+        let has_push = self
+            .triggers
             .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        fire(db, pipeline, trigger, &firing.key, &vars)
+            .any(|t| matches!(t.kind, Kind::Push(_)));
+        let push = has_push.then(|| match self.last_push_poll {
+            Some(t) => t + PUSH_POLL,
+            None => now,
+        });
+        schedule.chain(push).min()
     }
 
     /// Firings for a task that reached done.

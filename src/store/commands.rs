@@ -6,7 +6,7 @@ use rusqlite::{OptionalExtension, params};
 impl Db<'_> {
     /// Queues a command for the engine; returns its id.
     pub fn insert_command(&self, task_id: Option<i64>, body: &serde_json::Value) -> Result<i64> {
-        self.conn.execute(
+        self.exec(
             "INSERT INTO commands (task_id, body_json, created_at) VALUES (?1, ?2, ?3)",
             params![task_id, body.to_string(), now_ms()],
         )?;
@@ -44,7 +44,7 @@ impl Db<'_> {
 
     /// Marks a command handled with its result text (a summary, or the error sentence).
     pub fn finish_command(&self, id: i64, state: CommandState, result: &str) -> Result<()> {
-        self.conn.execute(
+        self.exec(
             "UPDATE commands SET state = ?1, result = ?2, handled_at = ?3 WHERE id = ?4",
             params![state, result, now_ms(), id],
         )?;
@@ -53,9 +53,7 @@ impl Db<'_> {
 
     /// A command's current state and result.
     pub fn command(&self, id: i64) -> Result<Option<CommandRow>> {
-        Ok(self
-            .conn
-            .query_row(
+        Ok(self.one(
                 "SELECT id, task_id, body_json, state, result FROM commands WHERE id = ?1",
                 [id],
                 |r| {

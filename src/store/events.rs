@@ -6,7 +6,7 @@ use rusqlite::params;
 impl Db<'_> {
     /// Records an event.
     pub fn insert_event(&self, e: &NewEvent) -> Result<i64> {
-        self.conn.execute(
+        self.exec(
             "INSERT INTO events (task_id, category, type, summary, data_json, actor, level, at) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             params![

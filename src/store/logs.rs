@@ -67,7 +67,7 @@ impl Db<'_> {
 
     /// How many lines a step run has logged.
     pub fn log_count(&self, step_run_id: i64) -> Result<i64> {
-        Ok(self.conn.query_row(
+        Ok(self.one(
             "SELECT COUNT(*) FROM log_lines WHERE step_run_id = ?1",
             [step_run_id],
             |r| r.get(0),

@@ -7,13 +7,18 @@
 mod cards;
 mod commands;
 mod events;
+mod followups;
+mod handle;
 mod logs;
 mod schema;
+mod snapshots;
 mod steps;
 mod tasks;
 mod types;
 
 pub use cards::TaskCard;
+pub use followups::FollowupRow;
+pub use handle::StoreHandle;
 pub use steps::StepResult;
 pub use tasks::TaskFilter;
 pub use types::*;
@@ -47,6 +52,14 @@ pub enum StoreError {
     NoTask(i64),
     #[error("{0}")]
     Conflict(String),
+    #[error("the pipeline snapshot of task {task} is unreadable ({source}) — the database may be from another baton version")]
+    Snapshot {
+        task: i64,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("the store has stopped")]
+    Closed,
 }
 
 /// Result alias for store operations.
@@ -56,11 +69,13 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 pub struct Store {
     conn: Connection,
     path: PathBuf,
+    pipelines: snapshots::SnapshotCache,
 }
 
 /// Typed queries over a connection or an open transaction.
 pub struct Db<'c> {
     conn: &'c Connection,
+    pipelines: &'c snapshots::SnapshotCache,
 }
 
 impl Store {
@@ -76,6 +91,7 @@ impl Store {
         let conn = Connection::open_with_flags(path, flags).map_err(open_err)?;
         conn.busy_timeout(Duration::from_secs(10))
             .map_err(open_err)?;
+        conn.set_prepared_statement_cache_capacity(128);
         conn.execute_batch(
             "PRAGMA journal_mode = WAL;
              PRAGMA synchronous = NORMAL;
@@ -85,6 +101,7 @@ impl Store {
         let mut store = Store {
             conn,
             path: path.to_path_buf(),
+            pipelines: Default::default(),
         };
         schema::migrate(&mut store.conn, path)?;
         Ok(store)
@@ -104,14 +121,20 @@ impl Store {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(StoreError::from)?;
-        let out = f(&Db { conn: &tx })?;
+        let out = f(&Db {
+            conn: &tx,
+            pipelines: &self.pipelines,
+        })?;
         tx.commit().map_err(StoreError::from)?;
         Ok(out)
     }
 
     /// Read-only access outside a transaction.
     pub fn read(&self) -> Db<'_> {
-        Db { conn: &self.conn }
+        Db {
+            conn: &self.conn,
+            pipelines: &self.pipelines,
+        }
     }
 
     /// `PRAGMA integrity_check`; `Ok(())` when the database is sound.
@@ -134,6 +157,21 @@ impl Store {
 }
 
 impl Db<'_> {
+    /// Runs a statement through the connection's prepared-statement cache: SQL is parsed
+    /// once per connection, not once per call.
+    fn exec<P: rusqlite::Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize> {
+        self.conn.prepare_cached(sql)?.execute(params)
+    }
+
+    /// One row of a cached statement.
+    fn one<T, P, F>(&self, sql: &str, params: P, f: F) -> rusqlite::Result<T>
+    where
+        P: rusqlite::Params,
+        F: FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    {
+        self.conn.prepare_cached(sql)?.query_row(params, f)
+    }
+
     /// See [`Store::data_version`].
     pub fn data_version(&self) -> Result<i64> {
         Ok(self

@@ -120,6 +120,37 @@ const MIGRATIONS: &[&str] = &[
         value TEXT NOT NULL
     );
     "#,
+    // 3: indexes that keep per-step queries independent of the board's size and a task's
+    // history; a step run's position in its task; durable follow-ups of transitions.
+    r#"
+    ALTER TABLE step_runs ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+    UPDATE step_runs SET seq = (SELECT COUNT(*) FROM step_runs s
+                                WHERE s.task_id = step_runs.task_id AND s.id <= step_runs.id);
+    CREATE INDEX step_runs_run ON step_runs(run_id, status, attempt);
+    CREATE INDEX step_runs_open ON step_runs(task_id) WHERE state IN ('pending', 'running');
+    CREATE INDEX step_runs_handoff ON step_runs(run_id, id)
+        WHERE handoff_content IS NOT NULL AND state = 'succeeded';
+    CREATE INDEX history_run ON history(run_id, to_status);
+    DROP INDEX commands_pending;
+    CREATE INDEX commands_pending ON commands(id) WHERE state = 'pending';
+
+    CREATE TABLE followups (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        task_id     INTEGER NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+        history_id  INTEGER NOT NULL,
+        position    INTEGER NOT NULL,
+        body_json   TEXT NOT NULL,
+        key         TEXT NOT NULL UNIQUE,
+        state       TEXT NOT NULL DEFAULT 'pending',
+        attempts    INTEGER NOT NULL DEFAULT 0,
+        result      TEXT,
+        created_at  INTEGER NOT NULL,
+        finished_at INTEGER
+    );
+    CREATE INDEX followups_open ON followups(id) WHERE state IN ('pending', 'running');
+    ALTER TABLE tasks ADD COLUMN parent_id INTEGER;
+    ALTER TABLE tasks ADD COLUMN depth INTEGER NOT NULL DEFAULT 0;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -5,7 +5,7 @@ use rusqlite::{OptionalExtension, Row, params};
 
 const STEP_COLS: &str = "id, task_id, run_id, status, attempt, execution_key, state, exit_code, \
     outcome, error, note, not_before, created_at, started_at, finished_at, pid, pgid, proc_start, \
-    session_id, usage_json, cost, tests_json, handoff_content, handoff_metadata";
+    session_id, usage_json, cost, tests_json, handoff_content, handoff_metadata, seq";
 
 fn json_col(r: &Row, i: usize) -> rusqlite::Result<Option<serde_json::Value>> {
     let text: Option<String> = r.get(i)?;
@@ -38,6 +38,7 @@ fn step_row(r: &Row) -> rusqlite::Result<StepRun> {
         tests: json_col(r, 21)?,
         handoff_content: r.get(22)?,
         handoff_metadata: json_col(r, 23)?,
+        seq: r.get(24)?,
     })
 }
 
@@ -65,15 +66,25 @@ impl Db<'_> {
         note: Option<&str>,
         not_before: i64,
     ) -> Result<StepRun> {
-        let attempt: i64 = self.conn.query_row(
+        let attempt: i64 = self.one(
             "SELECT COALESCE(MAX(attempt), 0) + 1 FROM step_runs WHERE run_id = ?1 AND status = ?2",
             params![run_id, status],
             |r| r.get(0),
         )?;
+        // The task's latest step run by id carries the highest position.
+        let seq: i64 = self
+            .one(
+                "SELECT seq FROM step_runs WHERE task_id = ?1 ORDER BY id DESC LIMIT 1",
+                [task_id],
+                |r| r.get(0),
+            )
+            .optional()?
+            .unwrap_or(0)
+            + 1;
         let key = format!("{run_id}:{status}:{attempt}");
-        self.conn.execute(
+        self.exec(
             "INSERT INTO step_runs (task_id, run_id, status, attempt, execution_key, state, note, \
-             not_before, created_at) VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?7, ?8)",
+             not_before, created_at, seq) VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?7, ?8, ?9)",
             params![
                 task_id,
                 run_id,
@@ -82,7 +93,8 @@ impl Db<'_> {
                 key,
                 note,
                 not_before,
-                now_ms()
+                now_ms(),
+                seq
             ],
         )?;
         self.step_run(self.conn.last_insert_rowid())
@@ -90,7 +102,7 @@ impl Db<'_> {
 
     /// The step run with this id.
     pub fn step_run(&self, id: i64) -> Result<StepRun> {
-        Ok(self.conn.query_row(
+        Ok(self.one(
             &format!("SELECT {STEP_COLS} FROM step_runs WHERE id = ?1"),
             [id],
             step_row,
@@ -117,9 +129,7 @@ impl Db<'_> {
 
     /// The latest step run of a task (any state).
     pub fn last_step_run(&self, task_id: i64) -> Result<Option<StepRun>> {
-        Ok(self
-            .conn
-            .query_row(
+        Ok(self.one(
                 &format!(
                     "SELECT {STEP_COLS} FROM step_runs WHERE task_id = ?1 ORDER BY id DESC LIMIT 1"
                 ),
@@ -131,9 +141,7 @@ impl Db<'_> {
 
     /// True when an execution key already succeeded.
     pub fn key_succeeded(&self, key: &str) -> Result<bool> {
-        Ok(self
-            .conn
-            .query_row(
+        Ok(self.one(
                 "SELECT 1 FROM step_runs WHERE execution_key = ?1 AND state = 'succeeded'",
                 [key],
                 |_| Ok(()),
@@ -145,7 +153,7 @@ impl Db<'_> {
     /// Moves a pending step run to running. Returns false if it was no longer pending
     /// (claimed, cancelled), so a step is started at most once.
     pub fn claim_step_run(&self, id: i64) -> Result<bool> {
-        let n = self.conn.execute(
+        let n = self.exec(
             "UPDATE step_runs SET state = 'running', started_at = ?1 \
              WHERE id = ?2 AND state = 'pending'",
             params![now_ms(), id],
@@ -155,7 +163,7 @@ impl Db<'_> {
 
     /// Records the process a running step started, for orphan cleanup after a crash.
     pub fn set_step_process(&self, id: i64, pid: i64, proc_start: Option<i64>) -> Result<()> {
-        self.conn.execute(
+        self.exec(
             "UPDATE step_runs SET pid = ?1, pgid = ?1, proc_start = ?2 WHERE id = ?3",
             params![pid, proc_start, id],
         )?;
@@ -164,7 +172,7 @@ impl Db<'_> {
 
     /// Records an agent backend's session id.
     pub fn set_step_session(&self, id: i64, session: &str) -> Result<()> {
-        self.conn.execute(
+        self.exec(
             "UPDATE step_runs SET session_id = ?1 WHERE id = ?2",
             params![session, id],
         )?;
@@ -174,7 +182,7 @@ impl Db<'_> {
     /// Finishes a step run if it is still running or pending; returns false when it had
     /// already reached a final state (e.g. an abort won the race).
     pub fn finish_step_run(&self, id: i64, state: StepState, res: &StepResult) -> Result<bool> {
-        let n = self.conn.execute(
+        let n = self.exec(
             "UPDATE step_runs SET state = ?1, exit_code = ?2, outcome = ?3, error = ?4, \
              usage_json = ?5, cost = ?6, tests_json = ?7, handoff_content = ?8, \
              handoff_metadata = ?9, finished_at = ?10 \
@@ -203,11 +211,7 @@ impl Db<'_> {
         state: StepState,
         error: &str,
     ) -> Result<Vec<StepRun>> {
-        let open: Vec<StepRun> = self
-            .step_runs(task_id)?
-            .into_iter()
-            .filter(|s| !s.state.is_final())
-            .collect();
+        let open = self.open_step_runs(task_id)?;
         for s in &open {
             self.finish_step_run(
                 s.id,
@@ -224,9 +228,19 @@ impl Db<'_> {
             .collect())
     }
 
+    /// A task's pending or running step runs, oldest first.
+    pub fn open_step_runs(&self, task_id: i64) -> Result<Vec<StepRun>> {
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "SELECT {STEP_COLS} FROM step_runs INDEXED BY step_runs_open \
+             WHERE task_id = ?1 AND state IN ('pending', 'running') ORDER BY id"
+        ))?;
+        let rows = stmt.query_map([task_id], step_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
     /// Total cost of a run's steps so far.
     pub fn run_cost(&self, run_id: i64) -> Result<f64> {
-        Ok(self.conn.query_row(
+        Ok(self.one(
             "SELECT COALESCE(SUM(cost), 0.0) FROM step_runs WHERE run_id = ?1",
             [run_id],
             |r| r.get(0),
@@ -235,9 +249,7 @@ impl Db<'_> {
 
     /// The most recent handoff of a run (content and metadata), if any step left one.
     pub fn last_handoff(&self, run_id: i64) -> Result<Option<StepRun>> {
-        Ok(self
-            .conn
-            .query_row(
+        Ok(self.one(
                 &format!(
                     "SELECT {STEP_COLS} FROM step_runs WHERE run_id = ?1 \
                      AND handoff_content IS NOT NULL AND state = 'succeeded' \
@@ -254,7 +266,7 @@ impl Db<'_> {
     /// Attempts of `status` in a run since the task last entered it (the entry's own
     /// attempt included) — what the retry limit counts.
     pub fn attempts_since_entry(&self, task_id: i64, run_id: i64, status: &str) -> Result<i64> {
-        Ok(self.conn.query_row(
+        Ok(self.one(
             "SELECT COUNT(*) FROM step_runs WHERE run_id = ?1 AND status = ?2 AND created_at >= \
              COALESCE((SELECT MAX(at) FROM history WHERE task_id = ?3 AND run_id = ?1 \
                        AND to_status = ?2 AND trigger != 'resume'), 0)",
@@ -273,11 +285,18 @@ impl Db<'_> {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    /// The earliest `not_before` of a pending step run still in the future.
+    pub fn next_due_after(&self, now: i64) -> Result<Option<i64>> {
+        Ok(self.one(
+            "SELECT MIN(not_before) FROM step_runs WHERE state = 'pending' AND not_before > ?1",
+            [now],
+            |r| r.get(0),
+        )?)
+    }
+
     /// True while any step run is pending or running.
     pub fn any_open_step_runs(&self) -> Result<bool> {
-        Ok(self
-            .conn
-            .query_row(
+        Ok(self.one(
                 "SELECT 1 FROM step_runs WHERE state IN ('pending', 'running') LIMIT 1",
                 [],
                 |_| Ok(()),
@@ -291,10 +310,6 @@ impl Db<'_> {
     /// The step run's position among its task's step runs (1 = first), across runs: the
     /// `NNN` of its context files, so a retry never overwrites an earlier run's files.
     pub fn step_seq(&self, step: &StepRun) -> Result<i64> {
-        Ok(self.conn.query_row(
-            "SELECT COUNT(*) FROM step_runs WHERE task_id = ?1 AND id <= ?2",
-            params![step.task_id, step.id],
-            |r| r.get(0),
-        )?)
+        Ok(step.seq)
     }
 }

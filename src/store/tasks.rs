@@ -3,7 +3,7 @@
 use super::{Db, HistoryEntry, Result, Run, RunState, StoreError, Task, TaskState, now_ms};
 use rusqlite::{OptionalExtension, Row, params};
 
-const TASK_COLS: &str = "id, title, prompt, pipeline_id, pipeline_json, status, state, run_id, \
+const TASK_COLS: &str = "id, title, prompt, pipeline_id, status, state, run_id, \
                          branch, worktree, breakpoint, created_at, updated_at, base_branch";
 
 fn task_row(r: &Row) -> rusqlite::Result<Task> {
@@ -12,16 +12,15 @@ fn task_row(r: &Row) -> rusqlite::Result<Task> {
         title: r.get(1)?,
         prompt: r.get(2)?,
         pipeline_id: r.get(3)?,
-        pipeline_json: r.get(4)?,
-        status: r.get(5)?,
-        state: r.get(6)?,
-        run_id: r.get(7)?,
-        branch: r.get(8)?,
-        worktree: r.get(9)?,
-        breakpoint: r.get(10)?,
-        created_at: r.get(11)?,
-        updated_at: r.get(12)?,
-        base_branch: r.get(13)?,
+        status: r.get(4)?,
+        state: r.get(5)?,
+        run_id: r.get(6)?,
+        branch: r.get(7)?,
+        worktree: r.get(8)?,
+        breakpoint: r.get(9)?,
+        created_at: r.get(10)?,
+        updated_at: r.get(11)?,
+        base_branch: r.get(12)?,
     })
 }
 
@@ -55,7 +54,7 @@ impl Db<'_> {
         state: TaskState,
     ) -> Result<i64> {
         let now = now_ms();
-        self.conn.execute(
+        self.exec(
             "INSERT INTO tasks (title, prompt, pipeline_id, pipeline_json, status, state, \
              created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
             params![
@@ -70,7 +69,7 @@ impl Db<'_> {
         )?;
         let id = self.conn.last_insert_rowid();
         let run = self.insert_run(id, RunState::Waiting)?;
-        self.conn.execute(
+        self.exec(
             "UPDATE tasks SET run_id = ?1 WHERE id = ?2",
             params![run, id],
         )?;
@@ -79,8 +78,7 @@ impl Db<'_> {
 
     /// The task with this id, or [`StoreError::NoTask`].
     pub fn task(&self, id: i64) -> Result<Task> {
-        self.conn
-            .query_row(
+        self.one(
                 &format!("SELECT {TASK_COLS} FROM tasks WHERE id = ?1"),
                 [id],
                 task_row,
@@ -102,7 +100,7 @@ impl Db<'_> {
 
     /// Sets a task's status and state.
     pub fn set_task_status(&self, id: i64, status: &str, state: TaskState) -> Result<()> {
-        self.conn.execute(
+        self.exec(
             "UPDATE tasks SET status = ?1, state = ?2, updated_at = ?3 WHERE id = ?4",
             params![status, state, now_ms(), id],
         )?;
@@ -111,7 +109,7 @@ impl Db<'_> {
 
     /// Sets only a task's state.
     pub fn set_task_state(&self, id: i64, state: TaskState) -> Result<()> {
-        self.conn.execute(
+        self.exec(
             "UPDATE tasks SET state = ?1, updated_at = ?2 WHERE id = ?3",
             params![state, now_ms(), id],
         )?;
@@ -120,7 +118,7 @@ impl Db<'_> {
 
     /// Sets or clears the status a task pauses before.
     pub fn set_breakpoint(&self, id: i64, status: Option<&str>) -> Result<()> {
-        self.conn.execute(
+        self.exec(
             "UPDATE tasks SET breakpoint = ?1, updated_at = ?2 WHERE id = ?3",
             params![status, now_ms(), id],
         )?;
@@ -135,7 +133,7 @@ impl Db<'_> {
         worktree: Option<&str>,
         base: Option<&str>,
     ) -> Result<()> {
-        self.conn.execute(
+        self.exec(
             "UPDATE tasks SET branch = ?1, worktree = ?2, base_branch = ?3, updated_at = ?4 \
              WHERE id = ?5",
             params![branch, worktree, base, now_ms(), id],
@@ -145,7 +143,7 @@ impl Db<'_> {
 
     /// Clears the worktree path (after removal); the branch is kept.
     pub fn clear_worktree(&self, id: i64) -> Result<()> {
-        self.conn.execute(
+        self.exec(
             "UPDATE tasks SET worktree = NULL, updated_at = ?1 WHERE id = ?2",
             params![now_ms(), id],
         )?;
@@ -154,15 +152,13 @@ impl Db<'_> {
 
     /// A workspace fact (e.g. `base_branch`).
     pub fn meta(&self, key: &str) -> Result<Option<String>> {
-        Ok(self
-            .conn
-            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+        Ok(self.one("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
             .optional()?)
     }
 
     /// Records a workspace fact.
     pub fn set_meta(&self, key: &str, value: &str) -> Result<()> {
-        self.conn.execute(
+        self.exec(
             "INSERT INTO meta (key, value) VALUES (?1, ?2) \
              ON CONFLICT(key) DO UPDATE SET value = excluded.value",
             params![key, value],
@@ -172,17 +168,17 @@ impl Db<'_> {
 
     /// Starts a new run for the task and makes it current; returns its id.
     pub fn insert_run(&self, task_id: i64, state: RunState) -> Result<i64> {
-        let number: i64 = self.conn.query_row(
+        let number: i64 = self.one(
             "SELECT COALESCE(MAX(number), 0) + 1 FROM runs WHERE task_id = ?1",
             [task_id],
             |r| r.get(0),
         )?;
-        self.conn.execute(
+        self.exec(
             "INSERT INTO runs (task_id, number, state, started_at) VALUES (?1, ?2, ?3, ?4)",
             params![task_id, number, state, now_ms()],
         )?;
         let id = self.conn.last_insert_rowid();
-        self.conn.execute(
+        self.exec(
             "UPDATE tasks SET run_id = ?1, updated_at = ?2 WHERE id = ?3",
             params![id, now_ms(), task_id],
         )?;
@@ -191,7 +187,7 @@ impl Db<'_> {
 
     /// The run with this id.
     pub fn run(&self, id: i64) -> Result<Run> {
-        Ok(self.conn.query_row(
+        Ok(self.one(
             "SELECT id, task_id, number, state, started_at, finished_at FROM runs WHERE id = ?1",
             [id],
             run_row,
@@ -204,7 +200,7 @@ impl Db<'_> {
             RunState::Completed | RunState::Failed | RunState::Cancelled => Some(now_ms()),
             _ => None,
         };
-        self.conn.execute(
+        self.exec(
             "UPDATE runs SET state = ?1, finished_at = ?2 WHERE id = ?3",
             params![state, finished, id],
         )?;
@@ -225,7 +221,7 @@ impl Db<'_> {
         guards: &serde_json::Value,
         hooks: &serde_json::Value,
     ) -> Result<i64> {
-        self.conn.execute(
+        self.exec(
             "INSERT INTO history (task_id, run_id, from_status, to_status, trigger, actor, reason, \
              guards_json, hooks_json, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             params![
@@ -246,7 +242,7 @@ impl Db<'_> {
 
     /// Replaces the hooks recorded on a history row (hooks run after the commit).
     pub fn set_history_hooks(&self, id: i64, hooks: &serde_json::Value) -> Result<()> {
-        self.conn.execute(
+        self.exec(
             "UPDATE history SET hooks_json = ?1 WHERE id = ?2",
             params![hooks.to_string(), id],
         )?;
@@ -298,5 +294,31 @@ impl Db<'_> {
             Ok((r.get::<_, String>(0)?, r.get::<_, u32>(1)?))
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// How many times a task entered `status` in a run (re-entering from itself does not
+    /// count). Reads only that status's history rows.
+    pub fn visits_of(&self, run_id: i64, status: &str) -> Result<u32> {
+        Ok(self.one(
+            "SELECT COUNT(*) FROM history WHERE run_id = ?1 AND to_status = ?2 \
+             AND (from_status IS NULL OR from_status != to_status)",
+            params![run_id, status],
+            |r| r.get(0),
+        )?)
+    }
+
+    /// How deep a task is in a chain of tasks created by `start_task` hooks (0: made by a
+    /// person or a trigger).
+    pub fn task_depth(&self, id: i64) -> Result<i64> {
+        Ok(self.one("SELECT depth FROM tasks WHERE id = ?1", [id], |r| r.get(0))?)
+    }
+
+    /// Records the task whose hook created this one.
+    pub fn set_task_parent(&self, id: i64, parent: i64, depth: i64) -> Result<()> {
+        self.exec(
+            "UPDATE tasks SET parent_id = ?1, depth = ?2 WHERE id = ?3",
+            params![parent, depth, id],
+        )?;
+        Ok(())
     }
 }

@@ -113,9 +113,9 @@ pub struct Task {
     pub id: i64,
     pub title: String,
     pub prompt: String,
+    /// The pipeline's id; its definition as it was when the task was created (the
+    /// snapshot) comes from [`super::Db::pipeline`].
     pub pipeline_id: String,
-    /// The pipeline definition as it was when the task was created (JSON).
-    pub pipeline_json: String,
     pub status: String,
     pub state: TaskState,
     pub run_id: Option<i64>,
@@ -167,6 +167,8 @@ pub struct StepRun {
     pub tests: Option<serde_json::Value>,
     pub handoff_content: Option<String>,
     pub handoff_metadata: Option<serde_json::Value>,
+    /// The step run's position among its task's step runs (1 = first), across runs.
+    pub seq: i64,
 }
 
 /// A transition-history row.

@@ -16,18 +16,15 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::JoinHandle;
 
-/// How often an attached TUI looks for changes by other processes.
+/// How often an attached TUI looks for changes when the engine has no socket to subscribe
+/// to (one of an older version); with the socket, nothing polls.
 const ATTACHED_POLL: Duration = Duration::from_millis(250);
-/// With the engine embedded its events say what changed; this slower look only catches
-/// writes by other processes (`baton new` in another terminal).
-const EMBEDDED_POLL: Duration = Duration::from_secs(1);
 
 /// The engine as the TUI sees it.
 pub enum Backend {
     Embedded {
         handle: EngineHandle,
         engine: JoinHandle<engine::Result<()>>,
-        watcher: Watcher,
     },
     Attached {
         ws: Workspace,
@@ -35,12 +32,19 @@ pub enum Backend {
     },
 }
 
-/// Stops the store watcher thread when dropped.
-pub struct Watcher(Arc<AtomicBool>);
+/// Stops the thread that follows the engine when dropped.
+pub struct Watcher {
+    stop: Arc<AtomicBool>,
+    /// The subscription's socket, shut down to end a blocked read.
+    socket: Option<std::os::unix::net::UnixStream>,
+}
 
 impl Drop for Watcher {
     fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(s) = &self.socket {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
     }
 }
 
@@ -48,9 +52,9 @@ impl Backend {
     /// Embeds the engine when none runs in the workspace, else attaches. Any other reason
     /// the engine cannot start (a bad config, an unreadable database) is an error sentence:
     /// attaching to no engine would look alive and do nothing. Call inside the tokio runtime.
-    pub fn connect(ws: &Workspace, tx: UnboundedSender<AppEvent>) -> Result<Self, String> {
+    pub async fn connect(ws: &Workspace, tx: UnboundedSender<AppEvent>) -> Result<Self, String> {
         if !EngineLock::is_held(ws) {
-            match Engine::start(ws) {
+            match Engine::start(ws).await {
                 Ok(engine) => return Ok(Self::embed(ws, engine, tx)),
                 // Another engine took the lock meanwhile: attach to it.
                 Err(EngineError::Workspace(WorkspaceError::EngineRunning(_))) => {}
@@ -62,7 +66,7 @@ impl Backend {
         }
         Ok(Self::Attached {
             ws: ws.clone(),
-            watcher: watch(ws, tx, ATTACHED_POLL, true),
+            watcher: follow(ws, tx),
         })
     }
 
@@ -90,6 +94,8 @@ impl Backend {
                         AppEvent::LogAppended { step_run_id }
                     }
                     Ok(EngineEvent::Notice { text, .. }) => AppEvent::Notice(text),
+                    // Another process wrote (`baton new` in another terminal).
+                    Ok(EngineEvent::Changed) => AppEvent::StoreChanged,
                     // Missed events: reload everything instead.
                     Err(RecvError::Lagged(_)) => AppEvent::StoreChanged,
                     Err(RecvError::Closed) => break,
@@ -100,11 +106,8 @@ impl Backend {
             }
         });
         let engine = tokio::spawn(engine.run(RunOptions::default()));
-        Self::Embedded {
-            handle,
-            engine,
-            watcher: watch(ws, tx, EMBEDDED_POLL, false),
-        }
+        let _ = ws;
+        Self::Embedded { handle, engine }
     }
 
     /// Which kind this is.
@@ -218,17 +221,46 @@ fn submit(ws: &Workspace, req: &Request) -> Result<String, String> {
         .map_err(|e| e.to_string())
 }
 
+/// Follows a running engine from another process: its socket reports each change, and its
+/// end (the engine stopped or died) reports [`AppEvent::EngineGone`], so the board can take
+/// over instead of queueing work for nobody. Nothing polls; an engine without the socket
+/// is watched through `PRAGMA data_version` instead.
+fn follow(ws: &Workspace, tx: UnboundedSender<AppEvent>) -> Watcher {
+    let stop = Arc::new(AtomicBool::new(false));
+    let Some(mut sub) = crate::engine::wake::Subscription::connect(&ws.dir()) else {
+        return watch(ws, tx, ATTACHED_POLL, stop);
+    };
+    let socket = sub.socket();
+    let flag = stop.clone();
+    let _ = std::thread::Builder::new()
+        .name("baton-follow".into())
+        .spawn(move || {
+            use crate::engine::wake::Change;
+            while let Some(change) = sub.next() {
+                let ev = match change {
+                    Change::Task(id) => AppEvent::TaskChanged(id),
+                    Change::Log(id) => AppEvent::LogAppended { step_run_id: id },
+                    Change::All => AppEvent::StoreChanged,
+                };
+                if tx.send(ev).is_err() {
+                    return;
+                }
+            }
+            if !flag.load(Ordering::Relaxed) {
+                let _ = tx.send(AppEvent::EngineGone);
+            }
+        });
+    Watcher { stop, socket }
+}
+
 /// Watches `PRAGMA data_version` and reports [`AppEvent::StoreChanged`] when another
-/// connection commits. Cross-process changes have no event to wait on, hence the poll.
-/// Attached (`watch_engine`), it also reports [`AppEvent::EngineGone`] once the engine's
-/// lock is free, so the board can take over instead of queueing work for nobody.
+/// connection commits, and [`AppEvent::EngineGone`] once the engine's lock is free.
 fn watch(
     ws: &Workspace,
     tx: UnboundedSender<AppEvent>,
     every: Duration,
-    watch_engine: bool,
+    stop: Arc<AtomicBool>,
 ) -> Watcher {
-    let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     let db = ws.db_path();
     let ws = ws.clone();
@@ -239,7 +271,7 @@ fn watch(
             let mut last = store.data_version().ok();
             while !flag.load(Ordering::Relaxed) {
                 std::thread::sleep(every);
-                if watch_engine && !EngineLock::is_held(&ws) {
+                if !EngineLock::is_held(&ws) {
                     let _ = tx.send(AppEvent::EngineGone);
                     return;
                 }
@@ -252,5 +284,5 @@ fn watch(
                 }
             }
         });
-    Watcher(stop)
+    Watcher { stop, socket: None }
 }

@@ -3,7 +3,7 @@
 //! are coalesced (a burst of "reload the board" becomes one query).
 
 use super::event::{AppEvent, BoardSnapshot, Diff, LogAnchor, LogChunk, LogQuery, TaskDetail};
-use crate::engine::{move_options, pipeline_of};
+use crate::engine::move_options;
 use crate::pipeline::{Catalog, Severity, agent_ids, load_catalog};
 use crate::store::{Db, Store, Task, TaskState};
 use crate::workspace::{Workspace, git};
@@ -175,10 +175,9 @@ fn board(db: &Db, catalog: &Catalog) -> crate::store::Result<BoardSnapshot> {
     // Tasks on a pipeline the catalog no longer has: show their tab from a task's snapshot.
     for card in &cards {
         if pipelines.iter().all(|p| p.id != card.pipeline_id)
-            && let Ok(p) = db.task(card.id).map(|t| pipeline_of(&t))
-            && let Ok(p) = p
+            && let Ok(p) = db.pipeline(card.id)
         {
-            pipelines.push(p);
+            pipelines.push((*p).clone());
         }
     }
     Ok(BoardSnapshot { pipelines, cards })

@@ -64,7 +64,7 @@ fn spawn_input(tx: UnboundedSender<AppEvent>) {
 async fn main_loop(ws: &Workspace) -> Result<(), String> {
     let (tx, mut rx) = unbounded_channel();
     // Before the screen is taken over, so an engine that cannot start is a plain error.
-    let mut backend = Backend::connect(ws, tx.clone())?;
+    let mut backend = Backend::connect(ws, tx.clone()).await?;
     let loader = Loader::spawn(ws.clone(), tx.clone());
     let mut screen = Screen::enter().map_err(|e| format!("cannot set up the terminal: {e}"))?;
     spawn_input(tx.clone());
@@ -95,10 +95,10 @@ async fn main_loop(ws: &Workspace) -> Result<(), String> {
             ev = rx.recv() => {
                 let Some(ev) = ev else { break };
                 app.now_ms = now_ms();
-                dirty |= handle(ev, &mut app, &mut backend, ws, &tx);
+                dirty |= handle(ev, &mut app, &mut backend, ws, &tx).await;
                 // Drain what is already queued before drawing.
                 while let Ok(ev) = rx.try_recv() {
-                    dirty |= handle(ev, &mut app, &mut backend, ws, &tx);
+                    dirty |= handle(ev, &mut app, &mut backend, ws, &tx).await;
                 }
             }
             _ = tick.tick(), if ticking => {
@@ -174,7 +174,7 @@ fn perform(
 
 /// Feeds an event to the reducer; the engine this board was attached to going away is
 /// handled here, by connecting again (which embeds an engine when none runs).
-fn handle(
+async fn handle(
     ev: AppEvent,
     app: &mut App,
     backend: &mut Backend,
@@ -184,7 +184,7 @@ fn handle(
     if !matches!(ev, AppEvent::EngineGone) {
         return app.update(ev);
     }
-    match Backend::connect(ws, tx.clone()) {
+    match Backend::connect(ws, tx.clone()).await {
         Ok(next) => {
             *backend = next;
             app.mode = backend.mode();

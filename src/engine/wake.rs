@@ -1,0 +1,180 @@
+//! How other processes reach a running engine without polling: a Unix socket at
+//! `.baton/engine.sock`. A client connects and writes one line:
+//!
+//! - `poke`: something changed in the database (a queued command, a new task): look now.
+//! - `wait`: like `poke`, and the engine answers `ok` once it has applied the queued
+//!   commands, so the client can read its command's result at once.
+//! - `subscribe`: the connection stays open and receives a line per change (`task N`,
+//!   `log N`, `all`); it ends when the engine stops, so an attached board also learns that.
+//!
+//! The socket only wakes; commands and their results travel through the database, so a
+//! lost wake-up delays work but never loses it.
+
+use super::EngineEvent;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{broadcast, mpsc};
+
+/// The socket's file in a workspace's `.baton/`.
+pub fn socket_path(baton_dir: &Path) -> PathBuf {
+    baton_dir.join("engine.sock")
+}
+
+/// A wake-up for the engine loop.
+pub enum Wake {
+    /// Look for queued commands and new work.
+    Poke,
+    /// Look, then answer `ok` on this connection.
+    Wait(UnixStream),
+}
+
+/// The engine's end: the listening socket, removed when dropped.
+pub struct Listener {
+    path: PathBuf,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Listener {
+    /// Binds the socket (replacing a stale one: the caller holds the engine lock, so no
+    /// other engine uses it) and serves it until dropped. Must run inside a tokio runtime.
+    pub fn bind(
+        baton_dir: &Path,
+        wake: mpsc::UnboundedSender<Wake>,
+        events: broadcast::Sender<EngineEvent>,
+    ) -> std::io::Result<Self> {
+        let path = socket_path(baton_dir);
+        let _ = std::fs::remove_file(&path);
+        let listener = UnixListener::bind(&path)?;
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let (wake, events) = (wake.clone(), events.clone());
+                tokio::spawn(serve(stream, wake, events));
+            }
+        });
+        Ok(Self { path, task })
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.task.abort();
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Reads a client's one request line and acts on it.
+async fn serve(
+    stream: UnixStream,
+    wake: mpsc::UnboundedSender<Wake>,
+    events: broadcast::Sender<EngineEvent>,
+) {
+    let mut reader = tokio::io::BufReader::new(stream);
+    let mut line = String::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), reader.read_line(&mut line)).await;
+    if !matches!(read, Ok(Ok(n)) if n > 0) {
+        return;
+    }
+    let stream = reader.into_inner();
+    match line.trim() {
+        "wait" => {
+            let _ = wake.send(Wake::Wait(stream));
+        }
+        "subscribe" => subscribe(stream, events.subscribe()).await,
+        _ => {
+            let _ = wake.send(Wake::Poke);
+        }
+    }
+}
+
+/// Streams change lines to a subscriber until it goes away or the engine stops. Log lines
+/// arrive in batches already (one event per ~100 ms of output), so no further coalescing.
+async fn subscribe(mut stream: UnixStream, mut rx: broadcast::Receiver<EngineEvent>) {
+    loop {
+        let line = match rx.recv().await {
+            Ok(EngineEvent::TaskChanged { task_id }) => format!("task {task_id}\n"),
+            Ok(EngineEvent::LogLines { step_run_id, .. }) => format!("log {step_run_id}\n"),
+            Ok(EngineEvent::Changed) => "all\n".to_string(),
+            Ok(EngineEvent::Notice { .. }) => continue,
+            Err(broadcast::error::RecvError::Lagged(_)) => "all\n".to_string(),
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        if stream.write_all(line.as_bytes()).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Tells a running engine to look at the database now. Quiet when none listens.
+pub fn poke(baton_dir: &Path) {
+    if let Ok(mut s) = std::os::unix::net::UnixStream::connect(socket_path(baton_dir)) {
+        let _ = s.write_all(b"poke\n");
+    }
+}
+
+/// A connection on which the engine will say `ok` once it has applied queued commands.
+pub struct Waiter(BufReader<std::os::unix::net::UnixStream>);
+
+impl Waiter {
+    /// Connects and asks for an answer; None when no engine listens.
+    pub fn connect(baton_dir: &Path) -> Option<Self> {
+        let mut s = std::os::unix::net::UnixStream::connect(socket_path(baton_dir)).ok()?;
+        s.write_all(b"wait\n").ok()?;
+        Some(Self(BufReader::new(s)))
+    }
+
+    /// Blocks until the engine answers, the connection ends, or `timeout` passes. True
+    /// when it answered.
+    pub fn wait(mut self, timeout: Duration) -> bool {
+        let _ = self.0.get_ref().set_read_timeout(Some(timeout));
+        let mut line = String::new();
+        matches!(self.0.read_line(&mut line), Ok(n) if n > 0)
+    }
+}
+
+/// A subscription to a running engine's changes, for a board in another process.
+pub struct Subscription(BufReader<std::os::unix::net::UnixStream>);
+
+/// One change a subscription reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    Task(i64),
+    Log(i64),
+    All,
+}
+
+impl Subscription {
+    /// Subscribes; None when no engine listens.
+    pub fn connect(baton_dir: &Path) -> Option<Self> {
+        let mut s = std::os::unix::net::UnixStream::connect(socket_path(baton_dir)).ok()?;
+        s.write_all(b"subscribe\n").ok()?;
+        Some(Self(BufReader::new(s)))
+    }
+
+    /// A handle on the socket, to end a blocked [`Subscription::next`] from another thread.
+    pub fn socket(&self) -> Option<std::os::unix::net::UnixStream> {
+        self.0.get_ref().try_clone().ok()
+    }
+
+    /// Blocks for the next change; None once the engine has gone.
+    pub fn next(&mut self) -> Option<Change> {
+        let mut line = String::new();
+        match self.0.read_line(&mut line) {
+            Ok(0) | Err(_) => None,
+            Ok(_) => {
+                let mut words = line.split_whitespace();
+                let change = match (words.next(), words.next().and_then(|n| n.parse().ok())) {
+                    (Some("task"), Some(id)) => Change::Task(id),
+                    (Some("log"), Some(id)) => Change::Log(id),
+                    _ => Change::All,
+                };
+                Some(change)
+            }
+        }
+    }
+}

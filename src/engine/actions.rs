@@ -89,12 +89,16 @@ pub enum MergeGate {
     Refused(String),
 }
 
+/// Given the task and the hooks of the decision taken: may the transition commit?
+pub type MergeCheck<'a> =
+    &'a dyn Fn(&Task, &[crate::pipeline::Hook]) -> std::result::Result<(), MergeGate>;
+
 /// What a transaction learns from outside it: git facts gathered before it began, and the
 /// `merge` hook's result. No command runs inside a write transaction.
 #[derive(Clone, Copy)]
 pub struct Outside<'a> {
     /// Given the task and the hooks of the decision taken: may the transition commit?
-    pub merge: &'a dyn Fn(&Task, &[crate::pipeline::Hook]) -> std::result::Result<(), MergeGate>,
+    pub merge: MergeCheck<'a>,
     /// `git status` of the task's worktree, when a `clean_worktree` guard may need it.
     pub worktree_clean: Option<bool>,
 }

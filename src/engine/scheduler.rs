@@ -157,7 +157,7 @@ impl Engine {
                             job.workdir = dir;
                             made
                         }
-                        Err(e) => return Err((job, e.to_string())),
+                        Err(e) => return Err((Box::new(job), e.to_string())),
                     },
                     None => None,
                 };
@@ -180,6 +180,7 @@ impl Engine {
                     job
                 }
                 Ok(Err((job, e))) => {
+                    let job = *job;
                     let finish = crate::exec::Finish::SpawnFailed(format!(
                         "could not prepare the task's git worktree: {e}"
                     ));

@@ -162,7 +162,7 @@ impl Subscription {
     }
 
     /// Blocks for the next change; None once the engine has gone.
-    pub fn next(&mut self) -> Option<Change> {
+    pub fn next_change(&mut self) -> Option<Change> {
         let mut line = String::new();
         match self.0.read_line(&mut line) {
             Ok(0) | Err(_) => None,

@@ -148,6 +148,22 @@ const MIGRATIONS: &[&str] = &[
         finished_at INTEGER
     );
     CREATE INDEX followups_open ON followups(id) WHERE state IN ('pending', 'running');
+
+    -- Pipeline snapshots live apart from the task rows, shared by tasks created from the same
+    -- definition: a task row is updated several times a step, and SQLite rewrites a whole row
+    -- (a long pipeline's JSON included) on every update.
+    CREATE TABLE snapshots (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        fingerprint TEXT NOT NULL,
+        json        TEXT NOT NULL
+    );
+    CREATE INDEX snapshots_fingerprint ON snapshots(fingerprint);
+    INSERT INTO snapshots (id, fingerprint, json)
+        SELECT id, 'task:' || id, pipeline_json FROM tasks;
+    ALTER TABLE tasks ADD COLUMN snapshot_id INTEGER REFERENCES snapshots(id);
+    UPDATE tasks SET snapshot_id = id;
+    ALTER TABLE tasks DROP COLUMN pipeline_json;
+
     ALTER TABLE tasks ADD COLUMN parent_id INTEGER;
     ALTER TABLE tasks ADD COLUMN depth INTEGER NOT NULL DEFAULT 0;
     "#,

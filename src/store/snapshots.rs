@@ -1,6 +1,6 @@
-//! Tasks' pipeline snapshots, parsed once per connection. A snapshot is written when its
-//! task is created and never changes, so a task's parsed pipeline can be kept: the engine
-//! then pays for reading and parsing a long pipeline once per task, not once per step.
+//! Tasks' pipeline snapshots: stored once per distinct definition, apart from the task rows,
+//! and parsed once per connection. A snapshot never changes once written, so the engine
+//! pays for reading and parsing a long pipeline once, not once per step.
 
 use super::{Db, Result, StoreError};
 use crate::pipeline::Pipeline;
@@ -9,26 +9,62 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Parsed snapshots kept at most; past that the cache starts over (running tasks refill it).
-const CAPACITY: usize = 512;
+const CAPACITY: usize = 256;
 
-/// Parsed pipeline snapshots by task id, private to one connection's thread.
+/// Parsed pipeline snapshots by snapshot id, private to one connection's thread.
 #[derive(Default)]
 pub struct SnapshotCache(RefCell<HashMap<i64, Arc<Pipeline>>>);
 
+/// FNV-1a over the JSON text: finds an identical stored snapshot to share (the text is
+/// compared too, so a collision only costs a new row).
+fn fingerprint(json: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in json.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}:{}", json.len())
+}
+
 impl Db<'_> {
+    /// The id of a stored snapshot with exactly this text, stored now if there is none.
+    pub(super) fn snapshot_id(&self, json: &str) -> Result<i64> {
+        let fp = fingerprint(json);
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT id, json FROM snapshots WHERE fingerprint = ?1")?;
+        let mut rows = stmt.query([&fp])?;
+        while let Some(r) = rows.next()? {
+            if r.get_ref(1)?.as_str().ok() == Some(json) {
+                return Ok(r.get(0)?);
+            }
+        }
+        self.exec(
+            "INSERT INTO snapshots (fingerprint, json) VALUES (?1, ?2)",
+            rusqlite::params![fp, json],
+        )?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    fn snapshot_of(&self, task_id: i64) -> Result<i64> {
+        self.one(
+            "SELECT snapshot_id FROM tasks WHERE id = ?1",
+            [task_id],
+            |r| r.get(0),
+        )
+        .map_err(|e| match e {
+            rusqlite::Error::QueryReturnedNoRows => StoreError::NoTask(task_id),
+            e => e.into(),
+        })
+    }
+
     /// The pipeline a task was created with (its snapshot), parsed.
     pub fn pipeline(&self, task_id: i64) -> Result<Arc<Pipeline>> {
-        if let Some(p) = self.pipelines.0.borrow().get(&task_id) {
+        let snapshot = self.snapshot_of(task_id)?;
+        if let Some(p) = self.pipelines.0.borrow().get(&snapshot) {
             return Ok(p.clone());
         }
-        let json: String = self
-            .conn
-            .prepare_cached("SELECT pipeline_json FROM tasks WHERE id = ?1")?
-            .query_row([task_id], |r| r.get(0))
-            .map_err(|e| match e {
-                rusqlite::Error::QueryReturnedNoRows => StoreError::NoTask(task_id),
-                e => e.into(),
-            })?;
+        let json = self.pipeline_json(task_id)?;
         let parsed: Pipeline = serde_json::from_str(&json).map_err(|source| {
             StoreError::Snapshot {
                 task: task_id,
@@ -40,18 +76,20 @@ impl Db<'_> {
         if cache.len() >= CAPACITY {
             cache.clear();
         }
-        cache.insert(task_id, parsed.clone());
+        cache.insert(snapshot, parsed.clone());
         Ok(parsed)
     }
 
     /// The snapshot's JSON text, as stored.
     pub fn pipeline_json(&self, task_id: i64) -> Result<String> {
-        self.conn
-            .prepare_cached("SELECT pipeline_json FROM tasks WHERE id = ?1")?
-            .query_row([task_id], |r| r.get(0))
-            .map_err(|e| match e {
-                rusqlite::Error::QueryReturnedNoRows => StoreError::NoTask(task_id),
-                e => e.into(),
-            })
+        self.one(
+            "SELECT s.json FROM tasks t JOIN snapshots s ON s.id = t.snapshot_id WHERE t.id = ?1",
+            [task_id],
+            |r| r.get(0),
+        )
+        .map_err(|e| match e {
+            rusqlite::Error::QueryReturnedNoRows => StoreError::NoTask(task_id),
+            e => e.into(),
+        })
     }
 }

@@ -54,18 +54,11 @@ impl Db<'_> {
         state: TaskState,
     ) -> Result<i64> {
         let now = now_ms();
+        let snapshot = self.snapshot_id(pipeline_json)?;
         self.exec(
-            "INSERT INTO tasks (title, prompt, pipeline_id, pipeline_json, status, state, \
+            "INSERT INTO tasks (title, prompt, pipeline_id, snapshot_id, status, state, \
              created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
-            params![
-                title,
-                prompt,
-                pipeline_id,
-                pipeline_json,
-                status,
-                state,
-                now
-            ],
+            params![title, prompt, pipeline_id, snapshot, status, state, now],
         )?;
         let id = self.conn.last_insert_rowid();
         let run = self.insert_run(id, RunState::Waiting)?;

@@ -236,7 +236,7 @@ fn follow(ws: &Workspace, tx: UnboundedSender<AppEvent>) -> Watcher {
         .name("baton-follow".into())
         .spawn(move || {
             use crate::engine::wake::Change;
-            while let Some(change) = sub.next() {
+            while let Some(change) = sub.next_change() {
                 let ev = match change {
                     Change::Task(id) => AppEvent::TaskChanged(id),
                     Change::Log(id) => AppEvent::LogAppended { step_run_id: id },

@@ -9,7 +9,24 @@ use std::sync::Arc;
 use std::sync::mpsc as std_mpsc;
 use tokio::sync::oneshot;
 
-type Job = Box<dyn FnOnce(&mut Store) + Send>;
+/// A job for a store thread.
+enum Job {
+    /// Anything with the connection itself (reads, recovery).
+    Raw(Box<dyn FnOnce(&mut Store) + Send>),
+    /// A write transaction's body.
+    Write(WriteBody),
+}
+
+/// Runs a write's body; says whether it succeeded (so its changes are kept) and how to
+/// deliver its reply once the commit's outcome is known.
+/// `Err` carries why no transaction could be opened: the body then only replies.
+type WriteBody = Box<dyn FnOnce(std::result::Result<&Db, &StoreError>) -> (bool, Deliver) + Send>;
+
+/// Sends a write's reply, given whether its transaction committed.
+type Deliver = Box<dyn FnOnce(Result<()>) + Send>;
+
+/// Writes queued together commit together, at most this many (group commit).
+const GROUP: usize = 64;
 
 /// A cloneable handle to the store's threads. The threads end when the last handle drops.
 #[derive(Clone)]
@@ -49,8 +66,9 @@ impl StoreHandle {
         &self.inner.path
     }
 
-    /// Runs `f` in one `BEGIN IMMEDIATE` transaction on the writer thread; commits when it
-    /// returns `Ok`. Writes are applied in the order they were submitted.
+    /// Runs `f` as one transaction on the writer thread; its changes are kept when it
+    /// returns `Ok`. Writes are applied in the order they were submitted; the reply comes
+    /// once they are committed.
     pub async fn write<T, E, F>(&self, f: F) -> Result<T, E>
     where
         F: FnOnce(&Db) -> Result<T, E> + Send + 'static,
@@ -58,24 +76,30 @@ impl StoreHandle {
         E: From<StoreError> + Send + 'static,
     {
         let (tx, rx) = oneshot::channel();
-        self.submit_write(move |store| {
-            let _ = tx.send(store.write(f));
-        })?;
+        self.submit(Job::Write(write_body(f, tx)))?;
         rx.await.map_err(|_| StoreError::Closed)?
     }
 
-    /// Queues a write whose result nobody waits for (a log line's bookkeeping, a pid).
-    /// Failures are logged. Later writes still see it: the writer runs jobs in order.
+    /// Queues a write whose result nobody waits for (a pid, a session id). Failures are
+    /// logged. Later writes see it: the writer runs jobs in order.
     pub fn write_detached<F>(&self, what: &'static str, f: F)
     where
         F: FnOnce(&Db) -> Result<()> + Send + 'static,
     {
-        let sent = self.submit_write(move |store| {
-            if let Err(e) = store.write(f) {
-                tracing::error!("recording {what} failed: {e}");
-            }
+        let body: WriteBody = Box::new(move |db: std::result::Result<&Db, &StoreError>| {
+            let out = match db {
+                Ok(db) => f(db),
+                Err(e) => Err(StoreError::Conflict(e.to_string())),
+            };
+            let ok = out.is_ok();
+            let deliver: Deliver = Box::new(move |committed: Result<()>| {
+                if let Err(e) = out.and(committed) {
+                    tracing::error!("recording {what} failed: {e}");
+                }
+            });
+            (ok, deliver)
         });
-        if sent.is_err() {
+        if self.submit(Job::Write(body)).is_err() {
             tracing::error!("recording {what} failed: the store has stopped");
         }
     }
@@ -88,9 +112,9 @@ impl StoreHandle {
         T: Send + 'static,
     {
         let (tx, rx) = oneshot::channel();
-        self.submit_write(move |store| {
+        self.submit(Job::Raw(Box::new(move |store: &mut Store| {
             let _ = tx.send(f(store));
-        })?;
+        })))?;
         rx.await.map_err(|_| StoreError::Closed)
     }
 
@@ -101,12 +125,7 @@ impl StoreHandle {
         T: Send + 'static,
     {
         let (tx, rx) = oneshot::channel();
-        self.inner
-            .reader
-            .send(Box::new(move |store: &mut Store| {
-                let _ = tx.send(f(&store.read()));
-            }))
-            .map_err(|_| StoreError::Closed)?;
+        self.submit_read(f, tx)?;
         rx.await.map_err(|_| StoreError::Closed)?
     }
 
@@ -118,9 +137,7 @@ impl StoreHandle {
         E: From<StoreError> + Send + 'static,
     {
         let (tx, rx) = oneshot::channel();
-        self.submit_write(move |store| {
-            let _ = tx.send(store.write(f));
-        })?;
+        self.submit(Job::Write(write_body(f, tx)))?;
         rx.blocking_recv().map_err(|_| StoreError::Closed)?
     }
 
@@ -131,35 +148,151 @@ impl StoreHandle {
         T: Send + 'static,
     {
         let (tx, rx) = oneshot::channel();
-        self.inner
-            .reader
-            .send(Box::new(move |store: &mut Store| {
-                let _ = tx.send(f(&store.read()));
-            }))
-            .map_err(|_| StoreError::Closed)?;
+        self.submit_read(f, tx)?;
         rx.blocking_recv().map_err(|_| StoreError::Closed)?
     }
 
-    fn submit_write(&self, job: impl FnOnce(&mut Store) + Send + 'static) -> Result<()> {
+    fn submit_read<T, F>(&self, f: F, tx: oneshot::Sender<Result<T>>) -> Result<()>
+    where
+        F: FnOnce(&Db) -> Result<T> + Send + 'static,
+        T: Send + 'static,
+    {
         self.inner
-            .writer
-            .send(Box::new(job))
+            .reader
+            .send(Job::Raw(Box::new(move |store: &mut Store| {
+                let _ = tx.send(f(&store.read()));
+            })))
             .map_err(|_| StoreError::Closed)
+    }
+
+    fn submit(&self, job: Job) -> Result<()> {
+        self.inner.writer.send(job).map_err(|_| StoreError::Closed)
     }
 }
 
-/// A thread owning one connection, running jobs until every sender is gone.
+/// Wraps a write's body: its reply is sent once the commit's outcome is known.
+fn write_body<T, E, F>(f: F, tx: oneshot::Sender<Result<T, E>>) -> WriteBody
+where
+    F: FnOnce(&Db) -> Result<T, E> + Send + 'static,
+    T: Send + 'static,
+    E: From<StoreError> + Send + 'static,
+{
+    Box::new(move |db: std::result::Result<&Db, &StoreError>| {
+        let out = match db {
+            Ok(db) => f(db),
+            Err(e) => Err(E::from(StoreError::Conflict(e.to_string()))),
+        };
+        let ok = out.is_ok();
+        let deliver: Deliver = Box::new(move |committed: Result<()>| {
+            let reply = match (out, committed) {
+                (Ok(v), Ok(())) => Ok(v),
+                (Ok(_), Err(e)) => Err(E::from(e)),
+                (Err(e), _) => Err(e),
+            };
+            let _ = tx.send(reply);
+        });
+        (ok, deliver)
+    })
+}
+
+/// Runs writes queued together in one transaction, each inside a savepoint of its own: a
+/// body that fails rolls back only its own changes, as if it had been a transaction of its
+/// own, and every reply waits for the one commit. The same as running them one after
+/// another, durable at the same moment, for the price of one commit instead of many.
+fn run_group(store: &mut Store, bodies: Vec<WriteBody>) {
+    let Store {
+        conn, pipelines, ..
+    } = store;
+    let mut delivers: Vec<Deliver> = Vec::with_capacity(bodies.len());
+    let tx = match conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) {
+        Ok(tx) => tx,
+        Err(e) => {
+            let e = StoreError::from(e);
+            tracing::error!("a write transaction could not start: {e}");
+            for body in bodies {
+                let (_, deliver) = body(Err(&e));
+                deliver(Err(StoreError::Conflict(e.to_string())));
+            }
+            return;
+        }
+    };
+    let mut tx = tx;
+    for body in bodies {
+        let mut sp = match tx.savepoint() {
+            Ok(sp) => sp,
+            Err(e) => {
+                let e = StoreError::from(e);
+                let (_, deliver) = body(Err(&e));
+                delivers.push(deliver);
+                continue;
+            }
+        };
+        sp.set_drop_behavior(rusqlite::DropBehavior::Rollback);
+        let db = Db {
+            conn: &sp,
+            pipelines,
+        };
+        let run = std::panic::AssertUnwindSafe(|| body(Ok(&db)));
+        match std::panic::catch_unwind(run) {
+            Ok((true, deliver)) => {
+                if let Err(e) = sp.commit() {
+                    tracing::error!("releasing a savepoint failed: {e}");
+                }
+                delivers.push(deliver);
+            }
+            // Dropping the savepoint rolls its changes back.
+            Ok((false, deliver)) => delivers.push(deliver),
+            Err(_) => tracing::error!("a database job panicked; the store goes on"),
+        }
+    }
+    let committed = tx.commit().map_err(StoreError::from);
+    for deliver in delivers {
+        deliver(match &committed {
+            Ok(()) => Ok(()),
+            Err(e) => Err(StoreError::Conflict(format!("the write was not saved: {e}"))),
+        });
+    }
+}
+
+/// A thread owning one connection, running jobs until every sender is gone. Writes that
+/// queued up while one ran are committed together.
 fn spawn_thread(name: &str, mut store: Store) -> Result<std_mpsc::Sender<Job>> {
     let (tx, rx) = std_mpsc::channel::<Job>();
     std::thread::Builder::new()
         .name(name.into())
         .spawn(move || {
-            while let Ok(job) = rx.recv() {
-                // A panicking job must not take the store down with it: the caller sees its
-                // reply channel dropped ("the store has stopped") and later jobs still run.
-                let run = std::panic::AssertUnwindSafe(|| job(&mut store));
-                if std::panic::catch_unwind(run).is_err() {
-                    tracing::error!("a database job panicked; the store goes on");
+            let mut next: Option<Job> = None;
+            loop {
+                let job = match next.take() {
+                    Some(j) => j,
+                    None => match rx.recv() {
+                        Ok(j) => j,
+                        Err(_) => return,
+                    },
+                };
+                match job {
+                    Job::Raw(f) => {
+                        // A panicking job must not take the store down with it: its caller
+                        // sees the reply channel dropped ("the store has stopped").
+                        let run = std::panic::AssertUnwindSafe(|| f(&mut store));
+                        if std::panic::catch_unwind(run).is_err() {
+                            tracing::error!("a database job panicked; the store goes on");
+                        }
+                    }
+                    Job::Write(first) => {
+                        let mut bodies = vec![first];
+                        while bodies.len() < GROUP {
+                            match rx.try_recv() {
+                                Ok(Job::Write(b)) => bodies.push(b),
+                                Ok(other) => {
+                                    next = Some(other);
+                                    break;
+                                }
+                                Err(_) => break,
+                            }
+                        }
+                        run_group(&mut store, bodies);
+                    }
                 }
             }
         })

@@ -55,10 +55,13 @@ pub fn run(ws: &Workspace, exit_when_idle: bool) -> Outcome {
             use crate::engine::EngineEvent;
             loop {
                 match events.recv().await {
-                    Ok(EngineEvent::Notice { task_id, text }) => match task_id {
-                        Some(id) => eprintln!("task {id}: {text}"),
-                        None => eprintln!("{text}"),
-                    },
+                    Ok(EngineEvent::Notice { task_id, text }) => {
+                        let text = crate::ansi::strip(&text);
+                        match task_id {
+                            Some(id) => eprintln!("task {id}: {text}"),
+                            None => eprintln!("{text}"),
+                        }
+                    }
                     Ok(_) => {}
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                     Err(_) => break,

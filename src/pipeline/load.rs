@@ -43,9 +43,10 @@ impl Diagnostic {
 }
 
 impl fmt::Display for Diagnostic {
-    /// `file:line:col: error: message`, leaving out the parts that are unknown.
+    /// `file:line:col: error: message`, leaving out the parts that are unknown. Sanitised:
+    /// messages quote the file's own text.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.file)?;
+        f.write_str(&crate::ansi::strip(&self.file))?;
         if let Some(line) = self.line {
             write!(f, ":{line}")?;
             if let Some(col) = self.column {
@@ -56,7 +57,7 @@ impl fmt::Display for Diagnostic {
             Severity::Error => "error",
             Severity::Warning => "warning",
         };
-        write!(f, ": {label}: {}", self.message)
+        write!(f, ": {label}: {}", crate::ansi::strip(&self.message))
     }
 }
 

@@ -201,6 +201,8 @@ fn validate(dir: Option<&PathBuf>, files: Vec<PathBuf>) -> Outcome {
     };
     let mut errors = 0;
     let mut warnings = 0;
+    // Which file defined each id: two files with one id would leave one of them out.
+    let mut defined: Vec<(String, String)> = Vec::new();
     for f in &files {
         let name = f.display().to_string();
         let text = match std::fs::read_to_string(f) {
@@ -227,6 +229,17 @@ fn validate(dir: Option<&PathBuf>, files: Vec<PathBuf>) -> Outcome {
                 eprintln!("{name}: error: {e}");
             }
             errors += trigger_errors.len();
+            if let Some((_, other)) = defined.iter().find(|(id, _)| *id == p.id) {
+                eprintln!(
+                    "{}: error: pipeline id `{}` is already defined by {}; ids must be unique, so rename one of them",
+                    strip(&name),
+                    p.id,
+                    strip(other)
+                );
+                errors += 1;
+                continue;
+            }
+            defined.push((p.id.clone(), name.clone()));
             if trigger_errors.is_empty() {
                 println!("{name}: ok ({}, {} statuses)", p.id, p.statuses.len());
             }

@@ -1,6 +1,6 @@
 //! Task subcommands: init, new, list, show, the actions, logs and run.
 
-use super::{Command, Failure, Outcome, exit, json, open_store};
+use super::{Command, Failure, Outcome, exit, json, open_store, open_store_to_read};
 use crate::engine::client::{Submitted, submit};
 use crate::engine::{Action, Request, actions::create_task, pipeline_of};
 use crate::pipeline::{Catalog, Pipeline, StatusKind, load_catalog};
@@ -149,7 +149,15 @@ fn hint_if_no_engine(ws: &Workspace) {
 
 /// Task subcommands that need a workspace.
 pub fn run(ws: &Workspace, command: Command) -> Outcome {
-    let mut store = open_store(ws)?;
+    let reads_only = matches!(
+        command,
+        Command::List { .. } | Command::Show { .. } | Command::Logs { .. } | Command::Diff { .. }
+    );
+    let mut store = if reads_only {
+        open_store_to_read(ws)?
+    } else {
+        open_store(ws)?
+    };
     match command {
         Command::New {
             title,

@@ -143,7 +143,7 @@ impl Engine {
         // Clients probe the lock for microseconds; a short wait rides those out.
         let lock = EngineLock::acquire(ws, Duration::from_millis(300))?;
         let cfg = ws.config()?;
-        let mut store = Store::open(&ws.db_path())?;
+        let mut store = Store::open_checked(&ws.db_path())?;
         let recovered = recovery::recover(ws, &mut store, cfg.kill_grace, cfg.auto_resume)?;
         let git = match GitCtx::detect(ws, &cfg, &store.read()) {
             Ok(g) => g,

@@ -42,7 +42,10 @@ pub fn run(ws: &Workspace, exit_when_idle: bool) -> Outcome {
             );
         }
         for e in &engine.trigger_errors {
-            eprintln!("{e} — this trigger is skipped; `baton pipelines validate` checks the files");
+            eprintln!(
+                "{} — this trigger is skipped; `baton pipelines validate` checks the files",
+                crate::ansi::strip(&e.to_string())
+            );
         }
         tracing::info!(?r, "engine started");
         let shutdown = engine.shutdown_token();

@@ -79,7 +79,7 @@ fn show(p: &Pipeline) {
         if !hooks.is_empty() {
             line.push_str(&format!("  hooks [{}]", hooks.join(", ")));
         }
-        println!("{line}");
+        println!("{}", strip(&line));
     }
     println!(
         "\n(defaults: success → next status, failure/error → first failed, abort → first cancelled)"
@@ -226,7 +226,7 @@ fn validate(dir: Option<&PathBuf>, files: Vec<PathBuf>) -> Outcome {
         {
             let (_, trigger_errors) = crate::engine::triggers::parse(&p);
             for e in &trigger_errors {
-                eprintln!("{name}: error: {e}");
+                eprintln!("{name}: error: {}", strip(&e.to_string()));
             }
             errors += trigger_errors.len();
             if let Some((_, other)) = defined.iter().find(|(id, _)| *id == p.id) {

@@ -30,7 +30,8 @@ fn main() {
         Some(command) => match dispatch(cli.dir.as_ref(), command) {
             Ok(code) => code,
             Err(failure) => {
-                eprintln!("baton: {}", failure.message);
+                // Messages can quote task text and file contents.
+                eprintln!("baton: {}", baton::ansi::strip(&failure.message));
                 failure.code
             }
         },

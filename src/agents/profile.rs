@@ -193,6 +193,7 @@ fn locate_key(text: &str, key: &str) -> Option<(usize, usize)> {
 /// Parses one profile file. Returns the profile only when there are no errors; the
 /// diagnostics hold every error and warning found.
 pub fn parse_profile(file: &str, text: &str) -> (Option<Profile>, Vec<Diagnostic>) {
+    let text = crate::pipeline::strip_bom(text);
     let mut d = Diags {
         file,
         text,
@@ -211,6 +212,10 @@ pub fn parse_profile(file: &str, text: &str) -> (Option<Profile>, Vec<Diagnostic
             return (None, d.out);
         }
     };
+    for (key, pos) in crate::pipeline::duplicate_keys(text) {
+        d.out
+            .push(crate::pipeline::load::duplicate_key(file, &key, pos));
+    }
     let Some(obj) = root.as_object() else {
         d.error(
             None,
@@ -248,6 +253,9 @@ fn build(d: &mut Diags, obj: &Map<String, Value>) -> Option<Profile> {
             String::new()
         }
     };
+    if let Some(why) = crate::pipeline::id_problem(&id) {
+        d.error(Some("id"), format!("agent {why}"));
+    }
     let backend = match string(d, obj, "backend").as_deref() {
         Some("openai") => Some(Backend::Openai),
         Some("opencode") => Some(Backend::Opencode),

@@ -42,7 +42,10 @@ pub fn run(ws: &Workspace, exit_when_idle: bool) -> Outcome {
             );
         }
         for e in &engine.trigger_errors {
-            eprintln!("{e} — this trigger is skipped; `baton pipelines validate` checks the files");
+            eprintln!(
+                "{} — this trigger is skipped; `baton pipelines validate` checks the files",
+                crate::ansi::strip(&e.to_string())
+            );
         }
         tracing::info!(?r, "engine started");
         let shutdown = engine.shutdown_token();
@@ -55,10 +58,13 @@ pub fn run(ws: &Workspace, exit_when_idle: bool) -> Outcome {
             use crate::engine::EngineEvent;
             loop {
                 match events.recv().await {
-                    Ok(EngineEvent::Notice { task_id, text }) => match task_id {
-                        Some(id) => eprintln!("task {id}: {text}"),
-                        None => eprintln!("{text}"),
-                    },
+                    Ok(EngineEvent::Notice { task_id, text }) => {
+                        let text = crate::ansi::strip(&text);
+                        match task_id {
+                            Some(id) => eprintln!("task {id}: {text}"),
+                            None => eprintln!("{text}"),
+                        }
+                    }
                     Ok(_) => {}
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                     Err(_) => break,

@@ -236,6 +236,17 @@ pub fn open_store(ws: &Workspace) -> Result<Store, Failure> {
     Ok(Store::open(&ws.db_path())?)
 }
 
+/// Opens the workspace's store for a command that only reads: read-only when this process
+/// may not write there (a read-only checkout or mount), so reading never needs to write.
+pub fn open_store_to_read(ws: &Workspace) -> Result<Store, Failure> {
+    let path = ws.db_path();
+    if Store::writable(&path) {
+        open_store(ws)
+    } else {
+        Ok(Store::open_read_only(&path)?)
+    }
+}
+
 /// Runs a headless subcommand.
 pub fn dispatch(dir: Option<&PathBuf>, command: Command) -> Outcome {
     match command {

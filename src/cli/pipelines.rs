@@ -1,6 +1,7 @@
 //! `baton pipelines …` and `baton agents …`.
 
 use super::{AgentsCmd, Failure, Outcome, PipelinesCmd, exit, tasks::catalog, workspace};
+use crate::ansi::strip;
 use crate::pipeline::{Pipeline, Severity, StatusKind, parse_pipeline};
 use std::path::PathBuf;
 
@@ -20,10 +21,10 @@ pub fn run(dir: Option<&PathBuf>, cmd: PipelinesCmd) -> Outcome {
                 println!(
                     "{:<14} {:<20} {} statuses, {} steps  {}",
                     p.id,
-                    p.name,
+                    strip(&p.name),
                     p.statuses.len(),
                     steps,
-                    p.description
+                    strip(&p.description)
                 );
             }
             Ok(exit::OK)
@@ -55,9 +56,9 @@ fn find(dir: Option<&PathBuf>, id: &str) -> Result<Pipeline, Failure> {
 }
 
 fn show(p: &Pipeline) {
-    println!("{} — {}", p.id, p.name);
+    println!("{} — {}", p.id, strip(&p.name));
     if !p.description.is_empty() {
-        println!("{}", p.description);
+        println!("{}", strip(&p.description));
     }
     println!("\nstatuses:");
     for s in &p.statuses {
@@ -65,7 +66,7 @@ fn show(p: &Pipeline) {
             Some(step) => step.action.describe(),
             None => s.kind.as_str().to_string(),
         };
-        println!("  {:<14} {:<18} {what}", s.id, s.label);
+        println!("  {:<14} {:<18} {}", s.id, strip(&s.label), strip(&what));
     }
     println!("\ntransitions:");
     for t in &p.transitions {
@@ -78,7 +79,7 @@ fn show(p: &Pipeline) {
         if !hooks.is_empty() {
             line.push_str(&format!("  hooks [{}]", hooks.join(", ")));
         }
-        println!("{line}");
+        println!("{}", strip(&line));
     }
     println!(
         "\n(defaults: success → next status, failure/error → first failed, abort → first cancelled)"
@@ -87,7 +88,7 @@ fn show(p: &Pipeline) {
 
 /// The pipeline as a Graphviz digraph.
 pub fn graph(p: &Pipeline) -> String {
-    let mut out = format!("digraph \"{}\" {{\n  rankdir=LR;\n", p.id);
+    let mut out = format!("digraph {} {{\n  rankdir=LR;\n", dot(&p.id));
     for s in &p.statuses {
         let shape = match s.kind {
             StatusKind::Gate => "diamond",
@@ -96,9 +97,9 @@ pub fn graph(p: &Pipeline) -> String {
             _ => "ellipse",
         };
         out.push_str(&format!(
-            "  \"{}\" [label=\"{}\", shape={shape}];\n",
-            s.id,
-            s.label.replace('"', "\\\"")
+            "  {} [label={}, shape={shape}];\n",
+            dot(&s.id),
+            dot(&s.label)
         ));
     }
     for t in &p.transitions {
@@ -113,8 +114,10 @@ pub fn graph(p: &Pipeline) -> String {
         };
         for f in froms.into_iter().filter(|f| *f != t.to) {
             out.push_str(&format!(
-                "  \"{f}\" -> \"{}\" [label=\"{}\"];\n",
-                t.to, t.on
+                "  {} -> {} [label={}];\n",
+                dot(f),
+                dot(&t.to),
+                dot(&t.on.to_string())
             ));
         }
     }
@@ -140,13 +143,31 @@ pub fn graph(p: &Pipeline) -> String {
         for (on, to) in defaults {
             if let Some(to) = to.filter(|_| !has(&s.id, on)) {
                 out.push_str(&format!(
-                    "  \"{}\" -> \"{to}\" [label=\"{on}\", style=dashed];\n",
-                    s.id
+                    "  {} -> {} [label={}, style=dashed];\n",
+                    dot(&s.id),
+                    dot(&to),
+                    dot(on)
                 ));
             }
         }
     }
     out.push_str("}\n");
+    out
+}
+
+/// `s` as a DOT quoted string: sanitised, with quotes, backslashes and line breaks escaped,
+/// so no id or label can end the string and inject statements.
+fn dot(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in crate::ansi::strip(s).chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
     out
 }
 
@@ -180,6 +201,8 @@ fn validate(dir: Option<&PathBuf>, files: Vec<PathBuf>) -> Outcome {
     };
     let mut errors = 0;
     let mut warnings = 0;
+    // Which file defined each id: two files with one id would leave one of them out.
+    let mut defined: Vec<(String, String)> = Vec::new();
     for f in &files {
         let name = f.display().to_string();
         let text = match std::fs::read_to_string(f) {
@@ -203,9 +226,20 @@ fn validate(dir: Option<&PathBuf>, files: Vec<PathBuf>) -> Outcome {
         {
             let (_, trigger_errors) = crate::engine::triggers::parse(&p);
             for e in &trigger_errors {
-                eprintln!("{name}: error: {e}");
+                eprintln!("{name}: error: {}", strip(&e.to_string()));
             }
             errors += trigger_errors.len();
+            if let Some((_, other)) = defined.iter().find(|(id, _)| *id == p.id) {
+                eprintln!(
+                    "{}: error: pipeline id `{}` is already defined by {}; ids must be unique, so rename one of them",
+                    strip(&name),
+                    p.id,
+                    strip(other)
+                );
+                errors += 1;
+                continue;
+            }
+            defined.push((p.id.clone(), name.clone()));
             if trigger_errors.is_empty() {
                 println!("{name}: ok ({}, {} statuses)", p.id, p.statuses.len());
             }
@@ -236,8 +270,8 @@ pub fn agents(dir: Option<&PathBuf>, cmd: AgentsCmd) -> Outcome {
                     "{:<width$}  {:<8}  {:<32}  {}",
                     p.id,
                     p.backend.as_str(),
-                    p.target(),
-                    p.file
+                    strip(&p.target()),
+                    strip(&p.file)
                 );
             }
             Ok(exit::OK)
@@ -260,7 +294,7 @@ pub fn agents(dir: Option<&PathBuf>, cmd: AgentsCmd) -> Outcome {
                     if h.ok { "ok  " } else { "FAIL" },
                     p.id,
                     p.backend.as_str(),
-                    h.detail
+                    strip(&h.detail)
                 );
             }
             let errors = cat.diagnostics.iter().filter(|d| d.is_error()).count();
@@ -272,5 +306,35 @@ pub fn agents(dir: Option<&PathBuf>, cmd: AgentsCmd) -> Outcome {
             }
             Ok(exit::OK)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn graph_escapes_ids_and_labels_as_dot_strings() {
+        let text = r#"{"id": "p", "statuses": [
+            {"id": "a", "label": "A", "kind": "queue"},
+            {"id": "b", "kind": "done"}]}"#;
+        let (p, diags) = crate::pipeline::parse_pipeline("p.json", text, None);
+        let mut p = p.unwrap_or_else(|| panic!("{diags:?}"));
+        // Ids that validation refuses, as an older snapshot could still hold them.
+        p.id = "g\"{".into();
+        p.statuses[0].id = "\"];evil[".into();
+        p.statuses[0].label = "tail\\".into();
+        p.statuses[1].label = "two\nlines".into();
+        let dot = graph(&p);
+        assert!(dot.starts_with("digraph \"g\\\"{\" {\n"), "{dot}");
+        assert!(
+            dot.contains("  \"\\\"];evil[\" [label=\"tail\\\\\", shape=ellipse];\n"),
+            "{dot}"
+        );
+        assert!(dot.contains("[label=\"two\\nlines\""), "{dot}");
+        assert!(
+            dot.contains("  \"\\\"];evil[\" -> \"b\" [label=\"start\", style=dashed];\n"),
+            "{dot}"
+        );
     }
 }

@@ -1,6 +1,6 @@
 //! Task subcommands: init, new, list, show, the actions, logs and run.
 
-use super::{Command, Failure, Outcome, exit, json, open_store};
+use super::{Command, Failure, Outcome, exit, json, open_store, open_store_to_read};
 use crate::engine::client::{Submitted, submit};
 use crate::engine::{Action, Request, actions::create_task, pipeline_of};
 use crate::pipeline::{Catalog, Pipeline, StatusKind, load_catalog};
@@ -149,7 +149,15 @@ fn hint_if_no_engine(ws: &Workspace) {
 
 /// Task subcommands that need a workspace.
 pub fn run(ws: &Workspace, command: Command) -> Outcome {
-    let mut store = open_store(ws)?;
+    let reads_only = matches!(
+        command,
+        Command::List { .. } | Command::Show { .. } | Command::Logs { .. } | Command::Diff { .. }
+    );
+    let mut store = if reads_only {
+        open_store_to_read(ws)?
+    } else {
+        open_store(ws)?
+    };
     match command {
         Command::New {
             title,
@@ -215,7 +223,7 @@ fn act(ws: &Workspace, store: &mut Store, id: i64, action: Action) -> Outcome {
         actor: "user".into(),
     };
     let out = submit(ws, store, &req)?;
-    println!("{}", out.summary());
+    println!("{}", crate::ansi::strip(out.summary()));
     if let Submitted::Direct(applied) = &out {
         let queued = applied.moved.as_ref().is_some_and(|m| m.step_run.is_some());
         if queued || queues_step {
@@ -280,8 +288,8 @@ fn show(store: &Store, id: i64, as_json: bool) -> Outcome {
     let pipeline = pipeline_of(&db, &t)?;
     let label = pipeline
         .status(&t.status)
-        .map_or(t.status.clone(), |s| s.label.clone());
-    println!("#{} {}", t.id, t.title);
+        .map_or(t.status.clone(), |s| one_line(&s.label, 80));
+    println!("#{} {}", t.id, one_line(&t.title, MAX_TITLE));
     println!(
         "pipeline {} · status {} ({}) · {}",
         t.pipeline_id, t.status, label, t.state
@@ -330,7 +338,7 @@ fn show(store: &Store, id: i64, as_json: bool) -> Outcome {
                 line.push_str(&format!(" outcome {o}"));
             }
             if let Some(e) = &s.error {
-                line.push_str(&format!(" — {e}"));
+                line.push_str(&format!(" — {}", one_line(e, 300)));
             }
             println!("{line}");
         }
@@ -338,7 +346,10 @@ fn show(store: &Store, id: i64, as_json: bool) -> Outcome {
     println!("\nhistory:");
     for h in db.history(id)? {
         let from = h.from.as_deref().unwrap_or("·");
-        let reason = h.reason.map(|r| format!(" — {r}")).unwrap_or_default();
+        let reason = h
+            .reason
+            .map(|r| format!(" — {}", one_line(&r, 300)))
+            .unwrap_or_default();
         println!(
             "  {} {} → {} ({}, {}){}",
             &rfc3339(h.at)[..19],
@@ -354,7 +365,12 @@ fn show(store: &Store, id: i64, as_json: bool) -> Outcome {
     if !notable.is_empty() {
         println!("\nevents:");
         for e in notable.iter().rev().take(10).rev() {
-            println!("  {} {} {}", &rfc3339(e.at)[..19], e.level, e.summary);
+            println!(
+                "  {} {} {}",
+                &rfc3339(e.at)[..19],
+                e.level,
+                one_line(&e.summary, 300)
+            );
         }
     }
     if t.state == TaskState::Interrupted {
@@ -445,13 +461,14 @@ fn logs(ws: &Workspace, store: &Store, id: i64, step: Option<usize>, follow: boo
 
 /// A stored log line for a terminal (stream marks, colours) or a pipe (plain text).
 fn render_line(l: &crate::store::LogLine, color: bool) -> String {
+    let text = crate::ansi::sanitize(&l.text, color);
     if !color {
-        return crate::ansi::strip(&l.text).into_owned();
+        return text.into_owned();
     }
     match l.stream {
-        Stream::Stderr => format!("\x1b[31m│\x1b[0m {}", l.text),
-        Stream::System => format!("\x1b[2m{}\x1b[0m", l.text),
-        Stream::Stdout => l.text.clone(),
+        Stream::Stderr => format!("\x1b[31m│\x1b[0m {text}"),
+        Stream::System => format!("\x1b[2m{text}\x1b[0m"),
+        Stream::Stdout => text.into_owned(),
     }
 }
 
@@ -497,14 +514,16 @@ fn diff(ws: &Workspace, store: &Store, id: i64, color: bool) -> Outcome {
     if text.trim().is_empty() {
         println!("task {id}: no changes against {base}");
     } else {
-        println!("{text}");
+        // File contents written by steps may hold escape sequences of their own.
+        println!("{}", crate::ansi::sanitize(&text, color));
     }
     Ok(exit::OK)
 }
 
-/// A title as one table cell: line breaks shown as `⏎`, cut to `max` characters.
+/// Task or step text as one line: sanitised for the terminal, line breaks shown as `⏎`,
+/// tabs as spaces, cut to `max` characters.
 fn one_line(text: &str, max: usize) -> String {
-    let flat: String = text
+    let flat: String = crate::ansi::strip(text)
         .chars()
         .map(|c| match c {
             '\n' => '⏎',

@@ -165,7 +165,7 @@ impl Engine {
         let cfg = ws.config()?;
         let store = {
             let path = ws.db_path();
-            tokio::task::spawn_blocking(move || StoreHandle::open(&path))
+            tokio::task::spawn_blocking(move || StoreHandle::open_checked(&path))
                 .await
                 .map_err(|e| EngineError::Other(e.to_string()))??
         };

@@ -1,6 +1,8 @@
 //! Reading a child's output as lines with bounded memory.
 
+use super::redact::Redactor;
 use crate::store::Stream;
+use std::sync::Arc;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
 /// A line longer than this is cut into pieces, so one runaway line cannot grow memory.
@@ -8,7 +10,16 @@ pub const MAX_LINE: usize = 16 * 1024;
 
 /// Reads `src` to its end, sending each line (without its newline, lossily decoded,
 /// ANSI codes kept) to `out`. Stops early if the receiver is gone.
-pub async fn pump<R: AsyncRead + Unpin>(src: R, stream: Stream, out: super::LogSender) {
+///
+/// A line cut for length is never cut inside one of `secrets` (so the redactor downstream
+/// sees it whole) nor inside a UTF-8 character: the cut moves back and the rest starts the
+/// next piece.
+pub async fn pump<R: AsyncRead + Unpin>(
+    src: R,
+    stream: Stream,
+    out: super::LogSender,
+    secrets: Arc<Redactor>,
+) {
     let mut reader = BufReader::with_capacity(64 * 1024, src);
     let mut line: Vec<u8> = Vec::new();
     while let Ok(buf) = reader.fill_buf().await {
@@ -23,15 +34,40 @@ pub async fn pump<R: AsyncRead + Unpin>(src: R, stream: Stream, out: super::LogS
         line.extend_from_slice(&buf[..take]);
         reader.consume(take);
         if complete {
-            if out.send((stream, decode(&line))).await.is_err() {
+            let cut = if line.last() == Some(&b'\n') {
+                line.len()
+            } else {
+                cut_point(&line, &secrets)
+            };
+            if out.send((stream, decode(&line[..cut]))).await.is_err() {
                 return;
             }
-            line.clear();
+            line.drain(..cut);
         }
     }
     if !line.is_empty() {
         let _ = out.send((stream, decode(&line))).await;
     }
+}
+
+/// Where to cut a line that filled [`MAX_LINE`]: before any start of a secret at its end,
+/// then back to the start of a UTF-8 character.
+fn cut_point(line: &[u8], secrets: &Redactor) -> usize {
+    let mut cut = line.len() - secrets.partial_tail(line);
+    let start = cut.saturating_sub(3);
+    if let Some(i) = (start..cut).rev().find(|&i| line[i] & 0xc0 != 0x80) {
+        // `line[i]` starts a character; keep it only if all its bytes are before the cut.
+        let width = match line[i] {
+            b if b < 0x80 => 1,
+            b if b >= 0xf0 => 4,
+            b if b >= 0xe0 => 3,
+            _ => 2,
+        };
+        if i + width > cut && i > 0 {
+            cut = i;
+        }
+    }
+    cut
 }
 
 fn decode(raw: &[u8]) -> String {
@@ -46,8 +82,12 @@ mod tests {
     use tokio::sync::mpsc;
 
     async fn collect(input: &[u8]) -> Vec<String> {
+        collect_with(input, Redactor::default()).await
+    }
+
+    async fn collect_with(input: &[u8], secrets: Redactor) -> Vec<String> {
         let (tx, mut rx) = mpsc::channel(1024);
-        pump(input, Stream::Stdout, tx).await;
+        pump(input, Stream::Stdout, tx, Arc::new(secrets)).await;
         let mut out = Vec::new();
         while let Some((_, l)) = rx.recv().await {
             out.push(l);
@@ -68,6 +108,38 @@ mod tests {
         assert_eq!(got.len(), 3);
         assert_eq!(got[0].len(), MAX_LINE);
         assert_eq!(got[2].len(), 10);
+    }
+
+    #[tokio::test]
+    async fn a_secret_across_the_cut_is_kept_whole_and_redacted() {
+        let secret = "sk-live-0123456789abcdef";
+        let r = Redactor::from_vars([("MY_API_KEY".to_string(), secret.to_string())]);
+        for before in [MAX_LINE - 1, MAX_LINE - 5, MAX_LINE - secret.len() + 1] {
+            let mut input = "x".repeat(before);
+            input.push_str(secret);
+            input.push_str(" tail\n");
+            let got = collect_with(input.as_bytes(), r.clone()).await;
+            assert_eq!(got.concat(), input.trim_end(), "nothing lost or added");
+            let stored: Vec<String> = got.into_iter().map(|l| r.apply(l)).collect();
+            for line in &stored {
+                assert!(line.len() <= MAX_LINE);
+                assert!(
+                    !line.contains("sk-live") && !line.contains("cdef"),
+                    "{before}"
+                );
+            }
+            assert!(stored.concat().contains("[redacted] tail"), "{before}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_cut_never_splits_a_character() {
+        let mut input = "x".repeat(MAX_LINE - 1);
+        input.push_str("é and more");
+        let got = collect(input.as_bytes()).await;
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].len(), MAX_LINE - 1);
+        assert_eq!(got[1], "é and more");
     }
 
     #[tokio::test]

@@ -1,11 +1,13 @@
 //! Shell steps: `sh -c SCRIPT` in its own process group, output streamed line by line.
 
 use super::process::{signal_group, start_time, stop_child};
+use super::redact::Redactor;
 use super::{Finish, LogSender, Spawned, StepEnv, lines::pump};
 use crate::store::Stream;
 use nix::sys::signal::Signal;
 use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
@@ -52,15 +54,19 @@ pub async fn run_shell(
         pid,
         start_time: start_time(pid),
     });
+    // The same secrets the engine masks in the step's lines: long lines are cut around them.
+    let secrets = Arc::new(Redactor::from_vars(
+        std::env::vars().chain(env.vars.iter().cloned()),
+    ));
     let readers = [
         child
             .stdout
             .take()
-            .map(|s| tokio::spawn(pump(s, Stream::Stdout, log.clone()))),
+            .map(|s| tokio::spawn(pump(s, Stream::Stdout, log.clone(), secrets.clone()))),
         child
             .stderr
             .take()
-            .map(|s| tokio::spawn(pump(s, Stream::Stderr, log.clone()))),
+            .map(|s| tokio::spawn(pump(s, Stream::Stderr, log.clone(), secrets.clone()))),
     ];
 
     let finish = tokio::select! {

@@ -43,9 +43,10 @@ impl Diagnostic {
 }
 
 impl fmt::Display for Diagnostic {
-    /// `file:line:col: error: message`, leaving out the parts that are unknown.
+    /// `file:line:col: error: message`, leaving out the parts that are unknown. Sanitised:
+    /// messages quote the file's own text.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.file)?;
+        f.write_str(&crate::ansi::strip(&self.file))?;
         if let Some(line) = self.line {
             write!(f, ":{line}")?;
             if let Some(col) = self.column {
@@ -56,7 +57,7 @@ impl fmt::Display for Diagnostic {
             Severity::Error => "error",
             Severity::Warning => "warning",
         };
-        write!(f, ": {label}: {}", self.message)
+        write!(f, ": {label}: {}", crate::ansi::strip(&self.message))
     }
 }
 
@@ -69,17 +70,34 @@ pub fn parse_pipeline(
     text: &str,
     known_agents: Option<&BTreeSet<String>>,
 ) -> (Option<Pipeline>, Vec<Diagnostic>) {
+    let text = super::strip_bom(text);
     let root: serde_json::Value = match serde_json::from_str(text) {
         Ok(v) => v,
         Err(e) => return (None, vec![json_error(file, &e)]),
     };
     let mut ctx = Ctx::new(file, Locator::new(text));
+    for (key, pos) in super::duplicate_keys(text) {
+        ctx.diags.push(duplicate_key(file, &key, pos));
+    }
     let parsed = parse_root(&mut ctx, &root, known_agents);
     if let Some(parsed) = &parsed {
         check(&mut ctx, parsed);
     }
     let ok = !ctx.has_errors();
     (parsed.filter(|_| ok).map(|p| p.pipeline), ctx.diags)
+}
+
+/// A key given twice in one object: JSON readers keep one silently, so it is an error.
+pub(crate) fn duplicate_key(file: &str, key: &str, pos: (usize, usize)) -> Diagnostic {
+    Diagnostic {
+        file: file.to_string(),
+        line: Some(pos.0),
+        column: Some(pos.1),
+        severity: Severity::Error,
+        message: format!(
+            "duplicate key `{key}`: this object already has one; keep only one of them"
+        ),
+    }
 }
 
 /// The one diagnostic for text that is not JSON at all.
@@ -228,7 +246,7 @@ pub fn agent_ids(workspace_agents_dir: Option<&Path>) -> BTreeSet<String> {
 }
 
 fn id_of(text: &str) -> Option<String> {
-    let value: serde_json::Value = serde_json::from_str(text).ok()?;
+    let value: serde_json::Value = serde_json::from_str(super::strip_bom(text)).ok()?;
     let id = value.get("id")?.as_str()?.trim();
     (!id.is_empty()).then(|| id.to_string())
 }

@@ -15,6 +15,8 @@ pub(crate) type Pos = (usize, usize);
 pub(crate) struct Locator {
     values: HashMap<String, Pos>,
     keys: HashMap<String, Pos>,
+    /// Keys met twice in one object: the key and where the later one starts.
+    pub(crate) duplicates: Vec<(String, Pos)>,
 }
 
 impl Locator {
@@ -106,6 +108,7 @@ impl Scan {
 
     fn object(&mut self, ptr: &str) {
         self.bump();
+        let mut seen = std::collections::HashSet::new();
         loop {
             self.skip_ws();
             match self.peek() {
@@ -117,6 +120,9 @@ impl Scan {
                     let key = self.string();
                     let child = join(ptr, &key);
                     self.out.keys.insert(child.clone(), pos);
+                    if !seen.insert(key.clone()) {
+                        self.out.duplicates.push((key, pos));
+                    }
                     self.skip_ws();
                     if self.peek() == Some(':') {
                         self.bump();

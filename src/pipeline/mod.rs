@@ -8,6 +8,7 @@ pub mod decide;
 pub mod load;
 pub mod model;
 
+mod input;
 mod locate;
 mod parse;
 mod parse_edge;
@@ -15,6 +16,8 @@ mod parse_step;
 mod validate;
 
 pub use decide::*;
+pub(crate) use input::duplicate_keys;
+pub use input::{id_problem, strip_bom};
 pub use load::*;
 pub use model::*;
 

@@ -108,6 +108,9 @@ pub(crate) fn parse_root(
         "pipeline",
     );
     let id = req_str(ctx, obj, "", "id", "the pipeline").unwrap_or_default();
+    if let Some(why) = super::id_problem(&id) {
+        ctx.error("/id", format!("pipeline {why}"));
+    }
     let name = opt_str(ctx, obj, "", "name").unwrap_or_else(|| id.clone());
     let description = opt_str(ctx, obj, "", "description").unwrap_or_default();
 
@@ -219,6 +222,8 @@ fn parse_status(
             &join(ptr, "id"),
             "`*` is reserved for \"every status\" in transitions; pick another status id",
         );
+    } else if let Some(why) = id.as_deref().and_then(super::id_problem) {
+        ctx.error(&join(ptr, "id"), format!("status {why}"));
     }
     let label = opt_str(ctx, obj, ptr, "label");
     let kind_ptr = join(ptr, "kind");

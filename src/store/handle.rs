@@ -47,6 +47,13 @@ impl StoreHandle {
         Self::from_store(Store::open(path)?, Store::open(path)?)
     }
 
+    /// [`StoreHandle::open`] after `PRAGMA quick_check`: a damaged database is refused
+    /// before anything writes to it (the engine's start).
+    pub fn open_checked(path: &Path) -> Result<Self> {
+        let writer = Store::open_checked(path)?;
+        Self::from_store(writer, Store::open(path)?)
+    }
+
     /// Wraps two open connections to one database: the first writes, the second reads.
     pub fn from_store(writer: Store, reader: Store) -> Result<Self> {
         let path = writer.path().to_path_buf();

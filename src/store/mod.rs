@@ -44,6 +44,20 @@ pub enum StoreError {
         found: i64,
         known: i64,
     },
+    #[error(
+        "database {path} is damaged ({detail}); baton has not written to it — restore it from a backup, or move it aside together with its -wal and -shm files to start a new board"
+    )]
+    Damaged { path: PathBuf, detail: String },
+    #[error(
+        "database {path} is from an older baton and needs an upgrade, which needs write access — run baton once where the folder is writable"
+    )]
+    ReadOnlyUpgrade { path: PathBuf },
+    #[error("database {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("database error: {0}")]
     Sql(#[from] rusqlite::Error),
     #[error("stored JSON is malformed: {0}")]
@@ -80,17 +94,87 @@ pub struct Db<'c> {
 
 impl Store {
     /// Opens (creating if needed) the database at `path` and brings its schema up to date.
+    ///
+    /// A new database is built under a temporary name and linked into place complete, so an
+    /// empty `baton.db` is never baton's own: it is refused as damaged rather than taken for
+    /// a new board.
     pub fn open(path: &Path) -> Result<Self> {
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let open_err = |source| StoreError::Open {
-            path: path.to_path_buf(),
-            source,
+        if !refuse_empty(path)? {
+            create_new(path)?;
+        }
+        Self::open_existing(path)
+    }
+
+    /// [`Store::open`] after `PRAGMA quick_check`: a damaged database is refused before
+    /// anything writes to it. For the engine's start, where a damaged board must not go on.
+    pub fn open_checked(path: &Path) -> Result<Self> {
+        if refuse_empty(path)? {
+            let conn = connect(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+            quick_check(&conn, path)?;
+        }
+        Self::open(path)
+    }
+
+    /// Opens an existing database for reading only: no file in its folder is created or
+    /// written (not even SQLite's `-shm`), so a read-only workspace can still be listed.
+    pub fn open_read_only(path: &Path) -> Result<Self> {
+        refuse_empty(path)?;
+        let damaged = |e: rusqlite::Error| damaged_or(path, e);
+        // With `-wal` and `-shm` present SQLite reads the newest commits; without them (the
+        // last writer closed cleanly) the file is complete and `immutable` avoids creating
+        // them.
+        let wal = path_with(path, "-wal");
+        let conn = if wal.exists() && path_with(path, "-shm").exists() {
+            connect(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?
+        } else {
+            let uri = format!("file:{}?immutable=1", uri_path(path));
+            connect(
+                Path::new(&uri),
+                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI,
+            )?
         };
-        let conn = Connection::open_with_flags(path, flags).map_err(open_err)?;
-        conn.busy_timeout(Duration::from_secs(10))
-            .map_err(open_err)?;
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(damaged)?;
+        if version > schema::SCHEMA_VERSION {
+            return Err(StoreError::TooNew {
+                path: path.to_path_buf(),
+                found: version,
+                known: schema::SCHEMA_VERSION,
+            });
+        }
+        if version < schema::SCHEMA_VERSION {
+            return Err(StoreError::ReadOnlyUpgrade {
+                path: path.to_path_buf(),
+            });
+        }
+        conn.set_prepared_statement_cache_capacity(128);
+        Ok(Store {
+            conn,
+            path: path.to_path_buf(),
+            pipelines: Default::default(),
+        })
+    }
+
+    /// True when this process may write the database: its folder, and the file and its
+    /// `-wal`/`-shm` where they exist (`access(2)`, so a read-only mount counts too).
+    pub fn writable(path: &Path) -> bool {
+        use nix::unistd::{AccessFlags, access};
+        let ok = |p: &Path| access(p, AccessFlags::W_OK).is_ok();
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+        dir.is_none_or(ok)
+            && [
+                path.to_path_buf(),
+                path_with(path, "-wal"),
+                path_with(path, "-shm"),
+            ]
+            .iter()
+            .all(|p| !p.exists() || ok(p))
+    }
+
+    fn open_existing(path: &Path) -> Result<Self> {
+        let open_err = |source| damaged_or(path, source);
+        let conn = connect(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
         conn.set_prepared_statement_cache_capacity(128);
         conn.execute_batch(
             "PRAGMA journal_mode = WAL;
@@ -154,6 +238,122 @@ impl Store {
     pub fn data_version(&self) -> Result<i64> {
         self.read().data_version()
     }
+}
+
+/// Opens a connection with the store's usual settings (`flags` plus no mutex, a busy
+/// timeout).
+fn connect(path: &Path, flags: OpenFlags) -> Result<Connection> {
+    let open_err = |source| StoreError::Open {
+        path: path.to_path_buf(),
+        source,
+    };
+    let conn = Connection::open_with_flags(path, flags | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+        .map_err(open_err)?;
+    conn.busy_timeout(Duration::from_secs(10))
+        .map_err(open_err)?;
+    Ok(conn)
+}
+
+/// `path` with `suffix` appended to its file name (`baton.db-wal`).
+fn path_with(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// `path` for an SQLite `file:` URI: `%`, `?` and `#` escaped.
+fn uri_path(path: &Path) -> String {
+    path.to_string_lossy()
+        .replace('%', "%25")
+        .replace('?', "%3f")
+        .replace('#', "%23")
+}
+
+/// Whether the database exists; an existing empty file is refused as damaged.
+fn refuse_empty(path: &Path) -> Result<bool> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() && m.len() == 0 => Err(StoreError::Damaged {
+            path: path.to_path_buf(),
+            detail: "the file is empty".into(),
+        }),
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(source) => Err(StoreError::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// `PRAGMA quick_check` on an open connection; a file that is not a database at all is
+/// damaged too.
+fn quick_check(conn: &Connection, path: &Path) -> Result<()> {
+    let mut stmt = conn
+        .prepare("PRAGMA quick_check(3)")
+        .map_err(|e| damaged_or(path, e))?;
+    let verdict: Vec<String> = stmt
+        .query_map([], |r| r.get(0))
+        .and_then(|rows| rows.collect())
+        .map_err(|e| damaged_or(path, e))?;
+    if verdict == ["ok"] {
+        return Ok(());
+    }
+    Err(StoreError::Damaged {
+        path: path.to_path_buf(),
+        detail: format!("quick_check: {}", verdict.join("; ").replace('\n', "; ")),
+    })
+}
+
+/// Damage for SQLite's "not a database" and "malformed" answers, else an open error.
+fn damaged_or(path: &Path, e: rusqlite::Error) -> StoreError {
+    use rusqlite::ErrorCode::{DatabaseCorrupt, NotADatabase};
+    match e.sqlite_error_code() {
+        Some(DatabaseCorrupt | NotADatabase) => StoreError::Damaged {
+            path: path.to_path_buf(),
+            detail: e.to_string(),
+        },
+        _ => StoreError::Open {
+            path: path.to_path_buf(),
+            source: e,
+        },
+    }
+}
+
+/// Builds a new database beside `path` and links it into place unless one appeared
+/// meanwhile (another process or thread got there first, which is fine).
+fn create_new(path: &Path) -> Result<()> {
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = path_with(path, &format!(".new-{}-{seq}", std::process::id()));
+    let io = |source| StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let built = (|| {
+        let mut conn = connect(
+            &tmp,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE,
+        )?;
+        conn.execute_batch("PRAGMA journal_mode = WAL;")?;
+        schema::migrate(&mut conn, path)?;
+        // Closing the only connection checkpoints the WAL into the file and removes it.
+        conn.close().map_err(|(_, e)| StoreError::from(e))
+    })();
+    let linked = built.and_then(|()| match std::fs::hard_link(&tmp, path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        // A file system without hard links: a plain rename, unless one appeared meanwhile.
+        Err(_) if !path.exists() => std::fs::rename(&tmp, path).map_err(io),
+        Err(e) => Err(io(e)),
+    });
+    for leftover in [
+        tmp.clone(),
+        path_with(&tmp, "-wal"),
+        path_with(&tmp, "-shm"),
+    ] {
+        let _ = std::fs::remove_file(leftover);
+    }
+    linked
 }
 
 impl Db<'_> {

@@ -3,8 +3,11 @@
 
 /// The bytes that ring the bell and post a notification with `title` and `body`.
 pub fn sequence(title: &str, body: &str, tmux: bool) -> String {
+    // Task titles land inside an OSC here: sanitised, on one line, and without the `;`
+    // that separates the notification's fields.
     let clean = |s: &str| -> String {
-        s.chars()
+        crate::ansi::strip(s)
+            .chars()
             .filter(|c| !c.is_control())
             .map(|c| if c == ';' { ',' } else { c })
             .collect()
@@ -42,6 +45,12 @@ mod tests {
             s,
             "\x07\x1b]777;notify;baton: task 3 failed;Fix, the bug\x07\x1b]9;baton: task 3 failed: Fix, the bug\x07"
         );
+    }
+
+    #[test]
+    fn task_text_cannot_end_the_notification_or_smuggle_sequences() {
+        let s = sequence("t", "a\x1b]0;PWNED\x07b\u{9b}2Jc\x1b\\d", false);
+        assert_eq!(s, "\x07\x1b]777;notify;t;abcd\x07\x1b]9;t: abcd\x07");
     }
 
     #[test]

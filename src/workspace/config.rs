@@ -65,21 +65,43 @@ impl Config {
                 });
             }
         };
-        let cfg: Config = toml::from_str(&text).map_err(|e| WorkspaceError::Config {
+        // (A leading byte-order mark, which some editors write, is accepted by the parser.)
+        let text = text.as_str();
+        let cfg: Config = toml::from_str(text).map_err(|e| WorkspaceError::Config {
             path: path.to_path_buf(),
             message: e.message().to_string()
                 + &e.span()
-                    .map(|s| format!(" (at line {})", line_of(&text, s.start)))
+                    .map(|s| format!(" (at line {})", line_of(text, s.start)))
                     .unwrap_or_default(),
         })?;
+        let refuse = |key: &str, why: &str| WorkspaceError::Config {
+            path: path.to_path_buf(),
+            message: format!("{key} {why}{}", key_line(text, key)),
+        };
         if cfg.max_parallel == 0 {
-            return Err(WorkspaceError::Config {
-                path: path.to_path_buf(),
-                message: "max_parallel must be at least 1".into(),
-            });
+            return Err(refuse("max_parallel", "must be at least 1"));
+        }
+        // A zero timeout would stop every step the moment it starts.
+        if cfg.default_timeout.is_zero() {
+            return Err(refuse(
+                "default_timeout",
+                "must be more than zero (leave it out for 1h)",
+            ));
         }
         Ok(cfg)
     }
+}
+
+/// ` (at line N)` for the line that sets `key`, when one does.
+fn key_line(text: &str, key: &str) -> String {
+    text.lines()
+        .position(|l| {
+            l.trim_start()
+                .strip_prefix(key)
+                .is_some_and(|rest| rest.trim_start().starts_with('='))
+        })
+        .map(|i| format!(" (at line {})", i + 1))
+        .unwrap_or_default()
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -113,5 +135,35 @@ mod humantime_serde_compat {
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         let s = String::deserialize(d)?;
         humantime::parse_duration(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &[u8]) -> Result<Config, WorkspaceError> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("config.toml");
+        std::fs::write(&path, text).expect("write");
+        Config::load(&path)
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_accepted() {
+        let cfg = load(b"\xef\xbb\xbfmax_parallel = 2\n").expect("loads");
+        assert_eq!(cfg.max_parallel, 2);
+    }
+
+    #[test]
+    fn a_zero_default_timeout_is_refused_with_its_line() {
+        let err = load(b"max_parallel = 2\ndefault_timeout = \"0s\"\n")
+            .expect_err("refused")
+            .to_string();
+        assert!(
+            err.contains("default_timeout must be more than zero") && err.contains("(at line 2)"),
+            "{err}"
+        );
+        assert!(load(b"default_timeout = \"1s\"\nkill_grace = \"0s\"\n").is_ok());
     }
 }

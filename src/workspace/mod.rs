@@ -28,6 +28,8 @@ pub enum WorkspaceError {
     },
     #[error("{path}: {message} — fix the file (see `baton init` for an example)")]
     Config { path: PathBuf, message: String },
+    #[error("{0} exists but is not a folder — move it aside, then run `baton init` again")]
+    NotAFolder(PathBuf),
     #[error("another baton engine is running in {0} — attach to it with `baton`, or stop it first")]
     EngineRunning(PathBuf),
 }
@@ -72,9 +74,18 @@ impl Workspace {
     pub fn init(root: &Path) -> Result<(Self, bool), WorkspaceError> {
         let ws = Self::at(root);
         let dir = ws.dir();
+        if dir.exists() && !dir.is_dir() {
+            return Err(WorkspaceError::NotAFolder(dir));
+        }
         let created = !dir.exists();
         for d in [dir.clone(), ws.pipelines_dir(), ws.agents_dir()] {
-            std::fs::create_dir_all(&d).map_err(io_err(&d))?;
+            std::fs::create_dir_all(&d).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::AlreadyExists {
+                    WorkspaceError::NotAFolder(d.clone())
+                } else {
+                    io_err(&d)(e)
+                }
+            })?;
         }
         let files = [
             (dir.join(".gitignore"), GITIGNORE),

@@ -147,10 +147,10 @@ pub(super) async fn run(
 
     let (tx, mut rx) = mpsc::channel(1024);
     if let Some(out) = child.stdout.take() {
-        tokio::spawn(pump(out, Stream::Stdout, tx.clone()));
+        tokio::spawn(pump(out, Stream::Stdout, tx.clone(), log.secrets()));
     }
     if let Some(err) = child.stderr.take() {
-        tokio::spawn(pump(err, Stream::Stderr, tx.clone()));
+        tokio::spawn(pump(err, Stream::Stderr, tx.clone(), log.secrets()));
     }
     drop(tx);
 

@@ -1,7 +1,7 @@
 //! The columns and their cards. Only the cards that fit are built.
 
 use super::layout::CARD_H;
-use super::text::{SPINNER, elapsed, truncate};
+use super::text::{SPINNER, elapsed, one_line, truncate};
 use crate::pipeline::StatusKind;
 use crate::store::{TaskCard, TaskState};
 use crate::tui::app::{App, Focus};
@@ -57,8 +57,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         if board.is_collapsed(i, width) {
             let mut lines = vec![Line::styled(count.to_string(), t.title())];
             lines.extend(
-                status
-                    .label
+                one_line(&status.label)
                     .chars()
                     .take(rect.height.saturating_sub(3) as usize)
                     .map(|c| Line::styled(c.to_string(), t.dim())),

@@ -2,7 +2,7 @@
 
 use super::layout::detail_parts;
 use super::log;
-use super::text::{clock, elapsed, truncate};
+use super::text::{clock, elapsed, one_line, truncate};
 use crate::pipeline::StatusKind;
 use crate::store::{StepRun, StepState};
 use crate::tui::app::{App, Focus};
@@ -42,7 +42,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         .iter()
         .find(|p| p.id == task.pipeline_id)
         .and_then(|p| p.status(&task.status))
-        .map_or(task.status.clone(), |s| s.label.clone());
+        .map_or(task.status.clone(), |s| one_line(&s.label));
     let w = area.width.saturating_sub(4) as usize;
     block = block.title(Line::from(vec![
         Span::styled(format!(" #{} ", task.id), t.id()),

@@ -1,6 +1,6 @@
 //! The top line (pipeline tabs, counts, engine mode) and the bottom status line.
 
-use super::text::truncate;
+use super::text::{one_line, truncate};
 use crate::tui::action::Action;
 use crate::tui::app::{App, Focus, Mode};
 use crate::tui::keymap::Bar;
@@ -21,7 +21,7 @@ pub fn render_header(f: &mut Frame, area: Rect, app: &App) {
             t.dim()
         };
         spans.push(Span::raw(" "));
-        spans.push(Span::styled(format!(" {} ", p.name), style));
+        spans.push(Span::styled(format!(" {} ", one_line(&p.name)), style));
     }
     let left_w: usize = spans.iter().map(Span::width).sum();
     // The counts and the engine mode win over the tabs: shorter forms first, then the

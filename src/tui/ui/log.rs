@@ -116,7 +116,8 @@ fn rows_of(line: &LogLine, w: usize) -> usize {
 /// One log line as styled text.
 fn styled(app: &App, l: &LogLine) -> Line<'static> {
     let t = &app.theme;
-    let text = l.text.replace('\t', "    ").replace('\r', "");
+    // Only colours survive the sanitiser, so the ANSI parser sees nothing else.
+    let text = crate::ansi::sanitize(&l.text, t.color).replace(['\t', '\n'], "    ");
     let mut line = if t.color {
         text.as_bytes()
             .into_text()
@@ -124,7 +125,7 @@ fn styled(app: &App, l: &LogLine) -> Line<'static> {
             .and_then(|mut tx| (!tx.lines.is_empty()).then(|| tx.lines.remove(0)))
             .unwrap_or_else(|| Line::raw(plain(&text)))
     } else {
-        Line::raw(plain(&text))
+        Line::raw(text)
     };
     match l.stream {
         Stream::Stderr => line.spans.insert(0, Span::styled("▌", t.stderr())),

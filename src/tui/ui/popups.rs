@@ -2,7 +2,7 @@
 
 use super::layout::Areas;
 use super::log;
-use super::text::truncate;
+use super::text::{one_line, truncate};
 use crate::tui::app::App;
 use crate::tui::event::Diff;
 use crate::tui::keymap::Bar;
@@ -126,7 +126,7 @@ fn new_task(f: &mut Frame, body: Rect, app: &App, form: &NewTaskForm) {
         Line::from(vec![
             Span::styled("Pipeline ", if focused { t.title() } else { t.dim() }),
             Span::styled("◀ ", t.dim()),
-            Span::styled(p.map_or("(none)".into(), |p| p.name.clone()), name_style),
+            Span::styled(p.map_or("(none)".into(), |p| one_line(&p.name)), name_style),
             Span::styled(" ▶", t.dim()),
             Span::styled(
                 format!("  {}/{}", form.pipeline + 1, form.pipelines.len()),
@@ -159,7 +159,7 @@ fn new_task(f: &mut Frame, body: Rect, app: &App, form: &NewTaskForm) {
         start,
     );
     if let Some(e) = &form.error {
-        f.render_widget(Paragraph::new(Span::styled(e.clone(), t.error())), error);
+        f.render_widget(Paragraph::new(Span::styled(one_line(e), t.error())), error);
     }
 }
 
@@ -209,7 +209,7 @@ fn move_menu(f: &mut Frame, body: Rect, app: &App, menu: &MoveMenu) {
     let block = frame(app, title, "enter choose · esc close");
     let lines: Vec<Line> = match &menu.options {
         None => vec![Line::styled("loading…", t.dim())],
-        Some(Err(e)) => vec![Line::styled(e.clone(), t.error())],
+        Some(Err(e)) => vec![Line::styled(one_line(e), t.error())],
         Some(Ok(options)) if options.is_empty() => {
             vec![Line::styled("no moves from here", t.dim())]
         }
@@ -218,7 +218,7 @@ fn move_menu(f: &mut Frame, body: Rect, app: &App, menu: &MoveMenu) {
             .enumerate()
             .map(|(i, o)| {
                 let marker = if i == menu.cursor { "▸ " } else { "  " };
-                let label = o.label.clone().unwrap_or_else(|| o.trigger.to_string());
+                let label = one_line(&o.label.clone().unwrap_or_else(|| o.trigger.to_string()));
                 if o.allowed {
                     let mut line = Line::from(vec![
                         Span::raw(format!("{marker}{:<14}", o.to)),
@@ -293,8 +293,8 @@ fn diff(f: &mut Frame, body: Rect, app: &App, d: &DiffView) {
     let block = frame(app, title, "j/k scroll · esc close");
     let text: Text = match &d.result {
         None => Text::styled("loading…", t.dim()),
-        Some(Err(e)) => Text::styled(e.clone(), t.error()),
-        Some(Ok(Diff::Absent(why))) => Text::styled(why.clone(), t.dim()),
+        Some(Err(e)) => Text::styled(crate::ansi::strip(e).into_owned(), t.error()),
+        Some(Ok(Diff::Absent(why))) => Text::styled(crate::ansi::strip(why).into_owned(), t.dim()),
         Some(Ok(Diff::Text(diff))) => colour_diff(app, diff),
     };
     f.render_widget(
@@ -309,13 +309,15 @@ fn diff(f: &mut Frame, body: Rect, app: &App, d: &DiffView) {
 /// Uses the diff's own ANSI colours when it has them, else colours +/- lines.
 fn colour_diff(app: &App, diff: &str) -> Text<'static> {
     let t = &app.theme;
+    // File contents in a diff may hold escape sequences of their own: colours only.
+    let diff = crate::ansi::sanitize(diff, t.color);
     if diff.contains('\x1b')
         && t.color
         && let Ok(text) = diff.as_bytes().into_text()
     {
         return text;
     }
-    let plain = crate::tui::logview::plain(diff);
+    let plain = crate::tui::logview::plain(&diff);
     Text::from(
         plain
             .lines()

@@ -2,8 +2,11 @@
 
 use ratatui::text::Span;
 
-/// `s` cut to `width` columns, with `…` when cut.
+/// `s` as one line for the screen: sanitised (task and step text may hold escape sequences),
+/// line breaks and tabs as spaces, cut to `width` columns with `…` when cut.
 pub fn truncate(s: &str, width: usize) -> String {
+    let s = one_line(s);
+    let s = s.as_str();
     if Span::raw(s).width() <= width {
         return s.to_string();
     }
@@ -21,6 +24,14 @@ pub fn truncate(s: &str, width: usize) -> String {
         out.push('…');
     }
     out
+}
+
+/// `s` sanitised, with line breaks and tabs as spaces.
+pub fn one_line(s: &str) -> String {
+    crate::ansi::strip(s)
+        .chars()
+        .map(|c| if c == '\n' || c == '\t' { ' ' } else { c })
+        .collect()
 }
 
 /// A duration in ms as `m:ss` (or `h:mm:ss`).

@@ -1,0 +1,122 @@
+//! Careless input gets a plain, located answer instead of a raw OS error, a silent choice
+//! or a step that cannot run.
+
+mod common;
+use common::Ws;
+
+fn pipeline(id: &str, first_status: &str) -> String {
+    format!(
+        r#"{{
+  "id": "{id}",
+  "statuses": [
+    {{"id": "{first_status}", "step": {{"run": "true"}}}},
+    {{"id": "done", "kind": "done"}},
+    {{"id": "failed", "kind": "failed"}}
+  ]
+}}"#
+    )
+}
+
+#[test]
+fn init_where_baton_is_a_file_says_so_in_one_sentence() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(".baton"), "not a folder").unwrap();
+    let ws = Ws::at(dir, "");
+    let out = ws.baton(&["init"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains(
+            ".baton exists but is not a folder — move it aside, then run `baton init` again"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("os error"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+#[test]
+fn the_same_pipeline_id_in_two_files_is_an_error_naming_both() {
+    let ws = Ws::new();
+    let a = ws.pipeline("a.json", &pipeline("twin", "work"));
+    let b = ws.pipeline("b.json", &pipeline("twin", "work"));
+    let out = ws.baton(&["pipelines", "validate"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        err.contains(&format!(
+            "{}: error: pipeline id `twin` is already defined by {}",
+            b.display(),
+            a.display()
+        )),
+        "{err}"
+    );
+    assert_eq!(stdout.matches(": ok").count(), 1, "{stdout}");
+    // Overriding a built-in pipeline stays allowed.
+    std::fs::remove_file(&b).unwrap();
+    ws.pipeline("b.json", &pipeline("demo", "work"));
+    ws.ok(&["pipelines", "validate"]);
+}
+
+#[test]
+fn a_status_id_that_climbs_out_of_the_workspace_is_refused_where_it_stands() {
+    let ws = Ws::new();
+    let file = ws.pipeline("p.json", &pipeline("p", "../../escape"));
+    let out = ws.baton(&["pipelines", "validate"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains(&format!(
+            "{}:4:12: error: status id `../../escape` contains `.`; ids use only ASCII letters, digits, `_` and `-`",
+            file.display()
+        )),
+        "{err}"
+    );
+    // Left out of the catalog, so no task can run it.
+    let out = ws.baton(&["new", "t", "--pipeline", "p"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn a_pipeline_file_with_a_byte_order_mark_loads() {
+    let ws = Ws::new();
+    let text = format!("\u{feff}{}", pipeline("bom", "work"));
+    ws.pipeline("bom.json", &text);
+    let out = ws.ok(&["pipelines", "validate"]);
+    assert!(out.contains("bom.json: ok (bom, 3 statuses)"), "{out}");
+}
+
+#[test]
+fn a_duplicate_json_key_is_a_located_error() {
+    let ws = Ws::new();
+    let text = pipeline("dup", "work").replace(r#""id": "dup","#, r#""id": "dup", "id": "other","#);
+    let file = ws.pipeline("dup.json", &text);
+    let out = ws.baton(&["pipelines", "validate"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains(&format!(
+            "{}:2:16: error: duplicate key `id`",
+            file.display()
+        )),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_zero_default_timeout_is_refused_before_any_step_runs() {
+    let ws = Ws::new();
+    ws.config("default_timeout = \"0s\"\n");
+    let out = ws
+        .baton(&["engine", "--exit-when-idle"])
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("default_timeout must be more than zero") && err.contains("(at line 1)"),
+        "{err}"
+    );
+}

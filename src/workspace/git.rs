@@ -195,9 +195,6 @@ fn try_ensure_worktree(
         args: format!("mkdir {}", root.display()),
         message: e.to_string(),
     })?;
-    // A worktree whose folder was deleted stays registered, and blocks both its path and
-    // its branch, until pruned.
-    run_once(repo, &["worktree", "prune"])?;
     if !branch_exists(repo, branch)? {
         if !branch_exists(repo, base)? {
             return Err(GitError::NoBase(base.to_string()));
@@ -206,8 +203,24 @@ fn try_ensure_worktree(
         // behind when the checkout fails, so that a retry finds a consistent state.
         run_once(repo, &["branch", "--no-track", branch, base])?;
     }
-    run_once(repo, &["worktree", "add", &path.to_string_lossy(), branch])?;
-    Ok(())
+    let add = ["worktree", "add", &path.to_string_lossy(), branch];
+    match run_once(repo, &add) {
+        Err(GitError::Failed { message, .. }) if blocked_by_missing_worktree(&message) => {
+            // A worktree whose folder was deleted stays registered, and blocks its path and
+            // its branch, until pruned. Pruned only then: a prune can delete the admin files
+            // of a worktree another git process is adding at that moment.
+            run_once(repo, &["worktree", "prune"])?;
+            run_once(repo, &add).map(drop)
+        }
+        other => other.map(drop),
+    }
+}
+
+/// True when `git worktree add` refused because of a registered worktree that may be gone.
+fn blocked_by_missing_worktree(message: &str) -> bool {
+    message.contains("missing but already registered worktree")
+        || message.contains("is already used by worktree at")
+        || message.contains("is already checked out at")
 }
 
 fn is_empty_dir(path: &Path) -> bool {
@@ -230,19 +243,23 @@ pub fn branch_heads(repo: &Path) -> Result<Vec<(String, String)>, GitError> {
     .collect())
 }
 
-/// Removes a task's worktree (its branch is kept). Missing worktrees are fine.
+/// Removes a task's worktree (its branch is kept). Missing worktrees are fine: git is told to
+/// forget them.
 pub fn remove_worktree(repo: &Path, path: &Path) -> Result<(), GitError> {
     retrying(|| {
         if path.exists() {
             run_once(
                 repo,
                 &["worktree", "remove", "--force", &path.to_string_lossy()],
-            )?;
+            )
+            .map(drop)
+        } else {
+            // Only then: a prune can delete the admin files of a worktree another git
+            // process is adding at that moment. Best effort, as a stale entry is harmless.
+            let _ = run_once(repo, &["worktree", "prune"]);
+            Ok(())
         }
-        Ok(())
-    })?;
-    let _ = run(repo, &["worktree", "prune"]);
-    Ok(())
+    })
 }
 
 /// Deletes `branch` if it is fully merged into `base` (whatever is checked out); otherwise

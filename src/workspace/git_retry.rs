@@ -29,8 +29,10 @@ const TRANSIENT_SIGNS: &[&str] = &[
 pub fn is_transient(text: &str) -> bool {
     TRANSIENT_SIGNS.iter().any(|s| text.contains(s))
         || text.lines().any(|l| {
-            // `git worktree add` reading a sibling's `commondir`/`gitdir` mid-write.
-            l.contains("failed to read") && l.contains("worktrees/")
+            // Another `git worktree add` half-way through writing its admin files, or a
+            // `git worktree prune` deleting them under this one.
+            l.contains("worktrees/")
+                && (l.contains("failed to read") || l.contains("No such file or directory"))
         })
 }
 
@@ -226,6 +228,7 @@ remove the file manually to continue.\n";
             "fatal: '/r/.git/packed-refs' is already locked",
             "Another git process seems to be running in this repository, e.g.",
             "fatal: failed to read .git/worktrees/48-x/commondir: Success",
+            "fatal: could not open '.git/worktrees/0-x/locked' for writing: No such file or directory",
         ];
         for t in transient {
             assert!(is_transient(t), "{t}");
@@ -238,6 +241,8 @@ remove the file manually to continue.\n";
             "fatal: not a git repository (or any of the parent directories): .git",
             "CONFLICT (content): Merge conflict in a.txt",
             "fatal: failed to read object 1234: Input/output error",
+            "fatal: could not create directory of '.git/worktrees/x': Permission denied",
+            "fatal: '/r/x' does not exist: No such file or directory",
         ];
         for t in lasting {
             assert!(!is_transient(t), "{t}");

@@ -1,8 +1,13 @@
-//! Git working trees per task (DESIGN §5). Shells out to `git`, never libgit2: the git CLI
-//! refuses to clobber a user's files where libraries have not.
+//! Git working trees per task. Shells out to `git`, never libgit2: the git CLI refuses to
+//! clobber a user's files where libraries have not. Commands that write to the repository retry
+//! when they lose a race for its lock files; [`super::git_queue::GitQueue`] keeps one process's
+//! own writes from racing at all.
 
+use super::git_retry::{failure_reason, retrying};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+pub use super::git_retry::{RETRIES, is_transient, with_retry_observer};
 
 /// A git failure, phrased for people.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -35,6 +40,14 @@ pub enum GitError {
     Failed { args: String, message: String },
 }
 
+impl GitError {
+    /// True when git lost a race with another git process (a held lock file, a sibling
+    /// worktree half-written): trying again shortly can succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, GitError::Failed { message, .. } if is_transient(message))
+    }
+}
+
 fn git(dir: &Path, args: &[&str]) -> Result<Output, GitError> {
     Command::new("git")
         .arg("-C")
@@ -51,17 +64,38 @@ fn git(dir: &Path, args: &[&str]) -> Result<Output, GitError> {
         })
 }
 
-/// Runs git and returns trimmed stdout, or the error git printed.
-fn run(dir: &Path, args: &[&str]) -> Result<String, GitError> {
+/// Runs git once and returns trimmed stdout, or git's reason for failing.
+fn run_once(dir: &Path, args: &[&str]) -> Result<String, GitError> {
     let out = git(dir, args)?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_string())
     } else {
         Err(GitError::Failed {
             args: args.join(" "),
-            message: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            message: failure_reason(&out),
         })
     }
+}
+
+/// [`run_once`], tried again while git loses races for the repository's locks. Only for
+/// commands that change nothing when they fail that way.
+fn run(dir: &Path, args: &[&str]) -> Result<String, GitError> {
+    retrying(|| run_once(dir, args))
+}
+
+/// [`git`], tried again while git loses races for the repository's locks; any other outcome,
+/// success or not, is returned for the caller to read.
+fn git_retrying(dir: &Path, args: &[&str]) -> Result<Output, GitError> {
+    retrying(|| {
+        let out = git(dir, args)?;
+        if !out.status.success() && is_transient(&String::from_utf8_lossy(&out.stderr)) {
+            return Err(GitError::Failed {
+                args: args.join(" "),
+                message: failure_reason(&out),
+            });
+        }
+        Ok(out)
+    })
 }
 
 /// The repository's top folder when `dir` is inside a git work tree.
@@ -123,6 +157,10 @@ fn branch_exists(repo: &Path, branch: &str) -> Result<bool, GitError> {
 }
 
 /// Creates (or reuses) a task's worktree on `branch`, from `base`. Returns its path.
+///
+/// Leftovers of an earlier attempt are picked up rather than refused: a branch without its
+/// worktree is checked out again, a worktree git still lists but whose folder is gone is
+/// forgotten first, and an empty folder at the path is used.
 pub fn ensure_worktree(
     repo: &Path,
     root: &Path,
@@ -132,27 +170,61 @@ pub fn ensure_worktree(
 ) -> Result<(String, PathBuf), GitError> {
     let branch = task_branch(id, title);
     let path = root.join(format!("{id}-{}", slug(title)));
+    // Each attempt starts from whatever the last one left, so the whole of it is retried.
+    retrying(|| try_ensure_worktree(repo, root, base, &branch, &path))?;
+    Ok((branch, path))
+}
+
+fn try_ensure_worktree(
+    repo: &Path,
+    root: &Path,
+    base: &str,
+    branch: &str,
+    path: &Path,
+) -> Result<(), GitError> {
     if path.exists() {
         // Ours already (a resumed task)? Then reuse it.
-        if current_branch(&path).as_deref() == Some(branch.as_str()) {
-            return Ok((branch, path));
+        if current_branch(path).as_deref() == Some(branch) {
+            return Ok(());
         }
-        return Err(GitError::PathTaken(path));
+        if !is_empty_dir(path) {
+            return Err(GitError::PathTaken(path.to_path_buf()));
+        }
     }
     std::fs::create_dir_all(root).map_err(|e| GitError::Failed {
         args: format!("mkdir {}", root.display()),
         message: e.to_string(),
     })?;
-    let p = path.to_string_lossy().into_owned();
-    if branch_exists(repo, &branch)? {
-        run(repo, &["worktree", "add", &p, &branch])?;
-    } else {
+    if !branch_exists(repo, branch)? {
         if !branch_exists(repo, base)? {
             return Err(GitError::NoBase(base.to_string()));
         }
-        run(repo, &["worktree", "add", "-b", &branch, &p, base])?;
+        // Created on its own rather than with `worktree add -b`, which leaves the branch
+        // behind when the checkout fails, so that a retry finds a consistent state.
+        run_once(repo, &["branch", "--no-track", branch, base])?;
     }
-    Ok((branch, path))
+    let add = ["worktree", "add", &path.to_string_lossy(), branch];
+    match run_once(repo, &add) {
+        Err(GitError::Failed { message, .. }) if blocked_by_missing_worktree(&message) => {
+            // A worktree whose folder was deleted stays registered, and blocks its path and
+            // its branch, until pruned. Pruned only then: a prune can delete the admin files
+            // of a worktree another git process is adding at that moment.
+            run_once(repo, &["worktree", "prune"])?;
+            run_once(repo, &add).map(drop)
+        }
+        other => other.map(drop),
+    }
+}
+
+/// True when `git worktree add` refused because of a registered worktree that may be gone.
+fn blocked_by_missing_worktree(message: &str) -> bool {
+    message.contains("missing but already registered worktree")
+        || message.contains("is already used by worktree at")
+        || message.contains("is already checked out at")
+}
+
+fn is_empty_dir(path: &Path) -> bool {
+    std::fs::read_dir(path).is_ok_and(|mut d| d.next().is_none())
 }
 
 /// Every local branch and the commit it points at.
@@ -171,16 +243,23 @@ pub fn branch_heads(repo: &Path) -> Result<Vec<(String, String)>, GitError> {
     .collect())
 }
 
-/// Removes a task's worktree (its branch is kept). Missing worktrees are fine.
+/// Removes a task's worktree (its branch is kept). Missing worktrees are fine: git is told to
+/// forget them.
 pub fn remove_worktree(repo: &Path, path: &Path) -> Result<(), GitError> {
-    if path.exists() {
-        run(
-            repo,
-            &["worktree", "remove", "--force", &path.to_string_lossy()],
-        )?;
-    }
-    let _ = run(repo, &["worktree", "prune"]);
-    Ok(())
+    retrying(|| {
+        if path.exists() {
+            run_once(
+                repo,
+                &["worktree", "remove", "--force", &path.to_string_lossy()],
+            )
+            .map(drop)
+        } else {
+            // Only then: a prune can delete the admin files of a worktree another git
+            // process is adding at that moment. Best effort, as a stale entry is harmless.
+            let _ = run_once(repo, &["worktree", "prune"]);
+            Ok(())
+        }
+    })
 }
 
 /// Deletes `branch` if it is fully merged into `base` (whatever is checked out); otherwise
@@ -304,7 +383,7 @@ pub fn merge(repo: &Path, branch: &str, base: &str, message: &str) -> Result<(),
             (tmp, true)
         }
     };
-    let out = git(
+    let out = git_retrying(
         &target,
         &[
             "-c",
@@ -329,12 +408,7 @@ pub fn merge(repo: &Path, branch: &str, base: &str, message: &str) -> Result<(),
             .collect();
         let _ = git(&target, &["merge", "--abort"]);
         if conflicts.is_empty() {
-            let said = format!(
-                "{}\n{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-            Err(merge_refusal(&said, &target, branch))
+            Err(merge_refusal(&out, &target, branch))
         } else {
             Err(GitError::Conflict {
                 branch: branch.to_string(),
@@ -350,7 +424,12 @@ pub fn merge(repo: &Path, branch: &str, base: &str, message: &str) -> Result<(),
 }
 
 /// git's multi-line refusal of a merge, as one sentence.
-fn merge_refusal(said: &str, target: &Path, branch: &str) -> GitError {
+fn merge_refusal(out: &Output, target: &Path, branch: &str) -> GitError {
+    let said = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     let files: Vec<&str> = said
         .lines()
         .filter(|l| l.starts_with('\t'))
@@ -369,11 +448,7 @@ fn merge_refusal(said: &str, target: &Path, branch: &str) -> GitError {
             files.join(", ")
         )
     } else {
-        said.lines()
-            .map(str::trim)
-            .find(|l| !l.is_empty())
-            .unwrap_or("git gave no reason")
-            .to_string()
+        failure_reason(out)
     };
     GitError::Failed {
         args: format!("merge {branch}"),

@@ -2,10 +2,13 @@
 
 mod config;
 pub mod git;
+pub mod git_queue;
+mod git_retry;
 mod lock;
 pub mod logging;
 
 pub use config::{Config, ShutdownMode};
+pub use git_queue::GitQueue;
 pub use lock::EngineLock;
 
 use std::path::{Path, PathBuf};

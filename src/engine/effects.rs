@@ -47,6 +47,9 @@ pub struct GitCtx {
     pub worktree_root: PathBuf,
     /// The branch task branches start from and merge into.
     pub base: String,
+    /// The repository's git queue: worktree changes, merges and branch deletes run one at
+    /// a time, so parallel tasks never race on its locks.
+    pub queue: crate::workspace::GitQueue,
 }
 
 impl GitCtx {
@@ -82,6 +85,7 @@ impl GitCtx {
             None => git::default_worktree_root(&repo),
         };
         Ok(Some(Self {
+            queue: crate::workspace::GitQueue::for_repo(&repo),
             repo,
             rel,
             worktree_root,
@@ -103,12 +107,20 @@ impl GitCtx {
             .base_branch
             .clone()
             .unwrap_or_else(|| self.base.clone());
-        if let Some(stale) = &task.worktree {
-            // A folder left half-removed (or removed by hand): let git forget it.
-            let _ = git::remove_worktree(&self.repo, Path::new(stale));
-        }
-        let (branch, path) =
-            git::ensure_worktree(&self.repo, &self.worktree_root, &base, task.id, &task.title)?;
+        let stale = task.worktree.clone();
+        let (root, id, title, from) = (
+            self.worktree_root.clone(),
+            task.id,
+            task.title.clone(),
+            base.clone(),
+        );
+        let (branch, path) = self.queue.run(move |repo| {
+            if let Some(stale) = stale {
+                // A folder left half-removed (or removed by hand): let git forget it.
+                let _ = git::remove_worktree(repo, Path::new(&stale));
+            }
+            git::ensure_worktree(repo, &root, &from, id, &title)
+        })?;
         let dir = path.join(&self.rel);
         Ok((
             dir,
@@ -130,17 +142,14 @@ impl GitCtx {
             .base_branch
             .clone()
             .unwrap_or_else(|| self.base.clone());
-        git::commit_all(
+        self.queue.merge_task(
             Path::new(wt),
+            branch,
+            &base,
             &format!(
                 "baton: uncommitted work of task {} ({})",
                 task.id, task.title
             ),
-        )?;
-        git::merge(
-            &self.repo,
-            branch,
-            &base,
             &format!("Merge task {}: {}", task.id, task.title),
         )
     }
@@ -169,38 +178,43 @@ pub fn worktree_clean(path: &Path) -> Option<bool> {
 /// first, so nothing is lost; a merged branch is deleted, any other kept. Returns the
 /// sentence for the task's events; `Err` when the worktree had to be kept.
 pub fn cleanup_worktree(g: &GitCtx, task: &Task, to: &str, merged: bool) -> Result<String, String> {
-    let Some(wt) = &task.worktree else {
+    let Some(wt) = task.worktree.clone() else {
         return Ok("no worktree to remove".into());
     };
-    let wt_path = Path::new(wt);
-    let saved = if wt_path.exists() {
-        git::commit_all(
-            wt_path,
-            &format!("baton: work left when task {} ended at {to}", task.id),
-        )
-        .map_err(|e| {
-            format!("kept worktree {wt}: its uncommitted work could not be committed ({e})")
-        })?
-    } else {
-        false
-    };
-    let saved_note = if saved {
-        "; uncommitted work committed to the branch"
-    } else {
-        ""
-    };
-    git::remove_worktree(&g.repo, wt_path)
-        .map_err(|e| format!("could not remove worktree {wt}: {e}"))?;
-    let base = task.base_branch.as_deref().unwrap_or(&g.base);
-    let branch_note = match (&task.branch, merged) {
-        (Some(b), true) => match git::delete_merged_branch(&g.repo, b, base) {
-            Ok(()) => format!("; merged branch {b} deleted"),
-            Err(e) => format!("; branch {b} kept ({e})"),
-        },
-        (Some(b), false) => format!("; branch {b} kept"),
-        (None, _) => String::new(),
-    };
-    Ok(format!("worktree {wt} removed{saved_note}{branch_note}"))
+    let base = task.base_branch.clone().unwrap_or_else(|| g.base.clone());
+    let (branch, id) = (task.branch.clone(), task.id);
+    let to = to.to_string();
+    // One queued job: commit, remove and delete run back to back.
+    g.queue.run(move |repo| {
+        let wt_path = Path::new(&wt);
+        let saved = if wt_path.exists() {
+            git::commit_all(
+                wt_path,
+                &format!("baton: work left when task {id} ended at {to}"),
+            )
+            .map_err(|e| {
+                format!("kept worktree {wt}: its uncommitted work could not be committed ({e})")
+            })?
+        } else {
+            false
+        };
+        let saved_note = if saved {
+            "; uncommitted work committed to the branch"
+        } else {
+            ""
+        };
+        git::remove_worktree(repo, wt_path)
+            .map_err(|e| format!("could not remove worktree {wt}: {e}"))?;
+        let branch_note = match (&branch, merged) {
+            (Some(b), true) => match git::delete_merged_branch(repo, b, &base) {
+                Ok(()) => format!("; merged branch {b} deleted"),
+                Err(e) => format!("; branch {b} kept ({e})"),
+            },
+            (Some(b), false) => format!("; branch {b} kept"),
+            (None, _) => String::new(),
+        };
+        Ok(format!("worktree {wt} removed{saved_note}{branch_note}"))
+    })
 }
 
 /// The event that records a refused merge, so the board and `show` explain it.

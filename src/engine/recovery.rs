@@ -29,7 +29,8 @@ pub fn recover(
     let mut out = Recovered::default();
     let stale = store.read().step_runs_in_state(StepState::Running)?;
     for step in stale {
-        if let Some(pgid) = step.pgid.filter(|p| *p > 1) {
+        if let Some((pgid, _)) = orphan_group(&step) {
+            let pgid = i64::from(pgid);
             let verdict = end_orphan(&step, grace);
             if verdict == Orphan::Ours {
                 out.killed_groups.push(pgid);
@@ -95,14 +96,26 @@ pub fn recover(
 /// Ends the process group a step recorded, if it is still that step's (pid reuse is checked
 /// against the recorded start time). Returns what was found.
 pub fn end_orphan(step: &crate::store::StepRun, grace: Duration) -> Orphan {
-    let Some(pgid) = step.pgid.filter(|p| *p > 1) else {
+    let Some((pgid, start)) = orphan_group(step) else {
         return Orphan::Gone;
     };
-    let verdict = classify_orphan(pgid as u32, step.proc_start.map(|t| t as u64));
+    let verdict = classify_orphan(pgid, start);
     if verdict == Orphan::Ours {
-        end_group(pgid as u32, grace);
+        end_group(pgid, grace);
     }
     verdict
+}
+
+/// The process group a step recorded; when its engine died before recording it, the
+/// group whose leader carries the step's execution key in its environment.
+fn orphan_group(step: &crate::store::StepRun) -> Option<(u32, Option<u64>)> {
+    match step.pgid.filter(|p| *p > 1) {
+        Some(pgid) => Some((pgid as u32, step.proc_start.map(|t| t as u64))),
+        None => crate::exec::process::find_group_by_env(
+            "BATON_EXECUTION_KEY",
+            &step.execution_key,
+        ),
+    }
 }
 
 /// An OpenCode session left running by a dead engine would keep editing the worktree while

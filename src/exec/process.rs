@@ -40,6 +40,35 @@ pub fn group_alive(pgid: u32) -> bool {
         })
 }
 
+/// The process-group leader whose environment holds `name=value`, with its start time: a
+/// step's group found by its execution key when its engine died before recording its pid.
+/// Only this user's processes can be read, which are the only ones a step can be.
+pub fn find_group_by_env(name: &str, value: &str) -> Option<(u32, Option<u64>)> {
+    let needle = format!("{name}={value}");
+    let dir = std::fs::read_dir("/proc").ok()?;
+    dir.filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| *pid != std::process::id())
+        .find(|pid| {
+            let leader = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    let close = stat.rfind(')')?;
+                    let mut f = stat[close + 2..].split_whitespace();
+                    let state = f.next()?;
+                    let pgrp = f.nth(1)?.parse::<u32>().ok()?;
+                    Some(pgrp == *pid && state != "Z")
+                })
+                .unwrap_or(false);
+            leader
+                && std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
+                    env.split(|b| *b == 0)
+                        .any(|kv| kv == needle.as_bytes())
+                })
+        })
+        .map(|pid| (pid, start_time(pid)))
+}
+
 /// What recovery may do with a group recorded by a dead engine.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Orphan {

@@ -55,6 +55,8 @@ pub fn show(db: &Db, task_id: i64) -> Result<Value> {
                 "actor": h.actor,
                 "reason": h.reason,
                 "at": rfc3339(h.at),
+                "guards": h.guards,
+                "hooks": h.hooks,
             })
         })
         .collect();

@@ -51,3 +51,17 @@ pub enum EngineError {
 
 /// Result alias for engine operations.
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
+
+impl EngineError {
+    /// True when the database can no longer be written at all (read-only, damaged): going
+    /// on would only pile up errors, so the engine stops with the reason.
+    pub fn is_fatal(&self) -> bool {
+        let EngineError::Store(e) = self else {
+            return false;
+        };
+        let text = e.to_string();
+        ["readonly database", "read-only", "malformed", "not a database"]
+            .iter()
+            .any(|s| text.contains(s))
+    }
+}

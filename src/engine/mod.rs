@@ -163,6 +163,13 @@ impl Engine {
             .map_err(|e| EngineError::Other(e.to_string()))??
         };
         let cfg = ws.config()?;
+        let db = ws.db_path();
+        if db.exists() && !crate::store::Store::writable(&db) {
+            return Err(EngineError::Other(format!(
+                "the database {} is read-only for this user — the engine writes it as steps run; make it (and .baton/) writable, or run the engine as their owner",
+                db.display()
+            )));
+        }
         let store = {
             let path = ws.db_path();
             tokio::task::spawn_blocking(move || StoreHandle::open_checked(&path))
@@ -268,6 +275,10 @@ impl Engine {
                     // A failed pass (the database busy past its timeout, say) is retried
                     // a second later rather than stopping the engine.
                     if let Err(e) = self.schedule().await {
+                        if e.is_fatal() {
+                            tracing::error!("the engine stops: {e}");
+                            return Err(e);
+                        }
                         tracing::error!("scheduling steps failed: {e}");
                         self.next_due = Some(crate::store::now_ms() + 1000);
                     }

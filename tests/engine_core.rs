@@ -289,3 +289,38 @@ fn a_command_from_another_process_is_applied_by_the_running_engine() {
     stop(engine);
     assert!(!socket.exists(), "the engine removes its socket when it stops");
 }
+
+/// A full disk is simulated by a trigger that refuses log rows: the step's lines are lost
+/// (the log writer's own test checks the marker that counts them), but commands still work.
+#[test]
+fn abort_still_works_while_log_lines_cannot_be_stored() {
+    let ws = Ws::new();
+    ws.pipeline(
+        "noisy.json",
+        r#"{"id": "noisy", "statuses": [
+          {"id": "todo", "kind": "queue"},
+          {"id": "talk", "step": {"script": "seq 1 50\ntouch printed\nsleep 300"}},
+          {"id": "done", "kind": "done"},
+          {"id": "failed", "kind": "failed"},
+          {"id": "cancelled", "kind": "cancelled"}
+        ]}"#,
+    );
+    let id = ws.new_task("noisy", "full disk");
+    let raw = rusqlite::Connection::open(ws.root().join(".baton/baton.db")).unwrap();
+    raw.execute_batch(
+        "CREATE TRIGGER full BEFORE INSERT ON log_lines \
+         BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;",
+    )
+    .unwrap();
+    let engine = spawn_engine(&ws);
+    wait_for("the engine to listen", || {
+        ws.root().join(".baton/engine.sock").exists()
+    });
+    ws.ok(&["start", &id.to_string()]);
+    wait_for("the step to print", || ws.root().join("printed").exists());
+    let said = ws.ok(&["abort", &id.to_string()]);
+    assert!(said.contains("cancelled"), "{said}");
+    assert_eq!(ws.show(id)["state"], "cancelled");
+    raw.execute_batch("DROP TRIGGER full;").unwrap();
+    stop(engine);
+}

@@ -148,3 +148,80 @@ async fn write(
         start = end;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Stream, TaskState};
+
+    fn line(step_run_id: i64, text: &str) -> LogMsg {
+        LogMsg::Line {
+            task_id: 1,
+            line: NewLogLine {
+                step_run_id,
+                stream: Stream::Stdout,
+                ts: 0,
+                text: text.into(),
+            },
+        }
+    }
+
+    async fn flush(tx: &mpsc::Sender<LogMsg>) {
+        let (ack, done) = oneshot::channel();
+        tx.send(LogMsg::Flush(ack)).await.unwrap();
+        done.await.unwrap();
+    }
+
+    /// A full disk is simulated by a trigger that refuses log rows while a flag is set.
+    #[tokio::test]
+    async fn lines_that_could_not_be_stored_are_counted_in_a_marker_once_writes_work_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let store = StoreHandle::open(&path).unwrap();
+        let step = store
+            .write(|db| {
+                let id = db.insert_task("t", "", "p", "{}", "s", TaskState::Running)?;
+                let run = db.task(id)?.run_id.unwrap_or_default();
+                db.insert_step_run(id, run, "s", None, 0)
+            })
+            .await
+            .unwrap()
+            .id;
+        let raw = rusqlite::Connection::open(&path).unwrap();
+        raw.execute_batch(
+            "CREATE TRIGGER full BEFORE INSERT ON log_lines \
+             WHEN EXISTS (SELECT 1 FROM meta WHERE key = 'full') \
+             BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;
+             INSERT INTO meta (key, value) VALUES ('full', '1');",
+        )
+        .unwrap();
+        let (tx, rx) = mpsc::channel(16);
+        let (events, _) = broadcast::channel(16);
+        let writer = tokio::spawn(run(store.clone(), rx, events));
+        for text in ["a", "b", "c"] {
+            tx.send(line(step, text)).await.unwrap();
+        }
+        flush(&tx).await;
+        let stored = store.read(move |db| db.log_lines(step, 0, 100)).await.unwrap();
+        assert!(stored.is_empty(), "nothing could be stored: {stored:?}");
+        raw.execute("DELETE FROM meta WHERE key = 'full'", []).unwrap();
+        tx.send(line(step, "d")).await.unwrap();
+        flush(&tx).await;
+        drop(tx);
+        writer.await.unwrap();
+        let stored: Vec<String> = store
+            .read(move |db| db.log_lines(step, 0, 100))
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|l| l.text)
+            .collect();
+        assert_eq!(stored.len(), 2, "{stored:?}");
+        assert!(
+            stored[0].starts_with("[baton] 3 log line(s) of this step were lost")
+                && stored[0].contains("full"),
+            "{stored:?}"
+        );
+        assert_eq!(stored[1], "d");
+    }
+}

@@ -300,3 +300,7 @@ pub fn interrupt_step(db: &Db, step_run_id: i64, why: &str) -> Result<bool> {
     })?;
     Ok(true)
 }
+
+#[cfg(test)]
+#[path = "results_tests.rs"]
+mod tests;

@@ -1,0 +1,101 @@
+//! Table tests for `on_result`: retries with backoff, the pipeline's transition, the visit
+//! cap and the cases where the task waits.
+
+use super::*;
+use crate::exec::agent::AgentEvent;
+use crate::pipeline::parse_pipeline;
+use crate::store::{StepResult, StepState};
+use std::collections::HashMap;
+
+const P: &str = r#"{
+  "id": "p", "name": "P",
+  "statuses": [
+    {"id": "todo", "kind": "queue"},
+    {"id": "build", "step": {"run": "make", "retries": 2}},
+    {"id": "test", "step": {"run": "make test"}},
+    {"id": "review", "kind": "gate"},
+    {"id": "done", "kind": "done"},
+    {"id": "failed", "kind": "failed"},
+    {"id": "cancelled", "kind": "cancelled"}
+  ],
+  "transitions": [
+    {"from": "test", "to": "build", "on": "failure", "guards": [{"max_visits": 3}]},
+    {"from": "build", "to": "review", "on": "outcome:quick"}
+  ]
+}"#;
+
+fn report(trigger: &str, retryable: bool) -> StepReport {
+    StepReport {
+        state: StepState::Failed,
+        trigger: Trigger::parse(trigger).expect("a trigger"),
+        result: StepResult::default(),
+        events: Vec::<AgentEvent>::new(),
+        retryable,
+    }
+}
+
+enum Want {
+    Retry(i64, i64),
+    Move(&'static str),
+    Limit(&'static str),
+    Wait,
+}
+
+#[test]
+fn step_results_table() {
+    let (pipeline, diags) = parse_pipeline("p", P, None);
+    assert!(diags.iter().all(|d| !d.is_error()), "{diags:?}");
+    let pipeline = pipeline.expect("parses");
+    #[rustfmt::skip]
+    let cases: &[(&str, &str, bool, i64, &[(&str, u32)], Want)] = &[
+        // status, trigger, retryable, attempts so far, visits, expected
+        ("build", "success", true, 1, &[], Want::Move("test")),
+        ("build", "failure", true, 1, &[], Want::Move("failed")),
+        // An error is retried within the step's `retries`, waiting 1 s, 2 s, …
+        ("build", "error", true, 1, &[], Want::Retry(1_000, 1)),
+        ("build", "error", true, 2, &[], Want::Retry(2_000, 2)),
+        ("build", "error", true, 3, &[], Want::Move("failed")),
+        // …unless a retry cannot help (a bad key, a bad profile).
+        ("build", "error", false, 1, &[], Want::Move("failed")),
+        // A step without `retries` fails at once.
+        ("test", "error", true, 1, &[], Want::Move("failed")),
+        ("build", "outcome:quick", true, 1, &[], Want::Move("review")),
+        // An outcome no transition names has no default: the task waits for a person.
+        ("build", "outcome:other", true, 1, &[], Want::Wait),
+        // The guarded loop goes back while under its limit, then the default applies.
+        ("test", "failure", true, 1, &[("build", 2)], Want::Move("build")),
+        ("test", "failure", true, 1, &[("build", 3)], Want::Move("failed")),
+        // An unguarded loop is stopped before its 101st entry.
+        ("test", "success", true, 1, &[("review", 100)], Want::Limit("review")),
+        ("test", "success", true, 1, &[("review", 99)], Want::Move("review")),
+    ];
+    for (status, trigger, retryable, attempts, visits, want) in cases {
+        let visits: HashMap<String, u32> =
+            visits.iter().map(|(s, n)| (s.to_string(), *n)).collect();
+        let count = |to: &str| visits.get(to).copied().unwrap_or(0);
+        let facts = ResultFacts {
+            pipeline: &pipeline,
+            status,
+            guards: Facts {
+                visits: &visits,
+                step_running: false,
+                handoff_fields: &[],
+                worktree_clean: None,
+                run_cost: 0.0,
+            },
+            attempts: *attempts,
+            visits: &count,
+        };
+        let got = on_result(&facts, &report(trigger, *retryable));
+        let case = format!("{status} on {trigger} (attempts {attempts}, visits {visits:?})");
+        match (want, &got) {
+            (Want::Retry(delay, used), ResultDecision::Retry { delay_ms, used: u, retries }) => {
+                assert_eq!((delay, used, 2), (delay_ms, u, *retries), "{case}");
+            }
+            (Want::Move(to), ResultDecision::Move(d)) => assert_eq!(d.to, *to, "{case}"),
+            (Want::Limit(to), ResultDecision::LoopLimit { to: t }) => assert_eq!(t, to, "{case}"),
+            (Want::Wait, ResultDecision::Wait(_)) => {}
+            _ => panic!("{case}: got {got:?}"),
+        }
+    }
+}

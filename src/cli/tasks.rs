@@ -127,6 +127,8 @@ fn create(
     let pipeline = find_pipeline(ws, pipeline)?;
     let prompt = read_prompt(prompt)?;
     let id = store.write(|db| create_task(db, &pipeline, title, &prompt))?;
+    // A running engine (and the boards it serves) learns of the new card at once.
+    crate::engine::wake::poke(&ws.dir());
     if start {
         let req = Request {
             task_id: id,

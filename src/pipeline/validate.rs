@@ -34,6 +34,22 @@ pub(crate) fn check(ctx: &mut Ctx, parsed: &Parsed) {
             );
         }
     }
+    // A task whose hook starts a task on its own pipeline starts another, and so on.
+    for (t, ptr) in p.transitions.iter().zip(&parsed.transition_ptrs) {
+        for (i, hook) in t.hooks.iter().enumerate() {
+            if let super::model::Hook::StartTask(spec) = hook
+                && spec.get("pipeline").and_then(|v| v.as_str()) == Some(p.id.as_str())
+            {
+                ctx.warn(
+                    &join(&join(ptr, "hooks"), &i.to_string()),
+                    format!(
+                        "this start_task hook starts a task on its own pipeline `{}`, which can start another for ever; baton stops such a chain after a few tasks",
+                        p.id
+                    ),
+                );
+            }
+        }
+    }
     // Reachability of a broken pipeline would mostly echo its errors.
     if !errors_before && !ctx.has_errors() {
         warn_unreachable(ctx, parsed);

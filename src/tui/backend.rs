@@ -139,14 +139,17 @@ impl Backend {
     /// Creates a task (and starts it if asked); the id arrives as [`AppEvent::Created`].
     pub fn create(&self, ws: &Workspace, new: NewTask, tx: UnboundedSender<AppEvent>) {
         let db = ws.db_path();
+        let ws_dir = ws.dir();
         let this = self.sender();
         tokio::spawn(async move {
             let created = tokio::task::spawn_blocking(move || {
                 let mut store = Store::open(&db).map_err(|e| e.to_string())?;
-                store
+                let id = store
                     .write(|db| engine::create_task(db, &new.pipeline, &new.title, &new.prompt))
-                    .map_err(|e| e.to_string())
-                    .map(|id| (id, new.start, store))
+                    .map_err(|e| e.to_string())?;
+                // Other boards learn of it through the engine.
+                engine::wake::poke(&ws_dir);
+                Ok((id, new.start, store))
             })
             .await
             .unwrap_or_else(|e| Err(format!("creating the task panicked: {e}")));

@@ -91,12 +91,15 @@ fn engine_run(ctx: &Ctx, ws: &Ws, n: usize, p: usize) -> Result<(Duration, Ended
 }
 
 /// The same work as a shell script: per task `git worktree add -b`, five `sh -c true` in
-/// it, `git worktree remove`, at `p` at once. Returns the time and the tasks that failed.
+/// it, `git worktree remove`, at `p` at once. Git's worktree commands are not safe to run
+/// in parallel on one repository (one may read another's half-made `.git/worktrees/*`
+/// entry and fail), so, like a correct tool must, the script serializes them with `flock`
+/// and runs only the steps in parallel. Returns the time and the tasks that failed.
 fn git_floor(ctx: &Ctx, n: usize, p: usize) -> Result<(Duration, usize), String> {
     let ws = Ws::git(&ctx.bin)?;
-    let task = "git worktree add -q -b floor/$0 ../floor/$0 main && \
+    let task = "flock .git/bench.lock git worktree add -q -b floor/$0 ../floor/$0 main && \
                 (cd ../floor/$0 && sh -c true && sh -c true && sh -c true && sh -c true && sh -c true) && \
-                git worktree remove ../floor/$0 && echo ok";
+                flock .git/bench.lock git worktree remove ../floor/$0 && echo ok";
     let script = format!("seq {n} | xargs -P {p} -n1 sh -c '{task}' 2>/dev/null; true");
     let done = floors::shell(&script, &ws.root, ctx.left(), "the git floor")?;
     let ok = done.stdout.lines().filter(|l| *l == "ok").count();

@@ -1,7 +1,7 @@
 //! Per-step overhead: one task through a pipeline of N `true` steps (`baton run --wait`, so
 //! engine start-up is in the figure, spread over N), against a tokio program spawning
 //! `sh -c true` N times. Then the same at a fixed length with 10 and 10,000 tasks on the
-//! board. The cost of a step should not grow with either.
+//! board. The cost of a step should not grow with either. Floors are per `sh -c true`.
 
 use crate::report::{Line, millis, ms, ratio};
 use crate::workspace::{Ws, pipeline, true_steps};
@@ -26,6 +26,8 @@ pub fn run(ctx: &Ctx, out: &mut Vec<Line>) -> Result<(), String> {
         at[1],
     ));
 
+    // Start-up is inside the per-step figure (spread over the steps); a one-step run
+    // shows how much of it is start-up.
     let (few, many) = (10, 10_000);
     let floor = floors::sequential_spawns(short)?;
     let mut at = Vec::new();
@@ -33,6 +35,9 @@ pub fn run(ctx: &Ctx, out: &mut Vec<Line>) -> Result<(), String> {
         let baton = per_step(ctx, short, tasks)?;
         let row = format!("per step, {short} statuses, {tasks} tasks on the board");
         out.push(step_line(&row, floor, baton));
+        let once = per_step(ctx, 1, tasks)?;
+        let row = format!("`baton run` of 1 step, {tasks} tasks on the board");
+        out.push(step_line(&row, floor, once));
         at.push(baton);
     }
     out.push(flat_line(

@@ -39,7 +39,7 @@ pub fn run(ctx: &Ctx, out: &mut Vec<Line>) -> Result<(), String> {
         return Err(format!("{what} stored {stored} log lines of {n}"));
     }
     let r = ratio(baton.elapsed, floor.elapsed);
-    let lines = if n % 1_000_000 == 0 {
+    let lines = if n.is_multiple_of(1_000_000) {
         format!("{}M", n / 1_000_000)
     } else {
         n.to_string()

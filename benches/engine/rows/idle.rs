@@ -3,7 +3,7 @@
 //! threads) are read at both ends of a window. Idle should mean idle.
 
 use crate::proc::{self, Background};
-use crate::report::Line;
+use crate::report::{Line, count};
 use crate::workspace::Ws;
 use crate::{Ctx, board};
 use std::time::{Duration, Instant};
@@ -29,7 +29,7 @@ pub fn run(ctx: &Ctx, out: &mut Vec<Line>) -> Result<(), String> {
     let secs = (t1 - t0).as_secs_f64();
     let pct = cpu1.saturating_sub(cpu0) as f64 / (secs * 1e9) * 100.0;
     let wakeups = sw1.saturating_sub(sw0) as f64 / secs;
-    let row = format!("idle engine, {TASKS} tasks, {:.0} s", secs);
+    let row = format!("idle engine, {} tasks, {secs:.0} s", count(TASKS));
     out.push(
         Line::new(format!("{row}: CPU"), "0", format!("{pct:.3}% of a core"))
             .target(format!("≤ {MAX_CPU_PCT}%"), pct <= MAX_CPU_PCT),

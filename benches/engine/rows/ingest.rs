@@ -16,12 +16,12 @@ pub fn run(ctx: &Ctx, out: &mut Vec<Line>) -> Result<(), String> {
     let cmd = format!("awk 'BEGIN {{ for (i = 0; i < {n}; i++) printf \"%059d\\n\", i }}'");
     let ws = Ws::new(&ctx.bin)?;
     let floor_cmd = format!("{cmd} | cat > /dev/null");
-    let (floor, floor_kb) = proc::peak_rss(
-        &["sh", "-c", &floor_cmd],
-        &ws.root,
-        ctx.left(),
-        "the ingest floor",
-    )?;
+    // The floor is cheap and noisy on a shared box: the fastest of three.
+    let mut floors = (0..3)
+        .map(|_| proc::peak_rss(&["sh", "-c", &floor_cmd], &ws.root, ctx.left(), "the floor"))
+        .collect::<Result<Vec<_>, _>>()?;
+    floors.sort_by_key(|(d, _)| d.elapsed);
+    let (floor, floor_kb) = floors.swap_remove(0);
     ws.pipeline(&pipeline("ingest", &[json!({"run": cmd})]))?;
     let bin = ctx.bin.to_string_lossy();
     let what = "`baton run` of the 1M-line step";

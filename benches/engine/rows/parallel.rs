@@ -7,7 +7,7 @@
 //! the figure is `baton engine --exit-when-idle` alone, from spawn to exit, so it counts
 //! engine start-up and shutdown but not task creation — the floor creates nothing either.
 
-use crate::report::{Line, ratio};
+use crate::report::{Line, count, ratio};
 use crate::workspace::{Ws, pipeline, true_steps};
 use crate::{Ctx, floors, proc};
 use std::time::Duration;
@@ -20,7 +20,7 @@ pub fn plain(ctx: &Ctx, out: &mut Vec<Line>) -> Result<(), String> {
     let floor = floors::xargs(n, STEPS, p, ctx.left())?;
     let ws = Ws::new(&ctx.bin)?;
     let (baton, ended) = engine_run(ctx, &ws, n, p)?;
-    let row = format!("{n} tasks × {STEPS} steps, P = {p}");
+    let row = format!("{} tasks × {STEPS} steps, P = {p}", count(n));
     let text = format!("{}{}", rate(n, baton), ended.note());
     out.push(Line::new(row, rate(n, floor), text).ratio(ratio(baton, floor)));
     Ok(())
@@ -33,7 +33,7 @@ pub fn git(ctx: &Ctx, out: &mut Vec<Line>) -> Result<(), String> {
         let (floor, floor_failed) = git_floor(ctx, n, p)?;
         let ws = Ws::git(&ctx.bin)?;
         let (baton, ended) = engine_run(ctx, &ws, n, p)?;
-        let row = format!("git: {n} tasks × {STEPS} steps, P = {p}");
+        let row = format!("git: {} tasks × {STEPS} steps, P = {p}", count(n));
         let floor_text = format!("{}, {floor_failed} failed", rate(n, floor));
         let text = format!(
             "{}, {} not done{}",

@@ -3,7 +3,7 @@
 //! `sh -c true` N times. Then the same at a fixed length with 10 and 10,000 tasks on the
 //! board. The cost of a step should not grow with either. Floors are per `sh -c true`.
 
-use crate::report::{Line, millis, ms, ratio};
+use crate::report::{Line, count, millis, ms, ratio};
 use crate::workspace::{Ws, pipeline, true_steps};
 use crate::{Ctx, board, floors, proc};
 use std::time::Duration;
@@ -17,11 +17,15 @@ pub fn run(ctx: &Ctx, out: &mut Vec<Line>) -> Result<(), String> {
     for n in [short, long] {
         let floor = floors::sequential_spawns(n)?;
         let baton = per_step(ctx, n, 0)?;
-        out.push(step_line(&format!("per step, {n} statuses"), floor, baton));
+        out.push(step_line(
+            &format!("per step, {} statuses", count(n)),
+            floor,
+            baton,
+        ));
         at.push(baton);
     }
     out.push(flat_line(
-        &format!("flat: {short} → {long} statuses"),
+        &format!("flat: {short} → {} statuses", count(long)),
         at[0],
         at[1],
     ));
@@ -33,15 +37,18 @@ pub fn run(ctx: &Ctx, out: &mut Vec<Line>) -> Result<(), String> {
     let mut at = Vec::new();
     for tasks in [few, many] {
         let baton = per_step(ctx, short, tasks)?;
-        let row = format!("per step, {short} statuses, {tasks} tasks on the board");
+        let row = format!(
+            "per step, {short} statuses, {} tasks on the board",
+            count(tasks)
+        );
         out.push(step_line(&row, floor, baton));
         let once = per_step(ctx, 1, tasks)?;
-        let row = format!("`baton run` of 1 step, {tasks} tasks on the board");
+        let row = format!("`baton run` of 1 step, {} tasks on the board", count(tasks));
         out.push(step_line(&row, floor, once));
         at.push(baton);
     }
     out.push(flat_line(
-        &format!("flat: {few} → {many} tasks"),
+        &format!("flat: {few} → {} tasks", count(many)),
         at[0],
         at[1],
     ));

@@ -1,10 +1,12 @@
 //! Running processes with a time limit (a stuck row is killed, never waited on forever),
 //! and reading a live process's CPU time and context switches from `/proc`.
+//!
+//! Children stay in the bench's process group, so a Ctrl-C reaches them too (a `baton
+//! engine` left running in a deleted temp dir would be worse than a less thorough kill).
 
-use nix::sys::signal::{Signal, killpg};
+use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use std::io::Read;
-use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -40,13 +42,11 @@ fn last_line(text: &str) -> &str {
         .unwrap_or("(no stderr)")
 }
 
-/// Runs `cmd` to the end in its own process group; past `limit` the whole group is killed
-/// and the answer says so.
+/// Runs `cmd` to the end; past `limit` it is killed and the answer says so.
 pub fn run(cmd: &mut Command, limit: Duration, what: &str) -> Result<Done, String> {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+        .stderr(Stdio::piped());
     let start = Instant::now();
     let mut child = cmd
         .spawn()
@@ -63,7 +63,7 @@ pub fn run(cmd: &mut Command, limit: Duration, what: &str) -> Result<Done, Strin
     })
 }
 
-/// Waits for `child` (a process-group leader) up to `limit`; kills its group past it.
+/// Waits for `child` up to `limit`; kills it past that.
 pub fn wait_within(mut child: Child, limit: Duration, what: &str) -> Result<ExitStatus, String> {
     let pid = child.id() as i32;
     let (tx, rx) = mpsc::channel();
@@ -74,7 +74,7 @@ pub fn wait_within(mut child: Child, limit: Duration, what: &str) -> Result<Exit
         Ok(Ok(status)) => Ok(status),
         Ok(Err(e)) => Err(format!("waiting for {what} failed: {e}")),
         Err(_) => {
-            let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
             let _ = rx.recv_timeout(Duration::from_secs(5));
             Err(format!(
                 "{what} did not finish within {} s and was killed",
@@ -94,20 +94,19 @@ fn drain<R: Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<S
     })
 }
 
-/// A long-running process (`baton engine`) stopped — its whole group — when dropped.
+/// A long-running process (`baton engine`), stopped when dropped.
 pub struct Background {
     child: Option<Child>,
     what: String,
 }
 
 impl Background {
-    /// Starts `cmd` in its own process group, output discarded.
+    /// Starts `cmd`, output discarded.
     pub fn start(cmd: &mut Command, what: &str) -> Result<Self, String> {
         let child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
-            .process_group(0)
             .spawn()
             .map_err(|e| format!("cannot start {what}: {e}"))?;
         Ok(Self {
@@ -130,13 +129,13 @@ impl Background {
         }
     }
 
-    /// SIGTERM, then SIGKILL to the group if it has not exited within `grace`.
+    /// SIGTERM, then SIGKILL if it has not exited within `grace`.
     pub fn stop(&mut self, grace: Duration) {
         let Some(child) = self.child.take() else {
             return;
         };
         let pid = Pid::from_raw(child.id() as i32);
-        let _ = nix::sys::signal::kill(pid, Signal::SIGTERM);
+        let _ = kill(pid, Signal::SIGTERM);
         let _ = wait_within(child, grace, &self.what);
     }
 }

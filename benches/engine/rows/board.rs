@@ -98,7 +98,7 @@ fn first_frame(root: &Path, limit: Duration) -> Result<Duration, String> {
         let start = Instant::now();
         let ws = Workspace::discover(root).map_err(|e| e.to_string())?;
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let backend = Backend::connect(&ws, tx.clone())?;
+        let backend = Backend::connect(&ws, tx.clone()).await?;
         let loader = Loader::spawn(ws.clone(), tx);
         let mut app = App::new(Theme::new(true), backend.mode(), (120, 40));
         for effect in app.take_effects() {

@@ -2,11 +2,13 @@
 //!
 //! `model` holds the plain data types, `load` turns files into them with located
 //! diagnostics (helped by `parse*`, `validate` and `locate`), and `decide` is the pure
-//! "where does this task go next?" function the engine performs.
+//! "where does this task go next?" function the engine performs. `outcome` holds the one
+//! normaliser of agent outcome names, shared by pipelines, agent profiles and handoffs.
 
 pub mod decide;
 pub mod load;
 pub mod model;
+pub mod outcome;
 
 mod locate;
 mod parse;
@@ -17,6 +19,7 @@ mod validate;
 pub use decide::*;
 pub use load::*;
 pub use model::*;
+pub use outcome::normalize_outcome;
 
 #[cfg(test)]
 mod decide_tests;

@@ -2,7 +2,7 @@
 //! ones, parsed with located diagnostics.
 
 use super::template::unknown_placeholders;
-use crate::pipeline::{Diagnostic, Severity, normalize_outcome};
+use crate::pipeline::{Diagnostic, Severity, json_error_position, normalize_outcome};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -107,8 +107,7 @@ impl Profile {
 
     /// True when `outcome` is one this profile declares, however it is spelled.
     pub fn declares(&self, outcome: &str) -> bool {
-        let outcome = normalize_outcome(outcome);
-        self.outcomes.iter().any(|o| *o == outcome)
+        self.outcomes.contains(&normalize_outcome(outcome))
     }
 
     /// One line saying where the agent runs: the URL or the command.
@@ -193,10 +192,11 @@ pub fn parse_profile(file: &str, text: &str) -> (Option<Profile>, Vec<Diagnostic
     let root: Value = match serde_json::from_str(text) {
         Ok(v) => v,
         Err(e) => {
+            let pos = json_error_position(text, &e);
             d.out.push(Diagnostic {
                 file: file.to_string(),
-                line: (e.line() > 0).then_some(e.line()),
-                column: (e.line() > 0).then_some(e.column()),
+                line: pos.map(|p| p.0),
+                column: pos.map(|p| p.1),
                 severity: Severity::Error,
                 message: format!("{e} — fix the JSON of this agent profile"),
             });

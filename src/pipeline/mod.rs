@@ -11,6 +11,7 @@ pub mod model;
 pub mod outcome;
 
 mod locate;
+pub(crate) use locate::json_error_position;
 mod parse;
 mod parse_edge;
 mod parse_step;

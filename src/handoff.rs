@@ -5,6 +5,7 @@
 //! next agent receives the compact [`context_header`] instead of the whole output. An
 //! `Outcome` heading or a last line `OUTCOME: name` names the step's outcome. Pure: no I/O.
 
+use crate::pipeline::normalize_outcome;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
@@ -32,7 +33,7 @@ pub struct Handoff {
     pub raw: String,
     /// The sections found in `raw`.
     pub fields: HandoffFields,
-    /// The outcome the agent named, normalised (`needs_info`), if any.
+    /// The outcome the agent named, normalised by [`normalize_outcome`] (`needs_info`), if any.
     pub outcome: Option<String>,
     /// Whether at least one field was found; `false` means extraction failed.
     pub structured: bool,
@@ -125,7 +126,7 @@ pub fn extract(raw: &str) -> Handoff {
 }
 
 /// The outcome named in `raw`: the first non-empty line under an `Outcome` heading, else a
-/// last non-empty line `OUTCOME: name`. Normalised: trimmed, lowercased, spaces → `_`.
+/// last non-empty line `OUTCOME: name`. Normalised by [`normalize_outcome`].
 pub fn parse_outcome(raw: &str) -> Option<String> {
     extract(raw).outcome
 }
@@ -277,7 +278,7 @@ fn closes_fence(line: &str, (c, n): (char, usize)) -> bool {
 fn first_line_outcome(body: &str) -> Option<String> {
     body.lines()
         .find(|l| !l.trim().is_empty())
-        .and_then(normalize_outcome)
+        .and_then(outcome_name)
 }
 
 /// The outcome named by a last non-empty line `OUTCOME: name`, with that line's byte offset.
@@ -292,11 +293,12 @@ fn last_line_outcome(raw: &str) -> Option<(String, usize)> {
     if !key.trim().eq_ignore_ascii_case("outcome") {
         return None;
     }
-    Some((normalize_outcome(value)?, start))
+    Some((outcome_name(value)?, start))
 }
 
-/// `" **Needs info**."` → `needs_info`; also accepts `- success` and `OUTCOME: success`.
-fn normalize_outcome(text: &str) -> Option<String> {
+/// The outcome a line names: `" **Needs info**."` → `needs_info`; also accepts `- success`
+/// and `OUTCOME: success`. The name is normalised as everywhere else ([`normalize_outcome`]).
+fn outcome_name(text: &str) -> Option<String> {
     let decor: &[char] = &['*', '`', '"', '\'', '.', ' ', '\t'];
     let mut t = text.trim();
     for bullet in ["- ", "* ", "+ "] {
@@ -308,11 +310,7 @@ fn normalize_outcome(text: &str) -> Option<String> {
     {
         t = value.trim_matches(decor);
     }
-    let name = t
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join("_")
-        .to_lowercase();
+    let name = normalize_outcome(t);
     (!name.is_empty()).then_some(name)
 }
 
@@ -633,6 +631,14 @@ mod tests {
         );
         assert_eq!(parse_outcome("Done.\noutcome:failure"), some("failure"));
         assert_eq!(parse_outcome("**Outcome:** `success`"), some("success"));
+        assert_eq!(
+            parse_outcome("Done.\nOUTCOME: needs-info"),
+            some("needs_info")
+        );
+        assert_eq!(
+            parse_outcome("## Outcome\n- **Needs-Info**."),
+            some("needs_info")
+        );
     }
 
     #[test]

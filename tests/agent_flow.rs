@@ -545,3 +545,34 @@ fn recovery_aborts_the_opencode_session_a_killed_engine_left() {
     );
     assert_eq!(ws.show(id)["state"], "interrupted");
 }
+
+#[test]
+fn an_outcome_spelled_with_a_dash_routes_the_task() {
+    let ws = Ws::new();
+    ws.pipeline(
+        "ask.json",
+        r#"{"id": "ask", "statuses": [
+            {"id": "todo", "kind": "queue"},
+            {"id": "ask", "step": {"agent": "asker"}},
+            {"id": "clarify", "kind": "gate"},
+            {"id": "done", "kind": "done"},
+            {"id": "failed", "kind": "failed"}],
+          "transitions": [
+            {"from": "ask", "to": "clarify", "on": "outcome:needs-info"},
+            {"from": "ask", "to": "done", "on": "success"}]}"#,
+    );
+    agent(
+        &ws,
+        "asker",
+        r#"{"id": "asker", "backend": "command", "format": "text",
+  "argv": ["sh", "-c", "printf '%s\\n' 'Which database?' 'OUTCOME: needs-info'"],
+  "outcomes": ["success", "failure", "needs-info"]}"#,
+    );
+    let (code, shown, err) = run(&ws, "ask");
+    assert_eq!(code, Some(2), "waits at the clarify gate: {shown} {err}");
+    assert_eq!(shown["status"], "clarify");
+    assert_eq!(shown["steps"][0]["state"], "succeeded");
+    assert_eq!(shown["steps"][0]["outcome"], "needs_info");
+    let last = shown["history"].as_array().unwrap().last().cloned();
+    assert_eq!(last.unwrap()["trigger"], "outcome:needs_info");
+}

@@ -1,4 +1,4 @@
-//! Agent profiles as data (DESIGN §3): built-ins from `pipelines/agents/*.json` plus a
+//! Agent profiles as data: built-ins from `pipelines/agents/*.json` plus a
 //! workspace's `.baton/agents/*.json`, their prompt templates and declared outcomes.
 //! Pure apart from reading the profile files; the backends live in `exec::agent`.
 
@@ -8,7 +8,6 @@ mod template;
 
 pub use load::{AgentCatalog, ProfileError, load_agents};
 pub use profile::{
-    Backend, DEFAULT_OPENCODE_URL, DEFAULT_TEMPLATE, Format, Profile, normalise_outcome,
-    parse_profile,
+    Backend, DEFAULT_OPENCODE_URL, DEFAULT_TEMPLATE, Format, Profile, parse_profile,
 };
 pub use template::{TemplateVars, fill, render_argv, render_prompt, unknown_placeholders};

@@ -1,7 +1,8 @@
-//! Agent profiles: one flat JSON object per file (DESIGN §3), parsed with located diagnostics.
+//! Agent profiles: one flat JSON object per file, the backend's own fields beside the common
+//! ones, parsed with located diagnostics.
 
 use super::template::unknown_placeholders;
-use crate::pipeline::{Diagnostic, Severity};
+use crate::pipeline::{Diagnostic, Severity, json_error_position, normalize_outcome};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -85,7 +86,7 @@ pub struct Profile {
     pub format: Format,
     /// The prompt, with `{{title}}`, `{{prompt}}`, `{{handoff}}`, … placeholders.
     pub prompt_template: String,
-    /// The outcomes the agent may name (normalised: lowercase, `_` for spaces).
+    /// The outcomes the agent may name, normalised (`needs-info` is kept as `needs_info`).
     pub outcomes: Vec<String>,
     /// Per-attempt limit, unless the pipeline's step sets one.
     pub timeout: Option<Duration>,
@@ -104,9 +105,9 @@ impl Profile {
         url.trim_end_matches('/').to_string()
     }
 
-    /// True when `outcome` (already normalised) is one this profile declares.
+    /// True when `outcome` is one this profile declares, however it is spelled.
     pub fn declares(&self, outcome: &str) -> bool {
-        self.outcomes.iter().any(|o| o == outcome)
+        self.outcomes.contains(&normalize_outcome(outcome))
     }
 
     /// One line saying where the agent runs: the URL or the command.
@@ -135,16 +136,6 @@ const KNOWN: &[&str] = &[
     "timeout",
     "env",
 ];
-
-/// Normalises an outcome name as the handoff parser does: trimmed, lowercase, `_` for spaces.
-pub fn normalise_outcome(s: &str) -> String {
-    s.trim()
-        .to_lowercase()
-        .split(|c: char| c.is_whitespace() || c == '-')
-        .filter(|w| !w.is_empty())
-        .collect::<Vec<_>>()
-        .join("_")
-}
 
 /// Collects diagnostics for one file.
 struct Diags<'a> {
@@ -202,10 +193,11 @@ pub fn parse_profile(file: &str, text: &str) -> (Option<Profile>, Vec<Diagnostic
     let root: Value = match serde_json::from_str(text) {
         Ok(v) => v,
         Err(e) => {
+            let pos = json_error_position(text, &e);
             d.out.push(Diagnostic {
                 file: file.to_string(),
-                line: (e.line() > 0).then_some(e.line()),
-                column: (e.line() > 0).then_some(e.column()),
+                line: pos.map(|p| p.0),
+                column: pos.map(|p| p.1),
                 severity: Severity::Error,
                 message: format!("{e} — fix the JSON of this agent profile"),
             });
@@ -337,7 +329,18 @@ fn build(d: &mut Diags, obj: &Map<String, Value>) -> Option<Profile> {
         None => {}
     }
     let outcomes = match string_list(d, obj, "outcomes") {
-        Some(list) if !list.is_empty() => list.iter().map(|o| normalise_outcome(o)).collect(),
+        Some(list) if !list.is_empty() => {
+            let names: Vec<String> = list.iter().map(|o| normalize_outcome(o)).collect();
+            for (written, name) in list.iter().zip(&names) {
+                if name.is_empty() {
+                    d.error(
+                        Some("outcomes"),
+                        format!("agent `{id}`: outcome `{written}` names nothing; use letters, digits, `_` or `-`"),
+                    );
+                }
+            }
+            names
+        }
         Some(_) => {
             d.error(
                 Some("outcomes"),
@@ -491,6 +494,10 @@ mod tests {
         assert_eq!(p.backend, Backend::Openai);
         assert_eq!(p.base_url(), "http://127.0.0.1:11434/v1");
         assert_eq!(p.outcomes, ["success", "needs_info"]);
+        for spelled in ["needs_info", "needs-info", "Needs Info", "`NEEDS-INFO`"] {
+            assert!(p.declares(spelled), "{spelled}");
+        }
+        assert!(!p.declares("needs"));
         assert_eq!(p.timeout, Some(Duration::from_secs(900)));
         assert_eq!(p.name, "planner");
         assert_eq!(p.prompt_template, DEFAULT_TEMPLATE);
@@ -526,6 +533,16 @@ mod tests {
         let (p, d) = parse(r#"{"id": "c", "backend": "command", "argv": ["x"], "format": "xml"}"#);
         assert!(p.is_none());
         assert!(d[0].message.contains("unknown format `xml`"));
+    }
+
+    #[test]
+    fn an_outcome_that_names_nothing_is_an_error() {
+        let (p, d) = parse(
+            r#"{"id": "c", "backend": "command", "argv": ["x"], "outcomes": ["success", "**"]}"#,
+        );
+        assert!(p.is_none());
+        assert!(d[0].message.contains("outcome `**` names nothing"), "{d:?}");
+        assert!(d[0].line.is_some());
     }
 
     #[test]

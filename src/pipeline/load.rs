@@ -1,7 +1,7 @@
 //! Loading pipelines: JSON text to [`Pipeline`] with located, human-readable diagnostics, and
 //! the catalog of built-in plus workspace pipelines.
 
-use super::locate::Locator;
+use super::locate::{Locator, json_error_position};
 use super::model::Pipeline;
 use super::parse::{Ctx, parse_root};
 use super::validate::check;
@@ -73,7 +73,7 @@ pub fn parse_pipeline(
     let text = super::strip_bom(text);
     let root: serde_json::Value = match serde_json::from_str(text) {
         Ok(v) => v,
-        Err(e) => return (None, vec![json_error(file, &e)]),
+        Err(e) => return (None, vec![json_error(file, text, &e)]),
     };
     let mut ctx = Ctx::new(file, Locator::new(text));
     for (key, pos) in super::duplicate_keys(text) {
@@ -101,16 +101,15 @@ pub(crate) fn duplicate_key(file: &str, key: &str, pos: (usize, usize)) -> Diagn
 }
 
 /// The one diagnostic for text that is not JSON at all.
-fn json_error(file: &str, e: &serde_json::Error) -> Diagnostic {
+fn json_error(file: &str, text: &str, e: &serde_json::Error) -> Diagnostic {
     let full = e.to_string();
-    // serde_json counts an error right after a newline as column 0; people count from 1.
-    let column = e.column().max(1);
+    let pos = json_error_position(text, e);
     let suffix = format!(" at line {} column {}", e.line(), e.column());
     let reason = full.strip_suffix(&suffix).unwrap_or(&full);
     Diagnostic {
         file: file.to_string(),
-        line: (e.line() > 0).then_some(e.line()),
-        column: (e.line() > 0).then_some(column),
+        line: pos.map(|p| p.0),
+        column: pos.map(|p| p.1),
         severity: Severity::Error,
         message: format!("{reason} — fix the JSON and run `baton pipelines validate`"),
     }

@@ -50,6 +50,19 @@ impl Locator {
     }
 }
 
+/// Where serde_json says `text` stopped being JSON, as people count it: serde_json counts the
+/// column in bytes, and as 0 right after a newline; this is the 1-based column in
+/// characters of the character holding that byte. `None` when serde_json gave no line.
+pub(crate) fn json_error_position(text: &str, e: &serde_json::Error) -> Option<Pos> {
+    let line = e.line().checked_sub(1)?;
+    let line_text = text.split('\n').nth(line).unwrap_or_default();
+    let mut end = e.column().min(line_text.len());
+    while !line_text.is_char_boundary(end) {
+        end += 1;
+    }
+    Some((line + 1, line_text[..end].chars().count().max(1)))
+}
+
 /// Appends one segment to a JSON pointer, escaping `~` and `/` as RFC 6901 says.
 pub(crate) fn join(base: &str, segment: &str) -> String {
     format!("{base}/{}", segment.replace('~', "~0").replace('/', "~1"))
@@ -206,6 +219,22 @@ mod tests {
         assert_eq!(loc.value(&join("", "c/d")), Some((3, 10)));
         // Unknown members fall back to their nearest ancestor.
         assert_eq!(loc.value("/a/1/zzz"), Some((2, 12)));
+    }
+
+    #[test]
+    fn json_errors_are_placed_in_characters() {
+        for (text, pos) in [
+            ("", (1, 1)),
+            ("{\n", (2, 1)),
+            ("\"abc", (1, 4)),
+            // serde_json says column 5 (bytes); the string's one character is column 2.
+            ("\"\u{13000}", (1, 2)),
+            // The `x` after a two-byte `é`: byte column 8, character column 7.
+            ("{\"é\": x}", (1, 7)),
+        ] {
+            let e = serde_json::from_str::<serde_json::Value>(text).unwrap_err();
+            assert_eq!(json_error_position(text, &e), Some(pos), "{text:?}: {e}");
+        }
     }
 
     #[test]

@@ -2,14 +2,17 @@
 //!
 //! `model` holds the plain data types, `load` turns files into them with located
 //! diagnostics (helped by `parse*`, `validate` and `locate`), and `decide` is the pure
-//! "where does this task go next?" function the engine performs.
+//! "where does this task go next?" function the engine performs. `outcome` holds the one
+//! normaliser of agent outcome names, shared by pipelines, agent profiles and handoffs.
 
 pub mod decide;
 pub mod load;
 pub mod model;
+pub mod outcome;
 
 mod input;
 mod locate;
+pub(crate) use locate::json_error_position;
 mod parse;
 mod parse_edge;
 mod parse_step;
@@ -20,6 +23,7 @@ pub(crate) use input::duplicate_keys;
 pub use input::{id_problem, strip_bom};
 pub use load::*;
 pub use model::*;
+pub use outcome::normalize_outcome;
 
 #[cfg(test)]
 mod decide_tests;

@@ -3,6 +3,7 @@
 //! These types are plain data. Loading (`load.rs`) turns JSON text into them with located
 //! errors; `decide.rs` answers "given this status and trigger, where does the task go?".
 
+use super::outcome::normalize_outcome;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -151,7 +152,9 @@ pub enum Trigger {
 
 impl Trigger {
     /// Parses a trigger as written in a pipeline file; `None` for an unknown name.
-    /// `resume` and `retry` are engine actions and are not accepted here.
+    /// `resume` and `retry` are engine actions and are not accepted here. The name of an
+    /// `outcome:<name>` trigger is normalised ([`normalize_outcome`]), so `outcome:needs-info`
+    /// matches an agent answering `OUTCOME: Needs Info`.
     pub fn parse(s: &str) -> Option<Self> {
         Some(match s {
             "start" => Self::Start,
@@ -163,11 +166,11 @@ impl Trigger {
             "error" => Self::Error,
             "abort" => Self::Abort,
             _ => {
-                let name = s.strip_prefix("outcome:")?;
+                let name = normalize_outcome(s.strip_prefix("outcome:")?);
                 if name.is_empty() {
                     return None;
                 }
-                Self::Outcome(name.to_string())
+                Self::Outcome(name)
             }
         })
     }

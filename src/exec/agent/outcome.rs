@@ -219,6 +219,54 @@ mod tests {
         }
     }
 
+    /// A profile, a pipeline and an agent that each spell the outcome their own way still
+    /// agree on it, and the task takes the pipeline's transition.
+    #[test]
+    fn outcome_spellings_agree_across_profile_pipeline_and_answer() {
+        let (profile, diags) = parse_profile(
+            "pipelines/agents/h.json",
+            r#"{"id": "h", "backend": "command", "argv": ["x"], "outcomes": ["success", "Needs-Info"]}"#,
+        );
+        assert!(diags.is_empty(), "{diags:?}");
+        let profile = profile.unwrap();
+        let pipeline = r#"{"id": "p", "statuses": [
+            {"id": "todo", "kind": "queue"},
+            {"id": "ask", "step": {"agent": "h"}},
+            {"id": "done", "kind": "done"},
+            {"id": "failed", "kind": "failed"}],
+          "transitions": [{"from": "ask", "to": "todo", "on": "outcome:needs-info"}]}"#;
+        let (pipeline, diags) = crate::pipeline::parse_pipeline("p.json", pipeline, None);
+        let pipeline = pipeline.unwrap_or_else(|| panic!("{diags:?}"));
+        let visits = std::collections::HashMap::new();
+        let facts = crate::pipeline::Facts {
+            visits: &visits,
+            step_running: false,
+            handoff_fields: &[],
+            worktree_clean: None,
+            run_cost: 0.0,
+        };
+        for answer in [
+            "OUTCOME: needs-info",
+            "OUTCOME: needs_info",
+            "## Outcome\nNeeds info.",
+        ] {
+            let run = AgentRun {
+                text: format!("Asked.\n{answer}\n"),
+                ..AgentRun::default()
+            };
+            let r = report(&AgentFinish::Done(run), &profile, Duration::from_secs(60));
+            assert_eq!(
+                r.state,
+                StepState::Succeeded,
+                "{answer}: {:?}",
+                r.result.error
+            );
+            assert_eq!(r.trigger, Trigger::Outcome("needs_info".into()), "{answer}");
+            let decision = crate::pipeline::decide(&pipeline, "ask", &r.trigger, &facts).unwrap();
+            assert_eq!(decision.to, "todo", "{answer}");
+        }
+    }
+
     #[test]
     fn undeclared_outcome_is_an_error_event() {
         let r = done("x\nOUTCOME: shipped");

@@ -17,9 +17,10 @@ const BATCH_DELAY: Duration = Duration::from_millis(100);
 /// A message to the writer.
 #[derive(Debug)]
 pub enum LogMsg {
-    Line {
+    /// Lines of one task's steps, in order.
+    Lines {
         task_id: i64,
-        line: NewLogLine,
+        lines: Vec<NewLogLine>,
     },
     /// Acknowledged once everything sent before it is committed.
     Flush(oneshot::Sender<()>),
@@ -31,7 +32,7 @@ pub async fn run(
     mut rx: mpsc::Receiver<LogMsg>,
     events: broadcast::Sender<EngineEvent>,
 ) {
-    let mut batch: Vec<(i64, NewLogLine)> = Vec::with_capacity(BATCH_LINES);
+    let mut batch = Batch::default();
     let mut acks: Vec<oneshot::Sender<()>> = Vec::new();
     let mut lost = Lost::default();
     loop {
@@ -41,13 +42,13 @@ pub async fn run(
         let mut msg = Some(first);
         while let Some(m) = msg.take() {
             match m {
-                LogMsg::Line { task_id, line } => batch.push((task_id, line)),
+                LogMsg::Lines { task_id, lines } => batch.push(task_id, lines),
                 LogMsg::Flush(ack) => {
                     acks.push(ack);
                     break;
                 }
             }
-            if batch.len() >= BATCH_LINES {
+            if batch.lines.len() >= BATCH_LINES {
                 break;
             }
             // Take what is already queued without waiting; wait only for a partial batch.
@@ -59,57 +60,85 @@ pub async fn run(
                     .flatten(),
             };
         }
-        write(&store, &mut batch, &events, &mut lost).await;
+        write(&store, std::mem::take(&mut batch), &events, &mut lost).await;
         for ack in acks.drain(..) {
             let _ = ack.send(());
         }
     }
-    write(&store, &mut batch, &events, &mut lost).await;
+    write(&store, batch, &events, &mut lost).await;
     if !lost.0.is_empty() {
         // One last try at saying what was lost.
-        write(&store, &mut Vec::new(), &events, &mut lost).await;
+        write(&store, Batch::default(), &events, &mut lost).await;
+    }
+}
+
+/// Lines gathered for one transaction, and the task of each step run in it.
+#[derive(Default)]
+struct Batch {
+    lines: Vec<NewLogLine>,
+    tasks: Vec<(i64, i64)>,
+}
+
+impl Batch {
+    fn push(&mut self, task_id: i64, lines: Vec<NewLogLine>) {
+        for l in &lines {
+            if !self.tasks.iter().any(|(s, _)| *s == l.step_run_id) {
+                self.tasks.push((l.step_run_id, task_id));
+            }
+        }
+        if self.lines.is_empty() {
+            self.lines = lines;
+        } else {
+            self.lines.extend(lines);
+        }
     }
 }
 
 /// Lines that could not be stored, by step run, with the last reason: a marker line says
 /// so as soon as the store takes writes again (a full disk freed, say).
 #[derive(Default)]
-struct Lost(std::collections::BTreeMap<i64, (i64, usize, String)>);
+struct Lost(std::collections::BTreeMap<i64, (usize, String)>);
 
 async fn write(
     store: &StoreHandle,
-    batch: &mut Vec<(i64, NewLogLine)>,
+    batch: Batch,
     events: &broadcast::Sender<EngineEvent>,
     lost: &mut Lost,
 ) {
-    if batch.is_empty() && lost.0.is_empty() {
+    if batch.lines.is_empty() && lost.0.is_empty() {
         return;
     }
-    let lines: Vec<(i64, NewLogLine)> = std::mem::take(batch);
-    let mut only: Vec<NewLogLine> = lost
+    let Batch { lines, tasks } = batch;
+    let markers: Vec<NewLogLine> = lost
         .0
         .iter()
-        .map(|(step, (_, n, why))| NewLogLine {
+        .map(|(step, (n, why))| NewLogLine {
             step_run_id: *step,
             stream: crate::store::Stream::System,
             ts: crate::store::now_ms(),
             text: format!("[baton] {n} log line(s) of this step were lost: {why}"),
         })
         .collect();
-    only.extend(lines.iter().map(|(_, l)| l.clone()));
-    let only = std::sync::Arc::new(only);
+    let lines = std::sync::Arc::new(lines);
+    let markers = std::sync::Arc::new(markers);
     // The database may be busy for longer than its timeout (another process's long write):
     // try again a few times before giving the batch up.
     let mut failed = None;
     for attempt in 1..=WRITE_ATTEMPTS {
-        let rows = only.clone();
-        match store.write(move |db| db.insert_log_lines(&rows)).await {
+        let (rows, marks) = (lines.clone(), markers.clone());
+        match store
+            .write(move |db| {
+                db.insert_log_lines(&marks)?;
+                db.insert_log_lines(&rows)
+            })
+            .await
+        {
             Ok(()) => {
                 failed = None;
                 break;
             }
             Err(e) => {
-                tracing::warn!("writing {} log lines failed (try {attempt}): {e}", only.len());
+                tracing::warn!("writing {} log lines failed (try {attempt}): {e}", lines.len());
                 failed = Some(e.to_string());
                 if attempt < WRITE_ATTEMPTS {
                     tokio::time::sleep(Duration::from_millis(100 * u64::from(attempt))).await;
@@ -117,33 +146,36 @@ async fn write(
             }
         }
     }
-    match failed {
-        None => lost.0.clear(),
-        Some(why) => {
-            tracing::error!("{} log lines dropped: {why}", lines.len());
-            for (task_id, l) in &lines {
-                let e = lost
-                    .0
-                    .entry(l.step_run_id)
-                    .or_insert((*task_id, 0, String::new()));
-                e.1 += 1;
-                e.2 = why.clone();
-            }
-            return;
+    if let Some(why) = failed {
+        tracing::error!("{} log lines dropped: {why}", lines.len());
+        for l in lines.iter() {
+            let e = lost.0.entry(l.step_run_id).or_insert((0, String::new()));
+            e.0 += 1;
+            e.1 = why.clone();
         }
+        return;
     }
-    // Group by step run for subscribers.
+    lost.0.clear();
+    // Subscribers (a board's live pane) get each step run's lines; nobody listening, no copy.
+    if events.receiver_count() == 0 {
+        return;
+    }
+    let lines = std::sync::Arc::try_unwrap(lines).unwrap_or_else(|a| (*a).clone());
     let mut start = 0;
     while start < lines.len() {
-        let (task_id, ref first) = lines[start];
+        let step = lines[start].step_run_id;
         let end = lines[start..]
             .iter()
-            .position(|(_, l)| l.step_run_id != first.step_run_id)
+            .position(|l| l.step_run_id != step)
             .map_or(lines.len(), |n| start + n);
+        let task_id = tasks
+            .iter()
+            .find(|(s, _)| *s == step)
+            .map_or(0, |(_, t)| *t);
         let _ = events.send(EngineEvent::LogLines {
             task_id,
-            step_run_id: first.step_run_id,
-            lines: lines[start..end].iter().map(|(_, l)| l.clone()).collect(),
+            step_run_id: step,
+            lines: lines[start..end].to_vec(),
         });
         start = end;
     }
@@ -155,14 +187,14 @@ mod tests {
     use crate::store::{Stream, TaskState};
 
     fn line(step_run_id: i64, text: &str) -> LogMsg {
-        LogMsg::Line {
+        LogMsg::Lines {
             task_id: 1,
-            line: NewLogLine {
+            lines: vec![NewLogLine {
                 step_run_id,
                 stream: Stream::Stdout,
                 ts: 0,
                 text: text.into(),
-            },
+            }],
         }
     }
 

@@ -201,7 +201,8 @@ impl Engine {
         let (events, _) = broadcast::channel(1024);
         let (requests_tx, requests) = mpsc::channel(64);
         let (finished_tx, finished) = mpsc::unbounded_channel();
-        let (logs, log_rx) = mpsc::channel(8192);
+        // Messages carry up to ~1,000 lines each: this bounds what a fast step can queue.
+        let (logs, log_rx) = mpsc::channel(16);
         let log_writer = tokio::spawn(logwriter::run(store.clone(), log_rx, events.clone()));
         let (wake_tx, wake_rx) = mpsc::unbounded_channel();
         let listener = match wake::Listener::bind(&ws.dir(), wake_tx, events.clone()) {

@@ -102,20 +102,34 @@ pub async fn run(
             .ok()
             .map(std::io::BufWriter::new);
         let mut scanner = TestScanner::default();
-        while let Some((stream, text)) = line_rx.recv().await {
-            let text = redactor.apply(text);
-            scanner.feed(&text);
-            if let Some(f) = file.as_mut() {
-                let _ = writeln!(f, "{}", crate::ansi::strip(&text));
+        // Lines travel on in batches of what has arrived: one message per batch, not per
+        // line, however fast the step prints.
+        let mut batch = Vec::new();
+        while let Some(first) = line_rx.recv().await {
+            batch.push(first);
+            while batch.len() < 1024 {
+                match line_rx.try_recv() {
+                    Ok(next) => batch.push(next),
+                    Err(_) => break,
+                }
             }
-            let line = NewLogLine {
-                step_run_id: step_id,
-                stream,
-                ts: now_ms(),
-                text,
-            };
+            let ts = now_ms();
+            let mut lines = Vec::with_capacity(batch.len());
+            for (stream, text) in batch.drain(..) {
+                let text = redactor.apply(text);
+                scanner.feed(&text);
+                if let Some(f) = file.as_mut() {
+                    let _ = writeln!(f, "{}", crate::ansi::strip(&text));
+                }
+                lines.push(NewLogLine {
+                    step_run_id: step_id,
+                    stream,
+                    ts,
+                    text,
+                });
+            }
             if forward_logs
-                .send(LogMsg::Line { task_id, line })
+                .send(LogMsg::Lines { task_id, lines })
                 .await
                 .is_err()
             {
@@ -131,7 +145,10 @@ pub async fn run(
             ts: now_ms(),
             text,
         };
-        LogMsg::Line { task_id, line }
+        LogMsg::Lines {
+            task_id,
+            lines: vec![line],
+        }
     };
     let _ = logs
         .send(system(format!(

@@ -22,7 +22,8 @@ pub enum LogMsg {
         task_id: i64,
         lines: Vec<NewLogLine>,
     },
-    /// Acknowledged once everything sent before it is committed.
+    /// Acknowledged once everything sent before it is queued to the store: a write the
+    /// sender makes after the acknowledgement commits after those lines (or with them).
     Flush(oneshot::Sender<()>),
 }
 
@@ -60,15 +61,12 @@ pub async fn run(
                     .flatten(),
             };
         }
-        write(&store, std::mem::take(&mut batch), &events, &mut lost).await;
-        for ack in acks.drain(..) {
-            let _ = ack.send(());
-        }
+        write(&store, std::mem::take(&mut batch), &events, &mut lost, &mut acks).await;
     }
-    write(&store, batch, &events, &mut lost).await;
+    write(&store, batch, &events, &mut lost, &mut acks).await;
     if !lost.0.is_empty() {
         // One last try at saying what was lost.
-        write(&store, Batch::default(), &events, &mut lost).await;
+        write(&store, Batch::default(), &events, &mut lost, &mut acks).await;
     }
 }
 
@@ -104,8 +102,15 @@ async fn write(
     batch: Batch,
     events: &broadcast::Sender<EngineEvent>,
     lost: &mut Lost,
+    acks: &mut Vec<oneshot::Sender<()>>,
 ) {
+    let ack_all = |acks: &mut Vec<oneshot::Sender<()>>| {
+        for ack in acks.drain(..) {
+            let _ = ack.send(());
+        }
+    };
     if batch.lines.is_empty() && lost.0.is_empty() {
+        ack_all(acks);
         return;
     }
     let Batch { lines, tasks } = batch;
@@ -126,13 +131,13 @@ async fn write(
     let mut failed = None;
     for attempt in 1..=WRITE_ATTEMPTS {
         let (rows, marks) = (lines.clone(), markers.clone());
-        match store
-            .write(move |db| {
-                db.insert_log_lines(&marks)?;
-                db.insert_log_lines(&rows)
-            })
-            .await
-        {
+        let written = store.write_queued(move |db| {
+            db.insert_log_lines(&marks)?;
+            db.insert_log_lines(&rows)
+        });
+        // Queued: whoever waits for a flush may go on (their next write comes after this).
+        ack_all(acks);
+        match written.await {
             Ok(()) => {
                 failed = None;
                 break;

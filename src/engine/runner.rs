@@ -59,7 +59,8 @@ pub fn step_vars(job: &Job) -> Vec<(String, String)> {
     // The prompt is always in a file; in the environment too unless it is too large for
     // one (the kernel caps a single variable at 128 KiB).
     let prompt_file = job.context_dir.join("prompt.md");
-    if std::fs::write(&prompt_file, &t.prompt).is_ok() {
+    let same = std::fs::read(&prompt_file).is_ok_and(|old| old == t.prompt.as_bytes());
+    if same || std::fs::write(&prompt_file, &t.prompt).is_ok() {
         vars.push((
             "BATON_TASK_PROMPT_FILE".into(),
             prompt_file.display().to_string(),

@@ -138,11 +138,13 @@ impl Engine {
         let store = self.store.clone();
         let logs = self.logs.clone();
         let git = self.git.clone();
+        let git_used = git.is_some();
         tokio::spawn(async move {
             let _ended = ended;
             let mut job = job;
-            // Files and git off the async threads; the store records what git made.
-            let prepared = tokio::task::spawn_blocking(move || {
+            // Git off the async threads (a step in a git workspace); the store records what
+            // git made. Without git only a folder and a small file are made, here.
+            let prepare = move || {
                 let _ = std::fs::create_dir_all(&job.context_dir);
                 job.handoff_file = handoff.and_then(|h| {
                     let path = job
@@ -162,8 +164,12 @@ impl Engine {
                     None => None,
                 };
                 Ok((job, made))
-            })
-            .await;
+            };
+            let prepared = if git_used {
+                tokio::task::spawn_blocking(prepare).await
+            } else {
+                Ok(prepare())
+            };
             let job = match prepared {
                 Ok(Ok((mut job, made))) => {
                     if let Some(made) = made {
@@ -194,6 +200,7 @@ impl Engine {
                 }
             };
             let report = runner::run(job, store, logs, cancel).await;
+
             let _ = finished.send((step_id, report));
         });
     }

@@ -4,6 +4,7 @@
 //! `blocking_*` calls from a plain thread.
 
 use super::{Db, Result, Store, StoreError};
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc as std_mpsc;
@@ -27,6 +28,9 @@ type Deliver = Box<dyn FnOnce(Result<()>) + Send>;
 
 /// Writes queued together commit together, at most this many (group commit).
 const GROUP: usize = 64;
+
+/// The writer asks for a checkpoint after this many commits.
+const CHECKPOINT_EVERY: u32 = 64;
 
 /// A cloneable handle to the store's threads. The threads end when the last handle drops.
 #[derive(Clone)]
@@ -55,10 +59,18 @@ impl StoreHandle {
     }
 
     /// Wraps two open connections to one database: the first writes, the second reads.
+    /// A third, opened here, copies the write-ahead log into the database in the
+    /// background, so a checkpoint's writes and syncs never hold up a commit.
     pub fn from_store(writer: Store, reader: Store) -> Result<Self> {
         let path = writer.path().to_path_buf();
-        let writer = spawn_thread("baton-store-w", writer)?;
-        let reader = spawn_thread("baton-store-r", reader)?;
+        let checkpointer = Store::open(&path)?;
+        writer
+            .conn
+            .pragma_update(None, "wal_autocheckpoint", 0)
+            .map_err(StoreError::from)?;
+        let checkpoints = spawn_thread("baton-store-c", checkpointer, None)?;
+        let writer = spawn_thread("baton-store-w", writer, Some(checkpoints))?;
+        let reader = spawn_thread("baton-store-r", reader, None)?;
         Ok(Self {
             inner: Arc::new(Inner {
                 writer,
@@ -85,6 +97,22 @@ impl StoreHandle {
         let (tx, rx) = oneshot::channel();
         self.submit(Job::Write(write_body(f, tx)))?;
         rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// [`StoreHandle::write`], queued at once: writes submitted after this call returns are
+    /// committed after it (or with it), whenever the returned future is awaited.
+    pub fn write_queued<T, E, F>(&self, f: F) -> impl Future<Output = Result<T, E>> + Send + 'static
+    where
+        F: FnOnce(&Db) -> Result<T, E> + Send + 'static,
+        T: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        let sent = self.submit(Job::Write(write_body(f, tx)));
+        async move {
+            sent?;
+            rx.await.map_err(|_| StoreError::Closed)?
+        }
     }
 
     /// Queues a write whose result nobody waits for (a pid, a session id). Failures are
@@ -263,12 +291,18 @@ fn run_group(store: &mut Store, bodies: Vec<WriteBody>) {
 
 /// A thread owning one connection, running jobs until every sender is gone. Writes that
 /// queued up while one ran are committed together.
-fn spawn_thread(name: &str, mut store: Store) -> Result<std_mpsc::Sender<Job>> {
+fn spawn_thread(
+    name: &str,
+    mut store: Store,
+    checkpoints: Option<std_mpsc::Sender<Job>>,
+) -> Result<std_mpsc::Sender<Job>> {
     let (tx, rx) = std_mpsc::channel::<Job>();
     std::thread::Builder::new()
         .name(name.into())
         .spawn(move || {
             let mut next: Option<Job> = None;
+            let mut commits = 0u32;
+            let pending = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
             loop {
                 let job = match next.take() {
                     Some(j) => j,
@@ -299,6 +333,20 @@ fn spawn_thread(name: &str, mut store: Store) -> Result<std_mpsc::Sender<Job>> {
                             }
                         }
                         run_group(&mut store, bodies);
+                        commits += 1;
+                        if let Some(c) = &checkpoints
+                            && commits % CHECKPOINT_EVERY == 0
+                            && !pending.swap(true, std::sync::atomic::Ordering::AcqRel)
+                        {
+                            let pending = pending.clone();
+                            let _ = c.send(Job::Raw(Box::new(move |s: &mut Store| {
+                                // PASSIVE: copies what no reader still needs; never waits.
+                                if let Err(e) = s.conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)") {
+                                    tracing::warn!("a background checkpoint failed: {e}");
+                                }
+                                pending.store(false, std::sync::atomic::Ordering::Release);
+                            })));
+                        }
                     }
                 }
             }

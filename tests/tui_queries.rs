@@ -78,7 +78,7 @@ fn task_cards_progress_and_tests_forget_what_a_rework_will_redo() {
                         tests: passed.map(|p| serde_json::json!({"passed": p, "failed": 0})),
                         ..StepResult::default()
                     };
-                    db.claim_step_run(s.id)?;
+                    db.claim_step_run(s.id, baton::store::now_ms())?;
                     db.finish_step_run(s.id, state, &res)?;
                 }
                 Ok::<_, baton::store::StoreError>(())
@@ -123,7 +123,7 @@ fn task_cards_progress_and_tests_forget_what_a_rework_will_redo() {
                 tests: Some(serde_json::json!({"passed": 9, "failed": 3})),
                 ..StepResult::default()
             };
-            db.claim_step_run(s.id)?;
+            db.claim_step_run(s.id, baton::store::now_ms())?;
             db.finish_step_run(s.id, StepState::Failed, &res)
         })
         .unwrap();

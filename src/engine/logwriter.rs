@@ -25,6 +25,9 @@ pub enum LogMsg {
     /// Acknowledged once everything sent before it is queued to the store: a write the
     /// sender makes after the acknowledgement commits after those lines (or with them).
     Flush(oneshot::Sender<()>),
+    /// Acknowledged once everything sent before it is committed, or given up.
+    #[allow(dead_code)]
+    Sync(oneshot::Sender<()>),
 }
 
 /// Runs the writer until every sender is dropped.
@@ -35,6 +38,7 @@ pub async fn run(
 ) {
     let mut batch = Batch::default();
     let mut acks: Vec<oneshot::Sender<()>> = Vec::new();
+    let mut syncs: Vec<oneshot::Sender<()>> = Vec::new();
     let mut lost = Lost::default();
     loop {
         // Wait for the first message, then gather until the batch is full or old enough.
@@ -46,6 +50,10 @@ pub async fn run(
                 LogMsg::Lines { task_id, lines } => batch.push(task_id, lines),
                 LogMsg::Flush(ack) => {
                     acks.push(ack);
+                    break;
+                }
+                LogMsg::Sync(ack) => {
+                    syncs.push(ack);
                     break;
                 }
             }
@@ -62,6 +70,9 @@ pub async fn run(
             };
         }
         write(&store, std::mem::take(&mut batch), &events, &mut lost, &mut acks).await;
+        for ack in syncs.drain(..) {
+            let _ = ack.send(());
+        }
     }
     write(&store, batch, &events, &mut lost, &mut acks).await;
     if !lost.0.is_empty() {
@@ -205,7 +216,7 @@ mod tests {
 
     async fn flush(tx: &mpsc::Sender<LogMsg>) {
         let (ack, done) = oneshot::channel();
-        tx.send(LogMsg::Flush(ack)).await.unwrap();
+        tx.send(LogMsg::Sync(ack)).await.unwrap();
         done.await.unwrap();
     }
 

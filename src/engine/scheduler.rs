@@ -26,10 +26,15 @@ fn claim_due(db: &Db, free: usize) -> crate::store::Result<Vec<Claimed>> {
         return Ok(Vec::new());
     }
     let mut out = Vec::new();
-    for step in db.due_step_runs(now_ms(), free as i64)? {
-        if db.key_succeeded(&step.execution_key)? || !db.claim_step_run(step.id)? {
+    let now = now_ms();
+    // An execution key is unique, so a pending row's key can never have succeeded: the
+    // claim alone decides.
+    for mut step in db.due_step_runs(now, free as i64)? {
+        if !db.claim_step_run(step.id, now)? {
             continue;
         }
+        step.state = crate::store::StepState::Running;
+        step.started_at = Some(now);
         let task = db.task(step.task_id)?;
         db.set_task_state(task.id, TaskState::Running)?;
         let handoff = match task.run_id {
@@ -39,7 +44,7 @@ fn claim_due(db: &Db, free: usize) -> crate::store::Result<Vec<Claimed>> {
         // An unreadable snapshot is reported by the step itself (it cannot start).
         let pipeline = db.pipeline(task.id).ok();
         out.push(Claimed {
-            step: db.step_run(step.id)?,
+            step,
             task,
             pipeline,
             handoff,

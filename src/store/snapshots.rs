@@ -11,9 +11,10 @@ use std::sync::Arc;
 /// Parsed snapshots kept at most; past that the cache starts over (running tasks refill it).
 const CAPACITY: usize = 256;
 
-/// Parsed pipeline snapshots by snapshot id, private to one connection's thread.
+/// Parsed pipeline snapshots by snapshot id, and tasks' snapshot ids (which never change),
+/// private to one connection's thread.
 #[derive(Default)]
-pub struct SnapshotCache(RefCell<HashMap<i64, Arc<Pipeline>>>);
+pub struct SnapshotCache(RefCell<HashMap<i64, Arc<Pipeline>>>, RefCell<HashMap<i64, i64>>);
 
 /// FNV-1a over the JSON text: finds an identical stored snapshot to share (the text is
 /// compared too, so a collision only costs a new row).
@@ -47,7 +48,10 @@ impl Db<'_> {
     }
 
     fn snapshot_of(&self, task_id: i64) -> Result<i64> {
-        self.one(
+        if let Some(id) = self.pipelines.1.borrow().get(&task_id) {
+            return Ok(*id);
+        }
+        let id = self.one(
             "SELECT snapshot_id FROM tasks WHERE id = ?1",
             [task_id],
             |r| r.get(0),
@@ -55,7 +59,13 @@ impl Db<'_> {
         .map_err(|e| match e {
             rusqlite::Error::QueryReturnedNoRows => StoreError::NoTask(task_id),
             e => e.into(),
-        })
+        })?;
+        let mut tasks = self.pipelines.1.borrow_mut();
+        if tasks.len() >= CAPACITY * 16 {
+            tasks.clear();
+        }
+        tasks.insert(task_id, id);
+        Ok(id)
     }
 
     /// The pipeline a task was created with (its snapshot), parsed.

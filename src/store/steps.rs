@@ -82,6 +82,7 @@ impl Db<'_> {
             .unwrap_or(0)
             + 1;
         let key = format!("{run_id}:{status}:{attempt}");
+        let now = now_ms();
         self.exec(
             "INSERT INTO step_runs (task_id, run_id, status, attempt, execution_key, state, note, \
              not_before, created_at, seq) VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?7, ?8, ?9)",
@@ -93,11 +94,37 @@ impl Db<'_> {
                 key,
                 note,
                 not_before,
-                now_ms(),
+                now,
                 seq
             ],
         )?;
-        self.step_run(self.conn.last_insert_rowid())
+        Ok(StepRun {
+            id: self.conn.last_insert_rowid(),
+            task_id,
+            run_id,
+            status: status.to_string(),
+            attempt,
+            execution_key: key,
+            state: StepState::Pending,
+            exit_code: None,
+            outcome: None,
+            error: None,
+            note: note.map(str::to_string),
+            not_before,
+            created_at: now,
+            started_at: None,
+            finished_at: None,
+            pid: None,
+            pgid: None,
+            proc_start: None,
+            session_id: None,
+            usage: None,
+            cost: None,
+            tests: None,
+            handoff_content: None,
+            handoff_metadata: None,
+            seq,
+        })
     }
 
     /// The step run with this id.
@@ -152,11 +179,11 @@ impl Db<'_> {
 
     /// Moves a pending step run to running. Returns false if it was no longer pending
     /// (claimed, cancelled), so a step is started at most once.
-    pub fn claim_step_run(&self, id: i64) -> Result<bool> {
+    pub fn claim_step_run(&self, id: i64, now: i64) -> Result<bool> {
         let n = self.exec(
             "UPDATE step_runs SET state = 'running', started_at = ?1 \
              WHERE id = ?2 AND state = 'pending'",
-            params![now_ms(), id],
+            params![now, id],
         )?;
         Ok(n == 1)
     }

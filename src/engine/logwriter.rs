@@ -26,7 +26,7 @@ pub enum LogMsg {
     /// sender makes after the acknowledgement commits after those lines (or with them).
     Flush(oneshot::Sender<()>),
     /// Acknowledged once everything sent before it is committed, or given up.
-    #[allow(dead_code)]
+    #[cfg_attr(not(test), allow(dead_code))]
     Sync(oneshot::Sender<()>),
 }
 

@@ -98,10 +98,9 @@ pub async fn run(
         std::env::vars().chain(job.spec.env.iter().map(|(k, v)| (k.clone(), v.clone()))),
     );
     let forwarder = tokio::spawn(async move {
-        // The step's log also goes to a plain file in the context folder, for later steps.
-        let mut file = std::fs::File::create(&log_file)
-            .ok()
-            .map(std::io::BufWriter::new);
+        // The step's log also goes to a plain file in the context folder, for later steps;
+        // made at the first line, so a silent step costs no file.
+        let mut file: Option<std::io::BufWriter<std::fs::File>> = None;
         let mut scanner = TestScanner::default();
         // Lines travel on in batches of what has arrived: one message per batch, not per
         // line, however fast the step prints.
@@ -116,6 +115,11 @@ pub async fn run(
             }
             let ts = now_ms();
             let mut lines = Vec::with_capacity(batch.len());
+            if file.is_none() {
+                file = std::fs::File::create(&log_file)
+                    .ok()
+                    .map(std::io::BufWriter::new);
+            }
             for (stream, text) in batch.drain(..) {
                 let text = redactor.apply(text);
                 scanner.feed(&text);

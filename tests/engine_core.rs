@@ -136,7 +136,10 @@ fn hooks_recorded_before_a_kill_run_after_the_restart_with_the_same_key() {
     let keys: Vec<&str> = first.iter().map(|l| l.split(' ').nth(1).unwrap()).collect();
     assert_eq!(first[0].split(' ').next(), Some("1"));
     assert_eq!(first[1].split(' ').next(), Some("2"), "{first:?}");
-    assert_eq!(keys[0], keys[1], "one idempotency key across attempts: {first:?}");
+    assert_eq!(
+        keys[0], keys[1],
+        "one idempotency key across attempts: {first:?}"
+    );
     let second = lines(&ws.root().join("hook2.log"));
     assert_eq!(second.len(), 1, "{second:?}");
     assert_ne!(second[0].split(' ').nth(1), Some(keys[0]));
@@ -204,13 +207,23 @@ fn a_start_task_chain_stops_at_its_depth_limit() {
     let list: serde_json::Value =
         serde_json::from_str(&ws.ok(&["list", "--json"])).expect("list --json");
     let tasks = list.as_array().unwrap();
-    assert_eq!(tasks.len(), 6, "the first task and five generations: {list:#}");
+    assert_eq!(
+        tasks.len(),
+        6,
+        "the first task and five generations: {list:#}"
+    );
     // Titles are filled once: the parent's title is not expanded again.
     assert!(
-        tasks.iter().all(|t| t["title"].as_str().unwrap().ends_with("{{prompt}} again")),
+        tasks
+            .iter()
+            .all(|t| t["title"].as_str().unwrap().ends_with("{{prompt}} again")),
         "{list:#}"
     );
-    let last = tasks.iter().map(|t| t["id"].as_i64().unwrap()).max().unwrap();
+    let last = tasks
+        .iter()
+        .map(|t| t["id"].as_i64().unwrap())
+        .max()
+        .unwrap();
     let shown = ws.ok(&["show", &last.to_string()]);
     assert!(
         shown.contains("chain of start_task hooks"),
@@ -243,9 +256,8 @@ fn an_engine_on_a_read_only_database_stops_at_once_and_says_why() {
     let id = ws.new_task("one", "queued");
     ws.ok(&["start", &id.to_string()]);
     let baton = ws.root().join(".baton");
-    let mode = |p: &Path, m: u32| {
-        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
-    };
+    let mode =
+        |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
     std::fs::create_dir_all(baton.join("logs")).unwrap();
     std::fs::write(baton.join("engine.lock"), "").unwrap();
     mode(ws.dir.path(), 0o755);
@@ -287,7 +299,10 @@ fn a_command_from_another_process_is_applied_by_the_running_engine() {
     assert!(said.contains("review → done"), "{said}");
     assert_eq!(ws.show(id)["state"], "done");
     stop(engine);
-    assert!(!socket.exists(), "the engine removes its socket when it stops");
+    assert!(
+        !socket.exists(),
+        "the engine removes its socket when it stops"
+    );
 }
 
 /// A full disk is simulated by a trigger that refuses log rows: the step's lines are lost

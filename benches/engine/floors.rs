@@ -71,7 +71,9 @@ pub fn sqlite_ingest(cmd: &str, db: &Path) -> Result<Duration, String> {
         let mut conn = conn;
         let mut batch = Vec::with_capacity(1000);
         loop {
-            let Some(first) = rx.blocking_recv() else { break };
+            let Some(first) = rx.blocking_recv() else {
+                break;
+            };
             batch.push(first);
             while batch.len() < 1000 {
                 match rx.try_recv() {

@@ -122,7 +122,11 @@ pub fn merge_gate(
     merged: &Option<std::result::Result<(), String>>,
     hooks: &[crate::pipeline::Hook],
 ) -> std::result::Result<(), MergeGate> {
-    if !git || !hooks.iter().any(|h| matches!(h, crate::pipeline::Hook::Merge(_))) {
+    if !git
+        || !hooks
+            .iter()
+            .any(|h| matches!(h, crate::pipeline::Hook::Merge(_)))
+    {
         return Ok(());
     }
     match merged {

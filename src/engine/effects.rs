@@ -19,7 +19,12 @@ pub struct NewWorktree {
 impl NewWorktree {
     /// Records it on the task, with an event.
     pub fn record(&self, db: &Db, task_id: i64) -> crate::store::Result<()> {
-        db.set_worktree(task_id, Some(&self.branch), Some(&self.path), Some(&self.base))?;
+        db.set_worktree(
+            task_id,
+            Some(&self.branch),
+            Some(&self.path),
+            Some(&self.base),
+        )?;
         db.insert_event(&NewEvent {
             task_id: Some(task_id),
             category: "git",
@@ -265,9 +270,18 @@ mod tests {
     fn urls_shown_without_credentials_or_query() {
         for (raw, shown) in [
             ("https://hooks.example/x", "https://hooks.example/x"),
-            ("https://user:pa55@hooks.example/x", "https://***@hooks.example/x"),
-            ("https://tok3n@hooks.example/x", "https://***@hooks.example/x"),
-            ("https://hooks.example/x?token=abc", "https://hooks.example/x?***"),
+            (
+                "https://user:pa55@hooks.example/x",
+                "https://***@hooks.example/x",
+            ),
+            (
+                "https://tok3n@hooks.example/x",
+                "https://***@hooks.example/x",
+            ),
+            (
+                "https://hooks.example/x?token=abc",
+                "https://hooks.example/x?***",
+            ),
             ("not a url with secret", "(an invalid URL)"),
             ("https://user:pa55@", "https://…"),
         ] {

@@ -60,8 +60,13 @@ impl EngineError {
             return false;
         };
         let text = e.to_string();
-        ["readonly database", "read-only", "malformed", "not a database"]
-            .iter()
-            .any(|s| text.contains(s))
+        [
+            "readonly database",
+            "read-only",
+            "malformed",
+            "not a database",
+        ]
+        .iter()
+        .any(|s| text.contains(s))
     }
 }

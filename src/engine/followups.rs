@@ -108,7 +108,10 @@ pub(super) fn run_here(
     kill_grace: Duration,
     rows: Vec<FollowupRow>,
 ) {
-    let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
         tracing::error!("cannot start a runtime for hooks; the next engine runs them");
         return;
     };
@@ -167,7 +170,15 @@ async fn run_rows(ctx: &Ctx, rows: Vec<FollowupRow>) {
             (Some(FollowUp::Cleanup { to, merged }), Ok(task)) => {
                 ("cleanup", cleanup(ctx, task, to, merged).await)
             }
-            (Some(FollowUp::Hook { hook, from, to, trigger }), Ok(task)) => {
+            (
+                Some(FollowUp::Hook {
+                    hook,
+                    from,
+                    to,
+                    trigger,
+                }),
+                Ok(task),
+            ) => {
                 let moved = MoveFacts {
                     from,
                     to,
@@ -247,7 +258,12 @@ async fn cleanup(ctx: &Ctx, task: Task, to: String, merged: bool) -> Result<Stri
         .unwrap_or_else(|e| Err(format!("the clean-up panicked: {e}")))
 }
 
-async fn run_hook(ctx: &Ctx, task: &Task, moved: &MoveFacts, hook: &Hook) -> Result<String, String> {
+async fn run_hook(
+    ctx: &Ctx,
+    task: &Task,
+    moved: &MoveFacts,
+    hook: &Hook,
+) -> Result<String, String> {
     match hook {
         Hook::Merge(_) => Ok("merged".to_string()),
         Hook::Notify(v) => Ok(v
@@ -294,7 +310,11 @@ async fn run_command(
         // The first lines of each stream are enough for a one-line result.
         let (mut out, mut err) = (Vec::new(), Vec::new());
         while let Some((stream, line)) = rx.recv().await {
-            let keep = if stream == Stream::Stderr { &mut err } else { &mut out };
+            let keep = if stream == Stream::Stderr {
+                &mut err
+            } else {
+                &mut out
+            };
             if keep.len() < 20 {
                 keep.push(line);
             }
@@ -314,8 +334,13 @@ async fn run_command(
     match finish {
         Finish::Exited(0) => Ok(first(&out)),
         Finish::Exited(code) => {
-            let why = Some(first(&err)).filter(|s| !s.is_empty()).unwrap_or_else(|| first(&out));
-            Err(format!("`{}` exited {code}: {why}", redactor.apply(cmd.to_string())))
+            let why = Some(first(&err))
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| first(&out));
+            Err(format!(
+                "`{}` exited {code}: {why}",
+                redactor.apply(cmd.to_string())
+            ))
         }
         Finish::TimedOut => Err(format!(
             "`{}` took longer than {} s and was stopped",
@@ -402,7 +427,9 @@ async fn start_task(ctx: &Ctx, task: &Task, spec: serde_json::Value) -> Result<S
         })
         .await
         .map_err(|e| e.to_string())??;
-    let _ = ctx.events.send(EngineEvent::TaskChanged { task_id: created });
+    let _ = ctx
+        .events
+        .send(EngineEvent::TaskChanged { task_id: created });
     Ok(format!("started task {created} on {pipeline_id}"))
 }
 
@@ -410,7 +437,11 @@ async fn start_task(ctx: &Ctx, task: &Task, spec: serde_json::Value) -> Result<S
 /// the move, with an `Idempotency-Key` header that stays the same across retries and
 /// restarts. Network errors and 5xx answers are retried with backoff. Credentials in the
 /// URL and header values never reach events or logs.
-async fn webhook(task: &Task, moved: &MoveFacts, spec: &serde_json::Value) -> Result<String, String> {
+async fn webhook(
+    task: &Task,
+    moved: &MoveFacts,
+    spec: &serde_json::Value,
+) -> Result<String, String> {
     let raw = spec
         .get("url")
         .and_then(|u| u.as_str())
@@ -418,7 +449,10 @@ async fn webhook(task: &Task, moved: &MoveFacts, spec: &serde_json::Value) -> Re
     let mut url = reqwest::Url::parse(raw)
         .map_err(|e| format!("webhook URL {} is not valid: {e}", effects::safe_url(raw)))?;
     let shown = effects::safe_url(raw);
-    let (user, pass) = (url.username().to_string(), url.password().map(str::to_string));
+    let (user, pass) = (
+        url.username().to_string(),
+        url.password().map(str::to_string),
+    );
     let _ = url.set_username("");
     let _ = url.set_password(None);
     let body = json!({
@@ -466,9 +500,7 @@ async fn webhook(task: &Task, moved: &MoveFacts, spec: &serde_json::Value) -> Re
                 } else {
                     "failed"
                 };
-                last = format!(
-                    "POST {shown} {why} — check the URL and that the receiver is up"
-                );
+                last = format!("POST {shown} {why} — check the URL and that the receiver is up");
             }
         }
     }

@@ -69,7 +69,14 @@ pub async fn run(
                     .flatten(),
             };
         }
-        write(&store, std::mem::take(&mut batch), &events, &mut lost, &mut acks).await;
+        write(
+            &store,
+            std::mem::take(&mut batch),
+            &events,
+            &mut lost,
+            &mut acks,
+        )
+        .await;
         for ack in syncs.drain(..) {
             let _ = ack.send(());
         }
@@ -154,7 +161,10 @@ async fn write(
                 break;
             }
             Err(e) => {
-                tracing::warn!("writing {} log lines failed (try {attempt}): {e}", lines.len());
+                tracing::warn!(
+                    "writing {} log lines failed (try {attempt}): {e}",
+                    lines.len()
+                );
                 failed = Some(e.to_string());
                 if attempt < WRITE_ATTEMPTS {
                     tokio::time::sleep(Duration::from_millis(100 * u64::from(attempt))).await;
@@ -250,9 +260,13 @@ mod tests {
             tx.send(line(step, text)).await.unwrap();
         }
         flush(&tx).await;
-        let stored = store.read(move |db| db.log_lines(step, 0, 100)).await.unwrap();
+        let stored = store
+            .read(move |db| db.log_lines(step, 0, 100))
+            .await
+            .unwrap();
         assert!(stored.is_empty(), "nothing could be stored: {stored:?}");
-        raw.execute("DELETE FROM meta WHERE key = 'full'", []).unwrap();
+        raw.execute("DELETE FROM meta WHERE key = 'full'", [])
+            .unwrap();
         tx.send(line(step, "d")).await.unwrap();
         flush(&tx).await;
         drop(tx);

@@ -288,7 +288,12 @@ impl Engine {
             if stopping.is_none() {
                 if let Some(pred) = &opts.stop_when {
                     let pred = pred.clone();
-                    if self.store.read(move |db| Ok(pred(db))).await.unwrap_or(false) {
+                    if self
+                        .store
+                        .read(move |db| Ok(pred(db)))
+                        .await
+                        .unwrap_or(false)
+                    {
                         stopping = Some(ShutdownMode::Drain);
                     }
                 }
@@ -319,7 +324,10 @@ impl Engine {
             let wait = (at - crate::store::now_ms()).max(0) as u64;
             now + Duration::from_millis(wait)
         });
-        let trigger = self.triggers.next_wake().map(tokio::time::Instant::from_std);
+        let trigger = self
+            .triggers
+            .next_wake()
+            .map(tokio::time::Instant::from_std);
         let sweep = self._wake.is_none().then(|| now + FALLBACK_SWEEP);
         [due, trigger, sweep].into_iter().flatten().min()
     }

@@ -111,10 +111,7 @@ pub fn end_orphan(step: &crate::store::StepRun, grace: Duration) -> Orphan {
 fn orphan_group(step: &crate::store::StepRun) -> Option<(u32, Option<u64>)> {
     match step.pgid.filter(|p| *p > 1) {
         Some(pgid) => Some((pgid as u32, step.proc_start.map(|t| t as u64))),
-        None => crate::exec::process::find_group_by_env(
-            "BATON_EXECUTION_KEY",
-            &step.execution_key,
-        ),
+        None => crate::exec::process::find_group_by_env("BATON_EXECUTION_KEY", &step.execution_key),
     }
 }
 

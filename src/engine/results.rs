@@ -1,8 +1,8 @@
 //! Turning a finished step into the task's next move.
 
 use super::actions::Applied;
-use super::error::Result;
 use super::actions::{MergeGate, Outside};
+use super::error::Result;
 use super::transition::{FactsOwned, pipeline_of, transition};
 use crate::pipeline::{DecideError, Decision, Facts, Pipeline, Trigger, decide};
 use crate::store::{Db, NewEvent, RunState, StepResult, StepState, TaskState, now_ms};

@@ -89,7 +89,14 @@ fn step_results_table() {
         let got = on_result(&facts, &report(trigger, *retryable));
         let case = format!("{status} on {trigger} (attempts {attempts}, visits {visits:?})");
         match (want, &got) {
-            (Want::Retry(delay, used), ResultDecision::Retry { delay_ms, used: u, retries }) => {
+            (
+                Want::Retry(delay, used),
+                ResultDecision::Retry {
+                    delay_ms,
+                    used: u,
+                    retries,
+                },
+            ) => {
                 assert_eq!((delay, used, 2), (delay_ms, u, *retries), "{case}");
             }
             (Want::Move(to), ResultDecision::Move(d)) => assert_eq!(d.to, *to, "{case}"),

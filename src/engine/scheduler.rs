@@ -185,7 +185,9 @@ impl Engine {
                                 job.task.worktree = Some(made.path);
                                 job.task.base_branch = Some(made.base);
                             }
-                            Err(e) => tracing::error!("recording task {task_id}'s worktree failed: {e}"),
+                            Err(e) => {
+                                tracing::error!("recording task {task_id}'s worktree failed: {e}")
+                            }
                         }
                     }
                     job

@@ -56,10 +56,11 @@ pub fn pipeline_of(db: &Db, task: &Task) -> Result<std::sync::Arc<Pipeline>> {
 /// True when any transition of the pipeline is guarded by `clean_worktree`: only then does
 /// a move need `git status`, which runs before the transaction, never inside it.
 pub fn uses_clean_worktree(pipeline: &Pipeline) -> bool {
-    pipeline
-        .transitions
-        .iter()
-        .any(|t| t.guards.iter().any(|g| matches!(g, Guard::CleanWorktree(true))))
+    pipeline.transitions.iter().any(|t| {
+        t.guards
+            .iter()
+            .any(|g| matches!(g, Guard::CleanWorktree(true)))
+    })
 }
 
 /// The task state a status implies on entry.
@@ -212,8 +213,7 @@ pub fn transition(
     // Follow-ups are recorded here, in the transition's transaction, so none is lost if
     // the engine dies before running them.
     let mut bodies = Vec::new();
-    if matches!(target.kind, StatusKind::Done | StatusKind::Cancelled) && task.worktree.is_some()
-    {
+    if matches!(target.kind, StatusKind::Done | StatusKind::Cancelled) && task.worktree.is_some() {
         let merged = target.kind == StatusKind::Done
             && decision
                 .hooks

@@ -34,11 +34,11 @@ impl Engine {
                 .filter_map(|(v, k)| v.map(|v| (k, v)))
                 .collect();
             let mut updates = Vec::new();
-            let pushes = self
-                .triggers
-                .pushes(&heads, |k| seen.get(k).cloned(), |k, v| {
-                    updates.push((k.to_string(), v.to_string()))
-                });
+            let pushes = self.triggers.pushes(
+                &heads,
+                |k| seen.get(k).cloned(),
+                |k, v| updates.push((k.to_string(), v.to_string())),
+            );
             if !updates.is_empty() {
                 let written = self
                     .store
@@ -67,8 +67,11 @@ impl Engine {
             let fired = self
                 .store
                 .write(move |db| {
-                    let vars: Vec<(&str, &str)> =
-                        f.vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                    let vars: Vec<(&str, &str)> = f
+                        .vars
+                        .iter()
+                        .map(|(k, v)| (k.as_str(), v.as_str()))
+                        .collect();
                     triggers::fire(db, &pipeline, &trigger, &f.key, &vars)
                 })
                 .await;

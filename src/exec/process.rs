@@ -61,10 +61,8 @@ pub fn find_group_by_env(name: &str, value: &str) -> Option<(u32, Option<u64>)> 
                 })
                 .unwrap_or(false);
             leader
-                && std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
-                    env.split(|b| *b == 0)
-                        .any(|kv| kv == needle.as_bytes())
-                })
+                && std::fs::read(format!("/proc/{pid}/environ"))
+                    .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()))
         })
         .map(|pid| (pid, start_time(pid)))
 }

@@ -53,7 +53,8 @@ impl Db<'_> {
 
     /// A command's current state and result.
     pub fn command(&self, id: i64) -> Result<Option<CommandRow>> {
-        Ok(self.one(
+        Ok(self
+            .one(
                 "SELECT id, task_id, body_json, state, result FROM commands WHERE id = ?1",
                 [id],
                 |r| {

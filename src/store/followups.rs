@@ -52,7 +52,14 @@ impl Db<'_> {
         self.exec(
             "INSERT INTO followups (task_id, history_id, position, body_json, key, created_at) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![task_id, history_id, position, body.to_string(), key, now_ms()],
+            params![
+                task_id,
+                history_id,
+                position,
+                body.to_string(),
+                key,
+                now_ms()
+            ],
         )?;
         let id = self.conn.last_insert_rowid();
         Ok(self.one(

@@ -284,7 +284,9 @@ fn run_group(store: &mut Store, bodies: Vec<WriteBody>) {
     for deliver in delivers {
         deliver(match &committed {
             Ok(()) => Ok(()),
-            Err(e) => Err(StoreError::Conflict(format!("the write was not saved: {e}"))),
+            Err(e) => Err(StoreError::Conflict(format!(
+                "the write was not saved: {e}"
+            ))),
         });
     }
 }
@@ -341,7 +343,9 @@ fn spawn_thread(
                             let pending = pending.clone();
                             let _ = c.send(Job::Raw(Box::new(move |s: &mut Store| {
                                 // PASSIVE: copies what no reader still needs; never waits.
-                                if let Err(e) = s.conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)") {
+                                if let Err(e) =
+                                    s.conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)")
+                                {
                                     tracing::warn!("a background checkpoint failed: {e}");
                                 }
                                 pending.store(false, std::sync::atomic::Ordering::Release);
@@ -390,6 +394,9 @@ mod tests {
         assert!(matches!(panicked, Err(StoreError::Closed)));
         assert_eq!(h.read(|db| db.meta("k")).await.unwrap(), None);
         h.write(|db| db.set_meta("k", "w")).await.unwrap();
-        assert_eq!(h.read(|db| db.meta("k")).await.unwrap().as_deref(), Some("w"));
+        assert_eq!(
+            h.read(|db| db.meta("k")).await.unwrap().as_deref(),
+            Some("w")
+        );
     }
 }

@@ -66,7 +66,9 @@ pub enum StoreError {
     NoTask(i64),
     #[error("{0}")]
     Conflict(String),
-    #[error("the pipeline snapshot of task {task} is unreadable ({source}) — the database may be from another baton version")]
+    #[error(
+        "the pipeline snapshot of task {task} is unreadable ({source}) — the database may be from another baton version"
+    )]
     Snapshot {
         task: i64,
         #[source]

@@ -14,7 +14,10 @@ const CAPACITY: usize = 256;
 /// Parsed pipeline snapshots by snapshot id, and tasks' snapshot ids (which never change),
 /// private to one connection's thread.
 #[derive(Default)]
-pub struct SnapshotCache(RefCell<HashMap<i64, Arc<Pipeline>>>, RefCell<HashMap<i64, i64>>);
+pub struct SnapshotCache(
+    RefCell<HashMap<i64, Arc<Pipeline>>>,
+    RefCell<HashMap<i64, i64>>,
+);
 
 /// FNV-1a over the JSON text: finds an identical stored snapshot to share (the text is
 /// compared too, so a collision only costs a new row).
@@ -51,15 +54,16 @@ impl Db<'_> {
         if let Some(id) = self.pipelines.1.borrow().get(&task_id) {
             return Ok(*id);
         }
-        let id = self.one(
-            "SELECT snapshot_id FROM tasks WHERE id = ?1",
-            [task_id],
-            |r| r.get(0),
-        )
-        .map_err(|e| match e {
-            rusqlite::Error::QueryReturnedNoRows => StoreError::NoTask(task_id),
-            e => e.into(),
-        })?;
+        let id = self
+            .one(
+                "SELECT snapshot_id FROM tasks WHERE id = ?1",
+                [task_id],
+                |r| r.get(0),
+            )
+            .map_err(|e| match e {
+                rusqlite::Error::QueryReturnedNoRows => StoreError::NoTask(task_id),
+                e => e.into(),
+            })?;
         let mut tasks = self.pipelines.1.borrow_mut();
         if tasks.len() >= CAPACITY * 16 {
             tasks.clear();
@@ -75,12 +79,11 @@ impl Db<'_> {
             return Ok(p.clone());
         }
         let json = self.pipeline_json(task_id)?;
-        let parsed: Pipeline = serde_json::from_str(&json).map_err(|source| {
-            StoreError::Snapshot {
+        let parsed: Pipeline =
+            serde_json::from_str(&json).map_err(|source| StoreError::Snapshot {
                 task: task_id,
                 source,
-            }
-        })?;
+            })?;
         let parsed = Arc::new(parsed);
         let mut cache = self.pipelines.0.borrow_mut();
         if cache.len() >= CAPACITY {

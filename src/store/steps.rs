@@ -87,15 +87,7 @@ impl Db<'_> {
             "INSERT INTO step_runs (task_id, run_id, status, attempt, execution_key, state, note, \
              not_before, created_at, seq) VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?7, ?8, ?9)",
             params![
-                task_id,
-                run_id,
-                status,
-                attempt,
-                key,
-                note,
-                not_before,
-                now,
-                seq
+                task_id, run_id, status, attempt, key, note, not_before, now, seq
             ],
         )?;
         Ok(StepRun {
@@ -156,7 +148,8 @@ impl Db<'_> {
 
     /// The latest step run of a task (any state).
     pub fn last_step_run(&self, task_id: i64) -> Result<Option<StepRun>> {
-        Ok(self.one(
+        Ok(self
+            .one(
                 &format!(
                     "SELECT {STEP_COLS} FROM step_runs WHERE task_id = ?1 ORDER BY id DESC LIMIT 1"
                 ),
@@ -168,7 +161,8 @@ impl Db<'_> {
 
     /// True when an execution key already succeeded.
     pub fn key_succeeded(&self, key: &str) -> Result<bool> {
-        Ok(self.one(
+        Ok(self
+            .one(
                 "SELECT 1 FROM step_runs WHERE execution_key = ?1 AND state = 'succeeded'",
                 [key],
                 |_| Ok(()),
@@ -276,7 +270,8 @@ impl Db<'_> {
 
     /// The most recent handoff of a run (content and metadata), if any step left one.
     pub fn last_handoff(&self, run_id: i64) -> Result<Option<StepRun>> {
-        Ok(self.one(
+        Ok(self
+            .one(
                 &format!(
                     "SELECT {STEP_COLS} FROM step_runs WHERE run_id = ?1 \
                      AND handoff_content IS NOT NULL AND state = 'succeeded' \
@@ -323,7 +318,8 @@ impl Db<'_> {
 
     /// True while any step run is pending or running.
     pub fn any_open_step_runs(&self) -> Result<bool> {
-        Ok(self.one(
+        Ok(self
+            .one(
                 "SELECT 1 FROM step_runs WHERE state IN ('pending', 'running') LIMIT 1",
                 [],
                 |_| Ok(()),

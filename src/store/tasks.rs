@@ -72,12 +72,12 @@ impl Db<'_> {
     /// The task with this id, or [`StoreError::NoTask`].
     pub fn task(&self, id: i64) -> Result<Task> {
         self.one(
-                &format!("SELECT {TASK_COLS} FROM tasks WHERE id = ?1"),
-                [id],
-                task_row,
-            )
-            .optional()?
-            .ok_or(StoreError::NoTask(id))
+            &format!("SELECT {TASK_COLS} FROM tasks WHERE id = ?1"),
+            [id],
+            task_row,
+        )
+        .optional()?
+        .ok_or(StoreError::NoTask(id))
     }
 
     /// Tasks, newest first (by last update, then id).
@@ -145,7 +145,8 @@ impl Db<'_> {
 
     /// A workspace fact (e.g. `base_branch`).
     pub fn meta(&self, key: &str) -> Result<Option<String>> {
-        Ok(self.one("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+        Ok(self
+            .one("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
             .optional()?)
     }
 

@@ -70,10 +70,7 @@ pub fn sqlite_ingest(cmd: &str, db: &Path) -> Result<Duration, String> {
     let writer = std::thread::spawn(move || -> Result<(), String> {
         let mut conn = conn;
         let mut batch = Vec::with_capacity(1000);
-        loop {
-            let Some(first) = rx.blocking_recv() else {
-                break;
-            };
+        while let Some(first) = rx.blocking_recv() {
             batch.push(first);
             while batch.len() < 1000 {
                 match rx.try_recv() {

@@ -41,14 +41,23 @@ enum Want {
     Wait,
 }
 
+/// status, trigger, retryable, attempts so far, visits, expected.
+type Case = (
+    &'static str,
+    &'static str,
+    bool,
+    i64,
+    &'static [(&'static str, u32)],
+    Want,
+);
+
 #[test]
 fn step_results_table() {
     let (pipeline, diags) = parse_pipeline("p", P, None);
     assert!(diags.iter().all(|d| !d.is_error()), "{diags:?}");
     let pipeline = pipeline.expect("parses");
     #[rustfmt::skip]
-    let cases: &[(&str, &str, bool, i64, &[(&str, u32)], Want)] = &[
-        // status, trigger, retryable, attempts so far, visits, expected
+    let cases: &[Case] = &[
         ("build", "success", true, 1, &[], Want::Move("test")),
         ("build", "failure", true, 1, &[], Want::Move("failed")),
         // An error is retried within the step's `retries`, waiting 1 s, 2 s, …

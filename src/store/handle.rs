@@ -337,7 +337,7 @@ fn spawn_thread(
                         run_group(&mut store, bodies);
                         commits += 1;
                         if let Some(c) = &checkpoints
-                            && commits % CHECKPOINT_EVERY == 0
+                            && commits.is_multiple_of(CHECKPOINT_EVERY)
                             && !pending.swap(true, std::sync::atomic::Ordering::AcqRel)
                         {
                             let pending = pending.clone();

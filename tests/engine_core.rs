@@ -3,25 +3,10 @@
 //! from other processes.
 
 mod common;
-use common::{Ws, spawn_engine, stop, wait_for};
+use common::{Ws, git, spawn_engine, stop, wait_for};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 const ONE_STEP: &str = r#"{"id": "one", "statuses": [
   {"id": "todo", "kind": "queue"},
@@ -36,14 +21,7 @@ const ONE_STEP: &str = r#"{"id": "one", "statuses": [
 #[test]
 fn three_hundred_tasks_started_at_once_in_a_git_repository_all_finish() {
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("repo");
-    std::fs::create_dir(&root).unwrap();
-    git(&root, &["init", "-q", "-b", "main"]);
-    git(&root, &["config", "user.name", "Test"]);
-    git(&root, &["config", "user.email", "test@example.com"]);
-    std::fs::write(root.join("README"), "hello\n").unwrap();
-    git(&root, &["add", "."]);
-    git(&root, &["commit", "-qm", "init"]);
+    common::git_init(&dir.path().join("repo"));
     let ws = Ws::at(dir, "repo");
     ws.baton(&["init"]).assert().success();
     ws.config("max_parallel = 32\nworktree_root = \"../worktrees\"\n");

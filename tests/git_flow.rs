@@ -1,36 +1,12 @@
 //! Git worktrees per task: isolation, diff, merge on approve, conflicts, clean-up, test counts.
 
 mod common;
-use common::Ws;
-use std::path::Path;
-use std::process::Command;
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
+use common::{Ws, git};
 
 /// A workspace that is a git repository on `main` with one commit.
 fn repo() -> Ws {
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("repo");
-    std::fs::create_dir(&root).unwrap();
-    git(&root, &["init", "-q", "-b", "main"]);
-    git(&root, &["config", "user.name", "Test"]);
-    git(&root, &["config", "user.email", "test@example.com"]);
-    std::fs::write(root.join("README"), "hello\n").unwrap();
-    git(&root, &["add", "."]);
-    git(&root, &["commit", "-qm", "init"]);
+    common::git_init(&dir.path().join("repo"));
     let ws = Ws::at(dir, "repo");
     ws.baton(&["init"]).assert().success();
     ws.config("worktree_root = \"../worktrees\"\n");

@@ -145,3 +145,30 @@ pub fn alive(pid: i32) -> bool {
         .map(|s| !s[s.rfind(')').unwrap() + 2..].starts_with('Z'))
         .unwrap_or(false)
 }
+
+/// Runs git in `dir`; its stdout, or the test fails with git's stderr.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A new git repository at `root` on `main` with one commit.
+pub fn git_init(root: &Path) {
+    std::fs::create_dir_all(root).unwrap();
+    git(root, &["init", "-q", "-b", "main"]);
+    git(root, &["config", "user.name", "Test"]);
+    git(root, &["config", "user.email", "test@example.com"]);
+    std::fs::write(root.join("README"), "hello\n").unwrap();
+    git(root, &["add", "."]);
+    git(root, &["commit", "-qm", "init"]);
+}

@@ -33,7 +33,22 @@ impl Submitted {
 
 /// Submits a request: to the running engine if there is one, else applied here.
 pub fn submit(ws: &Workspace, store: &mut Store, req: &Request) -> Result<Submitted> {
-    if EngineLock::is_held(ws) {
+    // Applying here takes the engine lock for the while, so no engine starts meanwhile and
+    // runs the same hooks or kills the step this request ends. A lock held by a process that
+    // does not listen on the socket is another command applying itself: wait for it.
+    // An engine takes the lock a moment before it listens: look again until one of the two.
+    let until = Instant::now() + ANSWER_WITHIN;
+    let lock = loop {
+        if EngineLock::is_held(ws) && super::wake::listening(&ws.dir()) {
+            break None;
+        }
+        match EngineLock::acquire(ws, Duration::from_millis(50)) {
+            Ok(lock) => break Some(lock),
+            Err(_) if Instant::now() < until => continue,
+            Err(_) => break None,
+        }
+    };
+    if lock.is_none() {
         let body = serde_json::to_value(req).map_err(|e| EngineError::Other(e.to_string()))?;
         let id = store.write(|db| db.insert_command(Some(req.task_id), &body))?;
         let deadline = Instant::now() + ANSWER_WITHIN;

@@ -138,7 +138,8 @@ impl GitCtx {
     }
 
     /// The `merge` hook: commit what the worktree holds, then merge the task branch into its
-    /// base. Runs inside the transition's transaction, before it commits.
+    /// base, through the repository's git queue. Runs before the transition's transaction,
+    /// which then commits only if this succeeded.
     pub fn merge(&self, task: &Task) -> Result<(), GitError> {
         let (Some(branch), Some(wt)) = (&task.branch, &task.worktree) else {
             return Ok(());
@@ -238,21 +239,24 @@ pub fn refusal_event(err: &super::EngineError) -> Option<NewEvent<'static>> {
     })
 }
 
-/// A URL fit to show: credentials (`user:pass@`) and the query string are replaced by `***`.
+/// A URL fit to show: its scheme and host only. Credentials (`user:pass@`), the path (Slack
+/// and Discord put their secret there) and the query are replaced by `***`.
 pub fn safe_url(raw: &str) -> String {
     match reqwest::Url::parse(raw) {
-        Ok(mut u) => {
-            let had_auth = !u.username().is_empty() || u.password().is_some();
-            let _ = u.set_username("");
-            let _ = u.set_password(None);
-            if u.query().is_some() {
-                u.set_query(Some("***"));
-            }
-            let s = u.to_string();
-            match (had_auth, s.split_once("://")) {
-                (true, Some((scheme, rest))) => format!("{scheme}://***@{rest}"),
-                _ => s,
-            }
+        Ok(u) => {
+            let host = u.host_str().unwrap_or("");
+            let port = u.port().map(|p| format!(":{p}")).unwrap_or_default();
+            let auth = if !u.username().is_empty() || u.password().is_some() {
+                "***@"
+            } else {
+                ""
+            };
+            let rest = if u.path() != "/" || u.query().is_some() {
+                "/***"
+            } else {
+                ""
+            };
+            format!("{}://{auth}{host}{port}{rest}", u.scheme())
         }
         // Unparseable: show only what cannot hold a secret.
         Err(_) => raw
@@ -269,24 +273,21 @@ mod tests {
     #[test]
     fn urls_shown_without_credentials_or_query() {
         for (raw, shown) in [
-            ("https://hooks.example/x", "https://hooks.example/x"),
+            ("https://hooks.example", "https://hooks.example"),
+            ("https://hooks.example/x", "https://hooks.example/***"),
+            ("https://user:pa55@hooks.example/x", "https://***@hooks.example/***"),
+            ("https://tok3n@hooks.example:8443/", "https://***@hooks.example:8443"),
+            ("https://hooks.example/?token=pa55", "https://hooks.example/***"),
             (
-                "https://user:pa55@hooks.example/x",
-                "https://***@hooks.example/x",
+                "https://hooks.slack.com/services/T0/B0/pa55",
+                "https://hooks.slack.com/***",
             ),
-            (
-                "https://tok3n@hooks.example/x",
-                "https://***@hooks.example/x",
-            ),
-            (
-                "https://hooks.example/x?token=abc",
-                "https://hooks.example/x?***",
-            ),
-            ("not a url with secret", "(an invalid URL)"),
+            ("not a url with pa55", "(an invalid URL)"),
             ("https://user:pa55@", "https://…"),
         ] {
             assert_eq!(safe_url(raw), shown, "{raw}");
             assert!(!safe_url(raw).contains("pa55"));
+            assert!(!safe_url(raw).contains("tok3n"));
         }
     }
 }

@@ -143,6 +143,18 @@ fn claim(ctx: &Ctx, rows: Vec<FollowupRow>) -> Vec<FollowupRow> {
 }
 
 async fn run_rows(ctx: &Ctx, rows: Vec<FollowupRow>) {
+    // However this ends, the rows are no longer this process's: a sweep may take up any
+    // left unfinished.
+    struct Release<'a>(&'a Ctx, Vec<i64>);
+    impl Drop for Release<'_> {
+        fn drop(&mut self) {
+            let mut running = self.0.running.lock().unwrap_or_else(|p| p.into_inner());
+            for id in &self.1 {
+                running.remove(id);
+            }
+        }
+    }
+    let _release = Release(ctx, rows.iter().map(|r| r.id).collect());
     let mut results = Vec::new();
     for row in rows {
         if ctx.cancel.is_cancelled() {
@@ -167,12 +179,13 @@ async fn run_rows(ctx: &Ctx, rows: Vec<FollowupRow>) {
                 "follow-up",
                 Err("it was recorded by another baton version and is skipped".to_string()),
             ),
-            (Some(FollowUp::Cleanup { to, merged }), Ok(task)) => {
-                ("cleanup", cleanup(ctx, task, to, merged).await)
+            (Some(FollowUp::Cleanup { to, merged, run }), Ok(task)) => {
+                ("cleanup", cleanup(ctx, task, to, merged, run).await)
             }
             (
                 Some(FollowUp::Hook {
-                    hook,
+                    transition,
+                    index,
                     from,
                     to,
                     trigger,
@@ -185,8 +198,23 @@ async fn run_rows(ctx: &Ctx, rows: Vec<FollowupRow>) {
                     trigger,
                     key: row.key.clone(),
                     attempt,
+                    row: row.id,
                 };
-                (hook.name(), run_hook(ctx, &task, &moved, &hook).await)
+                // The hook itself is read from the task's pipeline snapshot: the row names
+                // it, so no header or URL secret is copied into the follow-ups table.
+                let hook = ctx
+                    .store
+                    .read(move |db| db.pipeline(task_id))
+                    .await
+                    .ok()
+                    .and_then(|p| p.transitions.get(transition)?.hooks.get(index).cloned());
+                match hook {
+                    Some(hook) => (hook.name(), run_hook(ctx, &task, &moved, &hook).await),
+                    None => (
+                        "hook",
+                        Err("its transition is no longer in the task's pipeline".to_string()),
+                    ),
+                }
             }
         };
         if ctx.cancel.is_cancelled() && outcome.is_err() {
@@ -247,12 +275,28 @@ struct MoveFacts {
     trigger: String,
     key: String,
     attempt: i64,
+    /// The follow-up row, finished in the same write as a hook's own record.
+    row: i64,
 }
 
-async fn cleanup(ctx: &Ctx, task: Task, to: String, merged: bool) -> Result<String, String> {
+async fn cleanup(
+    ctx: &Ctx,
+    task: Task,
+    to: String,
+    merged: bool,
+    run: Option<i64>,
+) -> Result<String, String> {
     let Some(git) = ctx.git.clone() else {
         return Ok("no git repository".into());
     };
+    // A task retried (or moved on) while the clean-up waited for its stopped step uses the
+    // worktree again: leave it.
+    if task.status != to || (run.is_some() && task.run_id != run) {
+        return Ok(format!(
+            "worktree kept: the task has moved on to {} since it ended at {to}",
+            task.status
+        ));
+    }
     tokio::task::spawn_blocking(move || effects::cleanup_worktree(&git, &task, &to, merged))
         .await
         .unwrap_or_else(|e| Err(format!("the clean-up panicked: {e}")))
@@ -272,8 +316,8 @@ async fn run_hook(
             .unwrap_or("notified")
             .to_string()),
         Hook::Run(cmd) => run_command(ctx, task, moved, cmd).await,
-        Hook::StartTask(spec) => start_task(ctx, task, spec.clone()).await,
-        Hook::Webhook(spec) => webhook(task, moved, spec).await,
+        Hook::StartTask(spec) => start_task(ctx, task, moved.row, spec.clone()).await,
+        Hook::Webhook(spec) => webhook(task, moved, spec, &ctx.cancel).await,
     }
 }
 
@@ -357,7 +401,12 @@ async fn run_command(
 /// creates a task on another pipeline and starts it. Templates see `{{id}}`, `{{title}}`,
 /// `{{prompt}}` and `{{status}}` of the task that moved, filled in one pass. A chain of
 /// tasks creating tasks stops at [`MAX_CHAIN_DEPTH`].
-async fn start_task(ctx: &Ctx, task: &Task, spec: serde_json::Value) -> Result<String, String> {
+async fn start_task(
+    ctx: &Ctx,
+    task: &Task,
+    row: i64,
+    spec: serde_json::Value,
+) -> Result<String, String> {
     let pipeline_id = spec
         .get("pipeline")
         .and_then(|p| p.as_str())
@@ -412,6 +461,9 @@ async fn start_task(ctx: &Ctx, task: &Task, spec: serde_json::Value) -> Result<S
             }
             let id = super::actions::create_task(db, &pipeline, &title, &prompt)?;
             db.set_task_parent(id, parent, depth)?;
+            // Finished in the same transaction that made the task: a crash after it never
+            // makes a second one.
+            db.finish_followup(row, true, &format!("started task {id} on {}", pipeline.id))?;
             let req = super::Request {
                 task_id: id,
                 action: super::Action::Start,
@@ -441,6 +493,7 @@ async fn webhook(
     task: &Task,
     moved: &MoveFacts,
     spec: &serde_json::Value,
+    cancel: &CancellationToken,
 ) -> Result<String, String> {
     let raw = spec
         .get("url")
@@ -469,7 +522,10 @@ async fn webhook(
     let mut last = String::new();
     for attempt in 0..WEBHOOK_TRIES {
         if attempt > 0 {
-            tokio::time::sleep(WEBHOOK_BACKOFF * 2u32.pow(attempt - 1)).await;
+            tokio::select! {
+                _ = tokio::time::sleep(WEBHOOK_BACKOFF * 2u32.pow(attempt - 1)) => {}
+                _ = cancel.cancelled() => return Err("stopped: the engine shut down".into()),
+            }
         }
         let mut req = client
             .post(url.clone())

@@ -120,6 +120,9 @@ pub struct Engine {
     ws: Workspace,
     cfg: Config,
     store: StoreHandle,
+    /// Wake-ups from other processes through `.baton/engine.sock`. Declared before the
+    /// lock: fields drop in order, so the socket is gone before another engine can start.
+    _wake: Option<wake::Listener>,
     _lock: EngineLock,
     events: broadcast::Sender<EngineEvent>,
     requests_tx: mpsc::Sender<(Request, Reply)>,
@@ -138,9 +141,9 @@ pub struct Engine {
     /// Follow-up rows being run, so a sweep never starts one twice.
     followups_running: Arc<std::sync::Mutex<std::collections::HashSet<i64>>>,
     triggers: triggers::TriggerSet,
-    /// Wake-ups from other processes through `.baton/engine.sock`.
     wake_rx: mpsc::UnboundedReceiver<wake::Wake>,
-    _wake: Option<wake::Listener>,
+    /// Something this engine did made work a look must find (a trigger's new task).
+    look_again: bool,
     /// When the earliest delayed step (a retry's backoff) comes due, if known.
     next_due: Option<i64>,
     /// Problems in the workspace's pipeline triggers (those triggers are skipped).
@@ -237,6 +240,7 @@ impl Engine {
             triggers,
             wake_rx,
             _wake: listener,
+            look_again: false,
             next_due: None,
             trigger_errors,
             recovered,
@@ -267,7 +271,6 @@ impl Engine {
         // Look for commands, due steps and follow-ups: at start, and after a wake-up from
         // outside. A step's end needs no look: it claims the next steps itself.
         let mut look = true;
-        self.sweep_followups().await;
         loop {
             if look {
                 self.drain_commands().await;
@@ -275,6 +278,9 @@ impl Engine {
                     self.run_triggers().await;
                     // A failed pass (the database busy past its timeout, say) is retried
                     // a second later rather than stopping the engine.
+                    // Hooks recorded by moves made inside other writes (a trigger's or a
+                    // hook's new task starting) are found here.
+                    self.sweep_followups().await;
                     if let Err(e) = self.schedule().await {
                         if e.is_fatal() {
                             tracing::error!("the engine stops: {e}");
@@ -338,12 +344,15 @@ impl Engine {
         tokio::select! {
             Some((id, report)) = self.finished.recv() => {
                 self.on_finished(id, report).await;
-                false
+                // The step's end claimed what could start; a look is needed only when it
+                // made new work elsewhere (a task_done trigger's task).
+                std::mem::take(&mut self.look_again)
             }
             Some((req, reply)) = self.requests.recv() => {
                 let out = self.apply_command(req, None).await;
                 let _ = reply.send(out);
-                false
+                // A request may have queued a step (start, approve, resume): claim it.
+                true
             }
             Some(w) = self.wake_rx.recv() => {
                 let mut waiters = Vec::new();
@@ -524,7 +533,10 @@ impl Engine {
             let task_id = moved.task_id;
             if let Ok(task) = self.store.read(move |db| db.task(task_id)).await {
                 let firings = self.triggers.done(&task);
-                self.record_firings(firings).await;
+                if !firings.is_empty() {
+                    self.record_firings(firings).await;
+                    self.look_again = true;
+                }
             }
         }
         if !moved.followups.is_empty() {

@@ -53,6 +53,45 @@ fn claim_due(db: &Db, free: usize) -> crate::store::Result<Vec<Claimed>> {
     Ok(out)
 }
 
+/// Sends a step's report to the engine exactly once: if the step's task ends without one
+/// (a panic), dropping this reports an error, so the engine never waits for it for ever.
+struct ReportOnce {
+    tx: Option<tokio::sync::mpsc::UnboundedSender<(i64, StepReport)>>,
+    step_id: i64,
+}
+
+impl ReportOnce {
+    fn new(tx: tokio::sync::mpsc::UnboundedSender<(i64, StepReport)>, step_id: i64) -> Self {
+        Self {
+            tx: Some(tx),
+            step_id,
+        }
+    }
+
+    fn send(mut self, report: StepReport) {
+        if let Some(tx) = self.tx.take() {
+            let _ = tx.send((self.step_id, report));
+        }
+    }
+}
+
+impl Drop for ReportOnce {
+    fn drop(&mut self) {
+        if let Some(tx) = self.tx.take() {
+            let finish = crate::exec::Finish::SpawnFailed(
+                "the step's runner stopped unexpectedly (see .baton/logs/engine.log)".into(),
+            );
+            let env = crate::exec::StepEnv {
+                vars: vec![],
+                workdir: std::path::PathBuf::new(),
+                timeout: std::time::Duration::ZERO,
+                kill_grace: std::time::Duration::ZERO,
+            };
+            let _ = tx.send((self.step_id, runner::report_for(&finish, &env)));
+        }
+    }
+}
+
 /// The earliest time a delayed step (a retry's backoff) comes due, if any.
 fn next_due(db: &Db) -> crate::store::Result<Option<i64>> {
     db.next_due_after(now_ms())
@@ -101,7 +140,7 @@ impl Engine {
         );
         // Cancelled however the step's task ends (after its report is sent).
         let ended = ended.drop_guard();
-        let finished = self.finished_tx.clone();
+        let finished = ReportOnce::new(self.finished_tx.clone(), step.id);
         let step_id = step.id;
         let Some(spec) = spec else {
             let report = runner::report_for(
@@ -116,7 +155,7 @@ impl Engine {
                     kill_grace: self.cfg.kill_grace,
                 },
             );
-            let _ = finished.send((step_id, report));
+            finished.send(report);
             return;
         };
         let context_dir = self.ws.context_dir(task.id);
@@ -198,17 +237,17 @@ impl Engine {
                         "could not prepare the task's git worktree: {e}"
                     ));
                     let env = runner::env_for(&job);
-                    let _ = finished.send((step_id, runner::report_for(&finish, &env)));
+                    finished.send(runner::report_for(&finish, &env));
                     return;
                 }
+                // Dropping `finished` reports the step as failed.
                 Err(e) => {
                     tracing::error!("preparing step run {step_id} panicked: {e}");
                     return;
                 }
             };
             let report = runner::run(job, store, logs, cancel).await;
-
-            let _ = finished.send((step_id, report));
+            finished.send(report);
         });
     }
 

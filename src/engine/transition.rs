@@ -32,11 +32,18 @@ pub struct Moved {
 #[serde(rename_all = "snake_case")]
 pub enum FollowUp {
     /// Remove a finished task's worktree, committing what it holds first; delete its branch
-    /// when the transition merged it.
-    Cleanup { to: String, merged: bool },
-    /// One of the transition's hooks (all but `merge`).
+    /// when the transition merged it. Skipped if the task has since moved on (`run`).
+    Cleanup {
+        to: String,
+        merged: bool,
+        #[serde(default)]
+        run: Option<i64>,
+    },
+    /// One of the transition's hooks (all but `merge`), named by its place in the task's
+    /// pipeline snapshot, so its settings (a webhook's headers) are not copied here.
     Hook {
-        hook: crate::pipeline::Hook,
+        transition: usize,
+        index: usize,
         from: String,
         to: String,
         trigger: String,
@@ -222,16 +229,20 @@ pub fn transition(
         bodies.push(FollowUp::Cleanup {
             to: target.id.clone(),
             merged,
+            run: Some(run_id),
         });
     }
-    for hook in &decision.hooks {
-        if !matches!(hook, crate::pipeline::Hook::Merge(_)) {
-            bodies.push(FollowUp::Hook {
-                hook: hook.clone(),
-                from: task.status.clone(),
-                to: target.id.clone(),
-                trigger: decision.trigger.to_string(),
-            });
+    if let Some(transition) = decision.transition {
+        for (index, hook) in decision.hooks.iter().enumerate() {
+            if !matches!(hook, crate::pipeline::Hook::Merge(_)) {
+                bodies.push(FollowUp::Hook {
+                    transition,
+                    index,
+                    from: task.status.clone(),
+                    to: target.id.clone(),
+                    trigger: decision.trigger.to_string(),
+                });
+            }
         }
     }
     let mut followups = Vec::new();

@@ -35,6 +35,8 @@ pub enum Wake {
 pub struct Listener {
     path: PathBuf,
     task: tokio::task::JoinHandle<()>,
+    /// Ends every subscription when the engine stops, so attached boards learn of it.
+    closed: tokio_util::sync::CancellationToken,
 }
 
 impl Listener {
@@ -48,31 +50,42 @@ impl Listener {
         let path = socket_path(baton_dir);
         let _ = std::fs::remove_file(&path);
         let listener = UnixListener::bind(&path)?;
+        let closed = tokio_util::sync::CancellationToken::new();
+        let ended = closed.clone();
         let task = tokio::spawn(async move {
             loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    continue;
+                let stream = match listener.accept().await {
+                    Ok((stream, _)) => stream,
+                    Err(e) => {
+                        // Out of file descriptors, say: wait a little rather than spin.
+                        tracing::warn!("accepting on the engine socket failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
                 };
-                let (wake, events) = (wake.clone(), events.clone());
-                tokio::spawn(serve(stream, wake, events));
+                let (wake, rx, ended) = (wake.clone(), events.subscribe(), ended.clone());
+                tokio::spawn(serve(stream, wake, rx, ended));
             }
         });
-        Ok(Self { path, task })
+        Ok(Self { path, task, closed })
     }
 }
 
 impl Drop for Listener {
     fn drop(&mut self) {
+        self.closed.cancel();
         self.task.abort();
         let _ = std::fs::remove_file(&self.path);
     }
 }
 
-/// Reads a client's one request line and acts on it.
+/// Reads a client's one request line and acts on it. Holds a receiver, never a sender, of
+/// the engine's events: a subscription ends when the engine does.
 async fn serve(
     stream: UnixStream,
     wake: mpsc::UnboundedSender<Wake>,
-    events: broadcast::Sender<EngineEvent>,
+    events: broadcast::Receiver<EngineEvent>,
+    closed: tokio_util::sync::CancellationToken,
 ) {
     let mut reader = tokio::io::BufReader::new(stream);
     let mut line = String::new();
@@ -85,7 +98,12 @@ async fn serve(
         "wait" => {
             let _ = wake.send(Wake::Wait(stream));
         }
-        "subscribe" => subscribe(stream, events.subscribe()).await,
+        "subscribe" => {
+            tokio::select! {
+                _ = subscribe(stream, events) => {}
+                _ = closed.cancelled() => {}
+            }
+        }
         _ => {
             let _ = wake.send(Wake::Poke);
         }
@@ -115,6 +133,13 @@ pub fn poke(baton_dir: &Path) {
     if let Ok(mut s) = std::os::unix::net::UnixStream::connect(socket_path(baton_dir)) {
         let _ = s.write_all(b"poke\n");
     }
+}
+
+/// True when an engine listens on the workspace's socket.
+pub fn listening(baton_dir: &Path) -> bool {
+    std::os::unix::net::UnixStream::connect(socket_path(baton_dir))
+        .and_then(|mut s| s.write_all(b"poke\n"))
+        .is_ok()
 }
 
 /// A connection on which the engine will say `ok` once it has applied queued commands.

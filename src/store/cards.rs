@@ -47,8 +47,10 @@ impl Db<'_> {
                AND s.run_id = t.run_id AND s.tests_json IS NOT NULL ORDER BY s.id DESC LIMIT 1) \
              END, \
              (SELECT SUM(s.cost) FROM step_runs s WHERE s.task_id = t.id AND s.run_id = t.run_id), \
-             (SELECT e.summary FROM events e WHERE e.task_id = t.id AND e.level = 'error' \
-               AND e.at >= COALESCE((SELECT MAX(h.at) FROM history h WHERE h.task_id = t.id), 0) \
+             (SELECT e.summary FROM events e INDEXED BY events_errors \
+               WHERE e.task_id = t.id AND e.level = 'error' \
+               AND e.at >= COALESCE((SELECT h.at FROM history h WHERE h.task_id = t.id \
+                                     ORDER BY h.id DESC LIMIT 1), 0) \
                ORDER BY e.id DESC LIMIT 1) \
              FROM tasks t ORDER BY t.id DESC",
         )?;

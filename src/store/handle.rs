@@ -252,35 +252,35 @@ fn run_group(store: &mut Store, bodies: Vec<WriteBody>) {
         }
     };
     let mut tx = tx;
-    for body in bodies {
-        let mut sp = match tx.savepoint() {
-            Ok(sp) => sp,
-            Err(e) => {
-                let e = StoreError::from(e);
-                let (_, deliver) = body(Err(&e));
-                delivers.push(deliver);
-                continue;
-            }
-        };
-        sp.set_drop_behavior(rusqlite::DropBehavior::Rollback);
-        let db = Db {
-            conn: &sp,
-            pipelines,
-        };
-        let run = std::panic::AssertUnwindSafe(|| body(Ok(&db)));
-        match std::panic::catch_unwind(run) {
-            Ok((true, deliver)) => {
-                if let Err(e) = sp.commit() {
-                    tracing::error!("releasing a savepoint failed: {e}");
-                }
-                delivers.push(deliver);
-            }
-            // Dropping the savepoint rolls its changes back.
-            Ok((false, deliver)) => delivers.push(deliver),
-            Err(_) => tracing::error!("a database job panicked; the store goes on"),
+    let mut bodies = bodies.into_iter();
+    let mut any_failed = false;
+    for body in bodies.by_ref() {
+        run_one(&mut tx, pipelines, body, &mut delivers, &mut any_failed);
+        // Some errors (a full disk, I/O) make SQLite roll the whole transaction back: what
+        // the earlier bodies did is gone, and a later savepoint would start a transaction
+        // of its own. Stop here; every reply says nothing was saved.
+        if tx.is_autocommit() {
+            break;
         }
     }
+    if tx.is_autocommit() {
+        let e = StoreError::Conflict("the transaction was rolled back".into());
+        for body in bodies {
+            let (_, deliver) = body(Err(&e));
+            deliver(Err(StoreError::Conflict(e.to_string())));
+        }
+        pipelines.clear();
+        for deliver in delivers {
+            deliver(Err(StoreError::Conflict(
+                "the write was not saved: the transaction was rolled back".into(),
+            )));
+        }
+        return;
+    }
     let committed = tx.commit().map_err(StoreError::from);
+    if any_failed || committed.is_err() {
+        pipelines.clear();
+    }
     for deliver in delivers {
         deliver(match &committed {
             Ok(()) => Ok(()),
@@ -288,6 +288,51 @@ fn run_group(store: &mut Store, bodies: Vec<WriteBody>) {
                 "the write was not saved: {e}"
             ))),
         });
+    }
+}
+
+/// Runs one body inside a savepoint of `tx`: kept if it succeeds, rolled back if not.
+fn run_one(
+    tx: &mut rusqlite::Transaction<'_>,
+    pipelines: &super::snapshots::SnapshotCache,
+    body: WriteBody,
+    delivers: &mut Vec<Deliver>,
+    any_failed: &mut bool,
+) {
+    let mut sp = match tx.savepoint() {
+        Ok(sp) => sp,
+        Err(e) => {
+            let e = StoreError::from(e);
+            let (_, deliver) = body(Err(&e));
+            deliver(Err(e));
+            *any_failed = true;
+            return;
+        }
+    };
+    sp.set_drop_behavior(rusqlite::DropBehavior::Rollback);
+    let db = Db {
+        conn: &sp,
+        pipelines,
+    };
+    let run = std::panic::AssertUnwindSafe(|| body(Ok(&db)));
+    match std::panic::catch_unwind(run) {
+        Ok((true, deliver)) => match sp.commit() {
+            Ok(()) => delivers.push(deliver),
+            // Its changes are rolled back with the savepoint: so is its reply.
+            Err(e) => {
+                *any_failed = true;
+                deliver(Err(StoreError::from(e)));
+            }
+        },
+        // Dropping the savepoint rolls its changes back.
+        Ok((false, deliver)) => {
+            *any_failed = true;
+            delivers.push(deliver);
+        }
+        Err(_) => {
+            *any_failed = true;
+            tracing::error!("a database job panicked; the store goes on");
+        }
     }
 }
 

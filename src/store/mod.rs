@@ -210,7 +210,15 @@ impl Store {
         let out = f(&Db {
             conn: &tx,
             pipelines: &self.pipelines,
-        })?;
+        });
+        let out = match out {
+            Ok(v) => v,
+            Err(e) => {
+                // Rolled back: ids handed out inside may be handed out again.
+                self.pipelines.clear();
+                return Err(e);
+            }
+        };
         tx.commit().map_err(StoreError::from)?;
         Ok(out)
     }

@@ -131,6 +131,7 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX step_runs_handoff ON step_runs(run_id, id)
         WHERE handoff_content IS NOT NULL AND state = 'succeeded';
     CREATE INDEX history_run ON history(run_id, to_status);
+    CREATE INDEX events_errors ON events(task_id, id) WHERE level = 'error';
     DROP INDEX commands_pending;
     CREATE INDEX commands_pending ON commands(id) WHERE state = 'pending';
 

@@ -30,6 +30,15 @@ fn fingerprint(json: &str) -> String {
     format!("{h:016x}:{}", json.len())
 }
 
+impl SnapshotCache {
+    /// Forgets everything: after a rollback, a task id (and snapshot id) may be handed out
+    /// again for another task.
+    pub fn clear(&self) {
+        self.0.borrow_mut().clear();
+        self.1.borrow_mut().clear();
+    }
+}
+
 impl Db<'_> {
     /// The id of a stored snapshot with exactly this text, stored now if there is none.
     pub(super) fn snapshot_id(&self, json: &str) -> Result<i64> {

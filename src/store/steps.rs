@@ -329,10 +329,3 @@ impl Db<'_> {
     }
 }
 
-impl Db<'_> {
-    /// The step run's position among its task's step runs (1 = first), across runs: the
-    /// `NNN` of its context files, so a retry never overwrites an earlier run's files.
-    pub fn step_seq(&self, step: &StepRun) -> Result<i64> {
-        Ok(step.seq)
-    }
-}

@@ -19,6 +19,8 @@ use tokio::task::JoinHandle;
 /// How often an attached TUI looks for changes when the engine has no socket to subscribe
 /// to (one of an older version); with the socket, nothing polls.
 const ATTACHED_POLL: Duration = Duration::from_millis(250);
+/// Tries at subscribing, 50 ms apart, while an engine that holds the lock starts listening.
+const ATTACH_TRIES: usize = 60;
 
 /// The engine as the TUI sees it.
 pub enum Backend {
@@ -230,7 +232,16 @@ fn submit(ws: &Workspace, req: &Request) -> Result<String, String> {
 /// is watched through `PRAGMA data_version` instead.
 fn follow(ws: &Workspace, tx: UnboundedSender<AppEvent>) -> Watcher {
     let stop = Arc::new(AtomicBool::new(false));
-    let Some(mut sub) = crate::engine::wake::Subscription::connect(&ws.dir()) else {
+    // An engine that is still starting holds the lock before it listens: give it a moment.
+    let mut sub = None;
+    for _ in 0..ATTACH_TRIES {
+        sub = crate::engine::wake::Subscription::connect(&ws.dir());
+        if sub.is_some() || !EngineLock::is_held(ws) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let Some(mut sub) = sub else {
         return watch(ws, tx, ATTACHED_POLL, stop);
     };
     let socket = sub.socket();

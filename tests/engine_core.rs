@@ -317,3 +317,78 @@ fn abort_still_works_while_log_lines_cannot_be_stored() {
     raw.execute_batch("DROP TRIGGER full;").unwrap();
     stop(engine);
 }
+
+/// A board runs the engine in its own process and sends requests through its handle: a
+/// started task's step runs at once, with nothing else to wake the engine.
+#[test]
+fn a_request_to_an_embedded_engine_starts_its_step() {
+    use baton::engine::{Action, Engine, EngineEvent, Request, RunOptions};
+    let ws = Ws::new();
+    ws.pipeline("one.json", ONE_STEP);
+    let id = ws.new_task("one", "embedded");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let workspace = baton::workspace::Workspace::at(ws.root());
+        let engine = Engine::start(&workspace).await.expect("the engine starts");
+        let handle = engine.handle();
+        let mut events = handle.subscribe();
+        let run = tokio::spawn(engine.run(RunOptions::default()));
+        let said = handle
+            .send(Request {
+                task_id: id,
+                action: Action::Start,
+                expected_status: None,
+                actor: "test".into(),
+            })
+            .await
+            .expect("start is applied");
+        assert!(said.contains("todo → work"), "{said}");
+        let done = tokio::time::timeout(Duration::from_secs(30), async {
+            loop {
+                match events.recv().await {
+                    Ok(EngineEvent::TaskChanged { .. }) => {
+                        let state = ws.show(id)["state"].clone();
+                        if state == "done" {
+                            return;
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) => panic!("the engine's events ended: {e}"),
+                }
+            }
+        })
+        .await;
+        assert!(done.is_ok(), "the step never ran: {:#}", ws.show(id));
+        handle.shutdown();
+        run.await.unwrap().unwrap();
+    });
+}
+
+/// A hook's task whose own start fires a hook: that hook was recorded inside the hook's
+/// write, and still runs before `--exit-when-idle` returns.
+#[test]
+fn hooks_recorded_by_a_hook_made_task_run_before_the_engine_is_idle() {
+    let ws = Ws::new();
+    ws.pipeline("parent.json", PARENT);
+    ws.pipeline(
+        "child.json",
+        r#"{"id": "child", "statuses": [
+          {"id": "todo", "kind": "queue"},
+          {"id": "work", "step": {"run": "true"}},
+          {"id": "done", "kind": "done"},
+          {"id": "failed", "kind": "failed"},
+          {"id": "cancelled", "kind": "cancelled"}
+        ], "transitions": [
+          {"from": "todo", "to": "work", "on": "start", "hooks": [
+            {"run": "echo \"$BATON_TASK_ID\" > child-started.txt"}
+          ]}
+        ]}"#,
+    );
+    let id = ws.new_task("parent", "release");
+    ws.ok(&["start", &id.to_string()]);
+    ws.drain();
+    let started = std::fs::read_to_string(ws.root().join("child-started.txt"))
+        .expect("the child's start hook ran");
+    assert_eq!(started.trim(), "2");
+    assert_eq!(ws.show(2)["state"], "done");
+}

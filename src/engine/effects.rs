@@ -275,9 +275,18 @@ mod tests {
         for (raw, shown) in [
             ("https://hooks.example", "https://hooks.example"),
             ("https://hooks.example/x", "https://hooks.example/***"),
-            ("https://user:pa55@hooks.example/x", "https://***@hooks.example/***"),
-            ("https://tok3n@hooks.example:8443/", "https://***@hooks.example:8443"),
-            ("https://hooks.example/?token=pa55", "https://hooks.example/***"),
+            (
+                "https://user:pa55@hooks.example/x",
+                "https://***@hooks.example/***",
+            ),
+            (
+                "https://tok3n@hooks.example:8443/",
+                "https://***@hooks.example:8443",
+            ),
+            (
+                "https://hooks.example/?token=pa55",
+                "https://hooks.example/***",
+            ),
             (
                 "https://hooks.slack.com/services/T0/B0/pa55",
                 "https://hooks.slack.com/***",

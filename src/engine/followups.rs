@@ -68,7 +68,16 @@ impl Engine {
             return;
         }
         let grace = self.cfg.kill_grace + Duration::from_secs(5);
+        // A task's follow-ups run in the order of its moves: each runner waits for the one
+        // before it.
+        let done = CancellationToken::new();
+        self.followup_tails.retain(|_, t| !t.is_cancelled());
+        let before = self.followup_tails.insert(task_id, done.clone());
         self.followups.spawn(async move {
+            let _done = done.drop_guard();
+            if let Some(before) = before {
+                before.cancelled().await;
+            }
             for e in ended {
                 let _ = tokio::time::timeout(grace, e.cancelled()).await;
             }

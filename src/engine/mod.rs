@@ -136,6 +136,8 @@ pub struct Engine {
     git: Option<GitCtx>,
     /// Hooks and worktree clean-ups of committed transitions, one runner per transition.
     followups: tokio::task::JoinSet<()>,
+    /// The last follow-up runner of each task, which the next one waits for.
+    followup_tails: HashMap<i64, CancellationToken>,
     /// Cancelled at an interrupting shutdown: running hooks stop and run again next start.
     followup_cancel: CancellationToken,
     /// Follow-up rows being run, so a sweep never starts one twice.
@@ -236,6 +238,7 @@ impl Engine {
             git,
             followups: tokio::task::JoinSet::new(),
             followups_running: Default::default(),
+            followup_tails: HashMap::new(),
             followup_cancel: CancellationToken::new(),
             triggers,
             wake_rx,

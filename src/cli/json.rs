@@ -40,6 +40,7 @@ pub fn show(db: &Db, task_id: i64) -> Result<Value> {
                     "metadata": s.handoff_metadata.clone().unwrap_or(Value::Null),
                 })),
                 "usage": s.usage,
+                "cost": s.cost,
                 "tests": s.tests,
             })
         })

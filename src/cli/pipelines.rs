@@ -208,7 +208,7 @@ fn validate(dir: Option<&PathBuf>, files: Vec<PathBuf>) -> Outcome {
         let text = match std::fs::read_to_string(f) {
             Ok(t) => t,
             Err(e) => {
-                eprintln!("{name}: error: cannot read it: {e}");
+                eprintln!("{}: error: cannot read it: {e}", strip(&name));
                 errors += 1;
                 continue;
             }

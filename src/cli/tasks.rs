@@ -120,7 +120,7 @@ fn create(
     }
     if title.chars().count() > MAX_TITLE {
         return Err(Failure::new(format!(
-            "the title is {} characters long; keep it under {MAX_TITLE} and put the details in --prompt",
+            "the title is {} characters long; keep it to {MAX_TITLE} at most and put the details in --prompt",
             title.chars().count()
         )));
     }

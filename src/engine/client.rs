@@ -83,6 +83,21 @@ pub fn submit(ws: &Workspace, store: &mut Store, req: &Request) -> Result<Submit
             }
         }
     }
+    // A step left `running` with no engine alive was cut off by one that died: only the
+    // next engine's recovery can say what became of it.
+    if matches!(req.action, super::Action::Resume | super::Action::Retry) {
+        let t = store.read().task(req.task_id)?;
+        if t.state == crate::store::TaskState::Running {
+            return Err(EngineError::Refused {
+                task: t.id,
+                message: format!(
+                    "its step at `{}` was cut off when its engine stopped — start one (`baton engine`, or `baton`), which marks the step interrupted, then {} it",
+                    t.status,
+                    req.action.verb()
+                ),
+            });
+        }
+    }
     let cfg = ws.config()?;
     let git = super::GitCtx::detect(ws, &cfg, &store.read())
         .ok()

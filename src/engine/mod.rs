@@ -379,6 +379,7 @@ impl Engine {
                 *stopping = Some(self.cfg.shutdown);
                 let n = self.running.len();
                 let text = match self.cfg.shutdown {
+                    _ if n == 0 => "shutting down: no step is running".to_string(),
                     ShutdownMode::Drain => format!("shutting down: waiting for {n} running step(s) to finish (drain)"),
                     ShutdownMode::Interrupt => format!("shutting down: interrupting {n} running step(s); `baton resume` continues them"),
                 };

@@ -59,7 +59,7 @@ pub enum StoreError {
         source: std::io::Error,
     },
     #[error("database error: {0}")]
-    Sql(#[from] rusqlite::Error),
+    Sql(rusqlite::Error),
     #[error("stored JSON is malformed: {0}")]
     Json(#[from] serde_json::Error),
     #[error("task {0} does not exist — `baton list` shows the tasks")]
@@ -76,6 +76,20 @@ pub enum StoreError {
     },
     #[error("the store has stopped")]
     Closed,
+}
+
+impl From<rusqlite::Error> for StoreError {
+    /// Damaged pages found by any query get the same plain sentence as at opening.
+    fn from(e: rusqlite::Error) -> Self {
+        use rusqlite::ErrorCode::{DatabaseCorrupt, NotADatabase};
+        match e.sqlite_error_code() {
+            Some(DatabaseCorrupt | NotADatabase) => StoreError::Damaged {
+                path: PathBuf::from(".baton/baton.db"),
+                detail: e.to_string(),
+            },
+            _ => StoreError::Sql(e),
+        }
+    }
 }
 
 /// Result alias for store operations.

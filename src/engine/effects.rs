@@ -104,7 +104,7 @@ impl GitCtx {
     /// caller records the result.
     pub fn prepare(&self, task: &Task) -> Result<(PathBuf, Option<NewWorktree>), GitError> {
         if let (Some(wt), Some(branch)) = (&task.worktree, &task.branch)
-            && git::current_branch(Path::new(wt)).as_deref() == Some(branch.as_str())
+            && git::worktree_branch(Path::new(wt)).as_deref() == Some(branch.as_str())
         {
             return Ok((Path::new(wt).join(&self.rel), None));
         }

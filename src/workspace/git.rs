@@ -105,6 +105,32 @@ pub fn repo_root(dir: &Path) -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
+/// The branch checked out in a worktree, read from its files rather than by running git
+/// (a step checks its worktree before every run): `.git` names the worktree's git folder,
+/// whose `HEAD` names the branch. Falls back to asking git when the files say otherwise.
+pub fn worktree_branch(dir: &Path) -> Option<String> {
+    let dot_git = dir.join(".git");
+    let git_dir = if dot_git.is_dir() {
+        dot_git
+    } else {
+        let text = std::fs::read_to_string(&dot_git).ok()?;
+        let linked = text.strip_prefix("gitdir:")?.trim();
+        let linked = Path::new(linked);
+        if linked.is_absolute() {
+            linked.to_path_buf()
+        } else {
+            dir.join(linked)
+        }
+    };
+    match std::fs::read_to_string(git_dir.join("HEAD")) {
+        Ok(head) => match head.trim().strip_prefix("ref: refs/heads/") {
+            Some(b) => Some(b.to_string()),
+            None => current_branch(dir),
+        },
+        Err(_) => current_branch(dir),
+    }
+}
+
 /// The branch checked out in `dir` (None when detached or not a repository).
 pub fn current_branch(dir: &Path) -> Option<String> {
     run(dir, &["symbolic-ref", "--quiet", "--short", "HEAD"]).ok()
@@ -184,7 +210,7 @@ fn try_ensure_worktree(
 ) -> Result<(), GitError> {
     if path.exists() {
         // Ours already (a resumed task)? Then reuse it.
-        if current_branch(path).as_deref() == Some(branch) {
+        if worktree_branch(path).as_deref() == Some(branch) {
             return Ok(());
         }
         if !is_empty_dir(path) {
@@ -195,13 +221,20 @@ fn try_ensure_worktree(
         args: format!("mkdir {}", root.display()),
         message: e.to_string(),
     })?;
-    if !branch_exists(repo, branch)? {
-        if !branch_exists(repo, base)? {
+    // Created on its own rather than with `worktree add -b`, which leaves the branch behind
+    // when the checkout fails, so that a retry finds a consistent state. One git process:
+    // an existing branch (a retried task) is fine, a missing base is named.
+    match run_once(repo, &["branch", "--no-track", branch, base]) {
+        Ok(_) => {}
+        Err(GitError::Failed { message, .. }) if message.contains("already exists") => {}
+        Err(GitError::Failed { message, .. })
+            if message.contains("not a valid object name")
+                || message.contains("not a valid branch name")
+                || message.contains("no such branch") =>
+        {
             return Err(GitError::NoBase(base.to_string()));
         }
-        // Created on its own rather than with `worktree add -b`, which leaves the branch
-        // behind when the checkout fails, so that a retry finds a consistent state.
-        run_once(repo, &["branch", "--no-track", branch, base])?;
+        Err(e) => return Err(e),
     }
     let add = ["worktree", "add", &path.to_string_lossy(), branch];
     match run_once(repo, &add) {

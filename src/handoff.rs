@@ -1,4 +1,4 @@
-//! Structured handoffs between pipeline steps (seed 003).
+//! Structured handoffs between pipeline steps: the sections an agent's answer is split into.
 //!
 //! An agent's Markdown output is split on its headings; the sections `What Was Done`,
 //! `Decisions Made`, `Open Questions` and `Next Agent Context` become a [`Handoff`], and the
@@ -58,7 +58,7 @@ impl HandoffFields {
             .collect()
     }
 
-    /// Whether no field is present (seed 003's `is_empty`).
+    /// Whether no field is present.
     pub fn is_empty(&self) -> bool {
         self.as_array().iter().all(|v| v.is_none())
     }
@@ -131,7 +131,7 @@ pub fn parse_outcome(raw: &str) -> Option<String> {
     extract(raw).outcome
 }
 
-/// The compact context header the next agent receives as `{{handoff}}` (seed 003's format,
+/// The compact context header the next agent receives as `{{handoff}}` (a fixed format,
 /// with `from_status` in place of the agent name); when extraction failed, the raw output
 /// (trimmed, and capped at [`RAW_CONTEXT_LIMIT`] with a note).
 pub fn context_header(h: &Handoff, from_status: &str) -> String {
@@ -161,7 +161,7 @@ pub fn context_header(h: &Handoff, from_status: &str) -> String {
 }
 
 /// JSON metadata stored with a handoff: `has_structured_data`, `fields` (names present),
-/// `outcome`, `lengths` (characters of `raw` and of each present field) and, as in seed 003's
+/// `outcome`, `lengths` (characters of `raw` and of each present field) and, as in the handoff format's
 /// `metadata_json`, each present field's text under its own name.
 pub fn metadata(h: &Handoff) -> Value {
     let mut lengths = Map::new();
@@ -239,7 +239,7 @@ fn heading(line: &str) -> Option<Section> {
         return None;
     }
     let section = section_named(text);
-    // Without a space (`##What Was Done`) only a known name counts, as seed 003 is lenient
+    // Without a space (`##What Was Done`) only a known name counts, as the format is lenient
     // there, while `#include` or `#[derive]` outside a fence must not end a section.
     let spaced = text.is_empty() || text.starts_with([' ', '\t']);
     (spaced || section != Section::Other).then_some(section)

@@ -1,4 +1,4 @@
-//! The `--json` shapes of DESIGN §7. Tests and users script against these: change with care.
+//! The `--json` shapes of the command line (docs in README.md). Tests and users script against these: change with care.
 
 use crate::store::{Db, Result, Task, rfc3339};
 use serde_json::{Value, json};

@@ -1,4 +1,4 @@
-//! The headless command line (DESIGN §7): argument definitions and dispatch.
+//! The headless command line: argument definitions and dispatch.
 
 mod engine_cmd;
 mod json;

@@ -1,4 +1,4 @@
-//! Pipeline triggers (DESIGN §2): tasks created and started on their own — on a cron
+//! Pipeline triggers: tasks created and started on their own — on a cron
 //! schedule, on a new commit to a matching branch, or when another task reaches done.
 //! Every firing has a dedupe key recorded in the store, so a restart never fires twice.
 

@@ -1,7 +1,7 @@
 //! The pure transition decision: given a pipeline, a status, a trigger and a few facts about
 //! the task, where does the task go? No I/O; the engine performs what this decides.
 //!
-//! Rules (DESIGN §2): explicit transitions win. Candidates are the status's own transitions in
+//! Rules: explicit transitions win. Candidates are the status's own transitions in
 //! file order, then the `"*"` ones (which apply to every non-terminal status except the one
 //! they lead to). The first whose guards all pass is taken; when every candidate is blocked,
 //! or there is none, the trigger's default applies.

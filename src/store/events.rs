@@ -1,4 +1,4 @@
-//! Task events (seed 001's `task_events`).
+//! Task events: the timeline of everything notable that happened to a task.
 
 use super::{Db, Event, NewEvent, Result, now_ms};
 use rusqlite::params;

@@ -44,7 +44,7 @@ macro_rules! text_enum {
 }
 
 text_enum!(
-    /// What is happening to a task at its status (DESIGN §1).
+    /// What is happening to a task at its status.
     TaskState {
         Idle = "idle",
         Queued = "queued",
@@ -187,7 +187,7 @@ pub struct HistoryEntry {
     pub at: i64,
 }
 
-/// A task event (seed 001's `task_events`).
+/// A task event: one entry of a task's timeline.
 #[derive(Debug, Clone)]
 pub struct Event {
     pub id: i64,

@@ -1,4 +1,4 @@
-//! The terminal UI (DESIGN §6): a live kanban of a workspace's tasks with a step/log pane.
+//! The terminal UI: a live kanban of a workspace's tasks with a step/log pane.
 //!
 //! Roles: `event` (what reaches the reducer and what it asks for), `app` + `keys` (the
 //! state and its one reducer), `board`/`logview`/`modal` (state by area), `keymap` +

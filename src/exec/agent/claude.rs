@@ -215,7 +215,7 @@ fn normalise_usage(u: &Value) -> Value {
 mod tests {
     use super::*;
 
-    /// Recorded lines in the shape the reference notes (§2.2) give.
+    /// Recorded lines in the shape `claude -p --output-format stream-json` prints.
     const RUN: &[&str] = &[
         r#"{"type":"system","subtype":"init","session_id":"5f0c-11","cwd":"/repo","model":"claude-sonnet-4-5","tools":["Bash","Edit"],"mcp_servers":[],"permissionMode":"default","apiKeySource":"none","uuid":"u1"}"#,
         r#"{"type":"assistant","session_id":"5f0c-11","uuid":"u2","parent_tool_use_id":null,"message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"thinking","thinking":"hmm"},{"type":"text","text":"Let me look."},{"type":"tool_use","id":"toolu_1","name":"Bash","input":{"command":"ls -la"}}],"stop_reason":null,"usage":{"input_tokens":10,"output_tokens":5}}}"#,

@@ -151,7 +151,7 @@ impl CodexStream {
 mod tests {
     use super::*;
 
-    /// The example of the reference notes (§3), plus a file change and a second turn.
+    /// The documented `codex exec --json` example, plus a file change and a second turn.
     const RUN: &[&str] = &[
         r#"{"type":"thread.started","thread_id":"0199a213-81c0-7800-8aa1-bbab2a035a53"}"#,
         r#"{"type":"turn.started"}"#,

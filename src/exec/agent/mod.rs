@@ -1,4 +1,4 @@
-//! Agent backends (DESIGN §3): `openai`, `opencode` and `command`, one file each. Every
+//! Agent backends: `openai`, `opencode` and `command`, one file each. Every
 //! backend streams readable progress lines into the step's log as they happen, stops when
 //! told (abort or timeout — the session is aborted, the process group killed) and returns the
 //! final text with usage, cost and the backend's session id. [`step::run_step`] wraps a

@@ -272,7 +272,7 @@ fn clean(log: &Log, f: AgentFinish) -> AgentFinish {
 mod tests {
     use super::*;
 
-    /// The wire example of the reference notes (§5), chunk by chunk.
+    /// A streamed chat completion as the API sends it, chunk by chunk.
     const CHUNKS: &[&str] = &[
         r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}],"usage":null}"#,
         r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"m","choices":[{"index":0,"delta":{"content":"Hel"},"finish_reason":null}]}"#,

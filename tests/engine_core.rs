@@ -44,9 +44,12 @@ fn three_hundred_tasks_started_at_once_in_a_git_repository_all_finish() {
     assert!(not_done.is_empty(), "not done: {not_done:#?}");
     let worktrees = git(ws.root(), &["worktree", "list"]);
     assert_eq!(worktrees.lines().count(), 1, "{worktrees}");
-    // Each task's work is kept on its own branch.
+    // Each task's work is kept on its own branch; the removed worktree is forgotten.
     let branches = git(ws.root(), &["branch", "--list", "baton/*"]);
     assert_eq!(branches.lines().count(), n, "{branches}");
+    let shown = ws.ok(&["show", "1"]);
+    assert!(shown.contains("branch baton/1-task-0"), "{shown}");
+    assert!(!shown.contains("worktree"), "{shown}");
 }
 
 /// The first hook blocks until `go` exists; the engine is killed while it runs, so it was

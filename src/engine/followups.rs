@@ -242,10 +242,16 @@ async fn run_rows(ctx: &Ctx, rows: Vec<FollowupRow>) {
             }));
         }
         let (hist, results_now) = (row.history_id, json!(results));
+        // A removed worktree is forgotten, so `show` and the board no longer name it.
+        let removed =
+            name == "cleanup" && ok && ctx.git.is_some() && task_worktree_gone(ctx, task_id).await;
         let recorded = ctx
             .store
             .write(move |db| {
                 db.finish_followup(id, ok, &detail)?;
+                if removed {
+                    db.clear_worktree(task_id)?;
+                }
                 if name != "cleanup" {
                     db.insert_event(&NewEvent {
                         task_id: Some(task_id),
@@ -275,6 +281,15 @@ async fn run_rows(ctx: &Ctx, rows: Vec<FollowupRow>) {
             tracing::error!("recording follow-up {id} failed: {e}");
         }
     }
+}
+
+/// True when the task has a recorded worktree whose folder no longer exists.
+async fn task_worktree_gone(ctx: &Ctx, task_id: i64) -> bool {
+    let Ok(task) = ctx.store.read(move |db| db.task(task_id)).await else {
+        return false;
+    };
+    task.worktree
+        .is_some_and(|wt| !std::path::Path::new(&wt).exists())
 }
 
 /// The move a hook fires on, and its idempotency key.

@@ -67,12 +67,23 @@ impl Config {
         };
         // (A leading byte-order mark, which some editors write, is accepted by the parser.)
         let text = text.as_str();
-        let cfg: Config = toml::from_str(text).map_err(|e| WorkspaceError::Config {
-            path: path.to_path_buf(),
-            message: e.message().to_string()
-                + &e.span()
-                    .map(|s| format!(" (at line {})", line_of(text, s.start)))
-                    .unwrap_or_default(),
+        let cfg: Config = toml::from_str(text).map_err(|e| {
+            // Name the setting the error is about: the key on the line it points at.
+            let at = e.span().map(|s| line_of(text, s.start));
+            let key = at
+                .and_then(|n| text.lines().nth(n - 1))
+                .and_then(|l| l.split_once('='))
+                .map(|(k, _)| k.trim().to_string())
+                .filter(|k| !k.is_empty() && !k.starts_with('#'));
+            let message = match (key, at) {
+                (Some(k), Some(n)) => format!("{k} (line {n}): {}", e.message()),
+                (None, Some(n)) => format!("{} (at line {n})", e.message()),
+                _ => e.message().to_string(),
+            };
+            WorkspaceError::Config {
+                path: path.to_path_buf(),
+                message,
+            }
         })?;
         let refuse = |key: &str, why: &str| WorkspaceError::Config {
             path: path.to_path_buf(),
@@ -134,7 +145,11 @@ mod humantime_serde_compat {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         let s = String::deserialize(d)?;
-        humantime::parse_duration(&s).map_err(serde::de::Error::custom)
+        humantime::parse_duration(&s).map_err(|_| {
+            serde::de::Error::custom(format!(
+                "`{s}` is not a duration; write it like \"30s\", \"5m\" or \"1h\""
+            ))
+        })
     }
 }
 
@@ -165,5 +180,26 @@ mod tests {
             "{err}"
         );
         assert!(load(b"default_timeout = \"1s\"\nkill_grace = \"0s\"\n").is_ok());
+    }
+
+    #[test]
+    fn a_bad_value_names_its_setting_and_line() {
+        for (text, want) in [
+            (
+                &b"max_parallel = 2\nkill_grace = \"abc\"\n"[..],
+                "kill_grace (line 2): `abc` is not a duration",
+            ),
+            (
+                &b"max_parallel = \"8\"\n"[..],
+                "max_parallel (line 1): invalid type",
+            ),
+            (
+                &b"\nmax_paralel = 8\n"[..],
+                "max_paralel (line 2): unknown field",
+            ),
+        ] {
+            let err = load(text).expect_err("refused").to_string();
+            assert!(err.contains(want), "{err}");
+        }
     }
 }

@@ -5,7 +5,7 @@ use super::actions::{Action, Request, apply};
 use super::results::interrupt_step;
 use crate::exec::process::{Orphan, classify_orphan, group_alive, signal_group};
 use crate::pipeline::StepAction;
-use crate::store::{NewEvent, StepRun, StepState, Store, TaskFilter, TaskState};
+use crate::store::{NewEvent, StepRun, Store, TaskFilter, TaskState};
 use crate::workspace::Workspace;
 use nix::sys::signal::Signal;
 use serde_json::json;
@@ -27,7 +27,7 @@ pub fn recover(
     auto_resume: bool,
 ) -> super::Result<Recovered> {
     let mut out = Recovered::default();
-    let stale = store.read().step_runs_in_state(StepState::Running)?;
+    let stale = store.read().running_step_runs()?;
     for step in stale {
         if let Some((pgid, _)) = orphan_group(&step) {
             let pgid = i64::from(pgid);

@@ -137,12 +137,13 @@ impl Db<'_> {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    /// Step runs in a state, oldest first.
-    pub fn step_runs_in_state(&self, state: StepState) -> Result<Vec<StepRun>> {
+    /// Step runs left `running`, oldest first (what recovery looks at).
+    pub fn running_step_runs(&self) -> Result<Vec<StepRun>> {
         let mut stmt = self.conn.prepare_cached(&format!(
-            "SELECT {STEP_COLS} FROM step_runs WHERE state = ?1 ORDER BY id"
+            "SELECT {STEP_COLS} FROM step_runs INDEXED BY step_runs_open \
+             WHERE state IN ('pending', 'running') AND state = 'running' ORDER BY id"
         ))?;
-        let rows = stmt.query_map([state], step_row)?;
+        let rows = stmt.query_map([], step_row)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 

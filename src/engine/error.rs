@@ -56,17 +56,14 @@ impl EngineError {
     /// True when the database can no longer be written at all (read-only, damaged): going
     /// on would only pile up errors, so the engine stops with the reason.
     pub fn is_fatal(&self) -> bool {
-        let EngineError::Store(e) = self else {
-            return false;
-        };
-        let text = e.to_string();
-        [
-            "readonly database",
-            "read-only",
-            "malformed",
-            "not a database",
-        ]
-        .iter()
-        .any(|s| text.contains(s))
+        use rusqlite::ErrorCode::{DatabaseCorrupt, NotADatabase, ReadOnly};
+        match self {
+            EngineError::Store(StoreError::Damaged { .. }) => true,
+            EngineError::Store(StoreError::Sql(e)) => matches!(
+                e.sqlite_error_code(),
+                Some(ReadOnly | DatabaseCorrupt | NotADatabase)
+            ),
+            _ => false,
+        }
     }
 }

@@ -101,6 +101,8 @@ struct Running {
     /// Cancelled by the step's task once its process is gone and its report is sent.
     ended: CancellationToken,
     task_id: i64,
+    /// Its pipeline has a `clean_worktree` guard, so its result needs `git status`.
+    uses_clean: bool,
 }
 
 /// A condition on the store that ends a run.

@@ -136,6 +136,10 @@ impl Engine {
                 reason: None,
                 ended: ended.clone(),
                 task_id: task.id,
+                uses_clean: self.git.is_some()
+                    && pipeline
+                        .as_ref()
+                        .is_some_and(|p| super::transition::uses_clean_worktree(p)),
             },
         );
         // Cancelled however the step's task ends (after its report is sent).
@@ -259,7 +263,8 @@ impl Engine {
         let task_id = running.as_ref().map_or(0, |r| r.task_id);
         let shutdown = reason == Some(StopReason::Shutdown)
             && report.state == crate::store::StepState::Cancelled;
-        let clean = if shutdown {
+        // `git status` only for a pipeline with a `clean_worktree` guard (known at spawn).
+        let clean = if shutdown || !running.as_ref().is_some_and(|r| r.uses_clean) {
             None
         } else {
             self.worktree_clean_for(task_id).await

@@ -1,7 +1,7 @@
 //! The async handle to a workspace database. SQLite is touched only by the handle's own
-//! threads: one writer (every write transaction, in submission order) and one reader. Async
-//! code awaits a reply instead of blocking a tokio worker; sync code (the CLI) may use the
-//! `blocking_*` calls from a plain thread.
+//! threads: one writer (every write transaction, in submission order; writes queued together
+//! commit together), one reader, and a checkpointer. Async code awaits a reply instead of
+//! blocking a tokio worker. Sync code (the CLI) keeps its own `Store`.
 
 use super::{Db, Result, Store, StoreError};
 use std::future::Future;
@@ -162,29 +162,6 @@ impl StoreHandle {
         let (tx, rx) = oneshot::channel();
         self.submit_read(f, tx)?;
         rx.await.map_err(|_| StoreError::Closed)?
-    }
-
-    /// [`StoreHandle::write`] for sync code. Must not be called on a tokio worker thread.
-    pub fn blocking_write<T, E, F>(&self, f: F) -> Result<T, E>
-    where
-        F: FnOnce(&Db) -> Result<T, E> + Send + 'static,
-        T: Send + 'static,
-        E: From<StoreError> + Send + 'static,
-    {
-        let (tx, rx) = oneshot::channel();
-        self.submit(Job::Write(write_body(f, tx)))?;
-        rx.blocking_recv().map_err(|_| StoreError::Closed)?
-    }
-
-    /// [`StoreHandle::read`] for sync code. Must not be called on a tokio worker thread.
-    pub fn blocking_read<T, F>(&self, f: F) -> Result<T>
-    where
-        F: FnOnce(&Db) -> Result<T> + Send + 'static,
-        T: Send + 'static,
-    {
-        let (tx, rx) = oneshot::channel();
-        self.submit_read(f, tx)?;
-        rx.blocking_recv().map_err(|_| StoreError::Closed)?
     }
 
     fn submit_read<T, F>(&self, f: F, tx: oneshot::Sender<Result<T>>) -> Result<()>

@@ -56,7 +56,7 @@ pub fn show(db: &Db, task_id: i64) -> Result<Value> {
                 "actor": h.actor,
                 "reason": h.reason,
                 "at": rfc3339(h.at),
-                "guards": h.guards,
+                "guards": guard_list(&h.guards),
                 "hooks": h.hooks,
             })
         })
@@ -71,4 +71,14 @@ pub fn show(db: &Db, task_id: i64) -> Result<Value> {
         "steps": steps,
         "history": history,
     }))
+}
+
+/// A history row's guards as a list of `{"guard", "passed", "detail"}` (rows written by
+/// older versions kept blocked ones under `{"checked", "blocked_by"}`).
+pub fn guard_list(guards: &Value) -> Value {
+    match guards.get("checked") {
+        Some(checked) => checked.clone(),
+        None if guards.is_array() => guards.clone(),
+        None => json!([]),
+    }
 }

@@ -4,6 +4,7 @@ mod engine_cmd;
 mod json;
 mod pipelines;
 mod tasks;
+mod why;
 
 use crate::engine::EngineError;
 use crate::store::{Store, StoreError};

@@ -350,7 +350,8 @@ fn show(store: &Store, id: i64, as_json: bool) -> Outcome {
         let from = h.from.as_deref().unwrap_or("·");
         let reason = h
             .reason
-            .map(|r| format!(" — {}", one_line(&r, 300)))
+            .as_ref()
+            .map(|r| format!(" — {}", one_line(r, 300)))
             .unwrap_or_default();
         println!(
             "  {} {} → {} ({}, {}){}",
@@ -361,6 +362,9 @@ fn show(store: &Store, id: i64, as_json: bool) -> Outcome {
             h.actor,
             reason
         );
+        for line in super::why::history_lines(&h) {
+            println!("      {}", one_line(&line, 300));
+        }
     }
     let events = db.events(id)?;
     let notable: Vec<_> = events.iter().filter(|e| e.level != "info").collect();

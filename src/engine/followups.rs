@@ -11,7 +11,7 @@ use crate::exec::{self, Finish, StepEnv};
 use crate::pipeline::{Hook, StatusKind};
 use crate::store::{FollowupRow, NewEvent, StoreHandle, Stream, Task};
 use crate::workspace::Workspace;
-use serde_json::json;
+use serde_json::{Value, json};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -164,7 +164,6 @@ async fn run_rows(ctx: &Ctx, rows: Vec<FollowupRow>) {
         }
     }
     let _release = Release(ctx, rows.iter().map(|r| r.id).collect());
-    let mut results = Vec::new();
     for row in rows {
         if ctx.cancel.is_cancelled() {
             // Left `running`: the next engine runs it again.
@@ -180,6 +179,10 @@ async fn run_rows(ctx: &Ctx, rows: Vec<FollowupRow>) {
             }
         };
         let body: Option<FollowUp> = serde_json::from_value(row.body.clone()).ok();
+        let hook_index = match &body {
+            Some(FollowUp::Hook { index, .. }) => Some(*index),
+            _ => None,
+        };
         let task_id = row.task_id;
         let task = ctx.store.read(move |db| db.task(task_id)).await;
         let (name, outcome) = match (body, task) {
@@ -233,15 +236,14 @@ async fn run_rows(ctx: &Ctx, rows: Vec<FollowupRow>) {
             Ok(d) => (true, d.clone()),
             Err(e) => (false, e.clone()),
         };
-        if name != "cleanup" {
-            results.push(json!({
-                "hook": name,
-                "status": if ok { "ok" } else { "error" },
-                "detail": detail,
-                "attempts": attempt,
-            }));
-        }
-        let (hist, results_now) = (row.history_id, json!(results));
+        let result = json!({
+            "hook": name,
+            "state": if ok { "ok" } else { "failed" },
+            "detail": detail,
+            "attempts": attempt,
+            "at": crate::store::rfc3339(crate::store::now_ms()),
+        });
+        let hist = row.history_id;
         // A removed worktree is forgotten, so `show` and the board no longer name it.
         let removed =
             name == "cleanup" && ok && ctx.git.is_some() && task_worktree_gone(ctx, task_id).await;
@@ -262,7 +264,9 @@ async fn run_rows(ctx: &Ctx, rows: Vec<FollowupRow>) {
                         actor: "hook",
                         level: if ok { "info" } else { "error" },
                     })?;
-                    db.set_history_hooks(hist, &results_now)?;
+                    let mut hooks = db.history_hooks(hist)?;
+                    record_hook(&mut hooks, hook_index, result);
+                    db.set_history_hooks(hist, &hooks)?;
                 } else {
                     db.insert_event(&NewEvent {
                         task_id: Some(task_id),
@@ -280,6 +284,21 @@ async fn run_rows(ctx: &Ctx, rows: Vec<FollowupRow>) {
         if let Err(e) = recorded {
             tracing::error!("recording follow-up {id} failed: {e}");
         }
+    }
+}
+
+/// Puts a finished hook's result in its place among a history row's hooks (rows written
+/// before hooks were listed up front get it appended).
+fn record_hook(hooks: &mut Value, index: Option<usize>, result: Value) {
+    if !hooks.is_array() {
+        *hooks = json!([]);
+    }
+    let Some(list) = hooks.as_array_mut() else {
+        return;
+    };
+    match index.and_then(|i| list.get_mut(i)) {
+        Some(slot) if slot.get("hook") == result.get("hook") => *slot = result,
+        _ => list.push(result),
     }
 }
 

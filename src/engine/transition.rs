@@ -70,6 +70,24 @@ pub fn uses_clean_worktree(pipeline: &Pipeline) -> bool {
     })
 }
 
+/// The hooks a history row starts with: each `pending` until its follow-up finishes, except
+/// `merge`, which ran before the commit.
+pub fn hooks_pending(hooks: &[crate::pipeline::Hook]) -> serde_json::Value {
+    json!(
+        hooks
+            .iter()
+            .map(|h| {
+                let state = if matches!(h, crate::pipeline::Hook::Merge(_)) {
+                    "ok"
+                } else {
+                    "pending"
+                };
+                json!({ "hook": h.name(), "state": state })
+            })
+            .collect::<Vec<_>>()
+    )
+}
+
 /// The task state a status implies on entry.
 pub fn entry_state(kind: StatusKind, paused: bool) -> TaskState {
     match kind {
@@ -187,11 +205,8 @@ pub fn transition(
     db.set_task_status(task.id, &target.id, entry_state(target.kind, paused))?;
     db.set_run_state(run_id, run_state_for(target.kind))?;
 
-    let mut guards = serde_json::to_value(&decision.guards).unwrap_or_default();
-    if !decision.blocked_by.is_empty() {
-        guards = json!({ "checked": guards, "blocked_by": decision.blocked_by });
-    }
-    let hooks = json!(decision.hooks.iter().map(|h| h.name()).collect::<Vec<_>>());
+    let guards = serde_json::to_value(&decision.guards).unwrap_or_default();
+    let hooks = hooks_pending(&decision.hooks);
     let history_id = db.insert_history(
         task.id,
         Some(run_id),
@@ -204,8 +219,14 @@ pub fn transition(
         &hooks,
     )?;
     let mut summary = format!("{} → {} ({})", task.status, target.id, decision.trigger);
-    if !decision.blocked_by.is_empty() {
-        summary.push_str(&format!(", blocked: {}", decision.blocked_by.join(", ")));
+    let blocked: Vec<&str> = decision
+        .guards
+        .iter()
+        .filter(|g| !g.passed)
+        .map(|g| g.detail.as_str())
+        .collect();
+    if !blocked.is_empty() {
+        summary.push_str(&format!(", blocked: {}", blocked.join(", ")));
     }
     db.insert_event(&NewEvent {
         task_id: Some(task.id),

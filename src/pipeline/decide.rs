@@ -32,6 +32,8 @@ pub struct GuardCheck {
     pub guard: String,
     /// Whether it let the transition through.
     pub passed: bool,
+    /// What it found, for people: `max_visits 3 reached`, `implement entered 1 of 3 times`.
+    pub detail: String,
 }
 
 /// Where the task goes and why.
@@ -304,7 +306,7 @@ impl Trace {
         for &(index, t) in candidates {
             let mut passed_all = true;
             for guard in &t.guards {
-                let passed = guard_passes(guard, &t.to, facts);
+                let (passed, detail) = check_guard(guard, &t.to, facts);
                 let name = guard.name();
                 if !passed {
                     passed_all = false;
@@ -315,6 +317,7 @@ impl Trace {
                 self.guards.push(GuardCheck {
                     guard: name,
                     passed,
+                    detail,
                 });
             }
             if passed_all {
@@ -345,14 +348,37 @@ impl Trace {
     }
 }
 
-/// Whether one guard lets a transition to `to` through.
-fn guard_passes(guard: &Guard, to: &str, facts: &Facts) -> bool {
+/// Whether one guard lets a transition to `to` through, and what it found.
+fn check_guard(guard: &Guard, to: &str, facts: &Facts) -> (bool, String) {
     match guard {
-        Guard::MaxVisits(n) => facts.visits.get(to).copied().unwrap_or(0) < *n,
+        Guard::MaxVisits(n) => {
+            let seen = facts.visits.get(to).copied().unwrap_or(0);
+            if seen < *n {
+                (true, format!("{to} entered {seen} of {n} times"))
+            } else {
+                (false, format!("max_visits {n} reached"))
+            }
+        }
         // `false` switches the guard off: `{"no_running_step": false}` reads as "don't check".
-        Guard::NoRunningStep(on) => !on || !facts.step_running,
-        Guard::HasHandoffField(field) => facts.handoff_fields.iter().any(|f| f == field),
-        Guard::CleanWorktree(on) => !on || facts.worktree_clean != Some(false),
-        Guard::Budget(limit) => facts.run_cost < *limit,
+        Guard::NoRunningStep(on) if *on && facts.step_running => {
+            (false, "a step is running".into())
+        }
+        Guard::NoRunningStep(_) => (true, "no step running".into()),
+        Guard::HasHandoffField(field) if facts.handoff_fields.iter().any(|f| f == field) => {
+            (true, format!("handoff has {field}"))
+        }
+        Guard::HasHandoffField(field) => (false, format!("the last handoff has no {field}")),
+        Guard::CleanWorktree(on) if *on && facts.worktree_clean == Some(false) => {
+            (false, "the worktree has uncommitted changes".into())
+        }
+        Guard::CleanWorktree(_) => (true, "worktree clean".into()),
+        Guard::Budget(limit) if facts.run_cost < *limit => (
+            true,
+            format!("${:.2} spent of ${limit:.2}", facts.run_cost),
+        ),
+        Guard::Budget(limit) => (
+            false,
+            format!("budget ${limit:.2} reached (${:.2} spent)", facts.run_cost),
+        ),
     }
 }

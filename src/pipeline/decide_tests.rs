@@ -286,7 +286,8 @@ fn decision_details() {
         d.guards,
         vec![GuardCheck {
             guard: "max_visits: 3".into(),
-            passed: false
+            passed: false,
+            detail: "max_visits 3 reached".into(),
         }]
     );
     assert!(d.hooks.is_empty());
@@ -438,4 +439,27 @@ fn move_options_table() {
     let f = F::default();
     let options = move_options(&p, "review", &f.facts());
     assert_eq!(options[0].label.as_deref(), Some("Back to to-do"));
+}
+
+/// Each guard checked says what it found, in words a history can show.
+#[test]
+fn guard_details_say_what_they_found() {
+    let p = pipeline("main");
+    let details = |d: &Decision| -> Vec<(bool, String)> {
+        d.guards.iter().map(|g| (g.passed, g.detail.clone())).collect()
+    };
+    let f = F::default();
+    let d = decide(&p, "test", &Trigger::Failure, &f.facts()).expect("decides");
+    assert_eq!(details(&d), vec![(true, "build entered 0 of 3 times".into())]);
+    let mut f = F::default();
+    pricey(&mut f);
+    let d = decide(&p, "build", &t("outcome:quick"), &f.facts()).expect("decides");
+    assert_eq!(
+        details(&d),
+        vec![(false, "budget $2.50 reached ($3.00 spent)".into())]
+    );
+    let mut f = F::default();
+    f.cost = 1.0;
+    let d = decide(&p, "build", &t("outcome:quick"), &f.facts()).expect("decides");
+    assert_eq!(details(&d), vec![(true, "$1.00 spent of $2.50".into())]);
 }

@@ -243,6 +243,16 @@ impl Db<'_> {
         Ok(())
     }
 
+    /// The hooks recorded on one history row.
+    pub fn history_hooks(&self, id: i64) -> Result<serde_json::Value> {
+        let text: String = self.one(
+            "SELECT hooks_json FROM history WHERE id = ?1",
+            [id],
+            |r| r.get(0),
+        )?;
+        Ok(serde_json::from_str(&text)?)
+    }
+
     /// A task's transition history, oldest first.
     pub fn history(&self, task_id: i64) -> Result<Vec<HistoryEntry>> {
         let mut stmt = self.conn.prepare_cached(

@@ -2,7 +2,7 @@
 
 use super::layout::detail_parts;
 use super::log;
-use super::text::{clock, elapsed, one_line, truncate};
+use super::text::{elapsed, one_line, truncate};
 use crate::pipeline::StatusKind;
 use crate::store::{StepRun, StepState};
 use crate::tui::app::{App, Focus};
@@ -160,25 +160,7 @@ fn render_left(f: &mut Frame, area: Rect, app: &App, d: &TaskDetail) {
     }
     after.push(Line::raw(""));
     after.push(Line::styled("History", t.title()));
-    let mut hist: Vec<Line> = d
-        .history
-        .iter()
-        .map(|h| {
-            let from = h.from.as_deref().unwrap_or("·");
-            Line::from(vec![
-                Span::styled(format!("{} ", clock(h.at)), t.dim()),
-                Span::raw(truncate(
-                    &format!("{from}→{} {}", h.to, h.trigger),
-                    w.saturating_sub(9),
-                )),
-            ])
-        })
-        .collect();
-    hist.extend(
-        d.notices
-            .iter()
-            .map(|e| Line::styled(truncate(&format!("! {}", e.summary), w), t.error())),
-    );
+    let hist = super::timeline::lines(app, d, w);
     // The step list gets what the rest and a few history rows leave (a loop can have
     // hundreds of runs), and scrolls to keep the shown step in view.
     let height = area.height as usize;

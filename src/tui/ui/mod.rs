@@ -7,6 +7,7 @@ pub mod layout;
 mod log;
 mod popups;
 mod text;
+mod timeline;
 
 use super::app::App;
 use super::modal::{Confirm, Modal};

@@ -1,0 +1,86 @@
+//! The task's history and its notable events on one timeline: each move with the guards
+//! that blocked it and the hooks it ran, errors and warnings in between, all with times.
+
+use super::text::{clock, truncate};
+use crate::tui::app::App;
+use crate::tui::event::TaskDetail;
+use ratatui::text::{Line, Span};
+use serde_json::Value;
+
+/// The timeline's rows, oldest first, `w` columns wide.
+pub fn lines(app: &App, d: &TaskDetail, w: usize) -> Vec<Line<'static>> {
+    let t = &app.theme;
+    // (time, order, line): history before events at the same millisecond.
+    let mut rows: Vec<(i64, usize, Line<'static>)> = Vec::new();
+    for h in &d.history {
+        let from = h.from.as_deref().unwrap_or("·");
+        rows.push((
+            h.at,
+            0,
+            Line::from(vec![
+                Span::styled(format!("{} ", clock(h.at)), t.dim()),
+                Span::raw(truncate(
+                    &format!("{from}→{} {}", h.to, h.trigger),
+                    w.saturating_sub(9),
+                )),
+            ]),
+        ));
+        for g in guards(&h.guards) {
+            if g["passed"].as_bool() == Some(false) {
+                let detail = g["detail"].as_str().or(g["guard"].as_str()).unwrap_or("");
+                rows.push((
+                    h.at,
+                    1,
+                    Line::styled(
+                        truncate(&format!("         ⊘ blocked: {detail}"), w),
+                        t.attention(),
+                    ),
+                ));
+            }
+        }
+        for hook in h.hooks.as_array().into_iter().flatten() {
+            let name = hook["hook"].as_str().or(hook.as_str()).unwrap_or("hook");
+            let state = hook["state"].as_str().unwrap_or("");
+            let style = if state == "failed" {
+                t.error()
+            } else {
+                t.dim()
+            };
+            let at = hook["at"]
+                .as_str()
+                .and_then(|s| s.get(11..19))
+                .unwrap_or("        ");
+            rows.push((
+                h.at,
+                2,
+                Line::styled(truncate(&format!("{at} ↳ {name} {state}"), w), style),
+            ));
+        }
+    }
+    for e in &d.notices {
+        let style = if e.level == "error" {
+            t.error()
+        } else {
+            t.attention()
+        };
+        rows.push((
+            e.at,
+            3,
+            Line::from(vec![
+                Span::styled(format!("{} ", clock(e.at)), t.dim()),
+                Span::styled(truncate(&format!("! {}", e.summary), w.saturating_sub(9)), style),
+            ]),
+        ));
+    }
+    rows.sort_by_key(|(at, order, _)| (*at, *order));
+    rows.into_iter().map(|(_, _, l)| l).collect()
+}
+
+/// A history row's guards as a list (older rows kept blocked ones under `checked`).
+fn guards(v: &Value) -> Vec<Value> {
+    v.get("checked")
+        .unwrap_or(v)
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}

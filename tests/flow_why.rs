@@ -52,7 +52,7 @@ fn a_loop_stopped_by_max_visits_says_so_in_the_history() {
 
     let text = ws.ok(&["show", &id.to_string()]);
     assert!(
-        text.contains("review → failed (failure, engine)\n      guard max_visits: 3: blocked by — max_visits 3 reached"),
+        text.contains("review → failed (failure, engine)\n      guard max_visits: 3: blocked — max_visits 3 reached"),
         "{text}"
     );
     assert!(text.contains("hook run: ok — looped"), "{text}");

@@ -1,6 +1,7 @@
 //! The headless command line: argument definitions and dispatch.
 
 mod engine_cmd;
+mod fixup;
 mod json;
 mod pipelines;
 mod tasks;
@@ -58,6 +59,9 @@ pub enum Command {
         /// Start it right away.
         #[arg(long)]
         start: bool,
+        /// The branch its worktree starts from (default: the configured base branch).
+        #[arg(long, value_name = "B")]
+        branch: Option<String>,
     },
     /// List tasks, newest first.
     List {
@@ -67,6 +71,9 @@ pub enum Command {
         pipeline: Option<String>,
         #[arg(long)]
         json: bool,
+        /// Only the archived tasks.
+        #[arg(long)]
+        archived: bool,
     },
     /// A task with its steps, handoffs and history.
     Show {
@@ -139,6 +146,41 @@ pub enum Command {
     /// Agent profiles.
     #[command(subcommand)]
     Agents(AgentsCmd),
+    /// Give up an interrupted task: it moves to its cancelled status.
+    Dismiss {
+        id: i64,
+        /// The reason, kept in the history.
+        #[arg(long)]
+        note: Option<String>,
+    },
+    /// Re-run a finished, failed or cancelled task from STATUS (a new run; the steps
+    /// before it and their handoffs are kept).
+    Rerun {
+        id: i64,
+        #[arg(long, value_name = "STATUS")]
+        from: String,
+        /// Pause before this status's step.
+        #[arg(long = "break", value_name = "STATUS")]
+        brk: Option<String>,
+    },
+    /// Change the title or prompt of a task that is not running.
+    Edit {
+        id: i64,
+        #[arg(long)]
+        title: Option<String>,
+        /// The new prompt; `-` reads it from stdin.
+        #[arg(long)]
+        prompt: Option<String>,
+    },
+    /// Hide a finished task from the board and `list` (`list --archived` shows it).
+    Archive { id: i64 },
+    /// Delete a task that is not running; its worktree and branch stay unless --purge.
+    Delete {
+        id: i64,
+        /// Remove its worktree and branch too.
+        #[arg(long)]
+        purge: bool,
+    },
 }
 
 /// `start|approve|reject|abort|resume|retry ID [--note TEXT]`.
@@ -255,6 +297,12 @@ pub fn dispatch(dir: Option<&PathBuf>, command: Command) -> Outcome {
         Command::Pipelines(cmd) => pipelines::run(dir, cmd),
         Command::Agents(cmd) => pipelines::agents(dir, cmd),
         Command::Engine { exit_when_idle } => engine_cmd::run(&workspace(dir)?, exit_when_idle),
+        Command::List { archived: true, json, .. } => fixup::archived(&workspace(dir)?, json),
+        c @ (Command::Dismiss { .. }
+        | Command::Rerun { .. }
+        | Command::Edit { .. }
+        | Command::Archive { .. }
+        | Command::Delete { .. }) => fixup::run(&workspace(dir)?, c),
         other => tasks::run(&workspace(dir)?, other),
     }
 }

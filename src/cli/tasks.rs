@@ -83,7 +83,7 @@ fn find_pipeline(ws: &Workspace, id: Option<&str>) -> Result<Pipeline, Failure> 
         })
 }
 
-fn read_prompt(prompt: Option<String>) -> Result<String, Failure> {
+pub(super) fn read_prompt(prompt: Option<String>) -> Result<String, Failure> {
     match prompt.as_deref() {
         Some("-") => {
             let mut s = String::new();
@@ -102,7 +102,7 @@ fn read_prompt(prompt: Option<String>) -> Result<String, Failure> {
 }
 
 /// Titles are one line on a card; details belong in the prompt.
-const MAX_TITLE: usize = 500;
+pub(super) const MAX_TITLE: usize = 500;
 
 /// Creates a task and optionally starts it; returns its id.
 fn create(
@@ -112,6 +112,7 @@ fn create(
     title: &str,
     prompt: Option<String>,
     start: bool,
+    branch: Option<String>,
 ) -> Result<i64, Failure> {
     if title.trim().is_empty() {
         return Err(Failure::new(
@@ -126,7 +127,16 @@ fn create(
     }
     let pipeline = find_pipeline(ws, pipeline)?;
     let prompt = read_prompt(prompt)?;
-    let id = store.write(|db| create_task(db, &pipeline, title, &prompt))?;
+    if let Some(b) = &branch {
+        check_branch(ws, b)?;
+    }
+    let id = store.write(|db| {
+        let id = create_task(db, &pipeline, title, &prompt)?;
+        if let Some(b) = &branch {
+            db.set_base_branch(id, b)?;
+        }
+        Ok::<_, crate::engine::EngineError>(id)
+    })?;
     // A running engine (and the boards it serves) learns of the new card at once.
     crate::engine::wake::poke(&ws.dir());
     if start {
@@ -139,6 +149,24 @@ fn create(
         submit(ws, store, &req)?;
     }
     Ok(id)
+}
+
+/// `new --branch B`: B must be a branch of the workspace's repository.
+fn check_branch(ws: &Workspace, branch: &str) -> Result<(), Failure> {
+    let Some(repo) = crate::workspace::git::repo_root(ws.root()) else {
+        return Err(Failure::new(format!(
+            "--branch {branch}: this workspace is not in a git repository, so there is no branch to start from"
+        )));
+    };
+    let heads = crate::workspace::git::branch_heads(&repo)
+        .map_err(|e| Failure::new(format!("--branch {branch}: cannot list branches: {e}")))?;
+    if heads.iter().any(|(name, _)| name == branch) {
+        return Ok(());
+    }
+    Err(Failure::new(format!(
+        "--branch {branch}: no such branch in {} — `git branch` lists them",
+        repo.display()
+    )))
 }
 
 fn hint_if_no_engine(ws: &Workspace) {
@@ -166,8 +194,9 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
             pipeline,
             prompt,
             start,
+            branch,
         } => {
-            let id = create(ws, &mut store, pipeline.as_deref(), &title, prompt, start)?;
+            let id = create(ws, &mut store, pipeline.as_deref(), &title, prompt, start, branch)?;
             println!("{id}");
             if start {
                 hint_if_no_engine(ws);
@@ -178,8 +207,9 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
             status,
             pipeline,
             json,
+            ..
         } => list(&store, status.as_deref(), pipeline.as_deref(), json),
-        Command::Show { id, json } => show(&store, id, json),
+        Command::Show { id, json } => show(ws, &store, id, json),
         Command::Start(a) => act(ws, &mut store, a.id, Action::Start),
         Command::Approve(a) => act(ws, &mut store, a.id, Action::Approve { note: a.note }),
         Command::Reject(a) => act(ws, &mut store, a.id, Action::Reject { note: a.note }),
@@ -200,19 +230,17 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
             wait,
             json,
         } => {
-            let id = create(ws, &mut store, Some(&pipeline), &title, prompt, true)?;
+            let id = create(ws, &mut store, Some(&pipeline), &title, prompt, true, None)?;
             if !wait {
                 hint_if_no_engine(ws);
             }
             super::engine_cmd::run_task(ws, &mut store, id, wait, json)
         }
-        Command::Init | Command::Engine { .. } | Command::Pipelines(_) | Command::Agents(_) => {
-            unreachable!("dispatched elsewhere")
-        }
+        _ => unreachable!("dispatched elsewhere"),
     }
 }
 
-fn act(ws: &Workspace, store: &mut Store, id: i64, action: Action) -> Outcome {
+pub(super) fn act(ws: &Workspace, store: &mut Store, id: i64, action: Action) -> Outcome {
     let task = store.read().task(id)?;
     let queues_step = matches!(
         action,
@@ -280,7 +308,7 @@ fn step_symbol(s: &StepRun) -> &'static str {
     }
 }
 
-fn show(store: &Store, id: i64, as_json: bool) -> Outcome {
+fn show(ws: &Workspace, store: &Store, id: i64, as_json: bool) -> Outcome {
     let db = store.read();
     if as_json {
         println!("{}", json::show(&db, id)?);
@@ -298,6 +326,13 @@ fn show(store: &Store, id: i64, as_json: bool) -> Outcome {
     );
     if let Some(b) = &t.breakpoint {
         println!("breakpoint before {b}");
+    }
+    if super::why::paused(&t) {
+        println!(
+            "paused before {} — context {} · `baton continue {id}` runs it",
+            t.status,
+            ws.context_dir(id).display()
+        );
     }
     if let Some(branch) = &t.branch {
         let base = t.base_branch.as_deref().unwrap_or("?");

@@ -1,6 +1,6 @@
 //! Why a task moved, in words: the guards a history row checked and the hooks it ran.
 
-use crate::store::HistoryEntry;
+use crate::store::{HistoryEntry, Task, TaskState};
 use serde_json::Value;
 
 /// One line per guard checked and per hook, for `show` (empty when there were none).
@@ -10,7 +10,7 @@ pub fn history_lines(h: &HistoryEntry) -> Vec<String> {
         let name = g["guard"].as_str().unwrap_or("guard");
         let detail = g["detail"].as_str().unwrap_or("");
         let mark = if g["passed"].as_bool() == Some(false) {
-            "blocked by"
+            "blocked"
         } else {
             "passed"
         };
@@ -44,4 +44,9 @@ fn hook_line(hook: &Value) -> String {
         line.push_str(&format!(" (attempt {n})"));
     }
     line
+}
+
+/// True when the task waits at its breakpoint, before its status's step.
+pub fn paused(t: &Task) -> bool {
+    t.state == TaskState::Waiting && t.breakpoint.as_deref() == Some(t.status.as_str())
 }

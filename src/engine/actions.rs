@@ -39,6 +39,19 @@ pub enum Action {
     },
     /// Clear the breakpoint and run the paused step.
     Continue,
+    /// Give up an interrupted task: to its cancelled status, the note kept as the reason.
+    Dismiss { note: Option<String> },
+    /// A new run from `from`, keeping the steps before it; `brk` pauses before a status.
+    Rerun { from: String, brk: Option<String> },
+    /// Change the title and/or prompt of a task that is not running.
+    Edit {
+        title: Option<String>,
+        prompt: Option<String>,
+    },
+    /// Hide a finished task from the board.
+    Archive,
+    /// Delete a task that is not running.
+    Delete,
 }
 
 impl Action {
@@ -54,6 +67,11 @@ impl Action {
             Self::Retry => "retry",
             Self::Break { .. } => "break",
             Self::Continue => "continue",
+            Self::Dismiss { .. } => "dismiss",
+            Self::Rerun { .. } => "rerun",
+            Self::Edit { .. } => "edit",
+            Self::Archive => "archive",
+            Self::Delete => "delete",
         }
     }
 }
@@ -221,10 +239,25 @@ pub fn apply(db: &Db, req: &Request, outside: &Outside) -> Result<Applied> {
             note.clone(),
             run_id,
         ),
-        Action::Resume => resume_decision(db, &task)?,
+        Action::Resume => super::fixup::resume_or_fresh(db, &task, &pipeline)?,
         Action::Retry => retry_decision(db, &task, &pipeline)?,
         Action::Break { status } => return set_break(db, &task, &pipeline, status),
         Action::Continue => return continue_paused(db, &task, &pipeline),
+        Action::Dismiss { note } => super::fixup::dismiss(&task, &pipeline, note.as_deref())?,
+        Action::Rerun { from, brk } => {
+            super::fixup::rerun(db, &task, &pipeline, from, brk.as_deref())?
+        }
+        Action::Edit { title, prompt } => {
+            return super::fixup::edit(db, &task, title.as_deref(), prompt.as_deref());
+        }
+        Action::Archive => return super::fixup::archive(db, &task, &pipeline),
+        Action::Delete => return super::fixup::delete(db, &task),
+    };
+    // A re-run may have set a breakpoint on the way in.
+    let task = if matches!(req.action, Action::Rerun { .. }) {
+        db.task(task.id)?
+    } else {
+        task
     };
     if !decision.hooks.is_empty() {
         match (outside.merge)(&task, &decision.hooks) {
@@ -248,10 +281,15 @@ pub fn apply(db: &Db, req: &Request, outside: &Outside) -> Result<Applied> {
         note.as_deref(),
         run_id,
     )?;
+    let fresh = if matches!(req.action, Action::Resume) && moved.trigger == Trigger::Retry {
+        "nothing to resume, so it started over: "
+    } else {
+        ""
+    };
     Ok(Applied {
         task_id: task.id,
         summary: format!(
-            "task {}: {} → {} ({})",
+            "task {}: {fresh}{} → {} ({})",
             task.id, moved.from, moved.to, moved.trigger
         ),
         moved: Some(moved),
@@ -318,7 +356,7 @@ fn explain(
     }
 }
 
-fn plain(to: &str, trigger: Trigger) -> Decision {
+pub(super) fn plain(to: &str, trigger: Trigger) -> Decision {
     Decision {
         to: to.to_string(),
         trigger,
@@ -331,7 +369,7 @@ fn plain(to: &str, trigger: Trigger) -> Decision {
 }
 
 /// Resume: re-run the last interrupted or failed step of the current run, where it ran.
-fn resume_decision(db: &Db, task: &Task) -> Result<(Decision, Option<String>, i64)> {
+pub(super) fn resume_decision(db: &Db, task: &Task) -> Result<(Decision, Option<String>, i64)> {
     if !matches!(task.state, TaskState::Interrupted | TaskState::Failed) {
         return Err(EngineError::Refused {
             task: task.id,
@@ -369,7 +407,7 @@ fn resume_decision(db: &Db, task: &Task) -> Result<(Decision, Option<String>, i6
 }
 
 /// Retry from scratch: a new run entering the first status (through `start` from a queue).
-fn retry_decision(
+pub(super) fn retry_decision(
     db: &Db,
     task: &Task,
     pipeline: &Pipeline,

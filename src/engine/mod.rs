@@ -7,6 +7,7 @@ pub mod actions;
 pub mod client;
 mod effects;
 mod error;
+mod fixup;
 mod followups;
 mod logwriter;
 mod recovery;

@@ -106,7 +106,10 @@ pub fn decide(
     facts: &Facts,
 ) -> Result<Decision, DecideError> {
     let status = live_status(p, from)?;
-    if matches!(trigger, Trigger::Resume | Trigger::Retry) {
+    if matches!(
+        trigger,
+        Trigger::Resume | Trigger::Retry | Trigger::Dismiss | Trigger::Rerun
+    ) {
         return Err(no_transition(from, trigger));
     }
     let mut trace = Trace::default();

@@ -148,6 +148,10 @@ pub enum Trigger {
     Resume,
     /// Engine action: start a new run from the first step (never in a pipeline file).
     Retry,
+    /// Engine action: an interrupted task is given up, to its cancelled status.
+    Dismiss,
+    /// Engine action: a new run from a chosen status, earlier handoffs kept.
+    Rerun,
 }
 
 impl Trigger {
@@ -198,6 +202,8 @@ impl fmt::Display for Trigger {
             Self::Abort => f.write_str("abort"),
             Self::Resume => f.write_str("resume"),
             Self::Retry => f.write_str("retry"),
+            Self::Dismiss => f.write_str("dismiss"),
+            Self::Rerun => f.write_str("rerun"),
         }
     }
 }
@@ -214,6 +220,8 @@ impl<'de> Deserialize<'de> for Trigger {
         match s.as_str() {
             "resume" => Ok(Self::Resume),
             "retry" => Ok(Self::Retry),
+            "dismiss" => Ok(Self::Dismiss),
+            "rerun" => Ok(Self::Rerun),
             other => Self::parse(other)
                 .ok_or_else(|| serde::de::Error::custom(format!("unknown trigger `{other}`"))),
         }

@@ -71,7 +71,7 @@ pub(crate) fn parse_transition(
     let on = on.and_then(|s| {
         let trigger = Trigger::parse(&s);
         if trigger.is_none() {
-            let reason = if s == "resume" || s == "retry" {
+            let reason = if matches!(s.as_str(), "resume" | "retry" | "dismiss" | "rerun") {
                 format!("{what}: `{s}` is an engine action, not a pipeline trigger (use one of {TRIGGERS})")
             } else {
                 format!("{what}: unknown trigger `{s}` (expected {TRIGGERS})")

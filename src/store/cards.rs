@@ -52,7 +52,7 @@ impl Db<'_> {
                AND e.at >= COALESCE((SELECT h.at FROM history h WHERE h.task_id = t.id \
                                      ORDER BY h.id DESC LIMIT 1), 0) \
                ORDER BY e.id DESC LIMIT 1) \
-             FROM tasks t ORDER BY t.id DESC",
+             FROM tasks t WHERE t.archived_at IS NULL ORDER BY t.id DESC",
         )?;
         let rows = stmt.query_map([], |r| {
             let tests: Option<String> = r.get(8)?;

@@ -7,6 +7,7 @@
 mod cards;
 mod commands;
 mod events;
+mod fixup;
 mod followups;
 mod handle;
 mod logs;

@@ -172,6 +172,10 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE tasks ADD COLUMN parent_id INTEGER;
     ALTER TABLE tasks ADD COLUMN depth INTEGER NOT NULL DEFAULT 0;
     "#,
+    // 4: archived tasks are kept but left off the board and `list`.
+    r#"
+    ALTER TABLE tasks ADD COLUMN archived_at INTEGER;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -85,7 +85,7 @@ impl Db<'_> {
         let mut stmt = self.conn.prepare_cached(&format!(
             "SELECT {TASK_COLS} FROM tasks \
              WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR pipeline_id = ?2) \
-             ORDER BY updated_at DESC, id DESC"
+             AND archived_at IS NULL ORDER BY updated_at DESC, id DESC"
         ))?;
         let rows = stmt.query_map(params![filter.status, filter.pipeline], task_row)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)

@@ -308,6 +308,11 @@ pub fn delete_merged_branch(repo: &Path, branch: &str, base: &str) -> Result<(),
     run(repo, &["branch", "-D", branch]).map(|_| ())
 }
 
+/// Deletes `branch` whether or not it was merged (`baton delete --purge`).
+pub fn delete_branch(repo: &Path, branch: &str) -> Result<(), GitError> {
+    run(repo, &["branch", "-D", branch]).map(|_| ())
+}
+
 /// Tracked files with changes in a checkout (`git status --porcelain`, untracked excluded).
 pub fn modified_tracked(dir: &Path) -> Result<Vec<String>, GitError> {
     Ok(

@@ -1,0 +1,104 @@
+//! Commands that fix a task up: `dismiss`, `rerun`, `edit`, `archive`, `delete`, and
+//! `list --archived`.
+
+use super::tasks::{MAX_TITLE, act, read_prompt};
+use super::{Command, Failure, Outcome, exit, json, open_store, open_store_to_read};
+use crate::engine::Action;
+use crate::store::rfc3339;
+use crate::workspace::{GitQueue, Workspace, git};
+use std::path::Path;
+
+/// Runs one of this file's commands.
+pub fn run(ws: &Workspace, command: Command) -> Outcome {
+    let mut store = open_store(ws)?;
+    match command {
+        Command::Dismiss { id, note } => act(ws, &mut store, id, Action::Dismiss { note }),
+        Command::Rerun { id, from, brk } => act(ws, &mut store, id, Action::Rerun { from, brk }),
+        Command::Edit { id, title, prompt } => {
+            if let Some(t) = &title
+                && t.chars().count() > MAX_TITLE
+            {
+                return Err(Failure::new(format!(
+                    "the title is {} characters long; keep it to {MAX_TITLE} at most and put the details in --prompt",
+                    t.chars().count()
+                )));
+            }
+            let prompt = match prompt {
+                Some(p) => Some(read_prompt(Some(p))?),
+                None => None,
+            };
+            act(ws, &mut store, id, Action::Edit { title, prompt })
+        }
+        Command::Archive { id } => act(ws, &mut store, id, Action::Archive),
+        Command::Delete { id, purge } => {
+            let task = store.read().task(id)?;
+            let code = act(ws, &mut store, id, Action::Delete)?;
+            match (&task.branch, purge) {
+                (Some(branch), true) => purge_git(ws, task.worktree.as_deref(), branch)?,
+                (Some(branch), false) => println!(
+                    "its branch {branch} is kept{} — `--purge` removes them too",
+                    task.worktree
+                        .as_deref()
+                        .map(|w| format!(" and so is its worktree {w}"))
+                        .unwrap_or_default()
+                ),
+                _ => {}
+            }
+            Ok(code)
+        }
+        _ => unreachable!("dispatched elsewhere"),
+    }
+}
+
+/// Removes a deleted task's worktree and branch, through the repository's git queue.
+fn purge_git(ws: &Workspace, worktree: Option<&str>, branch: &str) -> Result<(), Failure> {
+    let Some(repo) = git::repo_root(ws.root()) else {
+        return Ok(());
+    };
+    let (wt, b) = (worktree.map(str::to_string), branch.to_string());
+    GitQueue::for_repo(&repo)
+        .run(move |repo| {
+            if let Some(wt) = &wt {
+                git::remove_worktree(repo, Path::new(wt))?;
+            }
+            git::delete_branch(repo, &b)
+        })
+        .map_err(|e| {
+            Failure::new(format!(
+                "the task is deleted, but removing branch {branch} failed: {e} — remove it with `git branch -D {branch}`"
+            ))
+        })?;
+    println!("removed branch {branch}");
+    Ok(())
+}
+
+/// `list --archived`: archived tasks, most recently archived first.
+pub fn archived(ws: &Workspace, as_json: bool) -> Outcome {
+    let store = open_store_to_read(ws)?;
+    let tasks = store.read().archived_tasks()?;
+    if as_json {
+        let items: Vec<_> = tasks.iter().map(json::list_item).collect();
+        println!("{}", serde_json::Value::Array(items));
+        return Ok(exit::OK);
+    }
+    if tasks.is_empty() {
+        println!("no archived tasks — `baton archive ID` archives a finished one");
+        return Ok(exit::OK);
+    }
+    println!("{:>5}  {:<14} {:<12} {:<20} TITLE", "ID", "STATUS", "PIPELINE", "UPDATED");
+    for t in tasks {
+        let title: String = crate::ansi::strip(&t.title)
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .take(80)
+            .collect();
+        println!(
+            "{:>5}  {:<14} {:<12} {:<20} {title}",
+            t.id,
+            t.status,
+            t.pipeline_id,
+            &rfc3339(t.updated_at)[..19],
+        );
+    }
+    Ok(exit::OK)
+}

@@ -194,7 +194,7 @@ fn edit_archive_and_delete() {
 
     // A running task is not deleted; a finished one is, with all it recorded.
     let slow = ws.new_task("slow", "busy");
-    let mut engine = spawn_engine(&ws);
+    let engine = spawn_engine(&ws);
     ws.ok(&["start", &slow.to_string()]);
     wait_within("the step to start", Duration::from_secs(30), || {
         ws.root().join("started").exists()

@@ -164,15 +164,25 @@ fn abort_needs_confirmation() {
 }
 
 #[test]
-fn dismiss_hides_the_interrupted_banner_for_that_task() {
+fn d_dismisses_an_interrupted_task_through_the_engine() {
     let mut h = Harness::new(100, 30);
     let (detail, log) = interrupted_detail();
     h.select(3);
     h.serve(&detail, &log);
     assert!(h.app.banner());
+    h.app.take_effects();
     h.key(KeyCode::Char('d'));
-    assert!(!h.app.banner());
-    assert!(h.app.dismissed.contains(&3));
+    let reqs = sent(&h.app.take_effects());
+    assert_eq!(reqs[0].action, EngineAction::Dismiss { note: None });
+    assert_eq!(reqs[0].expected_status.as_deref(), Some("plan"));
+    // Anything but an interrupted task: nothing is sent, and the status line says why.
+    h.select(4);
+    h.key(KeyCode::Char('d'));
+    assert!(sent(&h.app.take_effects()).is_empty());
+    assert_eq!(
+        h.app.status.clone().map(|s| s.text).as_deref(),
+        Some("only an interrupted task can be dismissed")
+    );
 }
 
 #[test]
@@ -419,7 +429,7 @@ fn move_says_why_an_option_is_blocked_and_takes_an_optional_note() {
 }
 
 #[test]
-fn l_past_the_last_open_column_says_c_expands_the_collapsed_ones() {
+fn l_past_the_last_open_column_says_z_expands_the_collapsed_ones() {
     let mut h = Harness::new(80, 24);
     for _ in 0..8 {
         h.key(KeyCode::Char('l'));
@@ -427,11 +437,11 @@ fn l_past_the_last_open_column_says_c_expands_the_collapsed_ones() {
     let status = h.app.status.clone().expect("a message");
     assert_eq!(
         status.text,
-        "Done, Failed, Cancelled: collapsed — c expands them"
+        "Done, Failed, Cancelled: collapsed — z expands them"
     );
     // Once the message is read, the key bar keeps the hint.
     h.key(KeyCode::Esc);
-    assert!(h.screen().contains("c expand"));
+    assert!(h.screen().contains("z expand"));
 }
 
 #[test]

@@ -20,7 +20,7 @@ fn board_100x30() {
 #[test]
 fn board_80x24_with_terminal_columns_expanded() {
     let mut h = Harness::new(80, 24);
-    h.key(KeyCode::Char('c'));
+    h.key(KeyCode::Char('z'));
     h.serve(&backlog_detail(), &[]);
     assert_snapshot!(h.screen());
 }

@@ -36,8 +36,18 @@ pub enum Action {
     PrevMatch,
     ToggleCollapse,
     ToggleWrap,
-    /// Hide the interrupted banner of the selected task for this session.
+    /// Give up the selected interrupted task (to its cancelled status, for good).
     Dismiss,
+    /// `b`: set or clear a breakpoint, chosen from a list.
+    Breakpoint,
+    /// `c`: continue a task paused at its breakpoint.
+    Continue,
+    /// `f`: re-run a finished task from a chosen status.
+    Rerun,
+    /// `e`: edit the title and prompt.
+    Edit,
+    /// `A`: archive a finished task.
+    Archive,
     ScrollUp,
     ScrollDown,
     PageUp,

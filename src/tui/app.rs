@@ -7,7 +7,7 @@ use super::logview::LogView;
 use super::modal::{Modal, Target};
 use super::theme::Theme;
 use crate::store::{StepRun, TaskState};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 /// Which pane has the keyboard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,8 +61,6 @@ pub struct App {
     pub log: LogView,
     pub modals: Vec<Modal>,
     pub status: Option<StatusMsg>,
-    /// Tasks whose interrupted banner was dismissed this session.
-    pub dismissed: HashSet<i64>,
     /// The board has loaded at least once.
     pub loaded: bool,
     pub quit: bool,
@@ -87,7 +85,6 @@ impl App {
             log: LogView::default(),
             modals: Vec::new(),
             status: None,
-            dismissed: HashSet::new(),
             loaded: false,
             quit: false,
             attention: HashMap::new(),
@@ -142,10 +139,10 @@ impl App {
         })
     }
 
-    /// Whether the interrupted banner shows for the detail's task.
+    /// Whether a banner shows for the detail's task: interrupted, or paused at a breakpoint.
     pub fn banner(&self) -> bool {
         self.detail.as_ref().is_some_and(|d| {
-            d.task.state == TaskState::Interrupted && !self.dismissed.contains(&d.task.id)
+            d.task.state == TaskState::Interrupted || super::fixup::paused(&d.task)
         })
     }
 

@@ -86,7 +86,7 @@ pub const BINDINGS: &[Binding] = &[
     c(Global, ']', A::NextTab, "next pipeline"),
     c(
         Global,
-        'c',
+        'z',
         A::ToggleCollapse,
         "collapse done/failed/cancelled",
     ),
@@ -113,7 +113,12 @@ pub const BINDINGS: &[Binding] = &[
     c(Task, 'x', A::Abort, "abort (asks first)"),
     c(Task, 'R', A::Resume, "resume an interrupted or failed step"),
     c(Task, 'F', A::Retry, "retry from scratch"),
-    c(Task, 'd', A::Dismiss, "dismiss the interrupted banner"),
+    c(Task, 'd', A::Dismiss, "dismiss an interrupted task"),
+    c(Task, 'b', A::Breakpoint, "set or clear a breakpoint"),
+    c(Task, 'c', A::Continue, "continue past the breakpoint"),
+    c(Task, 'f', A::Rerun, "re-run a finished task from a status"),
+    c(Task, 'e', A::Edit, "edit title and prompt"),
+    c(Task, 'A', A::Archive, "archive a finished task"),
     c(Task, 'D', A::Diff, "diff of the task's worktree"),
     c(Task, 'L', A::FullLog, "full-screen log"),
     c(Detail, 'k', A::Up, "previous step"),
@@ -200,6 +205,28 @@ const BOARD_HINTS: &[Hint] = &[
     h(&[A::Quit], "quit", 4),
 ];
 
+/// The board while the selected task was interrupted: what can be decided about it.
+const INTERRUPTED_HINTS: &[Hint] = &[
+    h(&[A::Resume], "resume", 4),
+    h(&[A::Retry], "retry from scratch", 3),
+    h(&[A::Dismiss], "dismiss", 3),
+    h(&[A::Open], "open", 2),
+    h(&[A::Diff], "diff", 1),
+    h(&[A::Help], "help", 2),
+    h(&[A::Quit], "quit", 2),
+];
+
+/// The board while the selected task waits at its breakpoint.
+const PAUSED_HINTS: &[Hint] = &[
+    h(&[A::Continue], "continue", 4),
+    h(&[A::Breakpoint], "breakpoint", 3),
+    h(&[A::Open], "open", 3),
+    h(&[A::Diff], "diff", 2),
+    h(&[A::Abort], "abort", 1),
+    h(&[A::Help], "help", 2),
+    h(&[A::Quit], "quit", 2),
+];
+
 const DETAIL_HINTS: &[Hint] = &[
     h(&[A::Down, A::Up], "step", 3),
     h(&[A::ScrollDown, A::ScrollUp], "scroll", 3),
@@ -224,6 +251,10 @@ const FULL_LOG_HINTS: &[Hint] = &[
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Bar {
     Board,
+    /// The board, its selected task interrupted.
+    Interrupted,
+    /// The board, its selected task paused at a breakpoint.
+    Paused,
     Detail,
     FullLog,
 }
@@ -233,6 +264,8 @@ impl Bar {
     pub fn hints(self) -> &'static [Hint] {
         match self {
             Bar::Board => BOARD_HINTS,
+            Bar::Interrupted => INTERRUPTED_HINTS,
+            Bar::Paused => PAUSED_HINTS,
             Bar::Detail => DETAIL_HINTS,
             Bar::FullLog => FULL_LOG_HINTS,
         }
@@ -241,7 +274,7 @@ impl Bar {
     /// Where this bar's keys are looked up, in the order key handling tries them.
     fn lookup(self) -> (&'static [Binding], &'static [Ctx]) {
         match self {
-            Bar::Board => (BINDINGS, &[Board, Task, Global]),
+            Bar::Board | Bar::Interrupted | Bar::Paused => (BINDINGS, &[Board, Task, Global]),
             Bar::Detail => (BINDINGS, &[Log, Detail, Task, Global]),
             Bar::FullLog => (FULL_LOG, &[Log]),
         }
@@ -394,7 +427,8 @@ mod tests {
                 KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL),
                 A::Quit,
             ),
-            (key(KeyCode::Char('c')), A::ToggleCollapse),
+            (key(KeyCode::Char('z')), A::ToggleCollapse),
+            (key(KeyCode::Char('c')), A::Continue),
             (key(KeyCode::Char(']')), A::NextTab),
         ];
         for (k, want) in cases {
@@ -457,7 +491,7 @@ mod tests {
         assert_eq!(keys(Bar::Board, "open").as_deref(), Some("enter"));
         assert_eq!(keys(Bar::Detail, "board").as_deref(), Some("esc"));
         // Every hint of every bar names a key.
-        for bar in [Bar::Board, Bar::Detail, Bar::FullLog] {
+        for bar in [Bar::Board, Bar::Interrupted, Bar::Paused, Bar::Detail, Bar::FullLog] {
             assert_eq!(bar.rows().len(), bar.hints().len(), "{bar:?}");
         }
     }

@@ -178,7 +178,7 @@ impl App {
                 let hidden = self.board.collapsed_beyond(delta, width);
                 if !self.board.move_col(delta, width) && !hidden.is_empty() {
                     let what = hidden.join(", ");
-                    self.say(format!("{what}: collapsed — c expands them"), false);
+                    self.say(format!("{what}: collapsed — z expands them"), false);
                 }
             }
             Action::Up | Action::Down => {
@@ -309,9 +309,14 @@ impl App {
                     .selected_card()
                     .is_some_and(|c| c.state == TaskState::Interrupted);
                 if interrupted {
-                    self.dismissed.insert(target.task_id);
+                    self.effect(send(EngineAction::Dismiss { note: None }));
+                } else {
+                    self.say("only an interrupted task can be dismissed", true);
                 }
             }
+            Action::Continue => self.effect(send(EngineAction::Continue)),
+            Action::Archive => self.effect(send(EngineAction::Archive)),
+            Action::Breakpoint | Action::Rerun | Action::Edit => self.fixup_layer(action, target),
             _ => {}
         }
     }

@@ -24,6 +24,10 @@ pub enum Modal {
     Diff(DiffView),
     FullLog,
     Input(LineInput),
+    /// `b` breakpoint / `f` re-run: a menu of statuses.
+    Pick(Box<super::fixup::PickMenu>),
+    /// `e`: edit the title and prompt.
+    Edit(Box<super::fixup::EditForm>),
 }
 
 /// What a key did to the top layer.
@@ -432,6 +436,8 @@ impl Modal {
             Modal::Move(m) => m.key(key),
             Modal::Confirm(c) => c.key(key),
             Modal::Diff(d) => d.key(key),
+            Modal::Pick(m) => m.key(key),
+            Modal::Edit(f) => f.key(key),
             Modal::FullLog | Modal::Input(_) => Outcome::Pass,
         }
     }

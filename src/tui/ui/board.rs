@@ -65,7 +65,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
             // Collapsed columns cannot be selected: say which key opens them.
             let block = Block::bordered()
                 .border_style(border)
-                .title_bottom(Line::styled("c", t.key()).centered());
+                .title_bottom(Line::styled(collapse_key(), t.key()).centered());
             f.render_widget(Paragraph::new(lines).centered().block(block), *rect);
             continue;
         }
@@ -193,4 +193,11 @@ fn badges(app: &App, card: &TaskCard, w: usize) -> Vec<Span<'static>> {
         push(p, t.dim());
     }
     spans
+}
+
+/// The key that expands collapsed columns, as the keymap binds it.
+fn collapse_key() -> String {
+    crate::tui::keymap::Bar::Board
+        .key_for(crate::tui::action::Action::ToggleCollapse)
+        .unwrap_or_default()
 }

@@ -53,7 +53,9 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
     f.render_widget(block, area);
     let banner = app.banner();
     let (banner_area, left, right) = detail_parts(inner, banner);
-    if banner {
+    if banner && crate::tui::fixup::paused(&d.task) {
+        super::fixup::paused_banner(f, banner_area, app, &d.task);
+    } else if banner {
         render_banner(f, banner_area, app, d);
     }
     render_left(f, left, app, d);

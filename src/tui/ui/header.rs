@@ -98,7 +98,7 @@ pub fn render_status(f: &mut Frame, area: Rect, app: &App) {
         let bar = match (full_log, app.focus) {
             (true, _) => Bar::FullLog,
             (false, Focus::Detail) => Bar::Detail,
-            (false, Focus::Board) => Bar::Board,
+            (false, Focus::Board) => crate::tui::fixup::board_bar(app),
         };
         let collapsed = app.board.any_collapsed(app.size.0);
         let mut rows: Vec<_> = bar
@@ -107,7 +107,7 @@ pub fn render_status(f: &mut Frame, area: Rect, app: &App) {
             .filter(|(_, h)| collapsed || h.actions != [Action::ToggleCollapse])
             .collect();
         let mut spans = Vec::new();
-        if !app.board.filter.is_empty() && bar == Bar::Board {
+        if !app.board.filter.is_empty() && bar != Bar::Detail && bar != Bar::FullLog {
             spans.push(Span::styled(
                 format!("filter “{}”  ", truncate(&app.board.filter, 20)),
                 t.attention(),

@@ -2,6 +2,7 @@
 
 mod board;
 mod detail;
+mod fixup;
 mod header;
 pub mod layout;
 mod log;

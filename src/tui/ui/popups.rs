@@ -17,7 +17,7 @@ use ratatui::text::{Line, Span, Text};
 use ratatui::widgets::{Block, Clear, Paragraph, Wrap};
 
 /// A centred rectangle of at most `w`×`h` inside `area`.
-fn centered(area: Rect, w: u16, h: u16) -> Rect {
+pub(super) fn centered(area: Rect, w: u16, h: u16) -> Rect {
     let [r] = Layout::horizontal([Constraint::Length(w.min(area.width))])
         .flex(Flex::Center)
         .areas(area);
@@ -27,7 +27,7 @@ fn centered(area: Rect, w: u16, h: u16) -> Rect {
     r
 }
 
-fn frame<'a>(app: &App, title: String, hint: &'a str) -> Block<'a> {
+pub(super) fn frame<'a>(app: &App, title: String, hint: &'a str) -> Block<'a> {
     let t = &app.theme;
     Block::bordered()
         .border_style(t.border_focus())
@@ -44,6 +44,8 @@ pub fn render(f: &mut Frame, areas: &Areas, app: &App, modal: &Modal) {
         Modal::Confirm(c) => confirm(f, areas.body, app, c),
         Modal::Diff(d) => diff(f, areas.body, app, d),
         Modal::FullLog => full_log(f, areas.body, app),
+        Modal::Pick(menu) => super::fixup::pick(f, areas.body, app, menu),
+        Modal::Edit(form) => super::fixup::edit(f, areas.body, app, form),
         // Drawn in the status line.
         Modal::Input(_) => {}
     }

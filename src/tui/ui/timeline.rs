@@ -1,5 +1,6 @@
 //! The task's history and its notable events on one timeline: each move with the guards
-//! that blocked it and the hooks it ran, errors and warnings in between, all with times.
+//! that blocked it and the hooks it ran (indented under it), errors and warnings in
+//! between, all with times.
 
 use super::text::{clock, truncate};
 use crate::tui::app::App;
@@ -32,7 +33,7 @@ pub fn lines(app: &App, d: &TaskDetail, w: usize) -> Vec<Line<'static>> {
                     h.at,
                     1,
                     Line::styled(
-                        truncate(&format!("         ⊘ blocked: {detail}"), w),
+                        truncate(&format!("  ⊘ {detail}"), w),
                         t.attention(),
                     ),
                 ));
@@ -46,15 +47,13 @@ pub fn lines(app: &App, d: &TaskDetail, w: usize) -> Vec<Line<'static>> {
             } else {
                 t.dim()
             };
-            let at = hook["at"]
-                .as_str()
-                .and_then(|s| s.get(11..19))
-                .unwrap_or("        ");
-            rows.push((
-                h.at,
-                2,
-                Line::styled(truncate(&format!("{at} ↳ {name} {state}"), w), style),
-            ));
+            let detail = hook["detail"].as_str().unwrap_or("");
+            let text = if detail.is_empty() {
+                format!("  ↳ {name} {state}")
+            } else {
+                format!("  ↳ {name} {state}: {detail}")
+            };
+            rows.push((h.at, 2, Line::styled(truncate(&text, w), style)));
         }
     }
     for e in &d.notices {

@@ -1,0 +1,251 @@
+//! Layers that fix a task up from the board: a menu of statuses (breakpoint `b`, re-run
+//! `f`) and the edit form (`e`).
+
+use super::action::Action;
+use super::event::Effect;
+use super::keymap::{BINDINGS, Ctx, lookup};
+use super::modal::{Outcome, Target};
+use crate::engine::Action as EngineAction;
+use crate::pipeline::{Pipeline, StatusKind};
+use crossterm::event::{KeyCode, KeyEvent};
+use ratatui_textarea::TextArea;
+
+/// A list of engine requests about one task; enter sends the chosen one.
+#[derive(Debug)]
+pub struct PickMenu {
+    pub title: String,
+    pub target: Target,
+    pub options: Vec<(String, EngineAction)>,
+    pub cursor: usize,
+}
+
+impl PickMenu {
+    /// `b`: pause before one of the pipeline's step statuses, or clear the breakpoint.
+    pub fn breakpoint(target: Target, pipeline: &Pipeline, current: Option<&str>) -> Self {
+        let mut options = Vec::new();
+        if let Some(c) = current {
+            options.push((
+                format!("clear the breakpoint before {c} (runs it if paused there)"),
+                EngineAction::Continue,
+            ));
+        }
+        for s in pipeline.statuses.iter().filter(|s| s.kind == StatusKind::Step) {
+            let mark = if current == Some(s.id.as_str()) {
+                " ●"
+            } else {
+                ""
+            };
+            options.push((
+                format!("pause before {}{mark}", s.id),
+                EngineAction::Break {
+                    status: s.id.clone(),
+                },
+            ));
+        }
+        Self {
+            title: format!("Breakpoint for #{}", target.task_id),
+            target,
+            options,
+            cursor: 0,
+        }
+    }
+
+    /// `f`: re-run a finished task from one of its pipeline's statuses.
+    pub fn rerun(target: Target, pipeline: &Pipeline) -> Self {
+        let options = pipeline
+            .statuses
+            .iter()
+            .filter(|s| !s.kind.is_terminal())
+            .map(|s| {
+                (
+                    format!("re-run from {}", s.id),
+                    EngineAction::Rerun {
+                        from: s.id.clone(),
+                        brk: None,
+                    },
+                )
+            })
+            .collect();
+        Self {
+            title: format!("Re-run #{} from…", target.task_id),
+            target,
+            options,
+            cursor: 0,
+        }
+    }
+
+    pub(super) fn key(&mut self, key: KeyEvent) -> Outcome {
+        match lookup(BINDINGS, &[Ctx::Popup], &key) {
+            Some(Action::Back | Action::No) => Outcome::Close,
+            Some(Action::Up) => {
+                self.cursor = self.cursor.saturating_sub(1);
+                Outcome::Stay
+            }
+            Some(Action::Down) => {
+                self.cursor = (self.cursor + 1).min(self.options.len().saturating_sub(1));
+                Outcome::Stay
+            }
+            Some(Action::Open) => match self.options.get(self.cursor) {
+                Some((_, action)) => {
+                    Outcome::Done(Effect::Send(self.target.request(action.clone())))
+                }
+                None => Outcome::Close,
+            },
+            _ => Outcome::Stay,
+        }
+    }
+}
+
+/// `e`: the title and prompt of a task that is not running.
+#[derive(Debug)]
+pub struct EditForm {
+    pub target: Target,
+    pub title: TextArea<'static>,
+    pub prompt: TextArea<'static>,
+    /// The prompt field has the cursor (else the title).
+    pub on_prompt: bool,
+    pub error: Option<String>,
+    original: (String, String),
+}
+
+impl EditForm {
+    /// A form holding the task's current text (control sequences dropped).
+    pub fn new(target: Target, prompt: &str) -> Self {
+        let (title_text, prompt_text) = (
+            crate::ansi::strip(&target.title).replace(['\n', '\r'], " "),
+            crate::ansi::strip(prompt).into_owned(),
+        );
+        let mut title = TextArea::from([title_text.clone()]);
+        title.move_cursor(ratatui_textarea::CursorMove::End);
+        let prompt = TextArea::from(prompt_text.lines().map(str::to_string));
+        Self {
+            target,
+            title,
+            prompt,
+            on_prompt: false,
+            error: None,
+            original: (title_text, prompt_text),
+        }
+    }
+
+    pub(super) fn key(&mut self, key: KeyEvent) -> Outcome {
+        match lookup(BINDINGS, &[Ctx::Form], &key) {
+            Some(Action::Back) => Outcome::Close,
+            Some(Action::NextField | Action::PrevField) => {
+                self.on_prompt = !self.on_prompt;
+                Outcome::Stay
+            }
+            Some(Action::Submit) => self.submit(),
+            _ if !self.on_prompt && key.code == KeyCode::Enter => {
+                self.on_prompt = true;
+                Outcome::Stay
+            }
+            _ => {
+                if self.on_prompt {
+                    self.prompt.input(key);
+                } else {
+                    self.title.input(key);
+                }
+                self.error = None;
+                Outcome::Stay
+            }
+        }
+    }
+
+    fn submit(&mut self) -> Outcome {
+        let title = self.title.lines().join(" ").trim().to_string();
+        if title.is_empty() {
+            self.error = Some("a task needs a title".into());
+            self.on_prompt = false;
+            return Outcome::Stay;
+        }
+        let prompt = self.prompt.lines().join("\n").trim_end().to_string();
+        let changed_title = (title != self.original.0).then_some(title);
+        let changed_prompt = (prompt != self.original.1.trim_end()).then_some(prompt);
+        if changed_title.is_none() && changed_prompt.is_none() {
+            return Outcome::Close;
+        }
+        Outcome::Done(Effect::Send(self.target.request(EngineAction::Edit {
+            title: changed_title,
+            prompt: changed_prompt,
+        })))
+    }
+}
+
+impl super::app::App {
+    /// Opens the layer for `b`, `f` or `e` about `target`, or says why it cannot.
+    pub(super) fn fixup_layer(&mut self, action: Action, target: Target) {
+        let card = self.board.selected_card().cloned();
+        let pipeline = card.as_ref().and_then(|c| {
+            self.board
+                .pipelines
+                .iter()
+                .find(|p| p.id == c.pipeline_id)
+                .cloned()
+        });
+        let Some(pipeline) = pipeline else {
+            self.say("its pipeline is not loaded", true);
+            return;
+        };
+        let detail = self.detail.as_ref().filter(|d| d.task.id == target.task_id);
+        let finished = card.is_some_and(|c| {
+            pipeline
+                .status(&c.status)
+                .is_some_and(|s| s.kind.is_terminal())
+        });
+        let layer = match action {
+            Action::Breakpoint if finished => {
+                return self.say("it has finished — f re-runs it from a status", true);
+            }
+            Action::Breakpoint => {
+                let current = detail.and_then(|d| d.task.breakpoint.clone());
+                PickMenu::breakpoint(target, &pipeline, current.as_deref()).into_modal()
+            }
+            Action::Rerun if !finished => {
+                return self.say("only a finished, failed or cancelled task can be re-run", true);
+            }
+            Action::Rerun => PickMenu::rerun(target, &pipeline).into_modal(),
+            Action::Edit => match detail {
+                Some(d) if d.task.state == crate::store::TaskState::Running => {
+                    return self.say("its step is running; edit it once the step ends", true);
+                }
+                Some(d) => {
+                    let prompt = d.task.prompt.clone();
+                    super::modal::Modal::Edit(Box::new(EditForm::new(target, &prompt)))
+                }
+                None => return self.say("loading the task — try again", true),
+            },
+            _ => return,
+        };
+        self.modals.push(layer);
+    }
+}
+
+impl PickMenu {
+    fn into_modal(self) -> super::modal::Modal {
+        super::modal::Modal::Pick(Box::new(self))
+    }
+}
+
+/// The board's key bar: the decisions about an interrupted or paused selected task, else
+/// the usual keys.
+pub fn board_bar(app: &super::app::App) -> super::keymap::Bar {
+    use super::keymap::Bar;
+    let Some(card) = app.board.selected_card() else {
+        return Bar::Board;
+    };
+    if card.state == crate::store::TaskState::Interrupted {
+        return Bar::Interrupted;
+    }
+    let paused = app
+        .detail
+        .as_ref()
+        .is_some_and(|d| d.task.id == card.id && paused(&d.task));
+    if paused { Bar::Paused } else { Bar::Board }
+}
+
+/// True when the task waits at its breakpoint, before its status's step.
+pub fn paused(task: &crate::store::Task) -> bool {
+    task.state == crate::store::TaskState::Waiting
+        && task.breakpoint.as_deref() == Some(task.status.as_str())
+}

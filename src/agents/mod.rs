@@ -3,6 +3,7 @@
 //! Pure apart from reading the profile files; the backends live in `exec::agent`.
 
 mod load;
+pub mod price;
 mod profile;
 mod template;
 

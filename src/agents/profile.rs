@@ -92,6 +92,8 @@ pub struct Profile {
     pub timeout: Option<Duration>,
     /// Extra environment for a `command` agent.
     pub env: BTreeMap<String, String>,
+    /// Dollars per million input and output tokens, for backends that report no cost.
+    pub price: Option<super::price::Price>,
 }
 
 impl Profile {
@@ -135,6 +137,8 @@ const KNOWN: &[&str] = &[
     "outcomes",
     "timeout",
     "env",
+    "price_input",
+    "price_output",
 ];
 
 /// Collects diagnostics for one file.
@@ -423,6 +427,10 @@ fn build(d: &mut Diags, obj: &Map<String, Value>) -> Option<Profile> {
             format!("agent `{id}`: unknown placeholder `{{{{{name}}}}}` in argv stays as written (`{{{{message}}}}` is the prompt)"),
         );
     }
+    let price = super::price::parse(obj).unwrap_or_else(|e| {
+        d.error(Some("price_input"), format!("agent `{id}`: {e}"));
+        None
+    });
     let profile = Profile {
         name: string(d, obj, "name").unwrap_or_else(|| id.clone()),
         id,
@@ -439,6 +447,7 @@ fn build(d: &mut Diags, obj: &Map<String, Value>) -> Option<Profile> {
         outcomes,
         timeout,
         env,
+        price,
     };
     Some(profile)
 }

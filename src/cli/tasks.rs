@@ -374,11 +374,19 @@ fn show(ws: &Workspace, store: &Store, id: i64, as_json: bool) -> Outcome {
             if let Some(o) = &s.outcome {
                 line.push_str(&format!(" outcome {o}"));
             }
+            if let Some(c) = s.cost {
+                line.push_str(&format!(" ${c:.4}"));
+            }
             if let Some(e) = &s.error {
                 line.push_str(&format!(" — {}", one_line(e, 300)));
             }
             println!("{line}");
         }
+    }
+    let run = t.run_id.unwrap_or_default();
+    let spent: f64 = steps.iter().filter(|s| s.run_id == run).filter_map(|s| s.cost).sum();
+    if steps.iter().any(|s| s.cost.is_some()) {
+        println!("cost ${spent:.4} this run");
     }
     println!("\nhistory:");
     for h in db.history(id)? {

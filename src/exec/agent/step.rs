@@ -85,6 +85,9 @@ pub async fn run_step(
         },
     };
     let mut finish = super::run(&job, log, cancel, hooks).await;
+    if let Some(line) = price_run(&mut finish, &profile) {
+        say.system(line).await;
+    }
     // The answer becomes the handoff (stored, written to a file, sent to the next agent):
     // mask known secrets in it as in the log.
     if let AgentFinish::Done(run) = &mut finish {
@@ -115,4 +118,23 @@ pub async fn run_step(
         say.system(format!("outcome: {o} → {}", rep.trigger)).await;
     }
     rep
+}
+
+/// A backend that reports usage but no cost gets one from the profile's prices; returns
+/// the log line saying so.
+fn price_run(finish: &mut AgentFinish, profile: &crate::agents::Profile) -> Option<String> {
+    let run = match finish {
+        AgentFinish::Done(run) | AgentFinish::Failed { run, .. } => run,
+        _ => return None,
+    };
+    let price = profile.price?;
+    if run.cost.is_some() {
+        return None;
+    }
+    let cost = price.cost(run.usage.as_ref()?)?;
+    run.cost = Some(cost);
+    Some(format!(
+        "cost ${cost:.4} (usage at ${} / ${} per million input / output tokens)",
+        price.input, price.output
+    ))
 }

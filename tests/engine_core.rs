@@ -110,9 +110,9 @@ fn hooks_recorded_before_a_kill_run_after_the_restart_with_the_same_key() {
             .as_array()
             .and_then(|h| h.last())
             .is_some_and(|h| {
-                h["hooks"].as_array().is_some_and(|a| {
-                    a.len() == 2 && a.iter().all(|x| x["state"] != "pending")
-                })
+                h["hooks"]
+                    .as_array()
+                    .is_some_and(|a| a.len() == 2 && a.iter().all(|x| x["state"] != "pending"))
             })
     });
     stop(engine);

@@ -50,7 +50,10 @@ fn the_budget_guard_stops_a_loop_of_a_priced_agent() {
     let shown = ws.show(id);
     assert_eq!(shown["status"], "failed", "{shown:#}");
     let steps = shown["steps"].as_array().unwrap();
-    let implements: Vec<_> = steps.iter().filter(|s| s["status"] == "implement").collect();
+    let implements: Vec<_> = steps
+        .iter()
+        .filter(|s| s["status"] == "implement")
+        .collect();
     // $0.60, $1.20 let the loop go on; at $1.80 the budget of $1.50 is spent.
     assert_eq!(implements.len(), 3, "{steps:#?}");
     for s in &implements {
@@ -73,7 +76,10 @@ fn the_budget_guard_stops_a_loop_of_a_priced_agent() {
     assert!(text.contains("$0.6000"), "{text}");
     assert!(text.contains("cost $1.8000 this run"), "{text}");
     let log = ws.ok(&["logs", &id.to_string(), "--step", "1"]);
-    assert!(log.contains("cost $0.6000 (usage at $3 / $15 per million"), "{log}");
+    assert!(
+        log.contains("cost $0.6000 (usage at $3 / $15 per million"),
+        "{log}"
+    );
 }
 
 #[test]
@@ -90,5 +96,8 @@ fn a_half_given_price_is_a_located_error() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(all.contains("give both `price_input` and `price_output`"), "{all}");
+    assert!(
+        all.contains("give both `price_input` and `price_output`"),
+        "{all}"
+    );
 }

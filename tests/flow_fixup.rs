@@ -159,7 +159,10 @@ fn resume_with_nothing_to_resume_starts_over_and_says_so() {
     ws.ok(&["reject", &sid]);
     assert_eq!(ws.show(id)["state"], "failed");
     let said = ws.ok(&["resume", &sid]);
-    assert!(said.contains("nothing to resume, so it started over"), "{said}");
+    assert!(
+        said.contains("nothing to resume, so it started over"),
+        "{said}"
+    );
     ws.drain();
     let shown = ws.show(id);
     assert_eq!(shown["run"], 2);
@@ -173,9 +176,19 @@ fn edit_archive_and_delete() {
     ws.pipeline("slow.json", SLOW);
     let id = ws.new_task("gated", "first title");
     let sid = id.to_string();
-    ws.ok(&["edit", &sid, "--title", "better title", "--prompt", "more detail"]);
+    ws.ok(&[
+        "edit",
+        &sid,
+        "--title",
+        "better title",
+        "--prompt",
+        "more detail",
+    ]);
     let shown = ws.ok(&["show", &sid]);
-    assert!(shown.contains("better title") && shown.contains("more detail"), "{shown}");
+    assert!(
+        shown.contains("better title") && shown.contains("more detail"),
+        "{shown}"
+    );
     assert!(fails(&ws, &["edit", &sid]).contains("nothing to change"));
     assert!(fails(&ws, &["edit", "77", "--title", "x"]).contains("77"));
     assert!(fails(&ws, &["edit", &sid, "--title", " "]).contains("non-empty"));
@@ -241,7 +254,15 @@ fn new_with_a_branch_bases_the_worktree_on_it() {
     );
     let err = fails(&ws, &["new", "x", "--pipeline", "look", "--branch", "nope"]);
     assert!(err.contains("no such branch"), "{err}");
-    let id = ws.ok(&["new", "x", "--pipeline", "look", "--branch", "feature", "--start"]);
+    let id = ws.ok(&[
+        "new",
+        "x",
+        "--pipeline",
+        "look",
+        "--branch",
+        "feature",
+        "--start",
+    ]);
     ws.drain();
     let shown = ws.ok(&["show", id.trim()]);
     assert!(shown.contains("(from feature)"), "{shown}");

@@ -42,8 +42,14 @@ fn a_loop_stopped_by_max_visits_says_so_in_the_history() {
         .filter(|h| h["from"] == "review" && h["to"] == "implement")
         .collect();
     assert_eq!(loops.len(), 2, "{history:#?}");
-    assert_eq!(loops[0]["guards"][0]["detail"], "implement entered 1 of 3 times");
-    assert_eq!(loops[1]["guards"][0]["detail"], "implement entered 2 of 3 times");
+    assert_eq!(
+        loops[0]["guards"][0]["detail"],
+        "implement entered 1 of 3 times"
+    );
+    assert_eq!(
+        loops[1]["guards"][0]["detail"],
+        "implement entered 2 of 3 times"
+    );
     for l in &loops {
         assert_eq!(l["hooks"][0]["hook"], "run", "{l:#}");
         assert_eq!(l["hooks"][0]["state"], "ok", "{l:#}");

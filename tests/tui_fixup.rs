@@ -156,7 +156,9 @@ fn interrupted_task_key_bar_names_the_decisions() {
     let screen = h.screen();
     let bar = screen.lines().last().unwrap();
     assert!(
-        bar.contains("R resume") && bar.contains("F retry from scratch") && bar.contains("d dismiss"),
+        bar.contains("R resume")
+            && bar.contains("F retry from scratch")
+            && bar.contains("d dismiss"),
         "{bar}"
     );
 }

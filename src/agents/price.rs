@@ -40,7 +40,10 @@ pub fn parse(obj: &serde_json::Map<String, Value>) -> Result<Option<Price>, Stri
     match (read("price_input")?, read("price_output")?) {
         (Some(input), Some(output)) => Ok(Some(Price { input, output })),
         (None, None) => Ok(None),
-        _ => Err("give both `price_input` and `price_output` (dollars per million tokens), or neither".into()),
+        _ => Err(
+            "give both `price_input` and `price_output` (dollars per million tokens), or neither"
+                .into(),
+        ),
     }
 }
 
@@ -69,7 +72,11 @@ mod tests {
             }))
         );
         assert_eq!(parse(&obj(json!({}))), Ok(None));
-        assert!(parse(&obj(json!({"price_input": 1}))).unwrap_err().contains("both"));
+        assert!(
+            parse(&obj(json!({"price_input": 1})))
+                .unwrap_err()
+                .contains("both")
+        );
         assert!(parse(&obj(json!({"price_input": -1, "price_output": 1}))).is_err());
         assert!(parse(&obj(json!({"price_input": "3", "price_output": 1}))).is_err());
     }

@@ -85,7 +85,10 @@ pub fn archived(ws: &Workspace, as_json: bool) -> Outcome {
         println!("no archived tasks — `baton archive ID` archives a finished one");
         return Ok(exit::OK);
     }
-    println!("{:>5}  {:<14} {:<12} {:<20} TITLE", "ID", "STATUS", "PIPELINE", "UPDATED");
+    println!(
+        "{:>5}  {:<14} {:<12} {:<20} TITLE",
+        "ID", "STATUS", "PIPELINE", "UPDATED"
+    );
     for t in tasks {
         let title: String = crate::ansi::strip(&t.title)
             .chars()

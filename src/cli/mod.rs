@@ -297,7 +297,11 @@ pub fn dispatch(dir: Option<&PathBuf>, command: Command) -> Outcome {
         Command::Pipelines(cmd) => pipelines::run(dir, cmd),
         Command::Agents(cmd) => pipelines::agents(dir, cmd),
         Command::Engine { exit_when_idle } => engine_cmd::run(&workspace(dir)?, exit_when_idle),
-        Command::List { archived: true, json, .. } => fixup::archived(&workspace(dir)?, json),
+        Command::List {
+            archived: true,
+            json,
+            ..
+        } => fixup::archived(&workspace(dir)?, json),
         c @ (Command::Dismiss { .. }
         | Command::Rerun { .. }
         | Command::Edit { .. }

@@ -196,7 +196,15 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
             start,
             branch,
         } => {
-            let id = create(ws, &mut store, pipeline.as_deref(), &title, prompt, start, branch)?;
+            let id = create(
+                ws,
+                &mut store,
+                pipeline.as_deref(),
+                &title,
+                prompt,
+                start,
+                branch,
+            )?;
             println!("{id}");
             if start {
                 hint_if_no_engine(ws);
@@ -384,7 +392,11 @@ fn show(ws: &Workspace, store: &Store, id: i64, as_json: bool) -> Outcome {
         }
     }
     let run = t.run_id.unwrap_or_default();
-    let spent: f64 = steps.iter().filter(|s| s.run_id == run).filter_map(|s| s.cost).sum();
+    let spent: f64 = steps
+        .iter()
+        .filter(|s| s.run_id == run)
+        .filter_map(|s| s.cost)
+        .sum();
     if steps.iter().any(|s| s.cost.is_some()) {
         println!("cost ${spent:.4} this run");
     }

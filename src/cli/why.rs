@@ -6,7 +6,11 @@ use serde_json::Value;
 /// One line per guard checked and per hook, for `show` (empty when there were none).
 pub fn history_lines(h: &HistoryEntry) -> Vec<String> {
     let mut out = Vec::new();
-    for g in super::json::guard_list(&h.guards).as_array().into_iter().flatten() {
+    for g in super::json::guard_list(&h.guards)
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
         let name = g["guard"].as_str().unwrap_or("guard");
         let detail = g["detail"].as_str().unwrap_or("");
         let mark = if g["passed"].as_bool() == Some(false) {

@@ -40,9 +40,14 @@ pub enum Action {
     /// Clear the breakpoint and run the paused step.
     Continue,
     /// Give up an interrupted task: to its cancelled status, the note kept as the reason.
-    Dismiss { note: Option<String> },
+    Dismiss {
+        note: Option<String>,
+    },
     /// A new run from `from`, keeping the steps before it; `brk` pauses before a status.
-    Rerun { from: String, brk: Option<String> },
+    Rerun {
+        from: String,
+        brk: Option<String>,
+    },
     /// Change the title and/or prompt of a task that is not running.
     Edit {
         title: Option<String>,

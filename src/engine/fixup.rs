@@ -56,17 +56,21 @@ pub(super) fn resume_or_fresh(db: &Db, task: &Task, pipeline: &Pipeline) -> Resu
 }
 
 /// Dismiss: an interrupted task goes to its cancelled status (else failed), for good.
-pub(super) fn dismiss(
-    task: &Task,
-    pipeline: &Pipeline,
-    note: Option<&str>,
-) -> Result<Planned> {
+pub(super) fn dismiss(task: &Task, pipeline: &Pipeline, note: Option<&str>) -> Result<Planned> {
     if task.state != TaskState::Interrupted {
+        let hint = if pipeline
+            .status(&task.status)
+            .is_some_and(|s| s.kind.is_terminal())
+        {
+            String::new()
+        } else {
+            format!(" — `baton abort {}` stops it", task.id)
+        };
         return Err(refuse(
             task,
             format!(
-                "only an interrupted task can be dismissed; it is {} (at `{}`) — `baton abort {}` stops it",
-                task.state, task.status, task.id
+                "only an interrupted task can be dismissed; it is {} (at `{}`){hint}",
+                task.state, task.status
             ),
         ));
     }
@@ -113,9 +117,12 @@ pub(super) fn rerun(
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let at = pipeline
-        .index_of(from)
-        .ok_or_else(|| refuse(task, format!("its pipeline has no status `{from}` (it has {})", ids())))?;
+    let at = pipeline.index_of(from).ok_or_else(|| {
+        refuse(
+            task,
+            format!("its pipeline has no status `{from}` (it has {})", ids()),
+        )
+    })?;
     if pipeline.statuses[at].kind.is_terminal() {
         return Err(refuse(
             task,
@@ -125,8 +132,18 @@ pub(super) fn rerun(
     if let Some(b) = brk {
         match pipeline.status(b) {
             Some(s) if s.kind == StatusKind::Step => db.set_breakpoint(task.id, Some(b))?,
-            Some(_) => return Err(refuse(task, format!("`{b}` runs no step, so there is nothing to pause before"))),
-            None => return Err(refuse(task, format!("its pipeline has no status `{b}` (it has {})", ids()))),
+            Some(_) => {
+                return Err(refuse(
+                    task,
+                    format!("`{b}` runs no step, so there is nothing to pause before"),
+                ));
+            }
+            None => {
+                return Err(refuse(
+                    task,
+                    format!("its pipeline has no status `{b}` (it has {})", ids()),
+                ));
+            }
         }
     }
     let old = task.run_id.unwrap_or_default();
@@ -139,7 +156,9 @@ pub(super) fn rerun(
         if s.run_id == old
             && s.state == StepState::Succeeded
             && before
-            && !carried.iter().any(|c: &crate::store::StepRun| c.status == s.status)
+            && !carried
+                .iter()
+                .any(|c: &crate::store::StepRun| c.status == s.status)
         {
             carried.push(s);
         }
@@ -170,14 +189,20 @@ pub(super) fn edit(
     if task.state == TaskState::Running {
         return Err(refuse(
             task,
-            format!("its step at `{}` is running; edit it once the step ends (or abort it)", task.status),
+            format!(
+                "its step at `{}` is running; edit it once the step ends (or abort it)",
+                task.status
+            ),
         ));
     }
     if title.is_none() && prompt.is_none() {
         return Err(refuse(task, "nothing to change — give --title or --prompt"));
     }
     if title.is_some_and(|t| t.trim().is_empty()) {
-        return Err(refuse(task, "a task needs a title; give a non-empty --title"));
+        return Err(refuse(
+            task,
+            "a task needs a title; give a non-empty --title",
+        ));
     }
     db.set_task_text(task.id, title, prompt)?;
     let what = match (title, prompt) {
@@ -204,7 +229,10 @@ pub(super) fn archive(db: &Db, task: &Task, pipeline: &Pipeline) -> Result<Appli
         ));
     }
     if db.is_archived(task.id)? {
-        return Err(refuse(task, "it is already archived — `baton list --archived` shows it"));
+        return Err(refuse(
+            task,
+            "it is already archived — `baton list --archived` shows it",
+        ));
     }
     db.set_archived(task.id, true)?;
     event(db, task, "task.archived", "archived".into())?;

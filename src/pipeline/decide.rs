@@ -375,10 +375,9 @@ fn check_guard(guard: &Guard, to: &str, facts: &Facts) -> (bool, String) {
             (false, "the worktree has uncommitted changes".into())
         }
         Guard::CleanWorktree(_) => (true, "worktree clean".into()),
-        Guard::Budget(limit) if facts.run_cost < *limit => (
-            true,
-            format!("${:.2} spent of ${limit:.2}", facts.run_cost),
-        ),
+        Guard::Budget(limit) if facts.run_cost < *limit => {
+            (true, format!("${:.2} spent of ${limit:.2}", facts.run_cost))
+        }
         Guard::Budget(limit) => (
             false,
             format!("budget ${limit:.2} reached (${:.2} spent)", facts.run_cost),

@@ -446,11 +446,17 @@ fn move_options_table() {
 fn guard_details_say_what_they_found() {
     let p = pipeline("main");
     let details = |d: &Decision| -> Vec<(bool, String)> {
-        d.guards.iter().map(|g| (g.passed, g.detail.clone())).collect()
+        d.guards
+            .iter()
+            .map(|g| (g.passed, g.detail.clone()))
+            .collect()
     };
     let f = F::default();
     let d = decide(&p, "test", &Trigger::Failure, &f.facts()).expect("decides");
-    assert_eq!(details(&d), vec![(true, "build entered 0 of 3 times".into())]);
+    assert_eq!(
+        details(&d),
+        vec![(true, "build entered 0 of 3 times".into())]
+    );
     let mut f = F::default();
     pricey(&mut f);
     let d = decide(&p, "build", &t("outcome:quick"), &f.facts()).expect("decides");
@@ -458,8 +464,10 @@ fn guard_details_say_what_they_found() {
         details(&d),
         vec![(false, "budget $2.50 reached ($3.00 spent)".into())]
     );
-    let mut f = F::default();
-    f.cost = 1.0;
+    let f = F {
+        cost: 1.0,
+        ..F::default()
+    };
     let d = decide(&p, "build", &t("outcome:quick"), &f.facts()).expect("decides");
     assert_eq!(details(&d), vec![(true, "$1.00 spent of $2.50".into())]);
 }

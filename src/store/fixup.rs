@@ -27,11 +27,10 @@ impl Db<'_> {
 
     /// Whether a task is archived.
     pub fn is_archived(&self, id: i64) -> Result<bool> {
-        let at: Option<i64> = self.one(
-            "SELECT archived_at FROM tasks WHERE id = ?1",
-            [id],
-            |r| r.get(0),
-        )?;
+        let at: Option<i64> =
+            self.one("SELECT archived_at FROM tasks WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })?;
         Ok(at.is_some())
     }
 

@@ -245,11 +245,9 @@ impl Db<'_> {
 
     /// The hooks recorded on one history row.
     pub fn history_hooks(&self, id: i64) -> Result<serde_json::Value> {
-        let text: String = self.one(
-            "SELECT hooks_json FROM history WHERE id = ?1",
-            [id],
-            |r| r.get(0),
-        )?;
+        let text: String = self.one("SELECT hooks_json FROM history WHERE id = ?1", [id], |r| {
+            r.get(0)
+        })?;
         Ok(serde_json::from_str(&text)?)
     }
 

@@ -29,7 +29,11 @@ impl PickMenu {
                 EngineAction::Continue,
             ));
         }
-        for s in pipeline.statuses.iter().filter(|s| s.kind == StatusKind::Step) {
+        for s in pipeline
+            .statuses
+            .iter()
+            .filter(|s| s.kind == StatusKind::Step)
+        {
             let mark = if current == Some(s.id.as_str()) {
                 " ●"
             } else {
@@ -202,7 +206,10 @@ impl super::app::App {
                 PickMenu::breakpoint(target, &pipeline, current.as_deref()).into_modal()
             }
             Action::Rerun if !finished => {
-                return self.say("only a finished, failed or cancelled task can be re-run", true);
+                return self.say(
+                    "only a finished, failed or cancelled task can be re-run",
+                    true,
+                );
             }
             Action::Rerun => PickMenu::rerun(target, &pipeline).into_modal(),
             Action::Edit => match detail {

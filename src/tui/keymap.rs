@@ -491,7 +491,13 @@ mod tests {
         assert_eq!(keys(Bar::Board, "open").as_deref(), Some("enter"));
         assert_eq!(keys(Bar::Detail, "board").as_deref(), Some("esc"));
         // Every hint of every bar names a key.
-        for bar in [Bar::Board, Bar::Interrupted, Bar::Paused, Bar::Detail, Bar::FullLog] {
+        for bar in [
+            Bar::Board,
+            Bar::Interrupted,
+            Bar::Paused,
+            Bar::Detail,
+            Bar::FullLog,
+        ] {
             assert_eq!(bar.rows().len(), bar.hints().len(), "{bar:?}");
         }
     }

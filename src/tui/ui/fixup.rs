@@ -81,7 +81,10 @@ pub fn paused_banner(f: &mut Frame, area: Rect, app: &App, task: &crate::store::
     let k = b.add_modifier(ratatui::style::Modifier::BOLD);
     let width = area.width as usize;
     let context = format!(".baton/context/{}", task.id);
-    let worktree = task.worktree.clone().unwrap_or_else(|| "(workspace root)".into());
+    let worktree = task
+        .worktree
+        .clone()
+        .unwrap_or_else(|| "(workspace root)".into());
     let lead = format!(" ⏸ Paused before {}. ", task.status);
     let keys = vec![
         Span::styled("[c]", k),

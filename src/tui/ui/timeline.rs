@@ -32,10 +32,7 @@ pub fn lines(app: &App, d: &TaskDetail, w: usize) -> Vec<Line<'static>> {
                 rows.push((
                     h.at,
                     1,
-                    Line::styled(
-                        truncate(&format!("  ⊘ {detail}"), w),
-                        t.attention(),
-                    ),
+                    Line::styled(truncate(&format!("  ⊘ {detail}"), w), t.attention()),
                 ));
             }
         }
@@ -67,7 +64,10 @@ pub fn lines(app: &App, d: &TaskDetail, w: usize) -> Vec<Line<'static>> {
             3,
             Line::from(vec![
                 Span::styled(format!("{} ", clock(e.at)), t.dim()),
-                Span::styled(truncate(&format!("! {}", e.summary), w.saturating_sub(9)), style),
+                Span::styled(
+                    truncate(&format!("! {}", e.summary), w.saturating_sub(9)),
+                    style,
+                ),
             ]),
         ));
     }

@@ -58,6 +58,8 @@ fn rerun_from_a_middle_status_keeps_the_earlier_handoff_and_branch() {
     assert!(fails(&ws, &["rerun", "999", "--from", "build"]).contains("999"));
     assert!(fails(&ws, &["rerun", &sid, "--from", "done"]).contains("final status"));
 
+    // A new title does not make a new branch: the re-run goes on on the task's own.
+    ws.ok(&["edit", &sid, "--title", "renamed since"]);
     ws.ok(&["rerun", &sid, "--from", "build", "--break", "review"]);
     ws.drain();
     let shown = ws.show(id);

@@ -42,8 +42,13 @@ fn sigkill_mid_step_then_resume_finishes_without_rerunning_step_one() {
     let id = ws.new_task("three", "crashy");
     let mut engine = spawn_engine(&ws);
     ws.ok(&["start", &id.to_string()]);
+    // The pid file exists a moment before the shell has written its number.
+    let pid_written = || {
+        std::fs::read_to_string(ws.root().join("two.pid"))
+            .is_ok_and(|s| s.trim().parse::<i32>().is_ok())
+    };
     wait_within("step two to start", Duration::from_secs(30), || {
-        ws.root().join("two.pid").exists() && trace(&ws).iter().any(|l| l.contains(":two:1"))
+        pid_written() && trace(&ws).iter().any(|l| l.contains(":two:1"))
     });
     let orphan: i32 = std::fs::read_to_string(ws.root().join("two.pid"))
         .unwrap()
@@ -90,8 +95,11 @@ fn graceful_shutdown_interrupts_and_resume_continues() {
     let id = ws.new_task("three", "polite");
     let mut engine = spawn_engine(&ws);
     ws.ok(&["start", &id.to_string()]);
+    // Its pid is written after the trace line: wait for both.
     wait_within("step two to start", Duration::from_secs(30), || {
         trace(&ws).iter().any(|l| l.contains(":two:1"))
+            && std::fs::read_to_string(ws.root().join("two.pid"))
+                .is_ok_and(|s| s.trim().parse::<i32>().is_ok())
     });
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(engine.id() as i32),

@@ -113,6 +113,7 @@ impl GitCtx {
             .clone()
             .unwrap_or_else(|| self.base.clone());
         let stale = task.worktree.clone();
+        let known = task.branch.clone();
         let (root, id, title, from) = (
             self.worktree_root.clone(),
             task.id,
@@ -124,7 +125,10 @@ impl GitCtx {
                 // A folder left half-removed (or removed by hand): let git forget it.
                 let _ = git::remove_worktree(repo, Path::new(&stale));
             }
-            git::ensure_worktree(repo, &root, &from, id, &title)
+            match &known {
+                Some(branch) => git::ensure_worktree_on(repo, &root, &from, branch),
+                None => git::ensure_worktree(repo, &root, &from, id, &title),
+            }
         })?;
         let dir = path.join(&self.rel);
         Ok((

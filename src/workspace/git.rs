@@ -201,6 +201,23 @@ pub fn ensure_worktree(
     Ok((branch, path))
 }
 
+/// Like [`ensure_worktree`], on the branch the task already has (its title may have been
+/// edited since the branch was named): a re-run goes on where the task left off.
+pub fn ensure_worktree_on(
+    repo: &Path,
+    root: &Path,
+    base: &str,
+    branch: &str,
+) -> Result<(String, PathBuf), GitError> {
+    let name = branch
+        .strip_prefix("baton/")
+        .unwrap_or(branch)
+        .replace('/', "-");
+    let path = root.join(name);
+    retrying(|| try_ensure_worktree(repo, root, base, branch, &path))?;
+    Ok((branch.to_string(), path))
+}
+
 fn try_ensure_worktree(
     repo: &Path,
     root: &Path,

@@ -4,6 +4,7 @@ mod engine_cmd;
 mod fixup;
 mod json;
 mod pipelines;
+mod show;
 mod tasks;
 mod why;
 

@@ -4,7 +4,7 @@ use super::{Command, Failure, Outcome, exit, json, open_store, open_store_to_rea
 use crate::engine::client::{Submitted, submit};
 use crate::engine::{Action, Request, actions::create_task, pipeline_of};
 use crate::pipeline::{Catalog, Pipeline, StatusKind, load_catalog};
-use crate::store::{StepRun, Store, Stream, TaskFilter, TaskState, rfc3339};
+use crate::store::{Store, Stream, TaskFilter, TaskState, rfc3339};
 use crate::workspace::{EngineLock, Workspace};
 use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
@@ -217,7 +217,7 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
             json,
             ..
         } => list(&store, status.as_deref(), pipeline.as_deref(), json),
-        Command::Show { id, json } => show(ws, &store, id, json),
+        Command::Show { id, json } => super::show::show(ws, &store, id, json),
         Command::Start(a) => act(ws, &mut store, a.id, Action::Start),
         Command::Approve(a) => act(ws, &mut store, a.id, Action::Approve { note: a.note }),
         Command::Reject(a) => act(ws, &mut store, a.id, Action::Reject { note: a.note }),
@@ -299,144 +299,6 @@ fn list(store: &Store, status: Option<&str>, pipeline: Option<&str>, as_json: bo
             t.pipeline_id,
             &rfc3339(t.updated_at)[..19],
             one_line(&t.title, 80)
-        );
-    }
-    Ok(exit::OK)
-}
-
-fn step_symbol(s: &StepRun) -> &'static str {
-    use crate::store::StepState::*;
-    match s.state {
-        Succeeded => "✓",
-        Failed | TimedOut => "✗",
-        Running => "●",
-        Pending => "○",
-        Interrupted => "⏸",
-        Cancelled => "–",
-    }
-}
-
-fn show(ws: &Workspace, store: &Store, id: i64, as_json: bool) -> Outcome {
-    let db = store.read();
-    if as_json {
-        println!("{}", json::show(&db, id)?);
-        return Ok(exit::OK);
-    }
-    let t = db.task(id)?;
-    let pipeline = pipeline_of(&db, &t)?;
-    let label = pipeline
-        .status(&t.status)
-        .map_or(t.status.clone(), |s| one_line(&s.label, 80));
-    println!("#{} {}", t.id, one_line(&t.title, MAX_TITLE));
-    println!(
-        "pipeline {} · status {} ({}) · {}",
-        t.pipeline_id, t.status, label, t.state
-    );
-    if let Some(b) = &t.breakpoint {
-        println!("breakpoint before {b}");
-    }
-    if super::why::paused(&t) {
-        println!(
-            "paused before {} — context {} · `baton continue {id}` runs it",
-            t.status,
-            ws.context_dir(id).display()
-        );
-    }
-    if let Some(branch) = &t.branch {
-        let base = t.base_branch.as_deref().unwrap_or("?");
-        match &t.worktree {
-            Some(wt) => println!("branch {branch} (from {base}) · worktree {wt}"),
-            None => println!("branch {branch} (from {base})"),
-        }
-    }
-    if !t.prompt.is_empty() {
-        // A long prompt is cut: the rest is one `show --json` away.
-        const PROMPT_LINES: usize = 40;
-        let lines: Vec<&str> = t.prompt.trim_end().lines().collect();
-        println!();
-        for line in lines.iter().take(PROMPT_LINES) {
-            println!("{}", one_line(line, 200));
-        }
-        if lines.len() > PROMPT_LINES {
-            println!(
-                "… {} more line(s); `baton show {id} --json` has the whole prompt",
-                lines.len() - PROMPT_LINES
-            );
-        }
-    }
-    let steps = db.step_runs(id)?;
-    if !steps.is_empty() {
-        println!("\nsteps:");
-        for (i, s) in steps.iter().enumerate() {
-            let mut line = format!(
-                "  {:>2}. {} {:<14} attempt {} {}",
-                i + 1,
-                step_symbol(s),
-                s.status,
-                s.attempt,
-                s.state
-            );
-            if let Some(c) = s.exit_code {
-                line.push_str(&format!(" exit {c}"));
-            }
-            if let Some(o) = &s.outcome {
-                line.push_str(&format!(" outcome {o}"));
-            }
-            if let Some(c) = s.cost {
-                line.push_str(&format!(" ${c:.4}"));
-            }
-            if let Some(e) = &s.error {
-                line.push_str(&format!(" — {}", one_line(e, 300)));
-            }
-            println!("{line}");
-        }
-    }
-    let run = t.run_id.unwrap_or_default();
-    let spent: f64 = steps
-        .iter()
-        .filter(|s| s.run_id == run)
-        .filter_map(|s| s.cost)
-        .sum();
-    if steps.iter().any(|s| s.cost.is_some()) {
-        println!("cost ${spent:.4} this run");
-    }
-    println!("\nhistory:");
-    for h in db.history(id)? {
-        let from = h.from.as_deref().unwrap_or("·");
-        let reason = h
-            .reason
-            .as_ref()
-            .map(|r| format!(" — {}", one_line(r, 300)))
-            .unwrap_or_default();
-        println!(
-            "  {} {} → {} ({}, {}){}",
-            &rfc3339(h.at)[..19],
-            from,
-            h.to,
-            h.trigger,
-            h.actor,
-            reason
-        );
-        for line in super::why::history_lines(&h) {
-            println!("      {}", one_line(&line, 300));
-        }
-    }
-    let events = db.events(id)?;
-    let notable: Vec<_> = events.iter().filter(|e| e.level != "info").collect();
-    if !notable.is_empty() {
-        println!("\nevents:");
-        for e in notable.iter().rev().take(10).rev() {
-            println!(
-                "  {} {} {}",
-                &rfc3339(e.at)[..19],
-                e.level,
-                one_line(&e.summary, 300)
-            );
-        }
-    }
-    if t.state == TaskState::Interrupted {
-        println!(
-            "\ninterrupted — `baton resume {id}` re-runs the step, `baton retry {id}` starts over"
         );
     }
     Ok(exit::OK)
@@ -583,7 +445,7 @@ fn diff(ws: &Workspace, store: &Store, id: i64, color: bool) -> Outcome {
 
 /// Task or step text as one line: sanitised for the terminal, line breaks shown as `⏎`,
 /// tabs as spaces, cut to `max` characters.
-fn one_line(text: &str, max: usize) -> String {
+pub(super) fn one_line(text: &str, max: usize) -> String {
     let flat: String = crate::ansi::strip(text)
         .chars()
         .map(|c| match c {

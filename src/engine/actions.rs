@@ -2,12 +2,14 @@
 //! These functions run inside one write transaction and are shared by the engine and by
 //! the CLI when no engine runs.
 
+use super::breakpoints::{continue_paused, set_break};
 use super::error::{EngineError, Result};
+use super::restart::retry_decision;
 use super::transition::{FactsOwned, Moved, entry_state, pipeline_of, transition};
 use crate::pipeline::{
     DecideError, Decision, Facts, Pipeline, StatusKind, Trigger, decide, decide_move,
 };
-use crate::store::{Db, NewEvent, RunState, StepState, Task, TaskState};
+use crate::store::{Db, NewEvent, RunState, Task, TaskState};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -359,199 +361,6 @@ fn explain(
             source,
         },
     }
-}
-
-pub(super) fn plain(to: &str, trigger: Trigger) -> Decision {
-    Decision {
-        to: to.to_string(),
-        trigger,
-        transition: None,
-        guards: vec![],
-        blocked_by: vec![],
-        hooks: vec![],
-        label: None,
-    }
-}
-
-/// Resume: re-run the last interrupted or failed step of the current run, where it ran.
-pub(super) fn resume_decision(db: &Db, task: &Task) -> Result<(Decision, Option<String>, i64)> {
-    if !matches!(task.state, TaskState::Interrupted | TaskState::Failed) {
-        return Err(EngineError::Refused {
-            task: task.id,
-            message: format!(
-                "only an interrupted or failed task can be resumed; it is {} (at `{}`)",
-                task.state, task.status
-            ),
-        });
-    }
-    let run_id = task.run_id.unwrap_or_default();
-    let step = db
-        .step_runs(task.id)?
-        .into_iter()
-        .rev()
-        .find(|s| {
-            s.run_id == run_id
-                && matches!(
-                    s.state,
-                    StepState::Interrupted | StepState::Failed | StepState::TimedOut
-                )
-        })
-        .ok_or_else(|| EngineError::Refused {
-            task: task.id,
-            message: format!(
-                "it has no interrupted or failed step to resume — `baton retry {}` starts over",
-                task.id
-            ),
-        })?;
-    // The re-run gets the note its first attempt had (e.g. a reviewer's requested changes).
-    Ok((
-        plain(&step.status, Trigger::Resume),
-        step.note.clone(),
-        run_id,
-    ))
-}
-
-/// Retry from scratch: a new run entering the first status (through `start` from a queue).
-pub(super) fn retry_decision(
-    db: &Db,
-    task: &Task,
-    pipeline: &Pipeline,
-) -> Result<(Decision, Option<String>, i64)> {
-    if !matches!(
-        task.state,
-        TaskState::Interrupted | TaskState::Failed | TaskState::Cancelled
-    ) {
-        return Err(EngineError::Refused {
-            task: task.id,
-            message: format!(
-                "only an interrupted, failed or cancelled task can be retried; it is {} (at `{}`)",
-                task.state, task.status
-            ),
-        });
-    }
-    let first = pipeline
-        .statuses
-        .first()
-        .ok_or_else(|| EngineError::Refused {
-            task: task.id,
-            message: "its pipeline has no statuses".into(),
-        })?;
-    if let Some(old) = task.run_id {
-        let run = db.run(old)?;
-        if matches!(
-            run.state,
-            RunState::Running | RunState::Waiting | RunState::Interrupted
-        ) {
-            db.set_run_state(old, RunState::Cancelled)?;
-        }
-    }
-    let new_run = db.insert_run(task.id, RunState::Running)?;
-    let to = if first.kind == StatusKind::Queue {
-        let empty = Default::default();
-        let facts = crate::pipeline::Facts {
-            visits: &empty,
-            step_running: false,
-            handoff_fields: &[],
-            worktree_clean: None,
-            run_cost: 0.0,
-        };
-        decide(pipeline, &first.id, &Trigger::Start, &facts)
-            .map(|d| d.to)
-            .unwrap_or_else(|_| first.id.clone())
-    } else {
-        first.id.clone()
-    };
-    Ok((plain(&to, Trigger::Retry), None, new_run))
-}
-
-/// Breakpoints only matter to a task that can still reach a step.
-fn refuse_if_finished(task: &Task, pipeline: &Pipeline, verb: &str) -> Result<()> {
-    if pipeline
-        .status(&task.status)
-        .is_some_and(|s| s.kind.is_terminal())
-    {
-        return Err(EngineError::Refused {
-            task: task.id,
-            message: format!(
-                "it has finished (at `{}`), so there is nothing to {verb}",
-                task.status
-            ),
-        });
-    }
-    Ok(())
-}
-
-fn set_break(db: &Db, task: &Task, pipeline: &Pipeline, status: &str) -> Result<Applied> {
-    refuse_if_finished(task, pipeline, "pause")?;
-    match pipeline.status(status) {
-        Some(s) if s.kind == StatusKind::Step => {}
-        Some(_) => {
-            return Err(EngineError::Refused {
-                task: task.id,
-                message: format!("`{status}` runs no step, so there is nothing to pause before"),
-            });
-        }
-        None => {
-            return Err(EngineError::Refused {
-                task: task.id,
-                message: format!("its pipeline `{}` has no status `{status}`", pipeline.id),
-            });
-        }
-    }
-    db.set_breakpoint(task.id, Some(status))?;
-    db.insert_event(&NewEvent {
-        task_id: Some(task.id),
-        category: "lifecycle",
-        kind: "breakpoint.set",
-        summary: format!("will pause before {status}"),
-        data: json!({ "status": status }),
-        actor: "user",
-        level: "info",
-    })?;
-    Ok(Applied {
-        task_id: task.id,
-        summary: format!("task {}: will pause before {status}", task.id),
-        moved: None,
-        retry: false,
-    })
-}
-
-fn continue_paused(db: &Db, task: &Task, pipeline: &Pipeline) -> Result<Applied> {
-    refuse_if_finished(task, pipeline, "continue")?;
-    if task.breakpoint.is_none() && task.state != TaskState::Waiting {
-        return Err(EngineError::Refused {
-            task: task.id,
-            message: "it has no breakpoint and is not paused".into(),
-        });
-    }
-    db.set_breakpoint(task.id, None)?;
-    let at_step = pipeline.status(&task.status).map(|s| s.kind) == Some(StatusKind::Step);
-    let open = !db.open_step_runs(task.id)?.is_empty();
-    if at_step && task.state == TaskState::Waiting && !open {
-        let run_id = task.run_id.unwrap_or_default();
-        // The note of the move that brought the task here still belongs to this step.
-        let note = db
-            .history(task.id)?
-            .into_iter()
-            .rev()
-            .find(|h| h.to == task.status)
-            .and_then(|h| h.reason);
-        db.insert_step_run(task.id, run_id, &task.status, note.as_deref(), 0)?;
-        db.set_task_state(task.id, entry_state(StatusKind::Step, false))?;
-        db.set_run_state(run_id, RunState::Running)?;
-        return Ok(Applied {
-            task_id: task.id,
-            summary: format!("task {}: continuing at {}", task.id, task.status),
-            moved: None,
-            retry: false,
-        });
-    }
-    Ok(Applied {
-        task_id: task.id,
-        summary: format!("task {}: breakpoint cleared", task.id),
-        moved: None,
-        retry: false,
-    })
 }
 
 /// Creates a task at the first status of `pipeline` (snapshotting the definition) and

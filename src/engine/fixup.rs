@@ -1,8 +1,9 @@
 //! Requests that fix a task up rather than move it along its pipeline: dismiss an
 //! interrupted task, re-run a finished one from a chosen status, edit, archive, delete.
 
-use super::actions::{Applied, plain, resume_decision, retry_decision};
+use super::actions::Applied;
 use super::error::{EngineError, Result};
+use super::restart::{plain, resume_decision, retry_decision};
 use crate::pipeline::{Decision, Pipeline, StatusKind, Trigger};
 use crate::store::{Db, NewEvent, RunState, StepState, Task, TaskState};
 use serde_json::json;

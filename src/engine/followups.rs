@@ -11,7 +11,7 @@ use crate::exec::{self, Finish, StepEnv};
 use crate::pipeline::{Hook, StatusKind};
 use crate::store::{FollowupRow, NewEvent, StoreHandle, Stream, Task};
 use crate::workspace::Workspace;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -265,7 +265,7 @@ async fn run_rows(ctx: &Ctx, rows: Vec<FollowupRow>) {
                         level: if ok { "info" } else { "error" },
                     })?;
                     let mut hooks = db.history_hooks(hist)?;
-                    record_hook(&mut hooks, hook_index, result);
+                    super::transition::record_hook(&mut hooks, hook_index, result);
                     db.set_history_hooks(hist, &hooks)?;
                 } else {
                     db.insert_event(&NewEvent {
@@ -284,21 +284,6 @@ async fn run_rows(ctx: &Ctx, rows: Vec<FollowupRow>) {
         if let Err(e) = recorded {
             tracing::error!("recording follow-up {id} failed: {e}");
         }
-    }
-}
-
-/// Puts a finished hook's result in its place among a history row's hooks (rows written
-/// before hooks were listed up front get it appended).
-fn record_hook(hooks: &mut Value, index: Option<usize>, result: Value) {
-    if !hooks.is_array() {
-        *hooks = json!([]);
-    }
-    let Some(list) = hooks.as_array_mut() else {
-        return;
-    };
-    match index.and_then(|i| list.get_mut(i)) {
-        Some(slot) if slot.get("hook") == result.get("hook") => *slot = result,
-        _ => list.push(result),
     }
 }
 

@@ -4,6 +4,7 @@
 //! the `commands` table.
 
 pub mod actions;
+mod breakpoints;
 pub mod client;
 mod effects;
 mod error;
@@ -11,6 +12,7 @@ mod fixup;
 mod followups;
 mod logwriter;
 mod recovery;
+mod restart;
 mod results;
 mod runner;
 mod scheduler;

@@ -88,6 +88,21 @@ pub fn hooks_pending(hooks: &[crate::pipeline::Hook]) -> serde_json::Value {
     )
 }
 
+/// Puts a finished hook's result in its place among a history row's hooks (rows written
+/// before hooks were listed up front get it appended).
+pub fn record_hook(hooks: &mut serde_json::Value, index: Option<usize>, result: serde_json::Value) {
+    if !hooks.is_array() {
+        *hooks = json!([]);
+    }
+    let Some(list) = hooks.as_array_mut() else {
+        return;
+    };
+    match index.and_then(|i| list.get_mut(i)) {
+        Some(slot) if slot.get("hook") == result.get("hook") => *slot = result,
+        _ => list.push(result),
+    }
+}
+
 /// The task state a status implies on entry.
 pub fn entry_state(kind: StatusKind, paused: bool) -> TaskState {
     match kind {

@@ -3,7 +3,7 @@
 
 use super::action::Action;
 use super::event::Effect;
-use super::keymap::{BINDINGS, Ctx, lookup};
+use super::keymap::{BINDINGS, Ctx, Hint, lookup};
 use super::modal::{Outcome, Target};
 use crate::engine::Action as EngineAction;
 use crate::pipeline::{Pipeline, StatusKind};
@@ -256,3 +256,33 @@ pub fn paused(task: &crate::store::Task) -> bool {
     task.state == crate::store::TaskState::Waiting
         && task.breakpoint.as_deref() == Some(task.status.as_str())
 }
+
+const fn hint(actions: &'static [Action], label: &'static str, rank: u8) -> Hint {
+    Hint {
+        actions,
+        label,
+        rank,
+    }
+}
+
+/// The board while the selected task was interrupted: what can be decided about it.
+pub const INTERRUPTED_HINTS: &[Hint] = &[
+    hint(&[Action::Resume], "resume", 4),
+    hint(&[Action::Retry], "retry from scratch", 3),
+    hint(&[Action::Dismiss], "dismiss", 3),
+    hint(&[Action::Open], "open", 2),
+    hint(&[Action::Diff], "diff", 1),
+    hint(&[Action::Help], "help", 2),
+    hint(&[Action::Quit], "quit", 2),
+];
+
+/// The board while the selected task waits at its breakpoint.
+pub const PAUSED_HINTS: &[Hint] = &[
+    hint(&[Action::Continue], "continue", 4),
+    hint(&[Action::Breakpoint], "breakpoint", 3),
+    hint(&[Action::Open], "open", 3),
+    hint(&[Action::Diff], "diff", 2),
+    hint(&[Action::Abort], "abort", 1),
+    hint(&[Action::Help], "help", 2),
+    hint(&[Action::Quit], "quit", 2),
+];

@@ -205,28 +205,6 @@ const BOARD_HINTS: &[Hint] = &[
     h(&[A::Quit], "quit", 4),
 ];
 
-/// The board while the selected task was interrupted: what can be decided about it.
-const INTERRUPTED_HINTS: &[Hint] = &[
-    h(&[A::Resume], "resume", 4),
-    h(&[A::Retry], "retry from scratch", 3),
-    h(&[A::Dismiss], "dismiss", 3),
-    h(&[A::Open], "open", 2),
-    h(&[A::Diff], "diff", 1),
-    h(&[A::Help], "help", 2),
-    h(&[A::Quit], "quit", 2),
-];
-
-/// The board while the selected task waits at its breakpoint.
-const PAUSED_HINTS: &[Hint] = &[
-    h(&[A::Continue], "continue", 4),
-    h(&[A::Breakpoint], "breakpoint", 3),
-    h(&[A::Open], "open", 3),
-    h(&[A::Diff], "diff", 2),
-    h(&[A::Abort], "abort", 1),
-    h(&[A::Help], "help", 2),
-    h(&[A::Quit], "quit", 2),
-];
-
 const DETAIL_HINTS: &[Hint] = &[
     h(&[A::Down, A::Up], "step", 3),
     h(&[A::ScrollDown, A::ScrollUp], "scroll", 3),
@@ -264,8 +242,8 @@ impl Bar {
     pub fn hints(self) -> &'static [Hint] {
         match self {
             Bar::Board => BOARD_HINTS,
-            Bar::Interrupted => INTERRUPTED_HINTS,
-            Bar::Paused => PAUSED_HINTS,
+            Bar::Interrupted => super::fixup::INTERRUPTED_HINTS,
+            Bar::Paused => super::fixup::PAUSED_HINTS,
             Bar::Detail => DETAIL_HINTS,
             Bar::FullLog => FULL_LOG_HINTS,
         }

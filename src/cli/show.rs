@@ -1,0 +1,146 @@
+//! `baton show`: a task with its steps, costs, history (with the guards and hooks of each
+//! move) and notable events.
+
+use super::tasks::{MAX_TITLE, one_line};
+use super::{Outcome, exit, json};
+use crate::engine::pipeline_of;
+use crate::store::{StepRun, Store, TaskState, rfc3339};
+use crate::workspace::Workspace;
+
+fn step_symbol(s: &StepRun) -> &'static str {
+    use crate::store::StepState::*;
+    match s.state {
+        Succeeded => "✓",
+        Failed | TimedOut => "✗",
+        Running => "●",
+        Pending => "○",
+        Interrupted => "⏸",
+        Cancelled => "–",
+    }
+}
+
+pub(super) fn show(ws: &Workspace, store: &Store, id: i64, as_json: bool) -> Outcome {
+    let db = store.read();
+    if as_json {
+        println!("{}", json::show(&db, id)?);
+        return Ok(exit::OK);
+    }
+    let t = db.task(id)?;
+    let pipeline = pipeline_of(&db, &t)?;
+    let label = pipeline
+        .status(&t.status)
+        .map_or(t.status.clone(), |s| one_line(&s.label, 80));
+    println!("#{} {}", t.id, one_line(&t.title, MAX_TITLE));
+    println!(
+        "pipeline {} · status {} ({}) · {}",
+        t.pipeline_id, t.status, label, t.state
+    );
+    if let Some(b) = &t.breakpoint {
+        println!("breakpoint before {b}");
+    }
+    if super::why::paused(&t) {
+        println!(
+            "paused before {} — context {} · `baton continue {id}` runs it",
+            t.status,
+            ws.context_dir(id).display()
+        );
+    }
+    if let Some(branch) = &t.branch {
+        let base = t.base_branch.as_deref().unwrap_or("?");
+        match &t.worktree {
+            Some(wt) => println!("branch {branch} (from {base}) · worktree {wt}"),
+            None => println!("branch {branch} (from {base})"),
+        }
+    }
+    if !t.prompt.is_empty() {
+        // A long prompt is cut: the rest is one `show --json` away.
+        const PROMPT_LINES: usize = 40;
+        let lines: Vec<&str> = t.prompt.trim_end().lines().collect();
+        println!();
+        for line in lines.iter().take(PROMPT_LINES) {
+            println!("{}", one_line(line, 200));
+        }
+        if lines.len() > PROMPT_LINES {
+            println!(
+                "… {} more line(s); `baton show {id} --json` has the whole prompt",
+                lines.len() - PROMPT_LINES
+            );
+        }
+    }
+    let steps = db.step_runs(id)?;
+    if !steps.is_empty() {
+        println!("\nsteps:");
+        for (i, s) in steps.iter().enumerate() {
+            let mut line = format!(
+                "  {:>2}. {} {:<14} attempt {} {}",
+                i + 1,
+                step_symbol(s),
+                s.status,
+                s.attempt,
+                s.state
+            );
+            if let Some(c) = s.exit_code {
+                line.push_str(&format!(" exit {c}"));
+            }
+            if let Some(o) = &s.outcome {
+                line.push_str(&format!(" outcome {o}"));
+            }
+            if let Some(c) = s.cost {
+                line.push_str(&format!(" ${c:.4}"));
+            }
+            if let Some(e) = &s.error {
+                line.push_str(&format!(" — {}", one_line(e, 300)));
+            }
+            println!("{line}");
+        }
+    }
+    let run = t.run_id.unwrap_or_default();
+    let spent: f64 = steps
+        .iter()
+        .filter(|s| s.run_id == run)
+        .filter_map(|s| s.cost)
+        .sum();
+    if steps.iter().any(|s| s.cost.is_some()) {
+        println!("cost ${spent:.4} this run");
+    }
+    println!("\nhistory:");
+    for h in db.history(id)? {
+        let from = h.from.as_deref().unwrap_or("·");
+        let reason = h
+            .reason
+            .as_ref()
+            .map(|r| format!(" — {}", one_line(r, 300)))
+            .unwrap_or_default();
+        println!(
+            "  {} {} → {} ({}, {}){}",
+            &rfc3339(h.at)[..19],
+            from,
+            h.to,
+            h.trigger,
+            h.actor,
+            reason
+        );
+        for line in super::why::history_lines(&h) {
+            println!("      {}", one_line(&line, 300));
+        }
+    }
+    let events = db.events(id)?;
+    let notable: Vec<_> = events.iter().filter(|e| e.level != "info").collect();
+    if !notable.is_empty() {
+        println!("\nevents:");
+        for e in notable.iter().rev().take(10).rev() {
+            println!(
+                "  {} {} {}",
+                &rfc3339(e.at)[..19],
+                e.level,
+                one_line(&e.summary, 300)
+            );
+        }
+    }
+    if t.state == TaskState::Interrupted {
+        println!(
+            "\ninterrupted — `baton resume {id}` re-runs the step, `baton retry {id}` starts over"
+        );
+    }
+    Ok(exit::OK)
+}

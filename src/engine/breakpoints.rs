@@ -1,0 +1,103 @@
+//! Breakpoints: pause a task before a status's step, and go on from there.
+
+use super::actions::Applied;
+use super::error::{EngineError, Result};
+use super::transition::entry_state;
+use crate::pipeline::{Pipeline, StatusKind};
+use crate::store::{Db, NewEvent, RunState, Task, TaskState};
+use serde_json::json;
+
+/// Breakpoints only matter to a task that can still reach a step.
+fn refuse_if_finished(task: &Task, pipeline: &Pipeline, verb: &str) -> Result<()> {
+    if pipeline
+        .status(&task.status)
+        .is_some_and(|s| s.kind.is_terminal())
+    {
+        return Err(EngineError::Refused {
+            task: task.id,
+            message: format!(
+                "it has finished (at `{}`), so there is nothing to {verb}",
+                task.status
+            ),
+        });
+    }
+    Ok(())
+}
+
+pub(super) fn set_break(
+    db: &Db,
+    task: &Task,
+    pipeline: &Pipeline,
+    status: &str,
+) -> Result<Applied> {
+    refuse_if_finished(task, pipeline, "pause")?;
+    match pipeline.status(status) {
+        Some(s) if s.kind == StatusKind::Step => {}
+        Some(_) => {
+            return Err(EngineError::Refused {
+                task: task.id,
+                message: format!("`{status}` runs no step, so there is nothing to pause before"),
+            });
+        }
+        None => {
+            return Err(EngineError::Refused {
+                task: task.id,
+                message: format!("its pipeline `{}` has no status `{status}`", pipeline.id),
+            });
+        }
+    }
+    db.set_breakpoint(task.id, Some(status))?;
+    db.insert_event(&NewEvent {
+        task_id: Some(task.id),
+        category: "lifecycle",
+        kind: "breakpoint.set",
+        summary: format!("will pause before {status}"),
+        data: json!({ "status": status }),
+        actor: "user",
+        level: "info",
+    })?;
+    Ok(Applied {
+        task_id: task.id,
+        summary: format!("task {}: will pause before {status}", task.id),
+        moved: None,
+        retry: false,
+    })
+}
+
+pub(super) fn continue_paused(db: &Db, task: &Task, pipeline: &Pipeline) -> Result<Applied> {
+    refuse_if_finished(task, pipeline, "continue")?;
+    if task.breakpoint.is_none() && task.state != TaskState::Waiting {
+        return Err(EngineError::Refused {
+            task: task.id,
+            message: "it has no breakpoint and is not paused".into(),
+        });
+    }
+    db.set_breakpoint(task.id, None)?;
+    let at_step = pipeline.status(&task.status).map(|s| s.kind) == Some(StatusKind::Step);
+    let open = !db.open_step_runs(task.id)?.is_empty();
+    if at_step && task.state == TaskState::Waiting && !open {
+        let run_id = task.run_id.unwrap_or_default();
+        // The note of the move that brought the task here still belongs to this step.
+        let note = db
+            .history(task.id)?
+            .into_iter()
+            .rev()
+            .find(|h| h.to == task.status)
+            .and_then(|h| h.reason);
+        db.insert_step_run(task.id, run_id, &task.status, note.as_deref(), 0)?;
+        db.set_task_state(task.id, entry_state(StatusKind::Step, false))?;
+        db.set_run_state(run_id, RunState::Running)?;
+        return Ok(Applied {
+            task_id: task.id,
+            summary: format!("task {}: continuing at {}", task.id, task.status),
+            moved: None,
+            retry: false,
+        });
+    }
+    Ok(Applied {
+        task_id: task.id,
+        summary: format!("task {}: breakpoint cleared", task.id),
+        moved: None,
+        retry: false,
+    })
+}

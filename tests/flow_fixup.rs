@@ -270,4 +270,15 @@ fn new_with_a_branch_bases_the_worktree_on_it() {
     assert!(shown.contains("(from feature)"), "{shown}");
     let seen = std::fs::read_to_string(ws.root().join("../worktrees/seen.txt")).unwrap();
     assert_eq!(seen, "on feature\n");
+
+    // Deleting keeps the branch and worktree unless --purge.
+    let other = ws.ok(&["new", "y", "--pipeline", "look", "--start"]);
+    ws.drain();
+    let kept = ws.ok(&["delete", other.trim()]);
+    assert!(kept.contains("branch baton/2-y is kept"), "{kept}");
+    assert!(git(ws.root(), &["branch", "--list", "baton/2-y"]).contains("baton/2-y"));
+    let purged = ws.ok(&["delete", id.trim(), "--purge"]);
+    assert!(purged.contains("removed branch baton/1-x"), "{purged}");
+    assert_eq!(git(ws.root(), &["branch", "--list", "baton/1-x"]), "");
+    assert!(!ws.root().join("../worktrees/1-x").exists());
 }

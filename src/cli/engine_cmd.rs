@@ -65,6 +65,11 @@ pub fn run(ws: &Workspace, exit_when_idle: bool) -> Outcome {
                             None => eprintln!("{text}"),
                         }
                     }
+                    Ok(EngineEvent::Reloaded { problems }) => {
+                        for p in &problems {
+                            eprintln!("{}", crate::ansi::strip(p));
+                        }
+                    }
                     Ok(_) => {}
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                     Err(_) => break,

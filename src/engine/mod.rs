@@ -10,6 +10,7 @@ mod error;
 mod followups;
 mod logwriter;
 mod recovery;
+mod reload;
 mod results;
 mod runner;
 mod scheduler;
@@ -52,6 +53,9 @@ pub enum EngineEvent {
     Notice { task_id: Option<i64>, text: String },
     /// Another process changed the database (a task created from the CLI): reload.
     Changed,
+    /// Pipeline, agent or config files changed and were read again; `problems` holds one
+    /// sentence per error (the last good version of each broken file stays in force).
+    Reloaded { problems: Vec<String> },
 }
 
 type Reply = oneshot::Sender<std::result::Result<String, String>>;
@@ -145,6 +149,11 @@ pub struct Engine {
     /// Follow-up rows being run, so a sweep never starts one twice.
     followups_running: Arc<std::sync::Mutex<std::collections::HashSet<i64>>>,
     triggers: triggers::TriggerSet,
+    /// The pipelines in force, with the last good version of each workspace file.
+    live: crate::pipeline::LiveCatalog,
+    /// Changed definition files, reported by `_defs`.
+    reload_rx: mpsc::UnboundedReceiver<Vec<std::path::PathBuf>>,
+    _defs: Option<crate::workspace::watch::DefinitionWatcher>,
     wake_rx: mpsc::UnboundedReceiver<wake::Wake>,
     /// Something this engine did made work a look must find (a trigger's new task).
     look_again: bool,
@@ -202,9 +211,10 @@ impl Engine {
                 None
             }
         };
-        let agents = crate::pipeline::agent_ids(Some(&ws.agents_dir()));
-        let catalog = crate::pipeline::load_catalog(Some(&ws.pipelines_dir()), Some(&agents));
-        let (triggers, trigger_errors) = triggers::TriggerSet::new(&catalog.pipelines);
+        let live = crate::pipeline::LiveCatalog::load(&ws.pipelines_dir(), &ws.agents_dir());
+        let (triggers, trigger_errors) = triggers::TriggerSet::new(&live.catalog.pipelines);
+        let (reload_tx, reload_rx) = mpsc::unbounded_channel();
+        let defs = reload::watch(ws, reload_tx);
         let (events, _) = broadcast::channel(1024);
         let (requests_tx, requests) = mpsc::channel(64);
         let (finished_tx, finished) = mpsc::unbounded_channel();
@@ -243,6 +253,9 @@ impl Engine {
             followup_tails: HashMap::new(),
             followup_cancel: CancellationToken::new(),
             triggers,
+            live,
+            reload_rx,
+            _defs: defs,
             wake_rx,
             _wake: listener,
             look_again: false,
@@ -377,6 +390,11 @@ impl Engine {
                 true
             }
             Some(_) = self.followups.join_next(), if !self.followups.is_empty() => true,
+            Some(changed) = self.reload_rx.recv() => {
+                self.reload(changed).await;
+                // New triggers may be due, a larger max_parallel may start queued steps.
+                true
+            }
             _ = self.shutdown.cancelled(), if stopping.is_none() => {
                 *stopping = Some(self.cfg.shutdown);
                 let n = self.running.len();

@@ -118,7 +118,7 @@ async fn subscribe(mut stream: UnixStream, mut rx: broadcast::Receiver<EngineEve
             Ok(EngineEvent::TaskChanged { task_id }) => format!("task {task_id}\n"),
             Ok(EngineEvent::LogLines { step_run_id, .. }) => format!("log {step_run_id}\n"),
             Ok(EngineEvent::Changed) => "all\n".to_string(),
-            Ok(EngineEvent::Notice { .. }) => continue,
+            Ok(EngineEvent::Notice { .. } | EngineEvent::Reloaded { .. }) => continue,
             Err(broadcast::error::RecvError::Lagged(_)) => "all\n".to_string(),
             Err(broadcast::error::RecvError::Closed) => return,
         };

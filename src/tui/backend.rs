@@ -98,6 +98,8 @@ impl Backend {
                     Ok(EngineEvent::Notice { text, .. }) => AppEvent::Notice(text),
                     // Another process wrote (`baton new` in another terminal).
                     Ok(EngineEvent::Changed) => AppEvent::StoreChanged,
+                    // The board watches the files itself (attached boards too).
+                    Ok(EngineEvent::Reloaded { .. }) => continue,
                     // Missed events: reload everything instead.
                     Err(RecvError::Lagged(_)) => AppEvent::StoreChanged,
                     Err(RecvError::Closed) => break,

@@ -66,6 +66,11 @@ async fn main_loop(ws: &Workspace) -> Result<(), String> {
     // Before the screen is taken over, so an engine that cannot start is a plain error.
     let mut backend = Backend::connect(ws, tx.clone()).await?;
     let loader = Loader::spawn(ws.clone(), tx.clone());
+    let reload = loader.requester();
+    let _defs =
+        crate::workspace::watch::watch(&ws.dir(), move |_| reload(super::loader::LoadReq::Reload))
+            .map_err(|e| tracing::warn!("{e}; edits to pipelines apply when baton starts again"))
+            .ok();
     let mut screen = Screen::enter().map_err(|e| format!("cannot set up the terminal: {e}"))?;
     spawn_input(tx.clone());
     let size = screen

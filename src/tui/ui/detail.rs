@@ -174,11 +174,15 @@ fn render_left(f: &mut Frame, area: Rect, app: &App, d: &TaskDetail) {
             ])
         })
         .collect();
-    hist.extend(
-        d.notices
-            .iter()
-            .map(|e| Line::styled(truncate(&format!("! {}", e.summary), w), t.error())),
-    );
+    hist.extend(d.notices.iter().map(|e| {
+        Line::from(vec![
+            Span::styled(format!("{} ", clock(e.at)), t.dim()),
+            Span::styled(
+                truncate(&format!("! {}", e.summary), w.saturating_sub(9)),
+                t.error(),
+            ),
+        ])
+    }));
     // The step list gets what the rest and a few history rows leave (a loop can have
     // hundreds of runs), and scrolls to keep the shown step in view.
     let height = area.height as usize;

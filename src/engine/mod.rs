@@ -13,6 +13,7 @@ mod recovery;
 mod reload;
 mod results;
 mod runner;
+mod schedule_catchup;
 mod scheduler;
 mod transition;
 mod trigger_loop;
@@ -289,6 +290,7 @@ impl Engine {
         // Look for commands, due steps and follow-ups: at start, and after a wake-up from
         // outside. A step's end needs no look: it claims the next steps itself.
         let mut look = true;
+        self.catch_up_schedules().await;
         loop {
             if look {
                 self.drain_commands().await;

@@ -9,6 +9,7 @@ mod effects;
 mod error;
 mod followups;
 mod logwriter;
+mod notify_hook;
 mod recovery;
 mod reload;
 mod results;
@@ -57,6 +58,13 @@ pub enum EngineEvent {
     /// Pipeline, agent or config files changed and were read again; `problems` holds one
     /// sentence per error (the last good version of each broken file stays in force).
     Reloaded { problems: Vec<String> },
+    /// A `notify` hook fired: boards ring the bell and post a desktop notification.
+    /// Title and body are already sanitised (no control characters).
+    Notify {
+        task_id: i64,
+        title: String,
+        body: String,
+    },
 }
 
 type Reply = oneshot::Sender<std::result::Result<String, String>>;

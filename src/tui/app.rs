@@ -246,6 +246,11 @@ impl App {
                 self.say(text, true);
                 true
             }
+            AppEvent::Notified { title, body } => {
+                self.say(format!("{title}: {body}"), false);
+                self.effect(Effect::Notify { title, body });
+                true
+            }
             AppEvent::Replied(Ok(summary)) => {
                 self.say(summary, false);
                 true

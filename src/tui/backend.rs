@@ -100,6 +100,9 @@ impl Backend {
                     Ok(EngineEvent::Changed) => AppEvent::StoreChanged,
                     // The board watches the files itself (attached boards too).
                     Ok(EngineEvent::Reloaded { .. }) => continue,
+                    Ok(EngineEvent::Notify { title, body, .. }) => {
+                        AppEvent::Notified { title, body }
+                    }
                     // Missed events: reload everything instead.
                     Err(RecvError::Lagged(_)) => AppEvent::StoreChanged,
                     Err(RecvError::Closed) => break,
@@ -257,6 +260,7 @@ fn follow(ws: &Workspace, tx: UnboundedSender<AppEvent>) -> Watcher {
                     Change::Task(id) => AppEvent::TaskChanged(id),
                     Change::Log(id) => AppEvent::LogAppended { step_run_id: id },
                     Change::All => AppEvent::StoreChanged,
+                    Change::Notify { title, body, .. } => AppEvent::Notified { title, body },
                 };
                 if tx.send(ev).is_err() {
                     return;

@@ -85,6 +85,11 @@ pub enum AppEvent {
     EngineGone,
     /// A message for people from the engine or a background job.
     Notice(String),
+    /// A `notify` hook fired: ring the bell and post a desktop notification.
+    Notified {
+        title: String,
+        body: String,
+    },
     /// A request's one-line result or error sentence.
     Replied(Result<String, String>),
     /// A task was created (and, if asked, started).

@@ -6,6 +6,7 @@
 //! normaliser of agent outcome names, shared by pipelines, agent profiles and handoffs.
 
 pub mod decide;
+pub mod graph;
 pub mod live;
 pub mod load;
 pub mod model;

@@ -216,6 +216,17 @@ impl App {
                 }
                 false
             }
+            AppEvent::Graph { task_id, result } => {
+                for m in &mut self.modals {
+                    if let Modal::Graph(g) = m
+                        && g.target.task_id == task_id
+                    {
+                        g.loaded(result, self.size.1);
+                        return true;
+                    }
+                }
+                false
+            }
             AppEvent::TaskChanged(id) => {
                 self.effect(Effect::LoadBoard);
                 if self.board.selected == Some(id) {

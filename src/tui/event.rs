@@ -73,6 +73,11 @@ pub enum AppEvent {
         task_id: i64,
         result: Result<Diff, String>,
     },
+    /// A task's pipeline and path, for the graph view.
+    Graph {
+        task_id: i64,
+        result: Result<super::graph_view::GraphData, String>,
+    },
     /// The engine says a task changed.
     TaskChanged(i64),
     /// The engine wrote log lines of a step.
@@ -124,6 +129,7 @@ pub enum Effect {
     LoadLog(LogQuery),
     LoadMoves(i64),
     LoadDiff(i64),
+    LoadGraph(i64),
     Send(Request),
     Create(NewTask),
     /// Ring the bell and post a desktop notification.

@@ -18,6 +18,7 @@ pub enum LoadReq {
     Log(LogQuery),
     Moves(i64),
     Diff(i64),
+    Graph(i64),
     /// Definition files changed: read the pipelines again, then the board.
     Reload,
 }
@@ -143,6 +144,10 @@ fn answer(ws: &Workspace, db: &Db, catalog: &Catalog, req: LoadReq) -> AppEvent 
             task_id,
             result: move_options(db, task_id).map_err(|e| e.to_string()),
         },
+        LoadReq::Graph(task_id) => AppEvent::Graph {
+            task_id,
+            result: graph(db, task_id).map_err(|e| e.to_string()),
+        },
         LoadReq::Diff(task_id) => AppEvent::Diff {
             task_id,
             result: db
@@ -246,5 +251,24 @@ fn log(db: &Db, query: LogQuery) -> crate::store::Result<LogChunk> {
         query,
         lines,
         total: db.log_count(id)?,
+    })
+}
+
+/// A task's pipeline snapshot and the moves of its current run, for the graph view.
+fn graph(db: &Db, id: i64) -> crate::store::Result<super::graph_view::GraphData> {
+    let task = db.task(id)?;
+    let pipeline = (*db.pipeline(id)?).clone();
+    let moves = db
+        .history(id)?
+        .into_iter()
+        .filter(|h| task.run_id.is_none() || h.run_id == task.run_id)
+        .map(|h| (h.from, h.to, h.trigger))
+        .collect();
+    Ok(super::graph_view::GraphData {
+        pipeline,
+        path: crate::pipeline::graph::TaskPath {
+            current: Some(task.status),
+            moves,
+        },
     })
 }

@@ -12,6 +12,7 @@ pub mod backend;
 pub mod board;
 pub mod demo;
 pub mod event;
+pub mod graph_view;
 pub mod keymap;
 mod keys;
 pub mod loader;

@@ -24,6 +24,8 @@ pub enum Modal {
     Diff(DiffView),
     FullLog,
     Input(LineInput),
+    /// `g`: the task's pipeline as a graph.
+    Graph(super::graph_view::GraphView),
 }
 
 /// What a key did to the top layer.
@@ -432,6 +434,7 @@ impl Modal {
             Modal::Move(m) => m.key(key),
             Modal::Confirm(c) => c.key(key),
             Modal::Diff(d) => d.key(key),
+            Modal::Graph(g) => g.key(key),
             Modal::FullLog | Modal::Input(_) => Outcome::Pass,
         }
     }

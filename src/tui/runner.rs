@@ -167,6 +167,7 @@ fn perform(
         Effect::LoadLog(q) => loader.request(LoadReq::Log(q)),
         Effect::LoadMoves(id) => loader.request(LoadReq::Moves(id)),
         Effect::LoadDiff(id) => loader.request(LoadReq::Diff(id)),
+        Effect::LoadGraph(id) => loader.request(LoadReq::Graph(id)),
         Effect::Send(req) => backend.send(req, tx.clone()),
         Effect::Create(new) => backend.create(ws, new, tx.clone()),
         Effect::Notify { title, body } => {

@@ -2,6 +2,7 @@
 
 mod board;
 mod detail;
+mod graph;
 mod header;
 pub mod layout;
 mod log;

@@ -44,6 +44,7 @@ pub fn render(f: &mut Frame, areas: &Areas, app: &App, modal: &Modal) {
         Modal::Confirm(c) => confirm(f, areas.body, app, c),
         Modal::Diff(d) => diff(f, areas.body, app, d),
         Modal::FullLog => full_log(f, areas.body, app),
+        Modal::Graph(g) => super::graph::render(f, areas.body, app, g),
         // Drawn in the status line.
         Modal::Input(_) => {}
     }

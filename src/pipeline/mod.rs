@@ -31,6 +31,8 @@ pub use outcome::normalize_outcome;
 #[cfg(test)]
 mod decide_tests;
 #[cfg(test)]
+mod graph_tests;
+#[cfg(test)]
 mod load_tests;
 #[cfg(test)]
 mod validate_tests;

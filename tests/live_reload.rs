@@ -66,6 +66,15 @@ async fn until(events: &mut Receiver<EngineEvent>, what: &str, mut cond: impl Fn
     }
 }
 
+/// Saves a pipeline file the way editors do: a temporary file renamed over it, so the
+/// engine sees one change.
+fn save(ws: &Ws, file: &str, text: &str) {
+    let dir = ws.root().join(".baton/pipelines");
+    let tmp = dir.join(format!(".{file}.tmp"));
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, dir.join(file)).unwrap();
+}
+
 fn statuses(ws: &Ws, id: i64) -> Vec<String> {
     let store = baton::store::Store::open(&ws.root().join(".baton/baton.db")).unwrap();
     let p = store.read().pipeline(id).unwrap();
@@ -92,7 +101,8 @@ fn edits_while_a_task_runs_apply_to_new_work_and_a_broken_one_keeps_the_last_goo
         .await;
 
         // A valid edit: a trigger appears on another pipeline.
-        ws.pipeline(
+        save(
+            &ws,
             "follow.json",
             &FOLLOW.replace(
                 "TRIGGERS",
@@ -103,14 +113,14 @@ fn edits_while_a_task_runs_apply_to_new_work_and_a_broken_one_keeps_the_last_goo
 
         // A valid edit of the running task's own pipeline: new tasks get it, the running
         // one keeps its snapshot.
-        ws.pipeline("live.json", LIVE_V2);
+        save(&ws, "live.json", LIVE_V2);
         assert_eq!(reloaded(&mut events).await, Vec::<String>::new());
         let second = ws.new_task("live", "made after the edit");
         assert!(statuses(&ws, second).contains(&"check".to_string()));
         assert!(!statuses(&ws, first).contains(&"check".to_string()));
 
         // A broken edit: reported, as an event too.
-        ws.pipeline("live.json", "{\"id\": \"live\", \"statuses\": [");
+        save(&ws, "live.json", "{\"id\": \"live\", \"statuses\": [");
         let problems = reloaded(&mut events).await;
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert!(
@@ -139,6 +149,18 @@ fn edits_while_a_task_runs_apply_to_new_work_and_a_broken_one_keeps_the_last_goo
             .map(|h| h["to"].as_str().unwrap())
             .collect();
         assert_eq!(tos, ["todo", "work", "done"]);
+        // config.toml too: a broken setting is reported and the old settings stay.
+        let cfg = ws.root().join(".baton/config.toml");
+        let tmp = ws.root().join(".baton/config.toml.tmp");
+        std::fs::write(&tmp, "max_parallel = \"many\"\n").unwrap();
+        std::fs::rename(&tmp, &cfg).unwrap();
+        let problems = reloaded(&mut events).await;
+        assert!(
+            problems.iter().any(|p| p.contains("config.toml")
+                && p.contains("max_parallel")
+                && p.contains("settings read before stay in force")),
+            "{problems:?}"
+        );
         handle.shutdown();
         run.await.unwrap().unwrap();
     });

@@ -71,6 +71,7 @@ impl Engine {
         );
         self.triggers = set;
         self.trigger_errors = trigger_errors;
+        self.note_new_schedules().await;
         self.live = live;
         let files: Vec<String> = changed
             .iter()

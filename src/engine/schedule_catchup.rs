@@ -76,6 +76,36 @@ pub fn missed(
 }
 
 impl Engine {
+    /// Remembers now as the start of schedules seen for the first time (added by a reload),
+    /// so the next start knows what they missed.
+    pub(super) async fn note_new_schedules(&self) {
+        let keys: Vec<String> = self
+            .triggers
+            .triggers
+            .iter()
+            .filter(|t| matches!(t.kind, Kind::Schedule(_)))
+            .map(|t| memo_key(&t.pipeline, t.index))
+            .collect();
+        if keys.is_empty() {
+            return;
+        }
+        let stamp = Local::now().to_rfc3339();
+        let written = self
+            .store
+            .write(move |db| {
+                for k in &keys {
+                    if db.meta(k)?.is_none() {
+                        db.set_meta(k, &stamp)?;
+                    }
+                }
+                Ok::<_, crate::store::StoreError>(())
+            })
+            .await;
+        if let Err(e) = written {
+            tracing::warn!("remembering new schedules failed: {e}");
+        }
+    }
+
     /// Fires (or skips) what each schedule missed while no engine ran; once, at start.
     pub(super) async fn catch_up_schedules(&mut self) {
         let schedules: Vec<(usize, String, String, croner::Cron)> = self

@@ -133,3 +133,27 @@ fn events_in_the_detail_pane_show_their_time() {
         .unwrap_or_else(|| panic!("{screen}"));
     assert!(line.contains("11:59:55 ! hook webhook"), "{line}");
 }
+
+#[test]
+fn next_tab_shows_collapsed_columns_when_its_only_cards_are_there() {
+    let mut h = Harness::new(80, 24);
+    let mut cards = cards();
+    let mut finished = card(9, "A finished feature", "done", TaskState::Done);
+    finished.pipeline_id = "feature".into();
+    cards.push(finished);
+    h.event(AppEvent::Board(BoardSnapshot {
+        pipelines: pipelines(),
+        cards,
+    }));
+    assert!(
+        h.app.board.collapsed(80),
+        "terminal columns collapse at 80 columns"
+    );
+    while h.app.board.pipeline().is_some_and(|p| p.id != "feature") {
+        h.key(KeyCode::Char(']'));
+    }
+    assert_eq!(h.app.board.selected, Some(9));
+    let done = h.app.board.pipeline().unwrap().index_of("done").unwrap();
+    assert_eq!(h.app.board.col, done);
+    assert!(!h.app.board.collapsed(80));
+}

@@ -98,8 +98,14 @@ impl Backend {
                     Ok(EngineEvent::Notice { text, .. }) => AppEvent::Notice(text),
                     // Another process wrote (`baton new` in another terminal).
                     Ok(EngineEvent::Changed) => AppEvent::StoreChanged,
-                    // The board watches the files itself (attached boards too).
-                    Ok(EngineEvent::Reloaded { .. }) => continue,
+                    // The board reads pipelines itself (attached boards too); the engine's
+                    // settings are the engine's, so their errors come from it.
+                    Ok(EngineEvent::Reloaded { problems }) => {
+                        match problems.into_iter().find(|p| p.contains("config.toml")) {
+                            Some(p) => AppEvent::Notice(p),
+                            None => continue,
+                        }
+                    }
                     Ok(EngineEvent::Notify { title, body, .. }) => {
                         AppEvent::Notified { title, body }
                     }

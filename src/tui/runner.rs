@@ -67,10 +67,14 @@ async fn main_loop(ws: &Workspace) -> Result<(), String> {
     let mut backend = Backend::connect(ws, tx.clone()).await?;
     let loader = Loader::spawn(ws.clone(), tx.clone());
     let reload = loader.requester();
-    let _defs =
-        crate::workspace::watch::watch(&ws.dir(), move |_| reload(super::loader::LoadReq::Reload))
-            .map_err(|e| tracing::warn!("{e}; edits to pipelines apply when baton starts again"))
-            .ok();
+    let _defs = crate::workspace::watch::watch(&ws.dir(), move |paths| {
+        // config.toml is the engine's to read; pipelines and agents are the board's too.
+        if paths.iter().any(|p| !p.ends_with("config.toml")) {
+            reload(super::loader::LoadReq::Reload)
+        }
+    })
+    .map_err(|e| tracing::warn!("{e}; edits to pipelines apply when baton starts again"))
+    .ok();
     let mut screen = Screen::enter().map_err(|e| format!("cannot set up the terminal: {e}"))?;
     spawn_input(tx.clone());
     let size = screen

@@ -165,3 +165,60 @@ fn edits_while_a_task_runs_apply_to_new_work_and_a_broken_one_keeps_the_last_goo
         run.await.unwrap().unwrap();
     });
 }
+
+const AGENT_PIPELINE: &str = r#"{"id": "ag", "statuses": [
+  {"id": "todo", "kind": "queue"},
+  {"id": "think", "step": {"agent": "mine"}},
+  {"id": "done", "kind": "done"},
+  {"id": "failed", "kind": "failed"}
+]}"#;
+
+const GOOD_AGENT: &str = r#"{"id": "mine", "backend": "command", "format": "text",
+  "argv": ["sh", "-c", "echo from-the-good-profile"]}"#;
+
+#[test]
+fn a_broken_agent_profile_keeps_its_last_good_version_for_new_steps() {
+    use baton::engine::{Action, Request};
+    let ws = Ws::new();
+    let agents = ws.root().join(".baton/agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::fs::write(agents.join("mine.json"), GOOD_AGENT).unwrap();
+    ws.pipeline("ag.json", AGENT_PIPELINE);
+    let id = ws.new_task("ag", "think later");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let workspace = baton::workspace::Workspace::at(ws.root());
+        let engine = Engine::start(&workspace).await.expect("the engine starts");
+        let handle = engine.handle();
+        let mut events = handle.subscribe();
+        let run = tokio::spawn(engine.run(RunOptions::default()));
+        let tmp = agents.join(".mine.json.tmp");
+        std::fs::write(&tmp, r#"{"id": "mine", "backend": "#).unwrap();
+        std::fs::rename(&tmp, agents.join("mine.json")).unwrap();
+        let problems = reloaded(&mut events).await;
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.contains("mine.json") && p.contains("last good version of agent `mine`")),
+            "{problems:?}"
+        );
+        handle
+            .send(Request {
+                task_id: id,
+                action: Action::Start,
+                expected_status: None,
+                actor: "test".into(),
+            })
+            .await
+            .expect("start is applied");
+        until(&mut events, "the agent step to end", || {
+            ws.show(id)["state"] != "running" && ws.show(id)["status"] != "think"
+        })
+        .await;
+        assert_eq!(ws.show(id)["status"], "done", "{:#}", ws.show(id));
+        let log = ws.ok(&["logs", &id.to_string()]);
+        assert!(log.contains("from-the-good-profile"), "{log}");
+        handle.shutdown();
+        run.await.unwrap().unwrap();
+    });
+}

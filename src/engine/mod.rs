@@ -160,6 +160,9 @@ pub struct Engine {
     triggers: triggers::TriggerSet,
     /// The pipelines in force, with the last good version of each workspace file.
     live: crate::pipeline::LiveCatalog,
+    /// The agent profiles likewise, and the catalog steps get.
+    live_agents: crate::agents::LiveAgents,
+    agents: Arc<crate::agents::AgentCatalog>,
     /// Changed definition files, reported by `_defs`.
     reload_rx: mpsc::UnboundedReceiver<Vec<std::path::PathBuf>>,
     _defs: Option<crate::workspace::watch::DefinitionWatcher>,
@@ -222,6 +225,8 @@ impl Engine {
         };
         let live = crate::pipeline::LiveCatalog::load(&ws.pipelines_dir(), &ws.agents_dir());
         let (triggers, trigger_errors) = triggers::TriggerSet::new(&live.catalog.pipelines);
+        let live_agents = crate::agents::LiveAgents::load(&ws.agents_dir());
+        let agents = Arc::new(live_agents.catalog.clone());
         let (reload_tx, reload_rx) = mpsc::unbounded_channel();
         let defs = reload::watch(ws, reload_tx);
         let (events, _) = broadcast::channel(1024);
@@ -263,6 +268,8 @@ impl Engine {
             followup_cancel: CancellationToken::new(),
             triggers,
             live,
+            live_agents,
+            agents,
             reload_rx,
             _defs: defs,
             wake_rx,

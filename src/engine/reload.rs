@@ -35,20 +35,15 @@ impl Engine {
     pub(super) async fn reload(&mut self, changed: Vec<PathBuf>) {
         let ws = self.ws.clone();
         let mut live = self.live.clone();
-        let read =
-            tokio::task::spawn_blocking(move || {
-                let mut problems = live.reload(&ws.pipelines_dir(), &ws.agents_dir());
-                let agents = crate::agents::load_agents(Some(&ws.agents_dir()));
-                problems.extend(
-                    agents.diagnostics.iter().filter(|d| d.is_error()).map(|d| {
-                        format!("{d} — steps using this agent fail until the file is fixed")
-                    }),
-                );
-                let cfg = ws.config();
-                (live, problems, cfg)
-            })
-            .await;
-        let Ok((live, mut problems, cfg)) = read else {
+        let mut agents = self.live_agents.clone();
+        let read = tokio::task::spawn_blocking(move || {
+            let mut problems = live.reload(&ws.pipelines_dir(), &ws.agents_dir());
+            problems.extend(agents.reload(&ws.agents_dir()));
+            let cfg = ws.config();
+            (live, agents, problems, cfg)
+        })
+        .await;
+        let Ok((live, agents, mut problems, cfg)) = read else {
             tracing::error!("reloading the definitions panicked");
             return;
         };
@@ -73,6 +68,8 @@ impl Engine {
         self.trigger_errors = trigger_errors;
         self.note_new_schedules().await;
         self.live = live;
+        self.agents = std::sync::Arc::new(agents.catalog.clone());
+        self.live_agents = agents;
         let files: Vec<String> = changed
             .iter()
             .map(|p| {

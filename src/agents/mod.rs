@@ -2,11 +2,13 @@
 //! workspace's `.baton/agents/*.json`, their prompt templates and declared outcomes.
 //! Pure apart from reading the profile files; the backends live in `exec::agent`.
 
+mod live;
 mod load;
 pub mod price;
 mod profile;
 mod template;
 
+pub use live::LiveAgents;
 pub use load::{AgentCatalog, ProfileError, load_agents};
 pub use profile::{
     Backend, DEFAULT_OPENCODE_URL, DEFAULT_TEMPLATE, Format, Profile, parse_profile,

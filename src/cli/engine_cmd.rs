@@ -65,6 +65,19 @@ pub fn run(ws: &Workspace, exit_when_idle: bool) -> Outcome {
                             None => eprintln!("{text}"),
                         }
                     }
+                    Ok(EngineEvent::Notify {
+                        task_id,
+                        title,
+                        body,
+                    }) => {
+                        let (title, body) = (crate::ansi::strip(&title), crate::ansi::strip(&body));
+                        eprintln!("task {task_id}: notify: {title}: {body}");
+                    }
+                    Ok(EngineEvent::Reloaded { problems }) => {
+                        for p in &problems {
+                            eprintln!("{}", crate::ansi::strip(p));
+                        }
+                    }
                     Ok(_) => {}
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                     Err(_) => break,

@@ -202,8 +202,13 @@ pub enum PipelinesCmd {
     Show { id: String },
     /// Check pipeline files (default: the workspace's); exits 1 on any error.
     Validate { files: Vec<PathBuf> },
-    /// The state machine as a Graphviz dot graph.
-    Graph { id: String },
+    /// The state machine as a Graphviz dot graph (`--text`: drawn for the terminal).
+    Graph {
+        id: String,
+        /// Draw it as text, as the board's `g` does, instead of Graphviz.
+        #[arg(long)]
+        text: bool,
+    },
 }
 
 /// `baton agents …`.

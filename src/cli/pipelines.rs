@@ -34,9 +34,14 @@ pub fn run(dir: Option<&PathBuf>, cmd: PipelinesCmd) -> Outcome {
             show(&p);
             Ok(exit::OK)
         }
-        PipelinesCmd::Graph { id } => {
+        PipelinesCmd::Graph { id, text } => {
             let p = find(dir, &id)?;
-            print!("{}", graph(&p));
+            if text {
+                let drawn = crate::pipeline::graph::text(&p, &Default::default());
+                print!("{}", strip(&drawn));
+            } else {
+                print!("{}", graph(&p));
+            }
             Ok(exit::OK)
         }
     }

@@ -338,11 +338,9 @@ async fn run_hook(
 ) -> Result<String, String> {
     match hook {
         Hook::Merge(_) => Ok("merged".to_string()),
-        Hook::Notify(v) => Ok(v
-            .get("message")
-            .and_then(|m| m.as_str())
-            .unwrap_or("notified")
-            .to_string()),
+        Hook::Notify(v) => {
+            super::notify_hook::notify(&ctx.events, v, task, &moved.from, &moved.to).await
+        }
         Hook::Run(cmd) => run_command(ctx, task, moved, cmd).await,
         Hook::StartTask(spec) => start_task(ctx, task, moved.row, spec.clone()).await,
         Hook::Webhook(spec) => webhook(task, moved, spec, &ctx.cancel).await,

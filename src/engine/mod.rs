@@ -11,10 +11,13 @@ mod error;
 mod fixup;
 mod followups;
 mod logwriter;
+mod notify_hook;
 mod recovery;
 mod restart;
+mod reload;
 mod results;
 mod runner;
+mod schedule_catchup;
 mod scheduler;
 mod transition;
 mod trigger_loop;
@@ -55,6 +58,16 @@ pub enum EngineEvent {
     Notice { task_id: Option<i64>, text: String },
     /// Another process changed the database (a task created from the CLI): reload.
     Changed,
+    /// Pipeline, agent or config files changed and were read again; `problems` holds one
+    /// sentence per error (the last good version of each broken file stays in force).
+    Reloaded { problems: Vec<String> },
+    /// A `notify` hook fired: boards ring the bell and post a desktop notification.
+    /// Title and body are already sanitised (no control characters).
+    Notify {
+        task_id: i64,
+        title: String,
+        body: String,
+    },
 }
 
 type Reply = oneshot::Sender<std::result::Result<String, String>>;
@@ -148,6 +161,14 @@ pub struct Engine {
     /// Follow-up rows being run, so a sweep never starts one twice.
     followups_running: Arc<std::sync::Mutex<std::collections::HashSet<i64>>>,
     triggers: triggers::TriggerSet,
+    /// The pipelines in force, with the last good version of each workspace file.
+    live: crate::pipeline::LiveCatalog,
+    /// The agent profiles likewise, and the catalog steps get.
+    live_agents: crate::agents::LiveAgents,
+    agents: Arc<crate::agents::AgentCatalog>,
+    /// Changed definition files, reported by `_defs`.
+    reload_rx: mpsc::UnboundedReceiver<Vec<std::path::PathBuf>>,
+    _defs: Option<crate::workspace::watch::DefinitionWatcher>,
     wake_rx: mpsc::UnboundedReceiver<wake::Wake>,
     /// Something this engine did made work a look must find (a trigger's new task).
     look_again: bool,
@@ -205,9 +226,12 @@ impl Engine {
                 None
             }
         };
-        let agents = crate::pipeline::agent_ids(Some(&ws.agents_dir()));
-        let catalog = crate::pipeline::load_catalog(Some(&ws.pipelines_dir()), Some(&agents));
-        let (triggers, trigger_errors) = triggers::TriggerSet::new(&catalog.pipelines);
+        let live = crate::pipeline::LiveCatalog::load(&ws.pipelines_dir(), &ws.agents_dir());
+        let (triggers, trigger_errors) = triggers::TriggerSet::new(&live.catalog.pipelines);
+        let live_agents = crate::agents::LiveAgents::load(&ws.agents_dir());
+        let agents = Arc::new(live_agents.catalog.clone());
+        let (reload_tx, reload_rx) = mpsc::unbounded_channel();
+        let defs = reload::watch(ws, reload_tx);
         let (events, _) = broadcast::channel(1024);
         let (requests_tx, requests) = mpsc::channel(64);
         let (finished_tx, finished) = mpsc::unbounded_channel();
@@ -246,6 +270,11 @@ impl Engine {
             followup_tails: HashMap::new(),
             followup_cancel: CancellationToken::new(),
             triggers,
+            live,
+            live_agents,
+            agents,
+            reload_rx,
+            _defs: defs,
             wake_rx,
             _wake: listener,
             look_again: false,
@@ -279,6 +308,7 @@ impl Engine {
         // Look for commands, due steps and follow-ups: at start, and after a wake-up from
         // outside. A step's end needs no look: it claims the next steps itself.
         let mut look = true;
+        self.catch_up_schedules().await;
         loop {
             if look {
                 self.drain_commands().await;
@@ -380,6 +410,11 @@ impl Engine {
                 true
             }
             Some(_) = self.followups.join_next(), if !self.followups.is_empty() => true,
+            Some(changed) = self.reload_rx.recv() => {
+                self.reload(changed).await;
+                // New triggers may be due, a larger max_parallel may start queued steps.
+                true
+            }
             _ = self.shutdown.cancelled(), if stopping.is_none() => {
                 *stopping = Some(self.cfg.shutdown);
                 let n = self.running.len();

@@ -27,6 +27,8 @@ pub struct Job {
     /// The previous handoff's context header (`{{handoff}}` in agent prompts).
     pub handoff_context: Option<String>,
     pub workspace_root: PathBuf,
+    /// The agent profiles in force (the last good version of a broken file included).
+    pub agents: Option<std::sync::Arc<crate::agents::AgentCatalog>>,
     pub default_timeout: Duration,
     pub kill_grace: Duration,
 }
@@ -318,6 +320,7 @@ async fn agent_step(
     let step = AgentStep {
         profile_id: profile,
         agents_dir: &agents_dir,
+        catalog: job.agents.as_deref(),
         vars,
         env: env.clone(),
         step_timeout: job.spec.timeout,

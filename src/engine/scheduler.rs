@@ -180,6 +180,7 @@ impl Engine {
             handoff_file: None,
             handoff_context,
             workspace_root: self.ws.root().to_path_buf(),
+            agents: Some(self.agents.clone()),
             default_timeout: self.cfg.default_timeout,
             kill_grace: self.cfg.kill_grace,
         };

@@ -72,7 +72,13 @@ impl Engine {
                         .iter()
                         .map(|(k, v)| (k.as_str(), v.as_str()))
                         .collect();
-                    triggers::fire(db, &pipeline, &trigger, &f.key, &vars)
+                    let fired = triggers::fire(db, &pipeline, &trigger, &f.key, &vars)?;
+                    if let Some(slot) = f.slot {
+                        let memo =
+                            super::schedule_catchup::memo_key(&trigger.pipeline, trigger.index);
+                        db.set_meta(&memo, &slot.to_rfc3339())?;
+                    }
+                    Ok::<_, super::EngineError>(fired)
                 })
                 .await;
             match fired {

@@ -129,8 +129,13 @@ fn render(template: &str, vars: &[(&str, &str)]) -> String {
 }
 
 /// The next time a schedule fires after `after`.
+/// Slots are whole seconds: the search keeps the sub-second part of `after`, which would
+/// give one slot a different dedupe key at each start.
 pub fn next_fire(cron: &croner::Cron, after: DateTime<Local>) -> Option<DateTime<Local>> {
-    cron.find_next_occurrence(&after, false).ok()
+    use chrono::Timelike;
+    cron.find_next_occurrence(&after, false)
+        .ok()
+        .and_then(|t| t.with_nanosecond(0))
 }
 
 /// Creates and starts a task for a firing unless its key already fired. Returns the id.
@@ -250,6 +255,18 @@ pub struct Firing {
     pub trigger: usize,
     pub key: String,
     pub vars: Vec<(String, String)>,
+    /// The slot of a schedule firing, remembered so a restart knows what it missed.
+    pub slot: Option<DateTime<Local>>,
+}
+
+/// The firing of schedule trigger `i` (`t`) for its slot `at`.
+pub fn schedule_firing(i: usize, t: &Trigger, at: DateTime<Local>) -> Firing {
+    Firing {
+        trigger: i,
+        key: format!("schedule:{}:{}:{}", t.pipeline, t.index, at.to_rfc3339()),
+        vars: vec![("date".into(), at.format("%Y-%m-%d %H:%M").to_string())],
+        slot: Some(at),
+    }
 }
 
 /// The triggers an engine watches, with their schedule state.
@@ -306,11 +323,7 @@ impl TriggerSet {
             if at > now {
                 continue;
             }
-            out.push(Firing {
-                trigger: i,
-                key: format!("schedule:{}:{}:{}", t.pipeline, t.index, at.to_rfc3339()),
-                vars: vec![("date".into(), at.format("%Y-%m-%d %H:%M").to_string())],
-            });
+            out.push(schedule_firing(i, t, at));
             if let Some(n) = next_fire(cron, now) {
                 self.next.insert(i, n);
             }
@@ -343,6 +356,7 @@ impl TriggerSet {
                             ("branch".into(), branch.clone()),
                             ("sha".into(), sha.chars().take(12).collect()),
                         ],
+                        slot: None,
                     }),
                     None => {}
                 }
@@ -419,6 +433,7 @@ impl TriggerSet {
                     ("title".into(), task.title.clone()),
                     ("id".into(), task.id.to_string()),
                 ],
+                slot: None,
             })
             .collect()
     }

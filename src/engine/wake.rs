@@ -118,7 +118,15 @@ async fn subscribe(mut stream: UnixStream, mut rx: broadcast::Receiver<EngineEve
             Ok(EngineEvent::TaskChanged { task_id }) => format!("task {task_id}\n"),
             Ok(EngineEvent::LogLines { step_run_id, .. }) => format!("log {step_run_id}\n"),
             Ok(EngineEvent::Changed) => "all\n".to_string(),
-            Ok(EngineEvent::Notice { .. }) => continue,
+            Ok(EngineEvent::Notify {
+                task_id,
+                title,
+                body,
+            }) => {
+                let msg = serde_json::json!({"task": task_id, "title": title, "body": body});
+                format!("notify {msg}\n")
+            }
+            Ok(EngineEvent::Notice { .. } | EngineEvent::Reloaded { .. }) => continue,
             Err(broadcast::error::RecvError::Lagged(_)) => "all\n".to_string(),
             Err(broadcast::error::RecvError::Closed) => return,
         };
@@ -171,6 +179,12 @@ pub enum Change {
     Task(i64),
     Log(i64),
     All,
+    /// A `notify` hook's message for people.
+    Notify {
+        task_id: i64,
+        title: String,
+        body: String,
+    },
 }
 
 impl Subscription {
@@ -192,6 +206,9 @@ impl Subscription {
         match self.0.read_line(&mut line) {
             Ok(0) | Err(_) => None,
             Ok(_) => {
+                if let Some(json) = line.strip_prefix("notify ") {
+                    return Some(notify_change(json));
+                }
                 let mut words = line.split_whitespace();
                 let change = match (words.next(), words.next().and_then(|n| n.parse().ok())) {
                     (Some("task"), Some(id)) => Change::Task(id),
@@ -201,5 +218,21 @@ impl Subscription {
                 Some(change)
             }
         }
+    }
+}
+
+/// A `notify` line's change (a malformed one still says that something changed).
+fn notify_change(json: &str) -> Change {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(json) else {
+        return Change::All;
+    };
+    let text = |k: &str| v.get(k).and_then(|t| t.as_str()).unwrap_or("").to_string();
+    match v.get("task").and_then(|t| t.as_i64()) {
+        Some(task_id) => Change::Notify {
+            task_id,
+            title: text("title"),
+            body: text("body"),
+        },
+        None => Change::All,
     }
 }

@@ -6,6 +6,8 @@
 //! normaliser of agent outcome names, shared by pipelines, agent profiles and handoffs.
 
 pub mod decide;
+pub mod graph;
+pub mod live;
 pub mod load;
 pub mod model;
 pub mod outcome;
@@ -21,12 +23,15 @@ mod validate;
 pub use decide::*;
 pub(crate) use input::duplicate_keys;
 pub use input::{id_problem, strip_bom};
+pub use live::LiveCatalog;
 pub use load::*;
 pub use model::*;
 pub use outcome::normalize_outcome;
 
 #[cfg(test)]
 mod decide_tests;
+#[cfg(test)]
+mod graph_tests;
 #[cfg(test)]
 mod load_tests;
 #[cfg(test)]

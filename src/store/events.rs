@@ -25,11 +25,27 @@ impl Db<'_> {
 
     /// A task's events, oldest first.
     pub fn events(&self, task_id: i64) -> Result<Vec<Event>> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT id, task_id, category, type, summary, data_json, actor, level, at \
-             FROM events WHERE task_id = ?1 ORDER BY id",
+        self.events_where("task_id = ?1", task_id)
+    }
+
+    /// The newest `limit` events of the workspace itself (reloads, skipped schedules), oldest
+    /// first.
+    pub fn workspace_events(&self, limit: i64) -> Result<Vec<Event>> {
+        let mut out = self.events_where(
+            "task_id IS NULL AND id IN (SELECT id FROM events WHERE task_id IS NULL \
+             ORDER BY id DESC LIMIT ?1)",
+            limit,
         )?;
-        let rows = stmt.query_map([task_id], |r| {
+        out.sort_by_key(|e| e.id);
+        Ok(out)
+    }
+
+    fn events_where(&self, filter: &str, arg: i64) -> Result<Vec<Event>> {
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "SELECT id, task_id, category, type, summary, data_json, actor, level, at \
+             FROM events WHERE {filter} ORDER BY id"
+        ))?;
+        let rows = stmt.query_map([arg], |r| {
             Ok((
                 Event {
                     id: r.get(0)?,

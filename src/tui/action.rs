@@ -27,6 +27,8 @@ pub enum Action {
     Resume,
     Retry,
     Diff,
+    /// The task's pipeline as a graph.
+    Graph,
     FullLog,
     /// `/` on the board.
     Filter,

@@ -213,6 +213,17 @@ impl App {
                 }
                 false
             }
+            AppEvent::Graph { task_id, result } => {
+                for m in &mut self.modals {
+                    if let Modal::Graph(g) = m
+                        && g.target.task_id == task_id
+                    {
+                        g.loaded(result, self.size.1);
+                        return true;
+                    }
+                }
+                false
+            }
             AppEvent::TaskChanged(id) => {
                 self.effect(Effect::LoadBoard);
                 if self.board.selected == Some(id) {
@@ -241,6 +252,11 @@ impl App {
             }
             AppEvent::Notice(text) => {
                 self.say(text, true);
+                true
+            }
+            AppEvent::Notified { title, body } => {
+                self.say(format!("{title}: {body}"), false);
+                self.effect(Effect::Notify { title, body });
                 true
             }
             AppEvent::Replied(Ok(summary)) => {

@@ -98,6 +98,17 @@ impl Backend {
                     Ok(EngineEvent::Notice { text, .. }) => AppEvent::Notice(text),
                     // Another process wrote (`baton new` in another terminal).
                     Ok(EngineEvent::Changed) => AppEvent::StoreChanged,
+                    // The board reads pipelines itself (attached boards too); the engine's
+                    // settings are the engine's, so their errors come from it.
+                    Ok(EngineEvent::Reloaded { problems }) => {
+                        match problems.into_iter().find(|p| p.contains("config.toml")) {
+                            Some(p) => AppEvent::Notice(p),
+                            None => continue,
+                        }
+                    }
+                    Ok(EngineEvent::Notify { title, body, .. }) => {
+                        AppEvent::Notified { title, body }
+                    }
                     // Missed events: reload everything instead.
                     Err(RecvError::Lagged(_)) => AppEvent::StoreChanged,
                     Err(RecvError::Closed) => break,
@@ -255,6 +266,7 @@ fn follow(ws: &Workspace, tx: UnboundedSender<AppEvent>) -> Watcher {
                     Change::Task(id) => AppEvent::TaskChanged(id),
                     Change::Log(id) => AppEvent::LogAppended { step_run_id: id },
                     Change::All => AppEvent::StoreChanged,
+                    Change::Notify { title, body, .. } => AppEvent::Notified { title, body },
                 };
                 if tx.send(ev).is_err() {
                     return;

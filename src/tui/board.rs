@@ -112,6 +112,11 @@ impl Board {
         self.rows.clear();
         self.scroll.clear();
         self.regroup(width);
+        // Land on a card: when this tab's only cards sit in collapsed columns, show them.
+        if self.selected.is_none() && self.columns.iter().any(|c| !c.is_empty()) {
+            self.collapse = Some(false);
+            self.regroup(width);
+        }
     }
 
     /// Sets the filter and regroups.

@@ -73,6 +73,11 @@ pub enum AppEvent {
         task_id: i64,
         result: Result<Diff, String>,
     },
+    /// A task's pipeline and path, for the graph view.
+    Graph {
+        task_id: i64,
+        result: Result<super::graph_view::GraphData, String>,
+    },
     /// The engine says a task changed.
     TaskChanged(i64),
     /// The engine wrote log lines of a step.
@@ -85,6 +90,11 @@ pub enum AppEvent {
     EngineGone,
     /// A message for people from the engine or a background job.
     Notice(String),
+    /// A `notify` hook fired: ring the bell and post a desktop notification.
+    Notified {
+        title: String,
+        body: String,
+    },
     /// A request's one-line result or error sentence.
     Replied(Result<String, String>),
     /// A task was created (and, if asked, started).
@@ -119,6 +129,7 @@ pub enum Effect {
     LoadLog(LogQuery),
     LoadMoves(i64),
     LoadDiff(i64),
+    LoadGraph(i64),
     Send(Request),
     Create(NewTask),
     /// Ring the bell and post a desktop notification.

@@ -121,6 +121,12 @@ pub const BINDINGS: &[Binding] = &[
     c(Task, 'A', A::Archive, "archive a finished task"),
     c(Task, 'D', A::Diff, "diff of the task's worktree"),
     c(Task, 'L', A::FullLog, "full-screen log"),
+    c(
+        Task,
+        'g',
+        A::Graph,
+        "the task's pipeline as a graph (board)",
+    ),
     c(Detail, 'k', A::Up, "previous step"),
     k(Detail, KeyCode::Up, A::Up, "previous step"),
     c(Detail, 'j', A::Down, "next step"),

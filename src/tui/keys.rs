@@ -303,6 +303,11 @@ impl App {
                     scroll: 0,
                 }));
             }
+            Action::Graph => {
+                self.effect(Effect::LoadGraph(target.task_id));
+                self.modals
+                    .push(Modal::Graph(super::graph_view::GraphView::new(target)));
+            }
             Action::Dismiss => {
                 let interrupted = self
                     .board

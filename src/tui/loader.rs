@@ -4,7 +4,7 @@
 
 use super::event::{AppEvent, BoardSnapshot, Diff, LogAnchor, LogChunk, LogQuery, TaskDetail};
 use crate::engine::move_options;
-use crate::pipeline::{Catalog, Severity, agent_ids, load_catalog};
+use crate::pipeline::{Catalog, LiveCatalog};
 use crate::store::{Db, Store, Task, TaskState};
 use crate::workspace::{Workspace, git};
 use std::sync::mpsc;
@@ -18,6 +18,9 @@ pub enum LoadReq {
     Log(LogQuery),
     Moves(i64),
     Diff(i64),
+    Graph(i64),
+    /// Definition files changed: read the pipelines again, then the board.
+    Reload,
 }
 
 /// The UI's handle on the loader thread (it ends when this is dropped).
@@ -40,6 +43,14 @@ impl Loader {
     pub fn request(&self, req: LoadReq) {
         let _ = self.tx.send(req);
     }
+
+    /// A way to queue reads from another thread (the file watcher).
+    pub fn requester(&self) -> impl Fn(LoadReq) + Send + 'static {
+        let tx = self.tx.clone();
+        move |req| {
+            let _ = tx.send(req);
+        }
+    }
 }
 
 fn run(ws: &Workspace, rx: &mpsc::Receiver<LoadReq>, out: &UnboundedSender<AppEvent>) {
@@ -50,7 +61,12 @@ fn run(ws: &Workspace, rx: &mpsc::Receiver<LoadReq>, out: &UnboundedSender<AppEv
             return;
         }
     };
-    let catalog = catalog(ws, out);
+    let mut live = LiveCatalog::load(&ws.pipelines_dir(), &ws.agents_dir());
+    report(
+        &startup_problems(&live.catalog),
+        "this pipeline is skipped",
+        out,
+    );
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         batch.extend(rx.try_iter());
@@ -60,7 +76,18 @@ fn run(ws: &Workspace, rx: &mpsc::Receiver<LoadReq>, out: &UnboundedSender<AppEv
                 continue;
             }
             seen.push(req.clone());
-            let ev = answer(ws, &store.read(), &catalog, req);
+            let req = if req == LoadReq::Reload {
+                let problems = live.reload(&ws.pipelines_dir(), &ws.agents_dir());
+                if problems.is_empty() {
+                    let _ = out.send(AppEvent::Notice("pipelines reloaded".into()));
+                } else {
+                    report(&problems, "", out);
+                }
+                LoadReq::Board
+            } else {
+                req
+            };
+            let ev = answer(ws, &store.read(), &live.catalog, req);
             if out.send(ev).is_err() {
                 return;
             }
@@ -68,25 +95,31 @@ fn run(ws: &Workspace, rx: &mpsc::Receiver<LoadReq>, out: &UnboundedSender<AppEv
     }
 }
 
-/// Loads the pipelines once; files with errors are reported in the status line.
-fn catalog(ws: &Workspace, out: &UnboundedSender<AppEvent>) -> Catalog {
-    let agents = agent_ids(Some(&ws.agents_dir()));
-    let catalog = load_catalog(Some(&ws.pipelines_dir()), Some(&agents));
-    let errors: Vec<_> = catalog
+/// The error diagnostics of a catalog, as sentences.
+fn startup_problems(catalog: &Catalog) -> Vec<String> {
+    catalog
         .diagnostics
         .iter()
-        .filter(|d| d.severity == Severity::Error)
-        .collect();
-    if let Some(first) = errors.first() {
-        let more = match errors.len() {
-            1 => String::new(),
-            n => format!(" (and {} more — `baton pipelines validate`)", n - 1),
-        };
-        let _ = out.send(AppEvent::Notice(format!(
-            "{first} — this pipeline is skipped{more}"
-        )));
-    }
-    catalog
+        .filter(|d| d.is_error())
+        .map(ToString::to_string)
+        .collect()
+}
+
+/// Puts the first problem in the status line (with `suffix`), counting the rest.
+fn report(problems: &[String], suffix: &str, out: &UnboundedSender<AppEvent>) {
+    let Some(first) = problems.first() else {
+        return;
+    };
+    let more = match problems.len() {
+        1 => String::new(),
+        n => format!(" (and {} more — `baton pipelines validate`)", n - 1),
+    };
+    let suffix = if suffix.is_empty() {
+        String::new()
+    } else {
+        format!(" — {suffix}")
+    };
+    let _ = out.send(AppEvent::Notice(format!("{first}{suffix}{more}")));
 }
 
 fn answer(ws: &Workspace, db: &Db, catalog: &Catalog, req: LoadReq) -> AppEvent {
@@ -95,7 +128,7 @@ fn answer(ws: &Workspace, db: &Db, catalog: &Catalog, req: LoadReq) -> AppEvent 
         AppEvent::LoadFailed(format!("loading {what} failed: {e}"))
     };
     match req {
-        LoadReq::Board => match board(db, catalog) {
+        LoadReq::Board | LoadReq::Reload => match board(db, catalog) {
             Ok(b) => AppEvent::Board(b),
             Err(e) => failed("the board", &e),
         },
@@ -110,6 +143,10 @@ fn answer(ws: &Workspace, db: &Db, catalog: &Catalog, req: LoadReq) -> AppEvent 
         LoadReq::Moves(task_id) => AppEvent::Moves {
             task_id,
             result: move_options(db, task_id).map_err(|e| e.to_string()),
+        },
+        LoadReq::Graph(task_id) => AppEvent::Graph {
+            task_id,
+            result: graph(db, task_id).map_err(|e| e.to_string()),
         },
         LoadReq::Diff(task_id) => AppEvent::Diff {
             task_id,
@@ -214,5 +251,24 @@ fn log(db: &Db, query: LogQuery) -> crate::store::Result<LogChunk> {
         query,
         lines,
         total: db.log_count(id)?,
+    })
+}
+
+/// A task's pipeline snapshot and the moves of its current run, for the graph view.
+fn graph(db: &Db, id: i64) -> crate::store::Result<super::graph_view::GraphData> {
+    let task = db.task(id)?;
+    let pipeline = (*db.pipeline(id)?).clone();
+    let moves = db
+        .history(id)?
+        .into_iter()
+        .filter(|h| task.run_id.is_none() || h.run_id == task.run_id)
+        .map(|h| (h.from, h.to, h.trigger))
+        .collect();
+    Ok(super::graph_view::GraphData {
+        pipeline,
+        path: crate::pipeline::graph::TaskPath {
+            current: Some(task.status),
+            moves,
+        },
     })
 }

@@ -13,6 +13,7 @@ pub mod board;
 pub mod demo;
 pub mod event;
 pub mod fixup;
+pub mod graph_view;
 pub mod keymap;
 mod keys;
 pub mod loader;

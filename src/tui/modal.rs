@@ -28,6 +28,8 @@ pub enum Modal {
     Pick(Box<super::fixup::PickMenu>),
     /// `e`: edit the title and prompt.
     Edit(Box<super::fixup::EditForm>),
+    /// `g`: the task's pipeline as a graph.
+    Graph(super::graph_view::GraphView),
 }
 
 /// What a key did to the top layer.
@@ -438,6 +440,7 @@ impl Modal {
             Modal::Diff(d) => d.key(key),
             Modal::Pick(m) => m.key(key),
             Modal::Edit(f) => f.key(key),
+            Modal::Graph(g) => g.key(key),
             Modal::FullLog | Modal::Input(_) => Outcome::Pass,
         }
     }

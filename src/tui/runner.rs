@@ -66,6 +66,15 @@ async fn main_loop(ws: &Workspace) -> Result<(), String> {
     // Before the screen is taken over, so an engine that cannot start is a plain error.
     let mut backend = Backend::connect(ws, tx.clone()).await?;
     let loader = Loader::spawn(ws.clone(), tx.clone());
+    let reload = loader.requester();
+    let _defs = crate::workspace::watch::watch(&ws.dir(), move |paths| {
+        // config.toml is the engine's to read; pipelines and agents are the board's too.
+        if paths.iter().any(|p| !p.ends_with("config.toml")) {
+            reload(super::loader::LoadReq::Reload)
+        }
+    })
+    .map_err(|e| tracing::warn!("{e}; edits to pipelines apply when baton starts again"))
+    .ok();
     let mut screen = Screen::enter().map_err(|e| format!("cannot set up the terminal: {e}"))?;
     spawn_input(tx.clone());
     let size = screen
@@ -162,6 +171,7 @@ fn perform(
         Effect::LoadLog(q) => loader.request(LoadReq::Log(q)),
         Effect::LoadMoves(id) => loader.request(LoadReq::Moves(id)),
         Effect::LoadDiff(id) => loader.request(LoadReq::Diff(id)),
+        Effect::LoadGraph(id) => loader.request(LoadReq::Graph(id)),
         Effect::Send(req) => backend.send(req, tx.clone()),
         Effect::Create(new) => backend.create(ws, new, tx.clone()),
         Effect::Notify { title, body } => {

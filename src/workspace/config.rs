@@ -36,6 +36,10 @@ pub struct Config {
     pub worktree_root: Option<PathBuf>,
     /// The branch task branches start from (default: the branch checked out at init).
     pub base_branch: Option<String>,
+    /// A `schedule` trigger missed while no engine ran fires once at start when its slot is
+    /// at most this old; older slots are skipped with an event.
+    #[serde(with = "humantime_serde_compat")]
+    pub schedule_grace: Duration,
 }
 
 impl Default for Config {
@@ -48,6 +52,7 @@ impl Default for Config {
             default_timeout: Duration::from_secs(60 * 60),
             worktree_root: None,
             base_branch: None,
+            schedule_grace: Duration::from_secs(60 * 60),
         }
     }
 }
@@ -136,6 +141,10 @@ pub(super) const EXAMPLE: &str = r#"# baton workspace configuration. Every setti
 
 # Step timeout when a pipeline gives none.
 # default_timeout = "1h"
+
+# A schedule trigger missed while no engine ran fires once at start if its time is at most
+# this old; older runs are skipped (an event says so).
+# schedule_grace = "1h"
 "#;
 
 /// Durations written as humantime strings ("5s", "15m").

@@ -6,6 +6,7 @@ pub mod git_queue;
 mod git_retry;
 mod lock;
 pub mod logging;
+pub mod watch;
 
 pub use config::{Config, ShutdownMode};
 pub use git_queue::GitQueue;

@@ -16,6 +16,9 @@ pub struct AgentStep<'a> {
     pub profile_id: &'a str,
     /// The workspace's `.baton/agents`.
     pub agents_dir: &'a Path,
+    /// The profiles in force, when the engine keeps them (live reload); else the files are
+    /// read now.
+    pub catalog: Option<&'a crate::agents::AgentCatalog>,
     /// Template values, `handoff` already holding the previous step's context header.
     pub vars: TemplateVars,
     /// Workdir, environment and kill grace; `timeout` is the engine default.
@@ -41,7 +44,14 @@ pub async fn run_step(
     hooks: &Hooks<'_>,
 ) -> AgentReport {
     let say = Log::new(log.clone(), crate::exec::redact::Redactor::default());
-    let catalog = load_agents(Some(step.agents_dir));
+    let read;
+    let catalog = match step.catalog {
+        Some(c) => c,
+        None => {
+            read = load_agents(Some(step.agents_dir));
+            &read
+        }
+    };
     let profile = match catalog.get(step.profile_id) {
         Ok(p) => p.clone(),
         Err(e) => {

@@ -3,6 +3,7 @@
 mod board;
 mod detail;
 mod fixup;
+mod graph;
 mod header;
 pub mod layout;
 mod log;

@@ -46,6 +46,7 @@ pub fn render(f: &mut Frame, areas: &Areas, app: &App, modal: &Modal) {
         Modal::FullLog => full_log(f, areas.body, app),
         Modal::Pick(menu) => super::fixup::pick(f, areas.body, app, menu),
         Modal::Edit(form) => super::fixup::edit(f, areas.body, app, form),
+        Modal::Graph(g) => super::graph::render(f, areas.body, app, g),
         // Drawn in the status line.
         Modal::Input(_) => {}
     }

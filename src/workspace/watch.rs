@@ -1,0 +1,167 @@
+//! Watching a workspace's definitions: `.baton/pipelines/*.json`, `.baton/agents/*.json`
+//! and `.baton/config.toml`. The operating system reports changes (inotify, FSEvents,
+//! kqueue through the notify crate); a burst of them (an editor's write-then-rename) is
+//! folded into one call after a short quiet time. Nothing polls.
+
+use notify::{EventKind, RecursiveMode, Watcher};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// How long the files must stay quiet before a change is reported.
+pub const DEBOUNCE: Duration = Duration::from_millis(150);
+
+/// Watches a workspace's definition files until dropped.
+pub struct DefinitionWatcher {
+    tx: mpsc::Sender<Msg>,
+}
+
+enum Msg {
+    Fs(notify::Result<notify::Event>),
+    Stop,
+}
+
+impl Drop for DefinitionWatcher {
+    fn drop(&mut self) {
+        let _ = self.tx.send(Msg::Stop);
+    }
+}
+
+/// True when `path` is a definition file of the workspace folder `baton_dir` (or one of
+/// its two folders, created or removed as a whole).
+pub fn is_definition(baton_dir: &Path, path: &Path) -> bool {
+    let Some(parent) = path.parent() else {
+        return false;
+    };
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    if parent == baton_dir {
+        return name == "config.toml" || name == "pipelines" || name == "agents";
+    }
+    let in_defs = parent == baton_dir.join("pipelines") || parent == baton_dir.join("agents");
+    in_defs && name.ends_with(".json") && !name.starts_with('.')
+}
+
+/// Starts watching `baton_dir`; `on_change` gets the changed paths of each quiet burst, on
+/// the watcher's own thread. The error is a sentence saying what cannot be watched.
+pub fn watch(
+    baton_dir: &Path,
+    on_change: impl Fn(Vec<PathBuf>) + Send + 'static,
+) -> Result<DefinitionWatcher, String> {
+    let (tx, rx) = mpsc::channel();
+    let fs_tx = tx.clone();
+    let mut watcher = notify::recommended_watcher(move |ev| {
+        let _ = fs_tx.send(Msg::Fs(ev));
+    })
+    .map_err(|e| format!("cannot watch {}: {e}", baton_dir.display()))?;
+    watcher
+        .watch(baton_dir, RecursiveMode::NonRecursive)
+        .map_err(|e| format!("cannot watch {}: {e}", baton_dir.display()))?;
+    let dir = baton_dir.to_path_buf();
+    for sub in ["pipelines", "agents"] {
+        let _ = watcher.watch(&dir.join(sub), RecursiveMode::NonRecursive);
+    }
+    std::thread::Builder::new()
+        .name("baton-watch-defs".into())
+        .spawn(move || run(watcher, &dir, &rx, on_change))
+        .map_err(|e| format!("cannot start the file watcher: {e}"))?;
+    Ok(DefinitionWatcher { tx })
+}
+
+fn run(
+    mut watcher: notify::RecommendedWatcher,
+    dir: &Path,
+    rx: &mpsc::Receiver<Msg>,
+    on_change: impl Fn(Vec<PathBuf>),
+) {
+    let mut pending: Vec<PathBuf> = Vec::new();
+    loop {
+        let msg = if pending.is_empty() {
+            rx.recv().ok()
+        } else {
+            match rx.recv_timeout(DEBOUNCE) {
+                Ok(m) => Some(m),
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    on_change(std::mem::take(&mut pending));
+                    continue;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => None,
+            }
+        };
+        let event = match msg {
+            None | Some(Msg::Stop) => return,
+            Some(Msg::Fs(Err(e))) => {
+                tracing::warn!("watching {} failed: {e}", dir.display());
+                continue;
+            }
+            Some(Msg::Fs(Ok(event))) => event,
+        };
+        if matches!(event.kind, EventKind::Access(_)) {
+            continue;
+        }
+        for path in event.paths {
+            if !is_definition(dir, &path) {
+                continue;
+            }
+            // A folder made after the start is watched from now on.
+            if matches!(event.kind, EventKind::Create(_)) && path.is_dir() {
+                let _ = watcher.watch(&path, RecursiveMode::NonRecursive);
+            }
+            if !pending.contains(&path) {
+                pending.push(path);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_definition_files_count() {
+        let d = Path::new("/w/.baton");
+        for (p, want) in [
+            ("/w/.baton/config.toml", true),
+            ("/w/.baton/pipelines/x.json", true),
+            ("/w/.baton/agents/a.json", true),
+            ("/w/.baton/pipelines", true),
+            ("/w/.baton/baton.db-wal", false),
+            ("/w/.baton/pipelines/x.json~", false),
+            ("/w/.baton/pipelines/.x.json.swp", false),
+            ("/w/.baton/pipelines/4913", false),
+            ("/w/.baton/logs/engine.log", false),
+            ("/w/.baton/context/1/plan.log", false),
+        ] {
+            assert_eq!(is_definition(d, Path::new(p)), want, "{p}");
+        }
+    }
+
+    #[test]
+    fn a_burst_of_writes_is_reported_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let baton = dir.path().to_path_buf();
+        std::fs::create_dir(baton.join("pipelines")).unwrap();
+        let (tx, rx) = mpsc::channel();
+        let _w = watch(&baton, move |paths| {
+            let _ = tx.send(paths);
+        })
+        .unwrap();
+        let file = baton.join("pipelines/p.json");
+        // An editor's save (a temporary file renamed over the target), many times over,
+        // with the database's noise in between.
+        for i in 0..50 {
+            let tmp = baton.join("pipelines/p.json.tmp");
+            std::fs::write(&tmp, format!("{{\"n\": {i}}}")).unwrap();
+            std::fs::rename(&tmp, &file).unwrap();
+            std::fs::write(baton.join("baton.db-wal"), "noise").unwrap();
+        }
+        let first = rx.recv_timeout(Duration::from_secs(10)).expect("a change");
+        assert_eq!(first, vec![file.clone()]);
+        let mut reports = 1;
+        while let Ok(paths) = rx.recv_timeout(DEBOUNCE * 4) {
+            assert_eq!(paths, vec![file.clone()], "only the definition file");
+            reports += 1;
+        }
+        assert!(reports <= 5, "50 saves in a burst gave {reports} reports");
+    }
+}

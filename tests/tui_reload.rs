@@ -1,0 +1,70 @@
+//! The board's side of live reload: the loader reads the pipelines again when asked (the
+//! file watcher asks), the board's columns follow the new statuses, and a broken edit is
+//! reported in the status line while the last good version stays.
+
+mod common;
+use baton::tui::event::AppEvent;
+use baton::tui::loader::{LoadReq, Loader};
+use common::Ws;
+use std::time::Duration;
+
+const V1: &str = r#"{"id": "p", "name": "P", "statuses": [
+  {"id": "todo", "kind": "queue"}, {"id": "done", "kind": "done"}]}"#;
+const V2: &str = r#"{"id": "p", "name": "P", "statuses": [
+  {"id": "todo", "kind": "queue"}, {"id": "check", "label": "Check", "kind": "gate"},
+  {"id": "done", "kind": "done"}]}"#;
+
+/// The next events up to and including a board; the notices before it and its columns.
+fn until_board(
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<AppEvent>,
+) -> (Vec<String>, Vec<String>) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let mut notices = Vec::new();
+    loop {
+        let ev = rt
+            .block_on(async { tokio::time::timeout(Duration::from_secs(10), rx.recv()).await })
+            .expect("the loader answers")
+            .expect("the loader runs");
+        match ev {
+            AppEvent::Notice(n) => notices.push(n),
+            AppEvent::Board(b) => {
+                let p = b
+                    .pipelines
+                    .iter()
+                    .find(|p| p.id == "p")
+                    .expect("pipeline p");
+                return (notices, p.statuses.iter().map(|s| s.id.clone()).collect());
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn the_board_follows_a_pipeline_edit_and_keeps_the_last_good_one() {
+    let ws = Ws::new();
+    let file = ws.pipeline("p.json", V1);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let loader = Loader::spawn(baton::workspace::Workspace::at(ws.root()), tx);
+    loader.request(LoadReq::Board);
+    assert_eq!(until_board(&mut rx).1, ["todo", "done"]);
+
+    std::fs::write(&file, V2).unwrap();
+    loader.request(LoadReq::Reload);
+    let (notices, columns) = until_board(&mut rx);
+    assert_eq!(notices, ["pipelines reloaded"]);
+    assert_eq!(columns, ["todo", "check", "done"]);
+
+    std::fs::write(&file, "{\"id\": \"p\",").unwrap();
+    loader.request(LoadReq::Reload);
+    let (notices, columns) = until_board(&mut rx);
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert!(
+        notices[0].contains("p.json") && notices[0].contains("last good version of pipeline `p`"),
+        "{notices:?}"
+    );
+    assert_eq!(columns, ["todo", "check", "done"]);
+}

@@ -1,13 +1,16 @@
 //! The executor seam: where a step's process runs. `local` runs it on this machine in its
-//! own process group; `docker` in a container. An executor starts a step, streams its output
+//! own process group; `docker` in a container of a Docker Engine. An executor starts a step, streams its output
 //! lines, waits for it, stops it, and finds it again after an engine restart. The engine's
 //! runner and the `command` agent backend use only this trait, never a step kind.
 //!
 //! Adding an executor: implement [`Executor`] in a new file here and add one arm to
 //! [`executor_for`].
 
+pub mod docker;
+mod docker_step;
 mod local;
 
+pub use docker::Docker;
 pub use local::Local;
 
 use super::{Finish, LogSender, StepEnv};
@@ -112,8 +115,9 @@ pub trait Executor: Send + Sync {
 pub fn executor_for(spec: &ExecutorSpec) -> Result<Arc<dyn Executor>, ExecError> {
     match spec {
         ExecutorSpec::Local => Ok(Arc::new(Local)),
+        ExecutorSpec::Docker(spec) => Ok(Arc::new(Docker { spec: spec.clone() })),
         other => Err(ExecError(format!(
-            "the {} executor is not available in this build yet; run the step locally (remove `executor`) or use docker",
+            "the {} executor is not available in this build yet; run the step locally (remove `executor`) or in docker",
             other.kind()
         ))),
     }

@@ -31,12 +31,17 @@ pub(super) fn executor_of(ws: &Workspace, store: &Store, step: &StepRun) -> Opti
 
 /// Asks `spec`'s executor whether the step is still there (running, or ended with a status
 /// to record). Runs on a thread of its own: recovery is not async.
-pub(super) fn still_there(spec: &ExecutorSpec, step: &StepRun) -> Result<bool, ExecError> {
+pub(super) fn still_there(
+    ws: &Workspace,
+    spec: &ExecutorSpec,
+    step: &StepRun,
+) -> Result<bool, ExecError> {
     let executor = executor_for(spec)?;
     let labels = Labels {
         task_id: step.task_id,
         step_run_id: step.id,
         execution_key: step.execution_key.clone(),
+        workspace: ws.root().display().to_string(),
     };
     std::thread::scope(|s| {
         s.spawn(|| {

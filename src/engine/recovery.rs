@@ -33,7 +33,7 @@ pub fn recover(
     let stale = store.read().running_step_runs()?;
     for step in stale {
         if let Some(spec) = super::reattach::executor_of(ws, store, &step) {
-            let (summary, level) = match super::reattach::still_there(&spec, &step) {
+            let (summary, level) = match super::reattach::still_there(ws, &spec, &step) {
                 Ok(true) => {
                     out.reattach.push(step.id);
                     (

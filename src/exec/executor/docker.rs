@@ -2,8 +2,8 @@
 //! its API (`DOCKER_HOST` honoured, `ssh://` included). The task's worktree is mounted at
 //! `/workspace` (the working directory), its context folder at the same path as on the host
 //! (prompts and `BATON_*` paths name it); the step runs as the host user's uid:gid with
-//! `HOME` kept per task under the context folder. Containers carry the task, step run and
-//! execution key as labels, so an engine that restarts finds them again.
+//! `HOME` kept per task under the context folder. Containers carry the task, step run,
+//! execution key and workspace as labels, so an engine that restarts finds them again.
 
 use super::docker_step::DockerStep;
 use super::{BoxFuture, ExecError, Executor, Found, Labels, Launch, Program, Started};
@@ -24,6 +24,7 @@ pub const WORKSPACE: &str = "/workspace";
 pub const LABEL_TASK: &str = "baton.task";
 pub const LABEL_STEP_RUN: &str = "baton.step_run";
 pub const LABEL_EXECUTION_KEY: &str = "baton.execution_key";
+pub const LABEL_WORKSPACE: &str = "baton.workspace";
 
 /// Runs steps in containers of one image with one set of limits.
 #[derive(Debug, Clone)]
@@ -45,9 +46,12 @@ impl Executor for Docker {
             let docker = connect().await?;
             ensure_image(&docker, &self.spec).await?;
             let body = container_body(launch, &self.spec)?;
+            let l = &launch.labels;
             let name = format!(
-                "baton-{}-{}",
-                launch.labels.task_id, launch.labels.step_run_id
+                "baton-{}-{}-{}",
+                l.workspace_tag(),
+                l.task_id,
+                l.step_run_id
             );
             let opts = CreateContainerOptions {
                 name: Some(name.clone()),
@@ -104,13 +108,25 @@ impl Executor for Docker {
                 .await
                 .map_err(|e| api_error(&e, "listing baton's containers"))?;
             let mine = found.into_iter().find(|c| {
-                c.labels.as_ref().and_then(|l| l.get(LABEL_EXECUTION_KEY))
-                    == Some(&labels.execution_key)
+                let get = |k: &str| c.labels.as_ref().and_then(|l| l.get(k));
+                get(LABEL_EXECUTION_KEY) == Some(&labels.execution_key)
+                    && get(LABEL_WORKSPACE) == Some(&labels.workspace)
             });
-            Ok(match mine.and_then(|c| c.id) {
-                Some(id) => Found::Running(Box::new(DockerStep::new(docker, id, log))),
-                None => Found::Gone,
-            })
+            let Some(id) = mine.and_then(|c| c.id) else {
+                return Ok(Found::Gone);
+            };
+            // Created but never started (the engine died in between): nothing ran, so the
+            // step can safely be run again.
+            let info = docker
+                .inspect_container(&id, None)
+                .await
+                .map_err(|e| api_error(&e, "reading the step's container"))?;
+            let status = info.state.and_then(|s| s.status);
+            if status == Some(bollard::models::ContainerStateStatusEnum::CREATED) {
+                remove(&docker, &id).await;
+                return Ok(Found::Gone);
+            }
+            Ok(Found::Running(Box::new(DockerStep::new(docker, id, log))))
         })
     }
 }
@@ -119,8 +135,12 @@ impl Executor for Docker {
 /// an API version with it.
 pub async fn connect() -> Result<bollard::Docker, ExecError> {
     let host = daemon_address();
-    let docker = bollard::Docker::connect_with_defaults()
-        .map_err(|e| ExecError(format!("cannot use the Docker daemon at {host}: {e}")))?;
+    let docker = bollard::Docker::connect_with_defaults().map_err(|e| match e {
+        DockerError::UnsupportedURISchemeError { .. } => ExecError(format!(
+            "DOCKER_HOST={host} is not an address baton can use — write it like unix:///var/run/docker.sock, tcp://host:2375 or ssh://user@host"
+        )),
+        e => api_error(&e, "connecting"),
+    })?;
     docker
         .negotiate_version()
         .await
@@ -238,6 +258,7 @@ fn container_body(launch: &Launch, spec: &DockerSpec) -> Result<ContainerCreateB
             LABEL_EXECUTION_KEY.to_string(),
             launch.labels.execution_key.clone(),
         ),
+        (LABEL_WORKSPACE.to_string(), launch.labels.workspace.clone()),
     ]);
     let ctx = launch.context_dir.display().to_string();
     let host = HostConfig {

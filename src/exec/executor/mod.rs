@@ -42,6 +42,22 @@ pub struct Labels {
     pub step_run_id: i64,
     /// `run:status:attempt`, unique per step run.
     pub execution_key: String,
+    /// The workspace root: tells apart steps of two workspaces on one daemon or host.
+    pub workspace: String,
+}
+
+impl Labels {
+    /// A short stable tag of the workspace, for names (`baton-<tag>-<task>-<step run>`).
+    pub fn workspace_tag(&self) -> String {
+        // FNV-1a: stable across builds and platforms, unlike the std hasher.
+        let hash = self
+            .workspace
+            .bytes()
+            .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+            });
+        format!("{:08x}", hash as u32)
+    }
 }
 
 /// Everything an executor needs to start one step.
@@ -217,6 +233,7 @@ impl Place {
                 task_id: 0,
                 step_run_id: 0,
                 execution_key: String::new(),
+                workspace: String::new(),
             },
             reattach: false,
         }

@@ -68,6 +68,11 @@ fn pipeline(script: &str, extra: &str) -> String {
         "run": script,
         "executor": {"docker": {"image": IMAGE, "network": "none"}},
     });
+    pipeline_of(step, extra)
+}
+
+/// A pipeline whose `work` step is `step` (plus the `extra` members), then a gate.
+fn pipeline_of(step: serde_json::Value, extra: &str) -> String {
     let mut step = step.to_string();
     if !extra.is_empty() {
         step.insert_str(step.len() - 1, &format!(", {extra}"));
@@ -407,5 +412,118 @@ fn a_missing_image_or_daemon_is_one_plain_sentence() {
         error.contains("cannot reach the Docker daemon at unix:///nonexistent/docker.sock")
             && error.contains("DOCKER_HOST"),
         "{shown}"
+    );
+}
+
+/// A stand-in for a CLI coding agent, baked into an image of its own: it says where it
+/// runs, quotes its prompt, leaves a file in the worktree and names its outcome.
+const FAKE_AGENT: &str = r#"#!/bin/sh
+echo "agent in $(pwd) as $(id -u) on $(hostname)"
+printf '%s\n' "$1" | head -n 2
+if [ -e /work ] || [ -e /root/.cargo ]; then echo "sees the host"; else echo "sees only its sandbox"; fi
+echo "notes by the sandboxed agent" > AGENT_NOTES.md
+echo "OUTCOME: success"
+"#;
+
+const AGENT_IMAGE: &str = "baton-test-agent:1";
+
+/// The agent image, built once on top of the test image.
+fn agent_image() -> Option<&'static str> {
+    static READY: OnceLock<Option<&'static str>> = OnceLock::new();
+    *READY.get_or_init(|| {
+        image()?;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("fake-agent"), FAKE_AGENT).unwrap();
+        std::fs::write(
+            dir.path().join("Dockerfile"),
+            format!("FROM {IMAGE}\nCOPY fake-agent /bin/fake-agent\nRUN [\"/bin/chmod\",\"755\",\"/bin/fake-agent\"]\n"),
+        )
+        .unwrap();
+        let built = Command::new("docker")
+            .args(["build", "-q", "-t", AGENT_IMAGE])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            built.status.success(),
+            "building the agent image failed: {}",
+            String::from_utf8_lossy(&built.stderr)
+        );
+        Some(AGENT_IMAGE)
+    })
+}
+
+#[test]
+fn a_command_agent_runs_sandboxed_in_its_image() {
+    let Some(_) = agent_image() else { return };
+    let ws = Ws::new();
+    std::fs::write(
+        ws.root().join(".baton/agents/boxed.json"),
+        format!(
+            r#"{{"id": "boxed", "backend": "command", "format": "text",
+  "argv": ["fake-agent", "{{{{message}}}}"],
+  "executor": {{"docker": {{"image": "{AGENT_IMAGE}", "network": "none"}}}}}}"#
+        ),
+    )
+    .unwrap();
+    ws.pipeline(
+        "a.json",
+        r#"{"id": "a", "name": "Agent", "statuses": [
+            {"id": "todo", "kind": "queue"},
+            {"id": "code", "step": {"agent": "boxed"}},
+            {"id": "review", "kind": "gate"},
+            {"id": "done", "kind": "done"},
+            {"id": "failed", "kind": "failed"}]}"#,
+    );
+    let out = ws
+        .baton(&[
+            "run",
+            "a",
+            "--title",
+            "sandboxed \"work\"",
+            "--wait",
+            "--json",
+        ])
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(shown["status"], "review", "{shown}");
+    let handoff = shown["steps"][0]["handoff"].to_string();
+    let uid = nix::unistd::getuid();
+    assert!(
+        handoff.contains(&format!("agent in /workspace as {uid}")),
+        "{handoff}"
+    );
+    assert!(handoff.contains("sees only its sandbox"), "{handoff}");
+    assert!(
+        handoff.contains("sandboxed \\\"work\\\""),
+        "the prompt arrived: {handoff}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.root().join("AGENT_NOTES.md")).unwrap(),
+        "notes by the sandboxed agent\n"
+    );
+    let log = ws.ok(&["logs", "1"]);
+    assert!(log.contains("on docker baton-test-agent:1"), "{log}");
+    assert!(log.contains("started fake-agent in container"), "{log}");
+}
+
+#[test]
+fn the_workspace_default_puts_plain_steps_in_containers() {
+    let Some(_) = image() else { return };
+    let ws = Ws::new();
+    ws.config(&format!(
+        "[executor]\ndefault = \"docker\"\n[executor.docker]\nimage = \"{IMAGE}\"\nnetwork = \"none\"\n"
+    ));
+    ws.pipeline(
+        "d.json",
+        &pipeline_of(serde_json::json!({"run": "pwd > where.txt"}), ""),
+    );
+    let (code, shown) = run_wait(&ws, "default");
+    assert_eq!(code, Some(2), "{shown}");
+    assert_eq!(
+        std::fs::read_to_string(ws.root().join("where.txt")).unwrap(),
+        "/workspace\n"
     );
 }

@@ -186,6 +186,40 @@ pub fn api_error(e: &DockerError, doing: &str) -> ExecError {
     ExecError(msg)
 }
 
+/// Whether the daemon answers and has the image (or may pull it).
+pub async fn check(spec: &DockerSpec) -> Result<String, ExecError> {
+    let docker = connect().await?;
+    let version = docker
+        .version()
+        .await
+        .ok()
+        .and_then(|v| v.version)
+        .unwrap_or_else(|| "(unknown version)".into());
+    let host = daemon_address();
+    match docker.inspect_image(&spec.image).await {
+        Ok(_) => Ok(format!(
+            "Docker {version} at {host} has image `{}`",
+            spec.image
+        )),
+        Err(DockerError::DockerResponseServerError {
+            status_code: 404, ..
+        }) if spec.pull == PullPolicy::Missing => Ok(format!(
+            "Docker {version} at {host} answers; image `{}` will be pulled at the first step",
+            spec.image
+        )),
+        Err(DockerError::DockerResponseServerError {
+            status_code: 404, ..
+        }) => Err(ExecError(format!(
+            "Docker {version} at {host} answers but has no image `{0}` — run `docker pull {0}` (or build it), or add \"pull\": \"missing\"",
+            spec.image
+        ))),
+        Err(e) => Err(api_error(
+            &e,
+            &format!("looking for image `{}`", spec.image),
+        )),
+    }
+}
+
 /// Makes sure the image is on the daemon: pulled when the step allows it, else a sentence
 /// saying how to get it.
 async fn ensure_image(docker: &bollard::Docker, spec: &DockerSpec) -> Result<(), ExecError> {

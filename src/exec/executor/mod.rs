@@ -139,6 +139,16 @@ pub fn executor_for(spec: &ExecutorSpec) -> Result<Arc<dyn Executor>, ExecError>
     }
 }
 
+/// Whether an executor can run steps as configured, for `baton agents check`: one line
+/// saying what answered, or the sentence saying what to fix.
+pub async fn check(spec: &ExecutorSpec) -> Result<String, ExecError> {
+    match spec {
+        ExecutorSpec::Local => Ok("runs on this machine".into()),
+        ExecutorSpec::Docker(d) => docker::check(d).await,
+        other => executor_for(other).map(|_| String::new()),
+    }
+}
+
 /// Which executor a step uses: the step's own (`executor`, or the `docker` step shorthand),
 /// else its `command` agent profile's, else the workspace default, else local.
 pub fn resolve(

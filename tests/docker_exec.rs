@@ -19,16 +19,19 @@ fn a_docker_steps_file_lands_on_the_task_branch_owned_by_the_host_user() {
     let ws = Ws::at(dir, "repo");
     ws.baton(&["init"]).assert().success();
     ws.config("worktree_root = \"../worktrees\"\n");
+    // The repository's git folder is mounted too, so git in an image that has it works.
+    let repo_git = std::fs::canonicalize(ws.root().join(".git")).unwrap();
     ws.pipeline(
         "d.json",
         &pipeline(
-            "echo \"user $(id -u):$(id -g) in $(pwd) home $HOME\"; echo from-the-container > made.txt",
-            "",
+            "echo \"user $(id -u):$(id -g) in $(pwd) home $HOME\"; echo from-the-container > made.txt; [ -f \"$REPO_GIT/HEAD\" ] && echo git-folder-mounted",
+            &format!(r#""env": {{"REPO_GIT": "{}"}}"#, repo_git.display()),
         ),
     );
     let (code, shown) = run_wait(&ws, "make a file");
     assert_eq!(code, Some(2), "waits at review: {shown}");
     let log = ws.ok(&["logs", "1"]);
+    assert!(log.contains("git-folder-mounted"), "{log}");
     let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
     assert!(
         log.contains(&format!("user {uid}:{gid} in /workspace home ")),

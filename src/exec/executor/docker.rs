@@ -357,3 +357,7 @@ pub async fn remove(docker: &bollard::Docker, id: &str) {
     };
     let _ = docker.remove_container(id, Some(opts)).await;
 }
+
+#[cfg(test)]
+#[path = "docker_tests.rs"]
+mod tests;

@@ -61,7 +61,7 @@ fn a_command_agent_runs_sandboxed_in_its_image() {
     );
     let log = ws.ok(&["logs", "1"]);
     assert!(log.contains("on docker baton-test-agent:1"), "{log}");
-    assert!(log.contains("started fake-agent in container"), "{log}");
+    assert!(log.contains("started fake-agent (container "), "{log}");
 }
 
 #[test]

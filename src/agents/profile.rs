@@ -94,6 +94,8 @@ pub struct Profile {
     pub env: BTreeMap<String, String>,
     /// Dollars per million input and output tokens, for backends that report no cost.
     pub price: Option<super::price::Price>,
+    /// Where a `command` agent runs, unless the pipeline's step says (docs/executors.md).
+    pub executor: Option<crate::pipeline::ExecutorSpec>,
 }
 
 impl Profile {
@@ -139,6 +141,7 @@ const KNOWN: &[&str] = &[
     "env",
     "price_input",
     "price_output",
+    "executor",
 ];
 
 /// Collects diagnostics for one file.
@@ -431,6 +434,16 @@ fn build(d: &mut Diags, obj: &Map<String, Value>) -> Option<Profile> {
         d.error(Some("price_input"), format!("agent `{id}`: {e}"));
         None
     });
+    let executor = match obj.get("executor").filter(|v| !v.is_null()) {
+        None => None,
+        Some(_) if backend != Some(Backend::Command) => {
+            d.error(Some("executor"), format!("agent `{id}`: only a `command` agent runs in an executor; the others talk to their server over HTTP — remove `executor`"));
+            None
+        }
+        Some(v) => crate::pipeline::parse_executor(v)
+            .map_err(|p| d.error(Some("executor"), format!("agent `{id}`: {}", p.message)))
+            .ok(),
+    };
     let profile = Profile {
         name: string(d, obj, "name").unwrap_or_else(|| id.clone()),
         id,
@@ -448,6 +461,7 @@ fn build(d: &mut Diags, obj: &Map<String, Value>) -> Option<Profile> {
         timeout,
         env,
         price,
+        executor,
     };
     Some(profile)
 }

@@ -12,6 +12,7 @@ mod fixup;
 mod followups;
 mod logwriter;
 mod notify_hook;
+mod reattach;
 mod recovery;
 mod restart;
 mod reload;
@@ -309,6 +310,9 @@ impl Engine {
         // outside. A step's end needs no look: it claims the next steps itself.
         let mut look = true;
         self.catch_up_schedules().await;
+        if let Err(e) = self.reattach().await {
+            tracing::error!("picking up steps that outlived the last engine failed: {e}");
+        }
         loop {
             if look {
                 self.drain_commands().await;

@@ -8,6 +8,7 @@
 pub mod decide;
 pub mod graph;
 pub mod live;
+pub mod executor_spec;
 pub mod load;
 pub mod model;
 pub mod outcome;
@@ -21,6 +22,7 @@ mod parse_step;
 mod validate;
 
 pub use decide::*;
+pub use executor_spec::{ExecutorSpec, parse_executor};
 pub(crate) use input::duplicate_keys;
 pub use input::{id_problem, strip_bom};
 pub use live::LiveCatalog;

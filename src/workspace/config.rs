@@ -40,6 +40,12 @@ pub struct Config {
     /// at most this old; older slots are skipped with an event.
     #[serde(with = "humantime_serde_compat")]
     pub schedule_grace: Duration,
+    /// The `[executor]` table as written (see `config_executor.rs`).
+    #[serde(rename = "executor")]
+    pub executor_table: Option<toml::Table>,
+    /// Where steps run when neither the step nor its agent profile says (local when `None`).
+    #[serde(skip)]
+    pub default_executor: Option<crate::pipeline::ExecutorSpec>,
 }
 
 impl Default for Config {
@@ -53,6 +59,8 @@ impl Default for Config {
             worktree_root: None,
             base_branch: None,
             schedule_grace: Duration::from_secs(60 * 60),
+            executor_table: None,
+            default_executor: None,
         }
     }
 }
@@ -72,7 +80,7 @@ impl Config {
         };
         // (A leading byte-order mark, which some editors write, is accepted by the parser.)
         let text = text.as_str();
-        let cfg: Config = toml::from_str(text).map_err(|e| {
+        let mut cfg: Config = toml::from_str(text).map_err(|e| {
             // Name the setting the error is about: the key on the line it points at.
             let at = e.span().map(|s| line_of(text, s.start));
             let key = at
@@ -103,6 +111,10 @@ impl Config {
                 "default_timeout",
                 "must be more than zero (leave it out for 1h)",
             ));
+        }
+        if let Some(table) = &cfg.executor_table {
+            cfg.default_executor = super::config_executor::default_executor(table)
+                .map_err(|m| refuse("[executor]", &m))?;
         }
         Ok(cfg)
     }
@@ -145,6 +157,14 @@ pub(super) const EXAMPLE: &str = r#"# baton workspace configuration. Every setti
 # A schedule trigger missed while no engine ran fires once at start if its time is at most
 # this old; older runs are skipped (an event says so).
 # schedule_grace = "1h"
+# Where steps run when neither the step nor its agent profile names an executor
+# (docs/executors.md): "local" (the default), "docker", "ssh" or "kubernetes", with that
+# executor's settings in the table below it.
+# [executor]
+# default = "docker"
+# [executor.docker]
+# image = "rust:1.91"
+# network = "none"
 "#;
 
 /// Durations written as humantime strings ("5s", "15m").

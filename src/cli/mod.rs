@@ -1,8 +1,9 @@
 //! The headless command line: argument definitions and dispatch.
 
 mod engine_cmd;
-mod json;
+pub(crate) mod json;
 mod pipelines;
+mod serve;
 mod tasks;
 
 use crate::engine::EngineError;
@@ -138,6 +139,8 @@ pub enum Command {
     /// Agent profiles.
     #[command(subcommand)]
     Agents(AgentsCmd),
+    /// An MCP server on stdin/stdout, for coding agents (docs/api.md).
+    Mcp,
 }
 
 /// `start|approve|reject|abort|resume|retry ID [--note TEXT]`.
@@ -254,6 +257,7 @@ pub fn dispatch(dir: Option<&PathBuf>, command: Command) -> Outcome {
         Command::Pipelines(cmd) => pipelines::run(dir, cmd),
         Command::Agents(cmd) => pipelines::agents(dir, cmd),
         Command::Engine { exit_when_idle } => engine_cmd::run(&workspace(dir)?, exit_when_idle),
+        Command::Mcp => serve::mcp(&workspace(dir)?),
         other => tasks::run(&workspace(dir)?, other),
     }
 }

@@ -209,6 +209,9 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
         Command::Init | Command::Engine { .. } | Command::Pipelines(_) | Command::Agents(_) => {
             unreachable!("dispatched elsewhere")
         }
+        Command::Mcp => {
+            unreachable!("dispatched elsewhere")
+        }
     }
 }
 

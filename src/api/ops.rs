@@ -1,0 +1,426 @@
+//! The operations both API front ends offer (MCP tools and HTTP endpoints), in the CLI's
+//! `--json` shapes. Reads go through the store's own threads, requests through the engine
+//! link; pipeline files, agent profiles and git run on blocking threads.
+
+use super::link::Link;
+use crate::cli::json;
+use crate::engine::wake::Change;
+use crate::engine::{Action, Request, create_task};
+use crate::pipeline::{Catalog, Pipeline, load_catalog};
+use crate::store::{StoreError, StoreHandle, TaskFilter, rfc3339};
+use crate::workspace::Workspace;
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+
+/// Titles are one line on a card; details belong in the prompt (as in `baton new`).
+const MAX_TITLE: usize = 500;
+/// Log lines one call returns at most.
+pub const MAX_LOG_LINES: usize = 2_000;
+
+/// What kind of failure an operation met, for HTTP status codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// No such task, pipeline or step.
+    NotFound,
+    /// The input is wrong.
+    Invalid,
+    /// The request does not fit the task's state (no longer at a gate, say).
+    Refused,
+    /// Something failed inside.
+    Internal,
+}
+
+/// A failure: the sentence the CLI prints, and its kind.
+#[derive(Debug, Clone)]
+pub struct OpError {
+    pub kind: Kind,
+    pub message: String,
+}
+
+impl OpError {
+    /// An error of a kind.
+    pub fn new(kind: Kind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for OpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<StoreError> for OpError {
+    fn from(e: StoreError) -> Self {
+        let kind = match e {
+            StoreError::NoTask(_) => Kind::NotFound,
+            _ => Kind::Internal,
+        };
+        Self::new(kind, e.to_string())
+    }
+}
+
+/// A request's failure sentence, classified by what it says.
+fn refused(message: String) -> OpError {
+    let kind = if message.contains("does not exist") {
+        Kind::NotFound
+    } else {
+        Kind::Refused
+    };
+    OpError::new(kind, message)
+}
+
+/// The result of an operation.
+pub type OpResult = Result<Value, OpError>;
+
+/// A new task, as `baton new` takes it.
+#[derive(Debug, Clone, Default, serde::Deserialize, utoipa::ToSchema)]
+pub struct NewTask {
+    /// One line for the card.
+    pub title: String,
+    /// The task's prompt (markdown).
+    #[serde(default)]
+    pub prompt: Option<String>,
+    /// Pipeline id (default: the workspace's first own pipeline, else `quick_fix`).
+    #[serde(default)]
+    pub pipeline: Option<String>,
+    /// Start it right away.
+    #[serde(default)]
+    pub start: bool,
+}
+
+/// The operations over one workspace.
+pub struct Ops {
+    ws: Workspace,
+    store: StoreHandle,
+    link: Link,
+    changes: broadcast::Sender<Change>,
+}
+
+impl Ops {
+    /// Opens the workspace's store and connects to (or runs) its engine.
+    pub async fn open(ws: &Workspace) -> Result<Self, String> {
+        let (link, changes) = Link::connect(ws).await?;
+        let path = ws.db_path();
+        let store = tokio::task::spawn_blocking(move || StoreHandle::open(&path))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+        Ok(Self {
+            ws: ws.clone(),
+            store,
+            link,
+            changes,
+        })
+    }
+
+    /// The workspace.
+    pub fn workspace(&self) -> &Workspace {
+        &self.ws
+    }
+
+    /// The store handle (reads for event streams).
+    pub fn store(&self) -> &StoreHandle {
+        &self.store
+    }
+
+    /// True when this process runs the engine.
+    pub fn embedded(&self) -> bool {
+        self.link.embedded()
+    }
+
+    /// Changes as they happen: `task N`, `log N` (a step run), `all`.
+    pub fn changes(&self) -> broadcast::Receiver<Change> {
+        self.changes.subscribe()
+    }
+
+    /// Stops an embedded engine.
+    pub async fn shutdown(self) {
+        self.link.shutdown().await;
+    }
+
+    /// `list --json`, filtered by status and pipeline.
+    pub async fn list_tasks(&self, status: Option<String>, pipeline: Option<String>) -> OpResult {
+        Ok(self
+            .store
+            .read(move |db| {
+                let tasks = db.list_tasks(&TaskFilter {
+                    status: status.as_deref(),
+                    pipeline: pipeline.as_deref(),
+                })?;
+                Ok(Value::Array(tasks.iter().map(json::list_item).collect()))
+            })
+            .await?)
+    }
+
+    /// `show --json`.
+    pub async fn show_task(&self, id: i64) -> OpResult {
+        Ok(self.store.read(move |db| json::show(db, id)).await?)
+    }
+
+    /// Creates a task (and starts it if asked); returns it as `show --json` does.
+    pub async fn create_task(&self, new: NewTask) -> OpResult {
+        let title = new.title;
+        if title.trim().is_empty() {
+            return Err(OpError::new(
+                Kind::Invalid,
+                "a task needs a title — give `title`, one line saying what to do",
+            ));
+        }
+        if title.chars().count() > MAX_TITLE {
+            return Err(OpError::new(
+                Kind::Invalid,
+                format!(
+                    "the title is {} characters long; keep it to {MAX_TITLE} at most and put the details in the prompt",
+                    title.chars().count()
+                ),
+            ));
+        }
+        let pipeline = self.pipeline_or_default(new.pipeline.as_deref()).await?;
+        let prompt = new.prompt.unwrap_or_default();
+        let id = self
+            .store
+            .write(move |db| create_task(db, &pipeline, &title, &prompt))
+            .await
+            .map_err(|e| OpError::new(Kind::Internal, e.to_string()))?;
+        self.poke().await;
+        if new.start {
+            self.request(id, Action::Start).await?;
+        }
+        self.show_task(id).await
+    }
+
+    /// Applies an action to a task (start, approve, reject, move, abort, resume, retry);
+    /// returns the task afterwards as `show --json` does.
+    pub async fn act(&self, id: i64, action: Action) -> OpResult {
+        self.request(id, action).await?;
+        self.show_task(id).await
+    }
+
+    async fn request(&self, id: i64, action: Action) -> Result<String, OpError> {
+        // The status seen now: the request fails if someone moved the task meanwhile.
+        let task = self.store.read(move |db| db.task(id)).await?;
+        let expected_status = match action {
+            Action::Start => None,
+            _ => Some(task.status),
+        };
+        let req = Request {
+            task_id: id,
+            action,
+            expected_status,
+            actor: "api".into(),
+        };
+        self.link.send(&self.ws, req).await.map_err(refused)
+    }
+
+    /// Wakes a running engine (and the boards it serves) after a direct write.
+    async fn poke(&self) {
+        let dir = self.ws.dir();
+        let _ = tokio::task::spawn_blocking(move || crate::engine::wake::poke(&dir)).await;
+    }
+
+    /// A step's log lines: `step` counts from 1 as in `baton show` (default: the latest);
+    /// `after` is the last line id already seen; `tail` keeps only the last lines.
+    pub async fn task_logs(
+        &self,
+        id: i64,
+        step: Option<usize>,
+        after: Option<i64>,
+        tail: Option<usize>,
+    ) -> OpResult {
+        let limit = tail.unwrap_or(MAX_LOG_LINES).clamp(1, MAX_LOG_LINES);
+        self.store
+            .read(move |db| {
+                db.task(id)?;
+                let steps = db.step_runs(id)?;
+                let (n, chosen) = match step {
+                    Some(0) => {
+                        return Ok(Err(OpError::new(
+                            Kind::Invalid,
+                            "steps are numbered from 1, as in `baton show`",
+                        )));
+                    }
+                    Some(n) => match steps.get(n - 1) {
+                        Some(s) => (n, s.clone()),
+                        None => {
+                            return Ok(Err(OpError::new(
+                                Kind::NotFound,
+                                format!(
+                                    "task {id} has {} step(s); `baton show {id}` lists them",
+                                    steps.len()
+                                ),
+                            )));
+                        }
+                    },
+                    None => match steps.last() {
+                        Some(s) => (steps.len(), s.clone()),
+                        None => {
+                            return Ok(Err(OpError::new(
+                                Kind::NotFound,
+                                format!("task {id} has not run a step yet"),
+                            )));
+                        }
+                    },
+                };
+                // With `after`, the lines that follow it; else the last `limit` lines.
+                let lines = match after {
+                    Some(a) => db.log_lines(chosen.id, a, limit as i64)?,
+                    None => db.log_tail(chosen.id, limit as i64)?,
+                };
+                let next = lines.last().map_or(after.unwrap_or(0), |l| l.id);
+                let lines: Vec<Value> = lines.iter().map(log_line).collect();
+                Ok(Ok(json!({
+                    "task": id,
+                    "step": n,
+                    "status": chosen.status,
+                    "state": chosen.state,
+                    "lines": lines,
+                    "next_after": next,
+                })))
+            })
+            .await?
+    }
+
+    /// The task's changes: its branch against the base, plus uncommitted work.
+    pub async fn task_diff(&self, id: i64) -> OpResult {
+        let task = self.store.read(move |db| db.task(id)).await?;
+        let ws = self.ws.clone();
+        let store = self.store.clone();
+        let git = store
+            .read(move |db| {
+                let cfg = ws
+                    .config()
+                    .map_err(|e| StoreError::Conflict(e.to_string()))?;
+                Ok(crate::engine::GitCtx::detect(&ws, &cfg, db).map_err(|e| e.to_string()))
+            })
+            .await?
+            .map_err(|e| OpError::new(Kind::Internal, e))?;
+        let Some(git) = git else {
+            return Err(OpError::new(
+                Kind::NotFound,
+                format!(
+                    "{} is not a git repository, so tasks have no diffs",
+                    self.ws.root().display()
+                ),
+            ));
+        };
+        let Some(wt) = task.worktree.clone() else {
+            return Err(OpError::new(
+                Kind::NotFound,
+                format!(
+                    "task {id} has no worktree (it has not started a step yet, or it was removed when the task ended) — its branch is {}",
+                    task.branch.as_deref().unwrap_or("not created")
+                ),
+            ));
+        };
+        let base = task.base_branch.clone().unwrap_or(git.base);
+        let b = base.clone();
+        let text = tokio::task::spawn_blocking(move || {
+            crate::workspace::git::diff(std::path::Path::new(&wt), &b, false)
+        })
+        .await
+        .map_err(|e| OpError::new(Kind::Internal, e.to_string()))?
+        .map_err(|e| OpError::new(Kind::Internal, e.to_string()))?;
+        Ok(json!({
+            "task": id,
+            "base": base,
+            "branch": task.branch,
+            "diff": crate::ansi::strip(&text),
+        }))
+    }
+
+    /// The pipelines the workspace sees (built-in and its own).
+    pub async fn catalog(&self) -> Result<Catalog, OpError> {
+        let ws = self.ws.clone();
+        tokio::task::spawn_blocking(move || {
+            let agents = crate::pipeline::agent_ids(Some(&ws.agents_dir()));
+            load_catalog(Some(&ws.pipelines_dir()), Some(&agents))
+        })
+        .await
+        .map_err(|e| OpError::new(Kind::Internal, e.to_string()))
+    }
+
+    /// One pipeline by id.
+    pub async fn pipeline(&self, id: &str) -> Result<Pipeline, OpError> {
+        self.catalog()
+            .await?
+            .pipelines
+            .into_iter()
+            .find(|p| p.id == id)
+            .ok_or_else(|| {
+                OpError::new(
+                    Kind::NotFound,
+                    format!("no pipeline `{id}` — `baton pipelines list` shows the ones available"),
+                )
+            })
+    }
+
+    async fn pipeline_or_default(&self, id: Option<&str>) -> Result<Pipeline, OpError> {
+        if let Some(id) = id {
+            return self.pipeline(id).await;
+        }
+        // The workspace's first own pipeline (by file name), else `quick_fix`.
+        let catalog = self.catalog().await?;
+        let builtin: Vec<String> = load_catalog(None, None)
+            .pipelines
+            .into_iter()
+            .map(|p| p.id)
+            .collect();
+        let id = catalog
+            .pipelines
+            .iter()
+            .find(|p| !builtin.contains(&p.id))
+            .map_or_else(|| "quick_fix".to_string(), |p| p.id.clone());
+        self.pipeline(&id).await
+    }
+
+    /// Every pipeline: id, name, description and its statuses.
+    pub async fn list_pipelines(&self) -> OpResult {
+        let catalog = self.catalog().await?;
+        Ok(Value::Array(
+            catalog.pipelines.iter().map(super::shapes::pipeline_item).collect(),
+        ))
+    }
+
+    /// One pipeline as its file would hold it.
+    pub async fn show_pipeline(&self, id: &str) -> OpResult {
+        let p = self.pipeline(id).await?;
+        serde_json::to_value(&p).map_err(|e| OpError::new(Kind::Internal, e.to_string()))
+    }
+
+    /// Checks a pipeline file's text; located errors and warnings.
+    pub async fn validate_pipeline(&self, text: String, file: Option<String>) -> OpResult {
+        let ws = self.ws.clone();
+        tokio::task::spawn_blocking(move || {
+            let agents = crate::pipeline::agent_ids(Some(&ws.agents_dir()));
+            let file = file.unwrap_or_else(|| "pipeline.json".into());
+            super::shapes::validation(&file, &text, &agents)
+        })
+        .await
+        .map_err(|e| OpError::new(Kind::Internal, e.to_string()))
+    }
+
+    /// Every agent profile (built-in and the workspace's).
+    pub async fn list_agents(&self) -> OpResult {
+        let ws = self.ws.clone();
+        tokio::task::spawn_blocking(move || {
+            let cat = crate::agents::load_agents(Some(&ws.agents_dir()));
+            super::shapes::agents(&cat)
+        })
+        .await
+        .map_err(|e| OpError::new(Kind::Internal, e.to_string()))
+    }
+}
+
+/// A stored log line as JSON (escape sequences removed).
+pub fn log_line(l: &crate::store::LogLine) -> Value {
+    json!({
+        "id": l.id,
+        "stream": l.stream,
+        "text": crate::ansi::strip(&l.text),
+        "at": rfc3339(l.ts),
+    })
+}

@@ -2,11 +2,18 @@
 //! with an event stream and webhooks. Like the TUI and the CLI, they reach the engine
 //! through its handle or the commands table and read through the store: no SQL here.
 
+pub mod http;
 pub mod link;
 pub mod mcp;
 pub mod mcp_tools;
+pub mod openapi;
 pub mod ops;
+pub mod routes;
+pub mod schema;
 pub mod shapes;
+pub mod sse;
+pub mod token;
+pub mod webhooks;
 
 use std::sync::Arc;
 

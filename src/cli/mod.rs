@@ -141,6 +141,22 @@ pub enum Command {
     Agents(AgentsCmd),
     /// An MCP server on stdin/stdout, for coding agents (docs/api.md).
     Mcp,
+    /// The HTTP API, event stream, webhooks and MCP at /mcp; token in .baton/token.
+    Serve {
+        /// Where to listen.
+        #[arg(long, default_value = "127.0.0.1:7077", value_name = "ADDR:PORT")]
+        listen: String,
+    },
+    /// The API token.
+    #[command(subcommand)]
+    Token(TokenCmd),
+}
+
+/// `baton token …`.
+#[derive(Debug, Subcommand)]
+pub enum TokenCmd {
+    /// Replace `.baton/token`; the old token stops working.
+    Rotate,
 }
 
 /// `start|approve|reject|abort|resume|retry ID [--note TEXT]`.
@@ -258,6 +274,8 @@ pub fn dispatch(dir: Option<&PathBuf>, command: Command) -> Outcome {
         Command::Agents(cmd) => pipelines::agents(dir, cmd),
         Command::Engine { exit_when_idle } => engine_cmd::run(&workspace(dir)?, exit_when_idle),
         Command::Mcp => serve::mcp(&workspace(dir)?),
+        Command::Serve { listen } => serve::serve(&workspace(dir)?, &listen),
+        Command::Token(TokenCmd::Rotate) => serve::rotate(&workspace(dir)?),
         other => tasks::run(&workspace(dir)?, other),
     }
 }

@@ -46,3 +46,56 @@ pub fn mcp(ws: &Workspace) -> Outcome {
         Ok(exit::OK)
     })
 }
+
+/// `baton serve [--listen ADDR:PORT]`: the HTTP API, its event stream, webhooks and MCP
+/// over HTTP at `/mcp`.
+pub fn serve(ws: &Workspace, listen: &str) -> Outcome {
+    let addr: std::net::SocketAddr = listen.parse().map_err(|_| {
+        Failure::new(format!(
+            "--listen {listen} is not an address — write it as 127.0.0.1:7077"
+        ))
+    })?;
+    if !addr.ip().is_loopback() {
+        eprintln!(
+            "warning: listening on {addr}, which other machines can reach — anyone holding the token can drive the board; prefer 127.0.0.1 behind an SSH tunnel"
+        );
+    }
+    let cfg = ws.config()?;
+    let token = crate::api::token::load_or_create(&ws.dir()).map_err(Failure::new)?;
+    let _guard = crate::workspace::logging::init(ws, "serve.log");
+    let rt = runtime()?;
+    rt.block_on(async {
+        let ops = Arc::new(Ops::open(ws).await.map_err(Failure::new)?);
+        let opts = crate::api::http::Options {
+            listen: addr,
+            token,
+            max_body: cfg.serve.max_body_bytes,
+            github_secret_env: cfg.serve.github_secret_env.clone(),
+        };
+        let engine = if ops.embedded() {
+            "runs the engine"
+        } else {
+            "attached to the running engine"
+        };
+        eprintln!(
+            "baton serve on http://{addr} ({engine}); token in {} — SIGINT/SIGTERM stop it",
+            crate::api::token::path(&ws.dir()).display()
+        );
+        let served = crate::api::http::serve(ops.clone(), opts, stop_signal()).await;
+        if let Ok(ops) = Arc::try_unwrap(ops) {
+            ops.shutdown().await;
+        }
+        served.map_err(Failure::new)?;
+        Ok(exit::OK)
+    })
+}
+
+/// `baton token rotate`: a new token; the old one stops working at once.
+pub fn rotate(ws: &Workspace) -> Outcome {
+    crate::api::token::rotate(&ws.dir()).map_err(Failure::new)?;
+    println!(
+        "new token written to {} — give it to your clients; the old one no longer works",
+        crate::api::token::path(&ws.dir()).display()
+    );
+    Ok(exit::OK)
+}

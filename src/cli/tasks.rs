@@ -209,7 +209,7 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
         Command::Init | Command::Engine { .. } | Command::Pipelines(_) | Command::Agents(_) => {
             unreachable!("dispatched elsewhere")
         }
-        Command::Mcp => {
+        Command::Mcp | Command::Serve { .. } | Command::Token(_) => {
             unreachable!("dispatched elsewhere")
         }
     }

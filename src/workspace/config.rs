@@ -36,6 +36,27 @@ pub struct Config {
     pub worktree_root: Option<PathBuf>,
     /// The branch task branches start from (default: the branch checked out at init).
     pub base_branch: Option<String>,
+    /// `baton serve`'s settings (`[serve]`).
+    pub serve: ServeConfig,
+}
+
+/// `[serve]`: the HTTP API's settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServeConfig {
+    /// The environment variable holding the GitHub webhook secret (never the secret itself).
+    pub github_secret_env: String,
+    /// The largest request body accepted, in bytes.
+    pub max_body_bytes: usize,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        Self {
+            github_secret_env: "BATON_GITHUB_SECRET".into(),
+            max_body_bytes: 1024 * 1024,
+        }
+    }
 }
 
 impl Default for Config {
@@ -48,6 +69,7 @@ impl Default for Config {
             default_timeout: Duration::from_secs(60 * 60),
             worktree_root: None,
             base_branch: None,
+            serve: ServeConfig::default(),
         }
     }
 }

@@ -42,6 +42,7 @@ pub struct AppState {
     /// `Host` values accepted (`127.0.0.1:7077`, `localhost:7077`, …).
     hosts: Arc<Vec<String>>,
     pub github_secret_env: Arc<String>,
+    max_body: usize,
     /// Cancelled when the server stops: event streams end, so shutdown need not wait.
     pub stopping: tokio_util::sync::CancellationToken,
 }
@@ -74,7 +75,11 @@ async fn guard_host(State(s): State<AppState>, req: Request, next: Next) -> Resp
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
         .map(str::to_ascii_lowercase)
-        .or_else(|| req.uri().authority().map(|a| a.as_str().to_ascii_lowercase()));
+        .or_else(|| {
+            req.uri()
+                .authority()
+                .map(|a| a.as_str().to_ascii_lowercase())
+        });
     let Some(host) = host.filter(|h| s.hosts.iter().any(|a| a == h)) else {
         return error(
             StatusCode::FORBIDDEN,
@@ -94,6 +99,26 @@ async fn guard_host(State(s): State<AppState>, req: Request, next: Next) -> Resp
                 "requests from other web sites are refused (Origin does not match baton's address)",
             );
         }
+    }
+    next.run(req).await
+}
+
+/// Refuses a body larger than the limit up front (by its `Content-Length`); a body that
+/// grows past it while streaming is cut off by the extractors' limit, also with 413.
+async fn guard_size(State(s): State<AppState>, req: Request, next: Next) -> Response {
+    let len = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if let Some(len) = len.filter(|l| *l > s.max_body as u64) {
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "the request body is {len} bytes; baton takes at most {} — send less, or raise max_body_bytes under [serve] in config.toml",
+                s.max_body
+            ),
+        );
     }
     next.run(req).await
 }
@@ -134,6 +159,7 @@ pub fn router(
         token: Arc::new(opts.token.clone()),
         hosts: Arc::new(allowed_hosts(opts.listen)),
         github_secret_env: Arc::new(opts.github_secret_env.clone()),
+        max_body: opts.max_body,
     };
     // rmcp checks Host and Origin too; the guard in front already did, with the same list.
     let mcp_config = StreamableHttpServerConfig::default()
@@ -164,9 +190,14 @@ pub fn router(
         ));
     with_token
         .merge(signed)
-        .fallback(|| async { error(StatusCode::NOT_FOUND, "no such endpoint — GET /api/openapi.json lists them") })
+        .fallback(|| async {
+            error(
+                StatusCode::NOT_FOUND,
+                "no such endpoint — GET /api/openapi.json lists them",
+            )
+        })
         .layer(axum::extract::DefaultBodyLimit::max(opts.max_body))
-        .layer(tower_http::limit::RequestBodyLimitLayer::new(opts.max_body))
+        .layer(middleware::from_fn_with_state(state.clone(), guard_size))
         .layer(middleware::from_fn_with_state(state.clone(), guard_host))
         .with_state(state)
 }
@@ -179,7 +210,12 @@ pub async fn serve(
 ) -> Result<(), String> {
     let listener = tokio::net::TcpListener::bind(opts.listen)
         .await
-        .map_err(|e| format!("cannot listen on {}: {e} — pick another with --listen", opts.listen))?;
+        .map_err(|e| {
+            format!(
+                "cannot listen on {}: {e} — pick another with --listen",
+                opts.listen
+            )
+        })?;
     let stopping = tokio_util::sync::CancellationToken::new();
     let app = router(ops, &opts, stopping.clone());
     axum::serve(listener, app)

@@ -183,7 +183,11 @@ impl ServerHandler for BatonMcp {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         let mut items = vec![
-            json_resource(BOARD, "board", "Every task on the board, as `baton list --json`."),
+            json_resource(
+                BOARD,
+                "board",
+                "Every task on the board, as `baton list --json`.",
+            ),
             json_resource(PIPELINES, "pipelines", "Every pipeline with its statuses."),
         ];
         if let Ok(catalog) = self.ops.catalog().await {
@@ -223,7 +227,9 @@ impl ServerHandler for BatonMcp {
                 ResourceContents::text(text, request.uri).with_mime_type("application/json"),
             ])
             .into()),
-            Err(e) if e.kind == Kind::NotFound => Err(McpError::resource_not_found(e.message, None)),
+            Err(e) if e.kind == Kind::NotFound => {
+                Err(McpError::resource_not_found(e.message, None))
+            }
             Err(e) => Err(McpError::internal_error(e.message, None)),
         }
     }

@@ -104,7 +104,11 @@ pub struct ValidateArgs {
 /// Default number of log lines `task_logs` returns.
 const DEFAULT_TAIL: usize = 200;
 
-fn tool<T: JsonSchema + 'static>(name: &'static str, description: &'static str, read: bool) -> Tool {
+fn tool<T: JsonSchema + 'static>(
+    name: &'static str,
+    description: &'static str,
+    read: bool,
+) -> Tool {
     let schema: std::sync::Arc<JsonObject> = schema_for_type::<T>();
     let mut ann = ToolAnnotations::new();
     ann.read_only_hint = Some(read);
@@ -116,22 +120,86 @@ fn tool<T: JsonSchema + 'static>(name: &'static str, description: &'static str, 
 /// Every tool, in the order a model should meet them.
 pub fn tools() -> Vec<Tool> {
     vec![
-        tool::<ListArgs>("list_tasks", "List baton tasks (cards on the kanban board), newest first. Each item: id, title, pipeline, status (the column), state (idle, queued, running, waiting, interrupted, done, failed, cancelled), updated_at. Filter by `status` and/or `pipeline`.", true),
-        tool::<IdArgs>("show_task", "Show one task in full: status, state, run number, every step run (state, exit code, outcome, error, handoff, usage, cost, test counts) in the order they ran, and the history of transitions with notes.", true),
-        tool::<CreateArgs>("create_task", "Create a task on a pipeline. With `start: true` it starts at once and its first step runs; otherwise it waits in the backlog until `start`. Returns the task as show_task does.", false),
-        tool::<IdArgs>("start", "Start a task waiting in its backlog: it moves to the pipeline's first step, which runs.", false),
-        tool::<NoteArgs>("approve", "Approve a task waiting at a gate (state `waiting`), so it moves on. The note is kept and handed to the next step.", false),
-        tool::<NoteArgs>("reject", "Reject a task waiting at a gate; it goes back as its pipeline says. Say in `note` what must change: the next step receives it.", false),
-        tool::<MoveArgs>("move", "Move a task to another status that its pipeline allows from where it is (a manual transition).", false),
-        tool::<NoteArgs>("abort", "Abort a task: stop its running step and move it to cancelled.", false),
-        tool::<IdArgs>("resume", "Re-run an interrupted or failed step as a new attempt and go on from there.", false),
-        tool::<IdArgs>("retry", "Start the task over: a new run from the first step.", false),
-        tool::<LogsArgs>("task_logs", "Read a step's log lines (default: the latest step, last 200 lines). Each line has id, stream (stdout, stderr, system), text and time. Pass `after` = `next_after` from the previous call to read only new lines.", true),
-        tool::<IdArgs>("task_diff", "The task's code changes: its branch against the base branch, plus uncommitted work in its worktree, as a unified diff.", true),
-        tool::<NoArgs>("list_pipelines", "List the pipelines tasks can run on (built-in and the workspace's): id, name, description and their statuses in board order.", true),
-        tool::<PipelineArgs>("show_pipeline", "Show one pipeline as JSON: its statuses (queue, step, gate, done, failed, cancelled) with their steps, transitions, guards, hooks and triggers.", true),
-        tool::<ValidateArgs>("validate_pipeline", "Check the JSON text of a pipeline file without saving it. Returns ok, and each error or warning with its line and column and a plain reason.", true),
-        tool::<NoArgs>("list_agents", "List the agent profiles steps can use: id, backend (command, openai, opencode), where it runs, its file; and problems in profile files.", true),
+        tool::<ListArgs>(
+            "list_tasks",
+            "List baton tasks (cards on the kanban board), newest first. Each item: id, title, pipeline, status (the column), state (idle, queued, running, waiting, interrupted, done, failed, cancelled), updated_at. Filter by `status` and/or `pipeline`.",
+            true,
+        ),
+        tool::<IdArgs>(
+            "show_task",
+            "Show one task in full: status, state, run number, every step run (state, exit code, outcome, error, handoff, usage, cost, test counts) in the order they ran, and the history of transitions with notes.",
+            true,
+        ),
+        tool::<CreateArgs>(
+            "create_task",
+            "Create a task on a pipeline. With `start: true` it starts at once and its first step runs; otherwise it waits in the backlog until `start`. Returns the task as show_task does.",
+            false,
+        ),
+        tool::<IdArgs>(
+            "start",
+            "Start a task waiting in its backlog: it moves to the pipeline's first step, which runs.",
+            false,
+        ),
+        tool::<NoteArgs>(
+            "approve",
+            "Approve a task waiting at a gate (state `waiting`), so it moves on. The note is kept and handed to the next step.",
+            false,
+        ),
+        tool::<NoteArgs>(
+            "reject",
+            "Reject a task waiting at a gate; it goes back as its pipeline says. Say in `note` what must change: the next step receives it.",
+            false,
+        ),
+        tool::<MoveArgs>(
+            "move",
+            "Move a task to another status that its pipeline allows from where it is (a manual transition).",
+            false,
+        ),
+        tool::<NoteArgs>(
+            "abort",
+            "Abort a task: stop its running step and move it to cancelled.",
+            false,
+        ),
+        tool::<IdArgs>(
+            "resume",
+            "Re-run an interrupted or failed step as a new attempt and go on from there.",
+            false,
+        ),
+        tool::<IdArgs>(
+            "retry",
+            "Start the task over: a new run from the first step.",
+            false,
+        ),
+        tool::<LogsArgs>(
+            "task_logs",
+            "Read a step's log lines (default: the latest step, last 200 lines). Each line has id, stream (stdout, stderr, system), text and time. Pass `after` = `next_after` from the previous call to read only new lines.",
+            true,
+        ),
+        tool::<IdArgs>(
+            "task_diff",
+            "The task's code changes: its branch against the base branch, plus uncommitted work in its worktree, as a unified diff.",
+            true,
+        ),
+        tool::<NoArgs>(
+            "list_pipelines",
+            "List the pipelines tasks can run on (built-in and the workspace's): id, name, description and their statuses in board order.",
+            true,
+        ),
+        tool::<PipelineArgs>(
+            "show_pipeline",
+            "Show one pipeline as JSON: its statuses (queue, step, gate, done, failed, cancelled) with their steps, transitions, guards, hooks and triggers.",
+            true,
+        ),
+        tool::<ValidateArgs>(
+            "validate_pipeline",
+            "Check the JSON text of a pipeline file without saving it. Returns ok, and each error or warning with its line and column and a plain reason.",
+            true,
+        ),
+        tool::<NoArgs>(
+            "list_agents",
+            "List the agent profiles steps can use: id, backend (command, openai, opencode), where it runs, its file; and problems in profile files.",
+            true,
+        ),
     ]
 }
 
@@ -193,7 +261,10 @@ pub async fn call(ops: &Ops, name: &str, raw: Option<JsonObject>) -> OpResult {
         }
         "task_diff" => ops.task_diff(args::<IdArgs>(name, raw)?.id).await,
         "list_pipelines" => ops.list_pipelines().await,
-        "show_pipeline" => ops.show_pipeline(&args::<PipelineArgs>(name, raw)?.id).await,
+        "show_pipeline" => {
+            ops.show_pipeline(&args::<PipelineArgs>(name, raw)?.id)
+                .await
+        }
         "validate_pipeline" => {
             let a: ValidateArgs = args(name, raw)?;
             ops.validate_pipeline(a.text, a.file).await

@@ -381,7 +381,11 @@ impl Ops {
     pub async fn list_pipelines(&self) -> OpResult {
         let catalog = self.catalog().await?;
         Ok(Value::Array(
-            catalog.pipelines.iter().map(super::shapes::pipeline_item).collect(),
+            catalog
+                .pipelines
+                .iter()
+                .map(super::shapes::pipeline_item)
+                .collect(),
         ))
     }
 

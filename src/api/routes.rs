@@ -7,7 +7,6 @@ use super::schema::{ActionBody, ErrorBody, ListItem, LogsPage, ShowTask, Validat
 use crate::engine::Action;
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -48,12 +47,17 @@ pub fn op_error(e: OpError) -> Response {
     error(status, e.message)
 }
 
-/// A body that is not the JSON expected: its status (413 when too large) and a sentence.
-pub fn bad_json(e: JsonRejection) -> Response {
-    error(
-        e.status(),
-        format!("the request body is not what this endpoint takes: {}", e.body_text()),
-    )
+/// The JSON body of a request (whatever its `Content-Type` says), or a 400 with a sentence.
+pub fn parse_json<T: serde::de::DeserializeOwned>(
+    body: &Bytes,
+    example: &str,
+) -> Result<T, Response> {
+    serde_json::from_slice(body).map_err(|e| {
+        error(
+            StatusCode::BAD_REQUEST,
+            format!("the request body must be JSON like {example}: {e}"),
+        )
+    })
 }
 
 /// Filters of `GET /api/tasks`.
@@ -76,13 +80,11 @@ pub async fn list_tasks(State(s): State<AppState>, Query(q): Query<ListQuery>) -
 #[utoipa::path(post, path = "/api/tasks", request_body = NewTask,
     responses((status = 201, body = ShowTask), (status = 400, body = ErrorBody),
         (status = 413, body = ErrorBody)), security(("bearer" = [])))]
-pub async fn create_task(
-    State(s): State<AppState>,
-    body: Result<axum::Json<NewTask>, JsonRejection>,
-) -> Response {
-    let new = match body {
-        Ok(axum::Json(b)) => b,
-        Err(e) => return bad_json(e),
+pub async fn create_task(State(s): State<AppState>, body: Bytes) -> Response {
+    let example = r#"{"title": "…", "prompt": "…", "pipeline": "…", "start": true}"#;
+    let new: NewTask = match parse_json(&body, example) {
+        Ok(b) => b,
+        Err(r) => return r,
     };
     match s.ops.create_task(new).await {
         Ok(v) => (StatusCode::CREATED, axum::Json(v)).into_response(),
@@ -114,14 +116,9 @@ pub async fn act(
     let b: ActionBody = if body.iter().all(u8::is_ascii_whitespace) {
         ActionBody::default()
     } else {
-        match serde_json::from_slice(&body) {
+        match parse_json(&body, r#"{"note": "…"}"#) {
             Ok(b) => b,
-            Err(e) => {
-                return error(
-                    StatusCode::BAD_REQUEST,
-                    format!("the body must be JSON like {{\"note\": \"…\"}}: {e}"),
-                );
-            }
+            Err(r) => return r,
         }
     };
     let action = match action.as_str() {
@@ -202,13 +199,10 @@ pub async fn show_pipeline(State(s): State<AppState>, Path(id): Path<String>) ->
 /// Checks a pipeline file's text; errors and warnings with line and column.
 #[utoipa::path(post, path = "/api/pipelines/validate", request_body = ValidateBody,
     responses((status = 200, body = Object)), security(("bearer" = [])))]
-pub async fn validate_pipeline(
-    State(s): State<AppState>,
-    body: Result<axum::Json<ValidateBody>, JsonRejection>,
-) -> Response {
-    match body {
-        Ok(axum::Json(b)) => reply(s.ops.validate_pipeline(b.text, b.file).await),
-        Err(e) => bad_json(e),
+pub async fn validate_pipeline(State(s): State<AppState>, body: Bytes) -> Response {
+    match parse_json::<ValidateBody>(&body, r#"{"text": "<the pipeline file>"}"#) {
+        Ok(b) => reply(s.ops.validate_pipeline(b.text, b.file).await),
+        Err(r) => r,
     }
 }
 

@@ -98,9 +98,11 @@ pub async fn events(
             };
         }
     });
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|e| (Ok(e), rx))
-    });
+    let stream =
+        futures_util::stream::unfold(
+            rx,
+            |mut rx| async move { rx.recv().await.map(|e| (Ok(e), rx)) },
+        );
     Sse::new(stream).keep_alive(KeepAlive::default())
 }
 

@@ -71,7 +71,10 @@ mod tests {
         let a = load_or_create(dir.path()).unwrap();
         assert_eq!(a.len(), 64);
         assert_eq!(load_or_create(dir.path()).unwrap(), a);
-        let mode = std::fs::metadata(path(dir.path())).unwrap().permissions().mode();
+        let mode = std::fs::metadata(path(dir.path()))
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o600);
         let b = rotate(dir.path()).unwrap();
         assert_ne!(a, b);

@@ -175,14 +175,9 @@ pub async fn trigger(
     let payload: Value = if body.iter().all(u8::is_ascii_whitespace) {
         json!({})
     } else {
-        match serde_json::from_slice(&body) {
+        match super::routes::parse_json(&body, r#"{"title": "…", "prompt": "…"}"#) {
             Ok(v) => v,
-            Err(e) => {
-                return error(
-                    StatusCode::BAD_REQUEST,
-                    format!("the body must be JSON like {{\"title\": \"…\", \"prompt\": \"…\"}}: {e}"),
-                );
-            }
+            Err(r) => return r,
         }
     };
     let text = |k: &str| payload.get(k).and_then(Value::as_str).map(String::from);
@@ -210,7 +205,9 @@ pub async fn trigger(
     if !matches!(written, Ok(Ok(()))) {
         return error(
             StatusCode::INTERNAL_SERVER_ERROR,
-            format!("task {id} was created but its payload could not be written to .baton/context/{id}/ — check the folder is writable, then `baton start {id}`"),
+            format!(
+                "task {id} was created but its payload could not be written to .baton/context/{id}/ — check the folder is writable, then `baton start {id}`"
+            ),
         );
     }
     let size = body.len();

@@ -28,6 +28,8 @@ pub struct Options {
     pub listen: SocketAddr,
     /// The bearer token.
     pub token: String,
+    /// The file holding it, read again on each request (None: `token` stays).
+    pub token_file: Option<std::path::PathBuf>,
     /// The largest request body, in bytes.
     pub max_body: usize,
     /// The environment variable holding the GitHub webhook secret.
@@ -39,6 +41,7 @@ pub struct Options {
 pub struct AppState {
     pub ops: Arc<Ops>,
     token: Arc<String>,
+    token_file: Option<Arc<std::path::PathBuf>>,
     /// `Host` values accepted (`127.0.0.1:7077`, `localhost:7077`, …).
     hosts: Arc<Vec<String>>,
     pub github_secret_env: Arc<String>,
@@ -125,7 +128,12 @@ async fn guard_size(State(s): State<AppState>, req: Request, next: Next) -> Resp
 
 /// Requires `Authorization: Bearer <token>`.
 async fn guard_token(State(s): State<AppState>, req: Request, next: Next) -> Response {
-    if authorized(&s, req.headers()) {
+    // The file is read again on each request, so `baton token rotate` applies at once.
+    let current = match s.token_file.as_deref() {
+        Some(path) => tokio::fs::read_to_string(path).await.ok(),
+        None => Some(s.token.to_string()),
+    };
+    if current.is_some_and(|t| authorized(t.trim(), req.headers())) {
         return next.run(req).await;
     }
     let mut res = error(
@@ -139,12 +147,12 @@ async fn guard_token(State(s): State<AppState>, req: Request, next: Next) -> Res
     res
 }
 
-fn authorized(s: &AppState, headers: &HeaderMap) -> bool {
+fn authorized(token: &str, headers: &HeaderMap) -> bool {
     headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|given| token::matches(&s.token, given.trim()))
+        .is_some_and(|given| !token.is_empty() && token::matches(token, given.trim()))
 }
 
 /// The whole application.
@@ -157,6 +165,7 @@ pub fn router(
         stopping: stopping.clone(),
         ops: ops.clone(),
         token: Arc::new(opts.token.clone()),
+        token_file: opts.token_file.clone().map(Arc::new),
         hosts: Arc::new(allowed_hosts(opts.listen)),
         github_secret_env: Arc::new(opts.github_secret_env.clone()),
         max_body: opts.max_body,
@@ -202,10 +211,12 @@ pub fn router(
         .with_state(state)
 }
 
-/// Serves until `stop` resolves.
+/// Binds, calls `ready` with the address bound (a port 0 becomes a real one), and serves
+/// until `stop` resolves.
 pub async fn serve(
     ops: Arc<Ops>,
-    opts: Options,
+    mut opts: Options,
+    ready: impl FnOnce(SocketAddr),
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), String> {
     let listener = tokio::net::TcpListener::bind(opts.listen)
@@ -216,6 +227,8 @@ pub async fn serve(
                 opts.listen
             )
         })?;
+    opts.listen = listener.local_addr().map_err(|e| e.to_string())?;
+    ready(opts.listen);
     let stopping = tokio_util::sync::CancellationToken::new();
     let app = router(ops, &opts, stopping.clone());
     axum::serve(listener, app)

@@ -172,7 +172,11 @@ impl Feed {
             return Ok(());
         };
         self.cursor.task_at = self.cursor.task_at.max(task.updated_at);
-        self.send("task", json::list_item(&task)).await?;
+        // Lines first, then steps, then the task: a step logs, ends, and its task moves on.
+        // (A step that ended may have written lines the last look missed.)
+        if self.task == Some(id) {
+            self.logs(None).await?;
+        }
         for (n, step) in steps.iter().enumerate() {
             let before = self.steps.insert(step.id, step.state);
             let since = self.since;
@@ -193,11 +197,7 @@ impl Feed {
                 self.send("step_finished", data).await?;
             }
         }
-        // A step that ended may have written lines the last look missed.
-        if self.task == Some(id) {
-            self.logs(None).await?;
-        }
-        Ok(())
+        self.send("task", json::list_item(&task)).await
     }
 
     /// New lines of the followed task: of one step run, or of all of them.

@@ -69,6 +69,7 @@ pub fn serve(ws: &Workspace, listen: &str) -> Outcome {
         let opts = crate::api::http::Options {
             listen: addr,
             token,
+            token_file: Some(crate::api::token::path(&ws.dir())),
             max_body: cfg.serve.max_body_bytes,
             github_secret_env: cfg.serve.github_secret_env.clone(),
         };
@@ -77,11 +78,14 @@ pub fn serve(ws: &Workspace, listen: &str) -> Outcome {
         } else {
             "attached to the running engine"
         };
-        eprintln!(
-            "baton serve on http://{addr} ({engine}); token in {} — SIGINT/SIGTERM stop it",
-            crate::api::token::path(&ws.dir()).display()
-        );
-        let served = crate::api::http::serve(ops.clone(), opts, stop_signal()).await;
+        let token_path = crate::api::token::path(&ws.dir());
+        let ready = |addr: std::net::SocketAddr| {
+            eprintln!(
+                "baton serve on http://{addr} ({engine}); token in {} — SIGINT/SIGTERM stop it",
+                token_path.display()
+            );
+        };
+        let served = crate::api::http::serve(ops.clone(), opts, ready, stop_signal()).await;
         if let Ok(ops) = Arc::try_unwrap(ops) {
             ops.shutdown().await;
         }

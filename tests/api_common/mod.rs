@@ -86,3 +86,66 @@ pub fn run_client(py: &Path, args: &[&str]) -> String {
     );
     text
 }
+
+/// A running `baton serve` on a free loopback port; stopped (SIGTERM) when dropped.
+pub struct Server {
+    child: std::process::Child,
+    /// `127.0.0.1:PORT`.
+    pub addr: String,
+    pub baton_dir: PathBuf,
+}
+
+impl Server {
+    /// Starts `baton serve --listen 127.0.0.1:0` in `ws` with extra environment, and waits
+    /// for the line that says where it listens.
+    pub fn start(ws: &Path, env: &[(&str, &str)]) -> Self {
+        use std::io::BufRead;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_baton"))
+            .arg("--dir")
+            .arg(ws)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .env_remove("BATON_GITHUB_SECRET")
+            .envs(env.iter().copied())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("baton serve");
+        let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        let addr = loop {
+            let line = lines
+                .next()
+                .expect("baton serve ended before it listened")
+                .unwrap();
+            if let Some(rest) = line.split("baton serve on http://").nth(1) {
+                break rest.split_whitespace().next().unwrap().to_string();
+            }
+        };
+        // Keep draining stderr so the server never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        Self {
+            child,
+            addr,
+            baton_dir: ws.join(".baton"),
+        }
+    }
+
+    /// The current token.
+    pub fn token(&self) -> String {
+        std::fs::read_to_string(self.baton_dir.join("token"))
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+
+    /// `http://127.0.0.1:PORT{path}`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let _ = self.child.wait();
+    }
+}

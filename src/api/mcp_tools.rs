@@ -9,12 +9,12 @@ use rmcp::schemars::JsonSchema;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
-/// No arguments.
+/// This tool takes no arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]
 pub struct NoArgs {}
 
-/// `list_tasks`.
+/// Filters for the task list; leave both out for every task.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]
 pub struct ListArgs {
@@ -24,7 +24,7 @@ pub struct ListArgs {
     pub pipeline: Option<String>,
 }
 
-/// A task id.
+/// Which task.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]
 pub struct IdArgs {
@@ -32,7 +32,7 @@ pub struct IdArgs {
     pub id: i64,
 }
 
-/// A task id and an optional note.
+/// Which task, and an optional note for its history and next step.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]
 pub struct NoteArgs {
@@ -42,7 +42,7 @@ pub struct NoteArgs {
     pub note: Option<String>,
 }
 
-/// `move`.
+/// Which task, where to move it, and an optional note.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]
 pub struct MoveArgs {
@@ -54,7 +54,7 @@ pub struct MoveArgs {
     pub note: Option<String>,
 }
 
-/// `create_task`.
+/// The new task.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]
 pub struct CreateArgs {
@@ -69,7 +69,7 @@ pub struct CreateArgs {
     pub start: bool,
 }
 
-/// `task_logs`.
+/// Which task and step, and which of its log lines.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]
 pub struct LogsArgs {
@@ -83,7 +83,7 @@ pub struct LogsArgs {
     pub after: Option<i64>,
 }
 
-/// A pipeline id.
+/// Which pipeline.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]
 pub struct PipelineArgs {
@@ -91,7 +91,7 @@ pub struct PipelineArgs {
     pub id: String,
 }
 
-/// `validate_pipeline`.
+/// The pipeline file to check.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]
 pub struct ValidateArgs {

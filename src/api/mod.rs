@@ -2,6 +2,7 @@
 //! with an event stream and webhooks. Like the TUI and the CLI, they reach the engine
 //! through its handle or the commands table and read through the store: no SQL here.
 
+mod catalog_ops;
 pub mod http;
 pub mod link;
 pub mod mcp;

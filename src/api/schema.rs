@@ -124,3 +124,46 @@ pub struct LogLineItem {
     pub text: String,
     pub at: String,
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::{Action, Outside, Request, actions::apply, create_task};
+    use crate::store::Store;
+    use serde_json::Value;
+    use std::collections::BTreeSet;
+    use utoipa::OpenApi;
+
+    fn keys(v: &Value) -> BTreeSet<String> {
+        v.as_object().unwrap().keys().cloned().collect()
+    }
+
+    /// The documented shapes have exactly the fields the CLI's `--json` prints.
+    #[test]
+    fn documented_shapes_match_the_cli_json() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("b.db")).unwrap();
+        let text = r#"{"id": "p", "name": "P", "statuses": [
+            {"id": "todo", "label": "To do", "kind": "queue"},
+            {"id": "work", "label": "Work", "step": {"run": "true"}},
+            {"id": "done", "label": "Done", "kind": "done"},
+            {"id": "failed", "label": "Failed", "kind": "failed"}]}"#;
+        let (p, diags) = crate::pipeline::parse_pipeline("p.json", text, None);
+        let p = p.unwrap_or_else(|| panic!("{diags:?}"));
+        let id = store.write(|db| create_task(db, &p, "t", "")).unwrap();
+        let req = Request {
+            task_id: id,
+            action: Action::Start,
+            expected_status: None,
+            actor: "test".into(),
+        };
+        store.write(|db| apply(db, &req, &Outside::NONE)).unwrap();
+        let show = crate::cli::json::show(&store.read(), id).unwrap();
+        let item = crate::cli::json::list_item(&store.read().task(id).unwrap());
+        let doc = serde_json::to_value(super::super::openapi::ApiDoc::openapi()).unwrap();
+        let props = |name: &str| keys(&doc["components"]["schemas"][name]["properties"]);
+        assert_eq!(props("ShowTask"), keys(&show));
+        assert_eq!(props("ListItem"), keys(&item));
+        assert_eq!(props("StepItem"), keys(&show["steps"][0]));
+        assert_eq!(props("HistoryItem"), keys(&show["history"][0]));
+    }
+}

@@ -51,12 +51,12 @@ pub fn op_error(e: OpError) -> Response {
 pub fn parse_json<T: serde::de::DeserializeOwned>(
     body: &Bytes,
     example: &str,
-) -> Result<T, Response> {
+) -> Result<T, Box<Response>> {
     serde_json::from_slice(body).map_err(|e| {
-        error(
+        Box::new(error(
             StatusCode::BAD_REQUEST,
             format!("the request body must be JSON like {example}: {e}"),
-        )
+        ))
     })
 }
 
@@ -84,7 +84,7 @@ pub async fn create_task(State(s): State<AppState>, body: Bytes) -> Response {
     let example = r#"{"title": "…", "prompt": "…", "pipeline": "…", "start": true}"#;
     let new: NewTask = match parse_json(&body, example) {
         Ok(b) => b,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     match s.ops.create_task(new).await {
         Ok(v) => (StatusCode::CREATED, axum::Json(v)).into_response(),
@@ -118,7 +118,7 @@ pub async fn act(
     } else {
         match parse_json(&body, r#"{"note": "…"}"#) {
             Ok(b) => b,
-            Err(r) => return r,
+            Err(r) => return *r,
         }
     };
     let action = match action.as_str() {
@@ -202,7 +202,7 @@ pub async fn show_pipeline(State(s): State<AppState>, Path(id): Path<String>) ->
 pub async fn validate_pipeline(State(s): State<AppState>, body: Bytes) -> Response {
     match parse_json::<ValidateBody>(&body, r#"{"text": "<the pipeline file>"}"#) {
         Ok(b) => reply(s.ops.validate_pipeline(b.text, b.file).await),
-        Err(r) => r,
+        Err(r) => *r,
     }
 }
 

@@ -177,7 +177,7 @@ pub async fn trigger(
     } else {
         match super::routes::parse_json(&body, r#"{"title": "…", "prompt": "…"}"#) {
             Ok(v) => v,
-            Err(r) => return r,
+            Err(r) => return *r,
         }
     };
     let text = |k: &str| payload.get(k).and_then(Value::as_str).map(String::from);

@@ -3,6 +3,7 @@
 //! through its handle or the commands table and read through the store: no SQL here.
 
 mod catalog_ops;
+pub mod github_push;
 pub mod http;
 pub mod link;
 pub mod mcp;

@@ -5,6 +5,7 @@
 //! steps as the file named by `BATON_TRIGGER_PAYLOAD_FILE`. Each delivery is recorded as an
 //! event, without its signature or secret.
 
+use super::github_push::{Delivery, record_push};
 use super::http::{AppState, error};
 use super::ops::NewTask;
 use super::routes::{op_error, reply};
@@ -105,51 +106,24 @@ pub async fn github(State(s): State<AppState>, headers: HeaderMap, body: Bytes) 
             }
         }
     }
-    let (ev, d) = (event.clone(), delivery.clone());
-    let recorded = s
-        .ops
-        .store()
-        .write(move |db| {
-            let seen_key = format!("github-delivery:{d}");
-            let duplicate = db.meta(&seen_key)?.is_some();
-            let mut fired = Vec::new();
-            if !duplicate {
-                db.set_meta(&seen_key, &sha)?;
-                if let Some(branch) = &push {
-                    let short: String = sha.chars().take(12).collect();
-                    let vars = [("branch", branch.as_str()), ("sha", short.as_str())];
-                    for (t, p) in &matching {
-                        // The watcher's memory and key: it will not fire this commit again.
-                        db.set_meta(
-                            &format!("push-seen:{}:{}:{branch}", t.pipeline, t.index),
-                            &sha,
-                        )?;
-                        let key = format!("push:{}:{}:{branch}:{sha}", t.pipeline, t.index);
-                        fired.extend(triggers::fire(db, p, t, &key, &vars)?);
-                    }
-                }
-            }
-            db.insert_event(&NewEvent {
-                task_id: None,
-                category: "webhook",
-                kind: "webhook.github",
-                summary: format!(
-                    "GitHub {ev} delivery {d}{}: {} task(s) created",
-                    if duplicate { " (again, ignored)" } else { "" },
-                    fired.len()
-                ),
-                data: json!({"event": ev, "delivery": d, "ref": push, "sha": sha,
-                    "tasks": fired, "duplicate": duplicate}),
-                actor: "webhook",
-                level: "info",
-            })?;
-            Ok::<_, crate::engine::EngineError>((duplicate, fired))
-        })
-        .await;
+    let delivery = Delivery {
+        event,
+        id: delivery,
+        branch: push,
+        sha,
+    };
+    let recorded = {
+        let delivery = delivery.clone();
+        s.ops
+            .store()
+            .write(move |db| record_push(db, &delivery, &matching))
+            .await
+    };
     match recorded {
         Ok((duplicate, tasks)) => {
             poke(&s).await;
-            let body = json!({"event": event, "delivery": delivery, "duplicate": duplicate, "tasks": tasks});
+            let body = json!({"event": delivery.event, "delivery": delivery.id,
+                "duplicate": duplicate, "tasks": tasks});
             axum::Json(body).into_response()
         }
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),

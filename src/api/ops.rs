@@ -286,17 +286,17 @@ impl Ops {
     /// The task's changes: its branch against the base, plus uncommitted work.
     pub async fn task_diff(&self, id: i64) -> OpResult {
         let task = self.store.read(move |db| db.task(id)).await?;
+        // Finding the repository runs git: on a blocking thread with a connection of its own.
         let ws = self.ws.clone();
-        let store = self.store.clone();
-        let git = store
-            .read(move |db| {
-                let cfg = ws
-                    .config()
-                    .map_err(|e| StoreError::Conflict(e.to_string()))?;
-                Ok(crate::engine::GitCtx::detect(&ws, &cfg, db).map_err(|e| e.to_string()))
-            })
-            .await?
-            .map_err(|e| OpError::new(Kind::Internal, e))?;
+        let git = tokio::task::spawn_blocking(move || {
+            let cfg = ws.config().map_err(|e| e.to_string())?;
+            let store =
+                crate::store::Store::open_read_only(&ws.db_path()).map_err(|e| e.to_string())?;
+            crate::engine::GitCtx::detect(&ws, &cfg, &store.read()).map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|e| OpError::new(Kind::Internal, e.to_string()))?
+        .map_err(|e| OpError::new(Kind::Internal, e))?;
         let Some(git) = git else {
             return Err(OpError::new(
                 Kind::NotFound,

@@ -20,6 +20,7 @@ fn python_client_drives_a_task_through_baton_mcp_on_stdio() {
     );
     assert!(out.contains("at the gate"), "{out}");
     assert!(out.contains("hello from from python"), "{out}");
+    assert!(out.contains("listen ok (2026-07-28)"), "{out}");
 }
 
 /// Bad input never ends the server: a line that is not JSON, an unknown tool and wrong

@@ -5,7 +5,8 @@
 
 It lists the tools, creates and starts a task on the `fast` pipeline (a script step, then a
 gate), waits for it at the gate through resource-updated notifications (no polling), approves
-it, checks it is done, and reads its step's log. Any failed check exits non-zero with a line
+it, checks it is done, and reads its step's log. On stdio it then does the same wait with the
+2026-07-28 protocol's `subscriptions/listen`. Any failed check exits non-zero with a line
 saying which; the last line printed on success is `ok`.
 """
 
@@ -15,6 +16,7 @@ import sys
 import anyio
 import mcp.types as types
 from mcp import ClientSession, StdioServerParameters
+from mcp.client.client import Client
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -91,7 +93,22 @@ async def scenario(read, write):
         check((await s.call_tool("approve", {"id": tid})).is_error, "approving a done task fails")
         v = result_json(await s.call_tool("validate_pipeline", {"text": '{"id": "x",\n "statuses": 3}'}))
         check(not v["ok"] and v["diagnostics"][0]["line"] is not None, f"located error: {v}")
-    print("ok", flush=True)
+
+
+async def modern(params):
+    """The 2026-07-28 protocol: `subscriptions/listen` instead of `resources/subscribe`."""
+    async with Client(params, mode="auto") as c:
+        version = c.session.protocol_version
+        task = result_json(await c.call_tool("create_task", {"title": "listened", "pipeline": "fast"}))
+        uri = f"baton://task/{task['id']}"
+        async with c.listen(resource_subscriptions=[uri]) as sub:
+            check(sub.honored.resource_subscriptions == [uri], f"honored: {sub.honored}")
+            result_json(await c.call_tool("start", {"id": task["id"]}))
+            with anyio.fail_after(30):
+                async for event in sub:
+                    check(event.uri == uri, f"event for {event}")
+                    break
+        print(f"listen ok ({version})", flush=True)
 
 
 async def main():
@@ -100,10 +117,13 @@ async def main():
         params = StdioServerParameters(command=sys.argv[2], args=["--dir", sys.argv[3], "mcp"])
         async with stdio_client(params) as (read, write):
             await scenario(read, write)
+        await modern(params)
+        print("ok", flush=True)
     else:
         client = create_mcp_http_client(headers={"Authorization": f"Bearer {sys.argv[3]}"})
         async with client, streamable_http_client(sys.argv[2], http_client=client) as (read, write):
             await scenario(read, write)
+        print("ok", flush=True)
 
 
 anyio.run(main)

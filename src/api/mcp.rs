@@ -12,9 +12,9 @@ use rmcp::model::{
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, LoggingLevel,
     PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
     Resource, ResourceContents, ResourceTemplate, ServerCapabilities, ServerConfig,
-    SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
+    SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -73,21 +73,8 @@ impl BatonMcp {
                     }
                     subs.iter().cloned().collect()
                 };
-                let task = match change {
-                    Change::Task(id) => Some(id),
-                    Change::Log(step) => ops
-                        .store()
-                        .read(move |db| db.step_run(step).map(|s| s.task_id))
-                        .await
-                        .ok(),
-                    Change::All => None,
-                };
-                for uri in uris {
-                    let hit = match task {
-                        None => true,
-                        Some(id) => uri == BOARD || uri == format!("{TASK}{id}"),
-                    };
-                    if hit && peer.notify_resource_updated(updated(&uri)).await.is_err() {
+                for uri in touched(&ops, change, uris).await {
+                    if peer.notify_resource_updated(updated(&uri)).await.is_err() {
                         return;
                     }
                 }
@@ -120,6 +107,25 @@ impl BatonMcp {
         };
         Ok(value.to_string())
     }
+}
+
+/// The URIs among `uris` that a change touches: a task's own, and the board for any task.
+async fn touched(ops: &Ops, change: Change, uris: Vec<String>) -> Vec<String> {
+    let task = match change {
+        Change::Task(id) => Some(id),
+        Change::Log(step) => ops
+            .store()
+            .read(move |db| db.step_run(step).map(|s| s.task_id))
+            .await
+            .ok(),
+        Change::All => None,
+    };
+    uris.into_iter()
+        .filter(|uri| match task {
+            None => true,
+            Some(id) => uri == BOARD || *uri == format!("{TASK}{id}"),
+        })
+        .collect()
 }
 
 fn updated(uri: &str) -> rmcp::model::ResourceUpdatedNotificationParam {
@@ -257,6 +263,44 @@ impl ServerHandler for BatonMcp {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&request.uri);
         Ok(())
+    }
+
+    /// `subscriptions/listen` (protocol 2026-07-28): resource subscriptions are honoured.
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let uris = requested.resource_subscriptions.clone().unwrap_or_default();
+        Some(
+            SubscriptionFilter::builder()
+                .resource_subscriptions(uris)
+                .build(),
+        )
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        use tokio::sync::broadcast::error::RecvError;
+        let uris = context
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
+        let mut changes = self.ops.changes();
+        loop {
+            let change = tokio::select! {
+                _ = context.cancelled() => return Ok(()),
+                c = changes.recv() => match c {
+                    Ok(c) => c,
+                    Err(RecvError::Lagged(_)) => Change::All,
+                    Err(RecvError::Closed) => return Ok(()),
+                },
+            };
+            for uri in touched(&self.ops, change, uris.clone()).await {
+                if context.sink().notify_resource_updated(uri).await.is_err() {
+                    return Ok(());
+                }
+            }
+        }
     }
 
     async fn set_level(

@@ -381,3 +381,38 @@ fn python_client_drives_a_task_over_mcp_on_http() {
     let out = api_common::run_client(&py, &["http", &s.url("/mcp"), &s.token()]);
     assert!(out.contains("at the gate"), "{out}");
 }
+
+#[test]
+fn an_attached_server_takes_over_when_the_engine_stops() {
+    use nix::sys::signal::{Signal, kill};
+    let ws = api_common::workspace();
+    let mut engine = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .arg("--dir")
+        .arg(ws.path())
+        .arg("engine")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(engine.stderr.take().unwrap()).lines();
+    assert!(lines.any(|l| l.unwrap().contains("baton engine running")));
+    let s = Server::start(ws.path(), &[]);
+    assert!(s.banner.contains("attached"), "{}", s.banner);
+    let rx = events(&s, "", None);
+    kill(
+        nix::unistd::Pid::from_raw(engine.id() as i32),
+        Signal::SIGTERM,
+    )
+    .unwrap();
+    engine.wait().unwrap();
+    // Whether the request or the takeover comes first, the step runs.
+    let (code, task) = post(
+        &s,
+        "/api/tasks",
+        json!({"title": "after the engine", "pipeline": "fast", "start": true}),
+    );
+    assert_eq!(code, StatusCode::CREATED, "{task}");
+    let id = task["id"].as_i64().unwrap();
+    until(&rx, "at the gate", |e| {
+        task_state(e, id, "review", "waiting")
+    });
+}

@@ -1,6 +1,7 @@
 //! The API's connection to the engine, like the TUI's: it runs the engine itself when none
-//! runs in the workspace (embedded), or attaches to the one that does. Either way it hands
-//! on a stream of changes (`task N`, `log N`, `all`) for notifications and event streams.
+//! runs in the workspace (embedded), or attaches to the one that does, and takes over when
+//! that one stops. Either way it hands on a stream of changes (`task N`, `log N`, `all`)
+//! for notifications and event streams.
 
 use crate::engine::wake::{Change, Subscription};
 use crate::engine::{self, Engine, EngineError, EngineEvent, EngineHandle, Request, RunOptions};
@@ -34,24 +35,38 @@ impl Drop for Link {
     }
 }
 
+/// A new channel for changes.
+pub fn changes() -> broadcast::Sender<Change> {
+    broadcast::channel(CHANGES).0
+}
+
+/// Resolves when the engine an attached link follows has stopped.
+pub type Gone = Option<tokio::sync::oneshot::Receiver<()>>;
+
 impl Link {
-    /// Embeds the engine when none runs, else attaches. Returns the link and its changes.
-    pub async fn connect(ws: &Workspace) -> Result<(Self, broadcast::Sender<Change>), String> {
-        let (tx, _) = broadcast::channel(CHANGES);
+    /// Embeds the engine when none runs, else attaches; changes go to `tx`. An attached
+    /// link also returns what says when its engine has gone.
+    pub async fn connect(
+        ws: &Workspace,
+        tx: &broadcast::Sender<Change>,
+    ) -> Result<(Self, Gone), String> {
         if !EngineLock::is_held(ws) {
             match Engine::start(ws).await {
                 Ok(engine) => {
                     let handle = engine.handle();
                     forward(handle.subscribe(), tx.clone());
                     let engine = tokio::spawn(engine.run(RunOptions::default()));
-                    return Ok((Self::Embedded { handle, engine }, tx));
+                    // Boards and streams reload: work may have been queued for this engine.
+                    let _ = tx.send(Change::All);
+                    return Ok((Self::Embedded { handle, engine }, None));
                 }
                 Err(EngineError::Workspace(WorkspaceError::EngineRunning(_))) => {}
                 Err(e) => return Err(e.to_string()),
             }
         }
-        let socket = follow(ws, tx.clone()).await;
-        Ok((Self::Attached { socket }, tx))
+        let (gone_tx, gone) = tokio::sync::oneshot::channel();
+        let socket = follow(ws, tx.clone(), gone_tx).await;
+        Ok((Self::Attached { socket }, Some(gone)))
     }
 
     /// True when this process runs the engine.
@@ -114,6 +129,7 @@ fn forward(mut events: broadcast::Receiver<EngineEvent>, tx: broadcast::Sender<C
 async fn follow(
     ws: &Workspace,
     tx: broadcast::Sender<Change>,
+    gone: tokio::sync::oneshot::Sender<()>,
 ) -> Option<std::os::unix::net::UnixStream> {
     let dir = ws.dir();
     let ws = ws.clone();
@@ -133,7 +149,12 @@ async fn follow(
     })
     .await
     .ok()
-    .flatten()?;
+    .flatten();
+    let Some(sub) = sub else {
+        // No engine listens (one of another version, or it stopped meanwhile).
+        let _ = gone.send(());
+        return None;
+    };
     let socket = sub.socket();
     let mut sub = sub;
     let _ = std::thread::Builder::new()
@@ -142,6 +163,7 @@ async fn follow(
             while let Some(change) = sub.next_change() {
                 let _ = tx.send(change);
             }
+            let _ = gone.send(());
         });
     socket
 }

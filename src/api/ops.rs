@@ -95,14 +95,19 @@ pub struct NewTask {
 pub struct Ops {
     pub(super) ws: Workspace,
     store: StoreHandle,
-    link: Link,
+    link: std::sync::Arc<tokio::sync::RwLock<Link>>,
     changes: broadcast::Sender<Change>,
+    /// Takes over the engine when the one followed stops.
+    takeover: tokio::task::JoinHandle<()>,
 }
 
 impl Ops {
     /// Opens the workspace's store and connects to (or runs) its engine.
     pub async fn open(ws: &Workspace) -> Result<Self, String> {
-        let (link, changes) = Link::connect(ws).await?;
+        let changes = super::link::changes();
+        let (link, gone) = Link::connect(ws, &changes).await?;
+        let link = std::sync::Arc::new(tokio::sync::RwLock::new(link));
+        let takeover = tokio::spawn(take_over(ws.clone(), link.clone(), changes.clone(), gone));
         let path = ws.db_path();
         let store = tokio::task::spawn_blocking(move || StoreHandle::open(&path))
             .await
@@ -113,6 +118,7 @@ impl Ops {
             store,
             link,
             changes,
+            takeover,
         })
     }
 
@@ -128,7 +134,7 @@ impl Ops {
 
     /// True when this process runs the engine.
     pub fn embedded(&self) -> bool {
-        self.link.embedded()
+        self.link.try_read().is_ok_and(|l| l.embedded())
     }
 
     /// Changes as they happen: `task N`, `log N` (a step run), `all`.
@@ -138,7 +144,12 @@ impl Ops {
 
     /// Stops an embedded engine.
     pub async fn shutdown(self) {
-        self.link.shutdown().await;
+        self.takeover.abort();
+        let link = std::mem::replace(
+            &mut *self.link.write().await,
+            Link::Attached { socket: None },
+        );
+        link.shutdown().await;
     }
 
     /// `list --json`, filtered by status and pipeline.
@@ -212,7 +223,8 @@ impl Ops {
             expected_status,
             actor: "api".into(),
         };
-        self.link.send(&self.ws, req).await.map_err(refused)
+        let link = self.link.read().await;
+        link.send(&self.ws, req).await.map_err(refused)
     }
 
     /// Wakes a running engine (and the boards it serves) after a direct write.
@@ -329,6 +341,34 @@ impl Ops {
             "branch": task.branch,
             "diff": crate::ansi::strip(&text),
         }))
+    }
+}
+
+/// When the engine followed stops, runs one here (or follows the next one), as the TUI does,
+/// so requested steps do not wait for nobody.
+async fn take_over(
+    ws: Workspace,
+    link: std::sync::Arc<tokio::sync::RwLock<Link>>,
+    changes: broadcast::Sender<Change>,
+    mut gone: super::link::Gone,
+) {
+    while let Some(rx) = gone.take() {
+        if rx.await.is_err() {
+            return;
+        }
+        match Link::connect(&ws, &changes).await {
+            Ok((next, next_gone)) => {
+                if next.embedded() {
+                    tracing::info!("the engine followed has stopped; this process runs one now");
+                }
+                *link.write().await = next;
+                gone = next_gone;
+            }
+            Err(e) => {
+                tracing::error!("the engine followed has stopped and none could start here: {e}");
+                return;
+            }
+        }
     }
 }
 

@@ -93,6 +93,8 @@ pub struct Server {
     /// `127.0.0.1:PORT`.
     pub addr: String,
     pub baton_dir: PathBuf,
+    /// The line saying where it listens and whether it runs the engine.
+    pub banner: String,
 }
 
 impl Server {
@@ -110,13 +112,13 @@ impl Server {
             .spawn()
             .expect("baton serve");
         let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
-        let addr = loop {
+        let (addr, banner) = loop {
             let line = lines
                 .next()
                 .expect("baton serve ended before it listened")
                 .unwrap();
             if let Some(rest) = line.split("baton serve on http://").nth(1) {
-                break rest.split_whitespace().next().unwrap().to_string();
+                break (rest.split_whitespace().next().unwrap().to_string(), line);
             }
         };
         // Keep draining stderr so the server never blocks on a full pipe.
@@ -125,6 +127,7 @@ impl Server {
             child,
             addr,
             baton_dir: ws.join(".baton"),
+            banner,
         }
     }
 

@@ -5,6 +5,7 @@
 
 pub mod agents;
 pub mod ansi;
+pub mod api;
 pub mod cli;
 pub mod engine;
 pub mod exec;

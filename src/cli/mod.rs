@@ -2,8 +2,9 @@
 
 mod engine_cmd;
 mod fixup;
-mod json;
+pub(crate) mod json;
 mod pipelines;
+mod serve;
 mod show;
 mod tasks;
 mod why;
@@ -182,6 +183,24 @@ pub enum Command {
         #[arg(long)]
         purge: bool,
     },
+    /// An MCP server on stdin/stdout, for coding agents (docs/api.md).
+    Mcp,
+    /// The HTTP API, event stream, webhooks and MCP at /mcp; token in .baton/token.
+    Serve {
+        /// Where to listen.
+        #[arg(long, default_value = "127.0.0.1:7077", value_name = "ADDR:PORT")]
+        listen: String,
+    },
+    /// The API token.
+    #[command(subcommand)]
+    Token(TokenCmd),
+}
+
+/// `baton token …`.
+#[derive(Debug, Subcommand)]
+pub enum TokenCmd {
+    /// Replace `.baton/token`; the old token stops working.
+    Rotate,
 }
 
 /// `start|approve|reject|abort|resume|retry ID [--note TEXT]`.
@@ -313,6 +332,9 @@ pub fn dispatch(dir: Option<&PathBuf>, command: Command) -> Outcome {
         | Command::Edit { .. }
         | Command::Archive { .. }
         | Command::Delete { .. }) => fixup::run(&workspace(dir)?, c),
+        Command::Mcp => serve::mcp(&workspace(dir)?),
+        Command::Serve { listen } => serve::serve(&workspace(dir)?, &listen),
+        Command::Token(TokenCmd::Rotate) => serve::rotate(&workspace(dir)?),
         other => tasks::run(&workspace(dir)?, other),
     }
 }

@@ -82,6 +82,12 @@ pub fn step_vars(job: &Job) -> Vec<(String, String)> {
     if let Some(h) = &job.handoff_file {
         vars.push(("BATON_HANDOFF_FILE".into(), h.display().to_string()));
     }
+    // The body of the webhook that created the task (`baton serve`'s /hooks/trigger).
+    let payload = job.context_dir.join("trigger-payload.json");
+    if payload.is_file() {
+        let path = payload.display().to_string();
+        vars.push(("BATON_TRIGGER_PAYLOAD_FILE".into(), path));
+    }
     vars.extend(job.spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     vars
 }

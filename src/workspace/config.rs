@@ -46,6 +46,27 @@ pub struct Config {
     /// Where steps run when neither the step nor its agent profile says (local when `None`).
     #[serde(skip)]
     pub default_executor: Option<crate::pipeline::ExecutorSpec>,
+    /// `baton serve`'s settings (`[serve]`).
+    pub serve: ServeConfig,
+}
+
+/// `[serve]`: the HTTP API's settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServeConfig {
+    /// The environment variable holding the GitHub webhook secret (never the secret itself).
+    pub github_secret_env: String,
+    /// The largest request body accepted, in bytes.
+    pub max_body_bytes: usize,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        Self {
+            github_secret_env: "BATON_GITHUB_SECRET".into(),
+            max_body_bytes: 1024 * 1024,
+        }
+    }
 }
 
 impl Default for Config {
@@ -61,6 +82,7 @@ impl Default for Config {
             schedule_grace: Duration::from_secs(60 * 60),
             executor_table: None,
             default_executor: None,
+            serve: ServeConfig::default(),
         }
     }
 }

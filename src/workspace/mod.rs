@@ -148,4 +148,4 @@ impl Workspace {
 }
 
 const GITIGNORE: &str = "# baton's runtime files; pipelines/ and agents/ are meant to be committed.\n\
-baton.db*\nengine.lock\nengine.sock\nlogs/\ncontext/\n";
+baton.db*\nengine.lock\nengine.sock\ntoken\nlogs/\ncontext/\n";

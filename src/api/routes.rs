@@ -1,0 +1,214 @@
+//! The `/api` endpoints: the MCP tools' operations as JSON resources, in the CLI's `--json`
+//! shapes. Each handler is described for the OpenAPI document (`openapi.rs`).
+
+use super::http::{AppState, error};
+use super::ops::{Kind, NewTask, OpError, OpResult};
+use super::schema::{ActionBody, ErrorBody, ListItem, LogsPage, ShowTask, ValidateBody};
+use crate::engine::Action;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+
+/// The `/api` routes (the event stream and the OpenAPI document are added beside them).
+pub fn api() -> Router<AppState> {
+    Router::new()
+        .route("/api/tasks", get(list_tasks).post(create_task))
+        .route("/api/tasks/{id}", get(show_task))
+        .route("/api/tasks/{id}/logs", get(task_logs))
+        .route("/api/tasks/{id}/diff", get(task_diff))
+        .route("/api/tasks/{id}/{action}", post(act))
+        .route("/api/pipelines", get(list_pipelines))
+        .route("/api/pipelines/{id}", get(show_pipeline))
+        .route("/api/pipelines/validate", post(validate_pipeline))
+        .route("/api/agents", get(list_agents))
+        .route("/api/openapi.json", get(super::openapi::document))
+}
+
+/// An operation's result as a response: 200 with the JSON, or the sentence with a status.
+pub fn reply(result: OpResult) -> Response {
+    match result {
+        Ok(v) => axum::Json(v).into_response(),
+        Err(e) => op_error(e),
+    }
+}
+
+/// An operation's failure with its HTTP status.
+pub fn op_error(e: OpError) -> Response {
+    let status = match e.kind {
+        Kind::NotFound => StatusCode::NOT_FOUND,
+        Kind::Invalid => StatusCode::BAD_REQUEST,
+        Kind::Refused => StatusCode::CONFLICT,
+        Kind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    error(status, e.message)
+}
+
+/// The JSON body of a request (whatever its `Content-Type` says), or a 400 with a sentence.
+pub fn parse_json<T: serde::de::DeserializeOwned>(
+    body: &Bytes,
+    example: &str,
+) -> Result<T, Box<Response>> {
+    serde_json::from_slice(body).map_err(|e| {
+        Box::new(error(
+            StatusCode::BAD_REQUEST,
+            format!("the request body must be JSON like {example}: {e}"),
+        ))
+    })
+}
+
+/// Filters of `GET /api/tasks`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+pub struct ListQuery {
+    /// Only tasks at this status id.
+    status: Option<String>,
+    /// Only tasks on this pipeline id.
+    pipeline: Option<String>,
+}
+
+/// Every task, newest first (`baton list --json`).
+#[utoipa::path(get, path = "/api/tasks", params(ListQuery),
+    responses((status = 200, body = Vec<ListItem>)), security(("bearer" = [])))]
+pub async fn list_tasks(State(s): State<AppState>, Query(q): Query<ListQuery>) -> Response {
+    reply(s.ops.list_tasks(q.status, q.pipeline).await)
+}
+
+/// Creates a task (and starts it with `"start": true`); returns it as `baton show --json`.
+#[utoipa::path(post, path = "/api/tasks", request_body = NewTask,
+    responses((status = 201, body = ShowTask), (status = 400, body = ErrorBody),
+        (status = 413, body = ErrorBody)), security(("bearer" = [])))]
+pub async fn create_task(State(s): State<AppState>, body: Bytes) -> Response {
+    let example = r#"{"title": "…", "prompt": "…", "pipeline": "…", "start": true}"#;
+    let new: NewTask = match parse_json(&body, example) {
+        Ok(b) => b,
+        Err(r) => return *r,
+    };
+    match s.ops.create_task(new).await {
+        Ok(v) => (StatusCode::CREATED, axum::Json(v)).into_response(),
+        Err(e) => op_error(e),
+    }
+}
+
+/// One task with its steps, handoffs and history (`baton show --json`).
+#[utoipa::path(get, path = "/api/tasks/{id}", params(("id" = i64, Path, description = "task id")),
+    responses((status = 200, body = ShowTask), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn show_task(State(s): State<AppState>, Path(id): Path<i64>) -> Response {
+    reply(s.ops.show_task(id).await)
+}
+
+/// Applies `start`, `approve`, `reject`, `move`, `abort`, `resume` or `retry`; returns the
+/// task afterwards. `move` needs `status` in the body; a `note` reaches the next step.
+#[utoipa::path(post, path = "/api/tasks/{id}/{action}",
+    params(("id" = i64, Path, description = "task id"),
+        ("action" = String, Path, description = "start, approve, reject, move, abort, resume or retry")),
+    request_body(content = Option<ActionBody>),
+    responses((status = 200, body = ShowTask), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody)), security(("bearer" = [])))]
+pub async fn act(
+    State(s): State<AppState>,
+    Path((id, action)): Path<(i64, String)>,
+    body: Bytes,
+) -> Response {
+    let b: ActionBody = if body.iter().all(u8::is_ascii_whitespace) {
+        ActionBody::default()
+    } else {
+        match parse_json(&body, r#"{"note": "…"}"#) {
+            Ok(b) => b,
+            Err(r) => return *r,
+        }
+    };
+    let action = match action.as_str() {
+        "start" => Action::Start,
+        "approve" => Action::Approve { note: b.note },
+        "reject" => Action::Reject { note: b.note },
+        "abort" => Action::Abort { note: b.note },
+        "resume" => Action::Resume,
+        "retry" => Action::Retry,
+        "move" => match b.status {
+            Some(to) => Action::Move { to, note: b.note },
+            None => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "move needs the target status: {\"status\": \"<status id>\"}",
+                );
+            }
+        },
+        other => {
+            return error(
+                StatusCode::NOT_FOUND,
+                format!(
+                    "no action `{other}` — use start, approve, reject, move, abort, resume or retry"
+                ),
+            );
+        }
+    };
+    reply(s.ops.act(id, action).await)
+}
+
+/// Which log lines `GET /api/tasks/{id}/logs` returns.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+pub struct LogsQuery {
+    /// The step's position in `steps`, from 1 (default: the latest).
+    step: Option<usize>,
+    /// Only lines after this line id (`next_after` of the previous page).
+    after: Option<i64>,
+    /// Only the last this many lines (at most 2000).
+    tail: Option<usize>,
+}
+
+/// A step's log lines, at most 2000 per call; follow with `after`.
+#[utoipa::path(get, path = "/api/tasks/{id}/logs",
+    params(("id" = i64, Path, description = "task id"), LogsQuery),
+    responses((status = 200, body = LogsPage), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn task_logs(
+    State(s): State<AppState>,
+    Path(id): Path<i64>,
+    Query(q): Query<LogsQuery>,
+) -> Response {
+    reply(s.ops.task_logs(id, q.step, q.after, q.tail).await)
+}
+
+/// The task's branch against its base, plus uncommitted work, as a unified diff.
+#[utoipa::path(get, path = "/api/tasks/{id}/diff", params(("id" = i64, Path, description = "task id")),
+    responses((status = 200, body = Object), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn task_diff(State(s): State<AppState>, Path(id): Path<i64>) -> Response {
+    reply(s.ops.task_diff(id).await)
+}
+
+/// Every pipeline with its statuses.
+#[utoipa::path(get, path = "/api/pipelines", responses((status = 200, body = Vec<Object>)),
+    security(("bearer" = [])))]
+pub async fn list_pipelines(State(s): State<AppState>) -> Response {
+    reply(s.ops.list_pipelines().await)
+}
+
+/// One pipeline as its file holds it.
+#[utoipa::path(get, path = "/api/pipelines/{id}", params(("id" = String, Path, description = "pipeline id")),
+    responses((status = 200, body = Object), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn show_pipeline(State(s): State<AppState>, Path(id): Path<String>) -> Response {
+    reply(s.ops.show_pipeline(&id).await)
+}
+
+/// Checks a pipeline file's text; errors and warnings with line and column.
+#[utoipa::path(post, path = "/api/pipelines/validate", request_body = ValidateBody,
+    responses((status = 200, body = Object)), security(("bearer" = [])))]
+pub async fn validate_pipeline(State(s): State<AppState>, body: Bytes) -> Response {
+    match parse_json::<ValidateBody>(&body, r#"{"text": "<the pipeline file>"}"#) {
+        Ok(b) => reply(s.ops.validate_pipeline(b.text, b.file).await),
+        Err(r) => *r,
+    }
+}
+
+/// Every agent profile, and problems in profile files.
+#[utoipa::path(get, path = "/api/agents", responses((status = 200, body = Object)),
+    security(("bearer" = [])))]
+pub async fn list_agents(State(s): State<AppState>) -> Response {
+    reply(s.ops.list_agents().await)
+}

@@ -1,0 +1,169 @@
+//! The API's types for the OpenAPI document: request bodies the handlers parse, and the
+//! shapes `baton list --json` and `baton show --json` print (a test keeps them in step).
+
+#![allow(dead_code)] // Response types exist for their schemas.
+
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+/// An error: one plain sentence saying what is wrong and what to do next.
+#[derive(Debug, ToSchema)]
+pub struct ErrorBody {
+    pub error: String,
+}
+
+/// The body of an action (all optional).
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ActionBody {
+    /// Kept in the history and handed to the next step.
+    pub note: Option<String>,
+    /// `move` only: the status to move to.
+    pub status: Option<String>,
+}
+
+/// `POST /api/pipelines/validate`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ValidateBody {
+    /// The pipeline file's JSON text.
+    pub text: String,
+    /// The file name to give in error locations.
+    pub file: Option<String>,
+}
+
+/// `POST /hooks/trigger/{pipeline}`: the task's title and prompt; the whole body reaches
+/// the task's steps as the file named by `BATON_TRIGGER_PAYLOAD_FILE`.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct TriggerBody {
+    pub title: Option<String>,
+    pub prompt: Option<String>,
+}
+
+/// One element of `baton list --json`.
+#[derive(Debug, ToSchema)]
+pub struct ListItem {
+    pub id: i64,
+    pub title: String,
+    pub pipeline: String,
+    /// The status id (the board's column).
+    pub status: String,
+    /// idle, queued, running, waiting, interrupted, done, failed or cancelled.
+    pub state: String,
+    pub updated_at: String,
+}
+
+/// `baton show --json`.
+#[derive(Debug, ToSchema)]
+pub struct ShowTask {
+    pub id: i64,
+    pub title: String,
+    pub pipeline: String,
+    pub status: String,
+    pub state: String,
+    /// The run's number (retry from scratch starts a new run).
+    pub run: Option<i64>,
+    /// In the order they ran.
+    pub steps: Vec<StepItem>,
+    pub history: Vec<HistoryItem>,
+}
+
+/// A step run in `show --json`.
+#[derive(Debug, ToSchema)]
+pub struct StepItem {
+    pub status: String,
+    pub attempt: i64,
+    /// pending, running, succeeded, failed, timed_out, cancelled or interrupted.
+    pub state: String,
+    pub exit_code: Option<i64>,
+    pub outcome: Option<String>,
+    pub error: Option<String>,
+    pub started_at: Option<String>,
+    pub finished_at: Option<String>,
+    /// `{"content", "metadata"}` of an agent's handoff.
+    pub handoff: Option<serde_json::Value>,
+    pub usage: Option<serde_json::Value>,
+    pub cost: Option<f64>,
+    /// `{"passed", "failed", "skipped"}` when the log held a test summary.
+    pub tests: Option<serde_json::Value>,
+}
+
+/// A transition in `show --json`.
+#[derive(Debug, ToSchema)]
+pub struct HistoryItem {
+    pub from: Option<String>,
+    pub to: String,
+    pub trigger: String,
+    pub actor: String,
+    /// The note given with it.
+    pub reason: Option<String>,
+    pub at: String,
+    pub guards: serde_json::Value,
+    pub hooks: serde_json::Value,
+}
+
+/// A page of a step's log.
+#[derive(Debug, ToSchema)]
+pub struct LogsPage {
+    pub task: i64,
+    /// The step's position, from 1.
+    pub step: i64,
+    pub status: String,
+    pub state: String,
+    pub lines: Vec<LogLineItem>,
+    /// Pass as `after` to read the lines that follow.
+    pub next_after: i64,
+}
+
+/// A log line.
+#[derive(Debug, ToSchema)]
+pub struct LogLineItem {
+    /// Its id: increases along the log.
+    pub id: i64,
+    /// stdout, stderr or system.
+    pub stream: String,
+    pub text: String,
+    pub at: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::{Action, Outside, Request, actions::apply, create_task};
+    use crate::store::Store;
+    use serde_json::Value;
+    use std::collections::BTreeSet;
+    use utoipa::OpenApi;
+
+    fn keys(v: &Value) -> BTreeSet<String> {
+        v.as_object().unwrap().keys().cloned().collect()
+    }
+
+    /// The documented shapes have exactly the fields the CLI's `--json` prints.
+    #[test]
+    fn documented_shapes_match_the_cli_json() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("b.db")).unwrap();
+        let text = r#"{"id": "p", "name": "P", "statuses": [
+            {"id": "todo", "label": "To do", "kind": "queue"},
+            {"id": "work", "label": "Work", "step": {"run": "true"}},
+            {"id": "done", "label": "Done", "kind": "done"},
+            {"id": "failed", "label": "Failed", "kind": "failed"}]}"#;
+        let (p, diags) = crate::pipeline::parse_pipeline("p.json", text, None);
+        let p = p.unwrap_or_else(|| panic!("{diags:?}"));
+        let id = store.write(|db| create_task(db, &p, "t", "")).unwrap();
+        let req = Request {
+            task_id: id,
+            action: Action::Start,
+            expected_status: None,
+            actor: "test".into(),
+        };
+        store.write(|db| apply(db, &req, &Outside::NONE)).unwrap();
+        let show = crate::cli::json::show(&store.read(), id).unwrap();
+        let item = crate::cli::json::list_item(&store.read().task(id).unwrap());
+        let doc = serde_json::to_value(super::super::openapi::ApiDoc::openapi()).unwrap();
+        let props = |name: &str| keys(&doc["components"]["schemas"][name]["properties"]);
+        assert_eq!(props("ShowTask"), keys(&show));
+        assert_eq!(props("ListItem"), keys(&item));
+        assert_eq!(props("StepItem"), keys(&show["steps"][0]));
+        assert_eq!(props("HistoryItem"), keys(&show["history"][0]));
+    }
+}

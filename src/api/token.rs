@@ -1,0 +1,84 @@
+//! The API's bearer token: `.baton/token`, made on first use with mode 0600, replaced by
+//! `baton token rotate`. Compared in constant time; never logged.
+
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+/// The token file of a workspace's `.baton/`.
+pub fn path(baton_dir: &Path) -> PathBuf {
+    baton_dir.join("token")
+}
+
+/// 32 random bytes from the OS, as hex.
+fn fresh() -> std::io::Result<String> {
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Writes a new token (readable by its owner only), replacing any old one atomically.
+pub fn rotate(baton_dir: &Path) -> Result<String, String> {
+    let token = fresh().map_err(|e| format!("cannot read random bytes for a token: {e}"))?;
+    let target = path(baton_dir);
+    let tmp = baton_dir.join(format!("token.{}.tmp", std::process::id()));
+    let written = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(token.as_bytes())?;
+        f.write_all(b"\n")?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, &target)
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(format!(
+            "cannot write {}: {e} — check that .baton/ is writable",
+            target.display()
+        ));
+    }
+    Ok(token)
+}
+
+/// The workspace's token, made on first use.
+pub fn load_or_create(baton_dir: &Path) -> Result<String, String> {
+    let p = path(baton_dir);
+    match std::fs::read_to_string(&p) {
+        Ok(t) if !t.trim().is_empty() => Ok(t.trim().to_string()),
+        Ok(_) => rotate(baton_dir),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => rotate(baton_dir),
+        Err(e) => Err(format!("cannot read {}: {e}", p.display())),
+    }
+}
+
+/// True when `given` is the token, compared in constant time.
+pub fn matches(token: &str, given: &str) -> bool {
+    use subtle::ConstantTimeEq;
+    token.len() == given.len() && bool::from(token.as_bytes().ct_eq(given.as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn made_once_private_and_rotated() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = load_or_create(dir.path()).unwrap();
+        assert_eq!(a.len(), 64);
+        assert_eq!(load_or_create(dir.path()).unwrap(), a);
+        let mode = std::fs::metadata(path(dir.path()))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let b = rotate(dir.path()).unwrap();
+        assert_ne!(a, b);
+        assert_eq!(load_or_create(dir.path()).unwrap(), b);
+        assert!(matches(&b, &b) && !matches(&b, &a) && !matches(&b, ""));
+    }
+}

@@ -1,0 +1,211 @@
+//! Webhooks in. `POST /hooks/github`: a push signed with the shared secret
+//! (`X-Hub-Signature-256`) fires the matching pipelines' `push` triggers, once per delivery
+//! and once per commit (the key the engine's own branch watcher uses). `POST
+//! /hooks/trigger/{pipeline}` (bearer token): creates and starts a task; the body reaches its
+//! steps as the file named by `BATON_TRIGGER_PAYLOAD_FILE`. Each delivery is recorded as an
+//! event, without its signature or secret.
+
+use super::github_push::{Delivery, record_push};
+use super::http::{AppState, error};
+use super::ops::NewTask;
+use super::routes::{op_error, reply};
+use crate::engine::Action;
+use crate::engine::triggers::{self, Kind, TriggerSet};
+use crate::store::{NewEvent, StoreError};
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+/// The file, in a task's context folder, holding the body that created it.
+pub const PAYLOAD_FILE: &str = "trigger-payload.json";
+
+/// True when `signature` (`sha256=<hex>`) is the HMAC-SHA256 of `body` under `secret`;
+/// compared in constant time.
+pub fn signature_ok(secret: &[u8], body: &[u8], signature: &str) -> bool {
+    use hmac::{Hmac, Mac};
+    let Some(hex) = signature.trim().strip_prefix("sha256=") else {
+        return false;
+    };
+    let Some(given) = unhex(hex) else {
+        return false;
+    };
+    let Ok(mut mac) = Hmac::<sha2::Sha256>::new_from_slice(secret) else {
+        return false;
+    };
+    mac.update(body);
+    mac.verify_slice(&given).is_ok()
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// A GitHub delivery.
+#[utoipa::path(post, path = "/hooks/github", request_body(content = Object,
+    description = "GitHub's push payload; signed in X-Hub-Signature-256"),
+    responses((status = 200, body = Object), (status = 401, body = super::schema::ErrorBody)))]
+pub async fn github(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    let env = s.github_secret_env.as_str();
+    let Some(secret) = std::env::var(env).ok().filter(|v| !v.is_empty()) else {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "GitHub webhooks are off: the secret is read from ${env}, which is not set — export it where baton serve runs (the name is `github_secret_env` under [serve] in config.toml)"
+            ),
+        );
+    };
+    let signature = header(&headers, "x-hub-signature-256").unwrap_or("");
+    if !signature_ok(secret.as_bytes(), &body, signature) {
+        tracing::warn!("a GitHub webhook with a missing or wrong signature was refused");
+        return error(
+            StatusCode::UNAUTHORIZED,
+            "the X-Hub-Signature-256 signature does not match — the webhook's secret must equal the value of the secret's environment variable",
+        );
+    }
+    let event = header(&headers, "x-github-event").unwrap_or("").to_string();
+    let Some(delivery) = header(&headers, "x-github-delivery").map(String::from) else {
+        return error(StatusCode::BAD_REQUEST, "X-GitHub-Delivery is missing");
+    };
+    let payload: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let branch = payload["ref"]
+        .as_str()
+        .and_then(|r| r.strip_prefix("refs/heads/"))
+        .map(String::from);
+    let sha = payload["after"].as_str().unwrap_or("").to_string();
+    let gone = payload["deleted"].as_bool() == Some(true) || sha.chars().all(|c| c == '0');
+    let push = match (event.as_str(), branch) {
+        ("push", Some(b)) if !gone => Some(b),
+        _ => None,
+    };
+    // The push triggers this push fires.
+    let mut matching = Vec::new();
+    if let Some(branch) = &push {
+        let catalog = match s.ops.catalog().await {
+            Ok(c) => c,
+            Err(e) => return op_error(e),
+        };
+        let (set, _) = TriggerSet::new(&catalog.pipelines);
+        for t in &set.triggers {
+            if let Kind::Push(globs) = &t.kind
+                && globs.iter().any(|g| triggers::glob(g, branch))
+                && let Some(p) = set.pipelines.get(&t.pipeline)
+            {
+                matching.push((t.clone(), p.clone()));
+            }
+        }
+    }
+    let delivery = Delivery {
+        event,
+        id: delivery,
+        branch: push,
+        sha,
+    };
+    let recorded = {
+        let delivery = delivery.clone();
+        s.ops
+            .store()
+            .write(move |db| record_push(db, &delivery, &matching))
+            .await
+    };
+    match recorded {
+        Ok((duplicate, tasks)) => {
+            poke(&s).await;
+            let body = json!({"event": delivery.event, "delivery": delivery.id,
+                "duplicate": duplicate, "tasks": tasks});
+            axum::Json(body).into_response()
+        }
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+async fn poke(s: &AppState) {
+    let dir = s.ops.workspace().dir();
+    let _ = tokio::task::spawn_blocking(move || crate::engine::wake::poke(&dir)).await;
+}
+
+/// Creates and starts a task on the pipeline; the JSON body's `title` and `prompt` name it.
+#[utoipa::path(post, path = "/hooks/trigger/{pipeline}",
+    params(("pipeline" = String, Path, description = "pipeline id")),
+    request_body = super::schema::TriggerBody,
+    responses((status = 201, body = super::schema::ShowTask), (status = 404, body = super::schema::ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn trigger(
+    State(s): State<AppState>,
+    Path(pipeline): Path<String>,
+    body: Bytes,
+) -> Response {
+    let payload: Value = if body.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        match super::routes::parse_json(&body, r#"{"title": "…", "prompt": "…"}"#) {
+            Ok(v) => v,
+            Err(r) => return *r,
+        }
+    };
+    let text = |k: &str| payload.get(k).and_then(Value::as_str).map(String::from);
+    let new = NewTask {
+        title: text("title").unwrap_or_else(|| format!("{pipeline} (webhook)")),
+        prompt: text("prompt"),
+        pipeline: Some(pipeline.clone()),
+        start: false,
+    };
+    let created = match s.ops.create_task(new).await {
+        Ok(v) => v,
+        Err(e) => return op_error(e),
+    };
+    let Some(id) = created["id"].as_i64() else {
+        return error(StatusCode::INTERNAL_SERVER_ERROR, "the new task has no id");
+    };
+    // The payload is on disk before the task starts, so its first step finds it.
+    let dir = s.ops.workspace().context_dir(id);
+    let bytes = body.to_vec();
+    let written = tokio::task::spawn_blocking(move || {
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(dir.join(PAYLOAD_FILE), bytes)
+    })
+    .await;
+    if !matches!(written, Ok(Ok(()))) {
+        return error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!(
+                "task {id} was created but its payload could not be written to .baton/context/{id}/ — check the folder is writable, then `baton start {id}`"
+            ),
+        );
+    }
+    let size = body.len();
+    let recorded = s
+        .ops
+        .store()
+        .write(move |db| {
+            db.insert_event(&NewEvent {
+                task_id: Some(id),
+                category: "webhook",
+                kind: "webhook.trigger",
+                summary: format!("created by POST /hooks/trigger/{pipeline} ({size} bytes)"),
+                data: json!({"pipeline": pipeline, "bytes": size}),
+                actor: "webhook",
+                level: "info",
+            })?;
+            Ok::<_, StoreError>(())
+        })
+        .await;
+    if let Err(e) = recorded {
+        tracing::warn!("recording the trigger webhook of task {id} failed: {e}");
+    }
+    match s.ops.act(id, Action::Start).await {
+        Ok(v) => (StatusCode::CREATED, axum::Json(v)).into_response(),
+        Err(e) => reply(Err(e)),
+    }
+}

@@ -2,6 +2,7 @@
 //! touches the store — the engine does that.
 
 pub mod agent;
+pub mod executor;
 mod lines;
 pub mod process;
 pub mod redact;

@@ -1,0 +1,3 @@
+//! Where a step runs.
+
+pub mod ssh;

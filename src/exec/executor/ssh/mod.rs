@@ -1,0 +1,12 @@
+//! The ssh executor: a step runs on another machine through the system `ssh` client, so the
+//! user's `~/.ssh/config`, agent and keys apply. The task's branch travels by git: pushed to
+//! a bare mirror on the host, checked out in a worktree there, its new commits fetched back.
+
+mod host;
+mod job;
+mod local_git;
+pub mod quote;
+mod run;
+
+pub use host::{CONFIG_ENV, DEFAULT_DIR, HostError, SshHost};
+pub use run::{run_dir, run_ssh, signal_remote};

@@ -40,10 +40,11 @@ pub fn run_dir(host: &SshHost, mirror_name: &str, execution_key: &str) -> String
     format!("{}/runs/{mirror_name}/{key}", host.dir)
 }
 
-/// Sends `sig` to the process group recorded in a run folder on the host.
+/// Sends `sig` to the process group recorded in a run folder on the host. (`kill -SIG -PGID`
+/// without `--`: dash's `kill` takes no `--`.)
 pub async fn signal_remote(host: &SshHost, run_dir: &str, sig: &str) -> Result<(), String> {
     let inner = format!(
-        "p=$(cat {}/pid 2>/dev/null) && kill -{sig} -- \"-$p\" 2>/dev/null; exit 0",
+        "p=$(cat {}/pid 2>/dev/null) && kill -{sig} \"-$p\" 2>/dev/null; exit 0",
         sh_quote(run_dir)
     );
     host.quick(&format!("sh -c {}", sh_quote(&inner)), QUICK)

@@ -92,6 +92,8 @@ pub struct Profile {
     pub timeout: Option<Duration>,
     /// Extra environment for a `command` agent.
     pub env: BTreeMap<String, String>,
+    /// Where a `command` agent runs, unless the pipeline's step says (docs/executors.md).
+    pub executor: Option<crate::pipeline::ExecutorSpec>,
 }
 
 impl Profile {
@@ -135,6 +137,7 @@ const KNOWN: &[&str] = &[
     "outcomes",
     "timeout",
     "env",
+    "executor",
 ];
 
 /// Collects diagnostics for one file.
@@ -423,6 +426,16 @@ fn build(d: &mut Diags, obj: &Map<String, Value>) -> Option<Profile> {
             format!("agent `{id}`: unknown placeholder `{{{{{name}}}}}` in argv stays as written (`{{{{message}}}}` is the prompt)"),
         );
     }
+    let executor = match obj.get("executor").filter(|v| !v.is_null()) {
+        None => None,
+        Some(_) if backend != Some(Backend::Command) => {
+            d.error(Some("executor"), format!("agent `{id}`: only a `command` agent runs in an executor; the others talk to their server over HTTP — remove `executor`"));
+            None
+        }
+        Some(v) => crate::pipeline::parse_executor(v)
+            .map_err(|p| d.error(Some("executor"), format!("agent `{id}`: {}", p.message)))
+            .ok(),
+    };
     let profile = Profile {
         name: string(d, obj, "name").unwrap_or_else(|| id.clone()),
         id,
@@ -439,6 +452,7 @@ fn build(d: &mut Diags, obj: &Map<String, Value>) -> Option<Profile> {
         outcomes,
         timeout,
         env,
+        executor,
     };
     Some(profile)
 }

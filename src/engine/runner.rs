@@ -4,6 +4,7 @@ use super::logwriter::LogMsg;
 use super::results::StepReport;
 use crate::agents::TemplateVars;
 use crate::exec::agent::{AgentStep, Hooks};
+use crate::exec::executor::{Identity, Labels, Placement, Program, drive};
 use crate::exec::{self, Finish, StepEnv};
 use crate::pipeline::{StepAction, StepSpec, Trigger};
 use crate::store::{NewLogLine, StepResult, StepRun, StepState, StoreHandle, Stream, Task, now_ms};
@@ -29,6 +30,10 @@ pub struct Job {
     pub workspace_root: PathBuf,
     pub default_timeout: Duration,
     pub kill_grace: Duration,
+    /// The workspace's default executor (`[executor]` in config.toml).
+    pub default_executor: Option<crate::pipeline::ExecutorSpec>,
+    /// The engine restarted while this step ran: find it rather than start it again.
+    pub reattach: bool,
 }
 
 /// Prompts up to this size are also passed in `BATON_TASK_PROMPT`.
@@ -166,31 +171,24 @@ pub async fn run(
 
     let env = env_for(&job);
     let started = Instant::now();
+    let placement = placement_for(&job);
     let (report, ended) = match &job.spec.action {
-        StepAction::Run(script) | StepAction::Script(script) => {
-            let finish = exec::run_shell(script, &env, line_tx, cancel, |spawned| {
-                let start = spawned.start_time.map(|t| t as i64);
-                store.write_detached("a step's process id", move |db| {
-                    db.set_step_process(step_id, spawned.pid as i64, start)
-                });
-            })
+        StepAction::Run(script)
+        | StepAction::Script(script)
+        | StepAction::Docker { run: script, .. } => {
+            let finish = shell_step(
+                script, &placement, &env, line_tx, cancel, &store, &logs, &system,
+            )
             .await;
             (report_for(&finish, &env), describe(&finish))
         }
         StepAction::Agent(profile) => {
-            let report = agent_step(&job, profile, &env, line_tx, cancel, &store).await;
+            let report = agent_step(&job, profile, &env, placement, line_tx, cancel, &store).await;
             let ended = match &report.result.error {
                 Some(e) => format!("{}: {e}", report.state),
                 None => format!("{} ({})", report.state, report.trigger),
             };
             (report, ended)
-        }
-        StepAction::Docker { image, .. } => {
-            drop(line_tx);
-            let finish = Finish::SpawnFailed(format!(
-                "docker steps are not available in this build yet (image `{image}`)"
-            ));
-            (report_for(&finish, &env), describe(&finish))
         }
     };
     let tests = forwarder.await.ok().flatten();
@@ -209,6 +207,70 @@ pub async fn run(
         let _ = done.await;
     }
     report
+}
+
+/// Where a job's step runs, before its agent profile is known.
+pub fn placement_for(job: &Job) -> Placement {
+    Placement {
+        step: job.spec.own_executor(),
+        default: job.default_executor.clone(),
+        worktree: job.workdir.clone(),
+        context_dir: job.context_dir.clone(),
+        labels: Labels {
+            task_id: job.task.id,
+            step_run_id: job.step.id,
+            execution_key: job.step.execution_key.clone(),
+        },
+        reattach: job.reattach,
+    }
+}
+
+/// A shell step on its executor: started (or found again after a restart), its identity
+/// recorded, then waited for.
+#[allow(clippy::too_many_arguments)]
+async fn shell_step(
+    script: &str,
+    placement: &Placement,
+    env: &StepEnv,
+    log: exec::LogSender,
+    cancel: CancellationToken,
+    store: &StoreHandle,
+    logs: &mpsc::Sender<LogMsg>,
+    system: &(dyn Fn(String) -> LogMsg + Sync),
+) -> Finish {
+    let (spec, place) = match placement.place(None) {
+        Ok(p) => p,
+        Err(e) => return Finish::SpawnFailed(e.0),
+    };
+    if spec != crate::pipeline::ExecutorSpec::Local {
+        let how = if placement.reattach {
+            "reattaching to"
+        } else {
+            "on"
+        };
+        let _ = logs
+            .send(system(format!("{how} {}", spec.describe())))
+            .await;
+    }
+    if cancel.is_cancelled() {
+        return Finish::Cancelled;
+    }
+    let mut step = match place.start(Program::Shell(script.into()), env, log).await {
+        Ok(s) => s,
+        Err(e) => return Finish::SpawnFailed(e.0),
+    };
+    record_identity(store, placement.labels.step_run_id, &step.identity());
+    drive(step.as_mut(), env.timeout, env.kill_grace, &cancel).await
+}
+
+/// Records how a started step can be found again (a local process group's pid).
+fn record_identity(store: &StoreHandle, step_id: i64, identity: &Identity) {
+    if let Identity::Process { pid, start_time } = *identity {
+        let start = start_time.map(|t| t as i64);
+        store.write_detached("a step's process id", move |db| {
+            db.set_step_process(step_id, pid as i64, start)
+        });
+    }
 }
 
 /// The executor environment of a job.
@@ -287,6 +349,7 @@ async fn agent_step(
     job: &Job,
     profile: &str,
     env: &StepEnv,
+    placement: Placement,
     log: exec::LogSender,
     cancel: CancellationToken,
     store: &StoreHandle,
@@ -323,6 +386,7 @@ async fn agent_step(
         step_timeout: job.spec.timeout,
         context_dir: &job.context_dir,
         attempt: job.seq,
+        placement,
     };
     let hooks = Hooks {
         session: &session,

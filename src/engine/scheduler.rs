@@ -182,6 +182,8 @@ impl Engine {
             workspace_root: self.ws.root().to_path_buf(),
             default_timeout: self.cfg.default_timeout,
             kill_grace: self.cfg.kill_grace,
+            default_executor: self.cfg.default_executor.clone(),
+            reattach: false,
         };
         let store = self.store.clone();
         let logs = self.logs.clone();

@@ -6,6 +6,7 @@
 //! normaliser of agent outcome names, shared by pipelines, agent profiles and handoffs.
 
 pub mod decide;
+pub mod executor_spec;
 pub mod load;
 pub mod model;
 pub mod outcome;
@@ -19,6 +20,7 @@ mod parse_step;
 mod validate;
 
 pub use decide::*;
+pub use executor_spec::{ExecutorSpec, parse_executor};
 pub(crate) use input::duplicate_keys;
 pub use input::{id_problem, strip_bom};
 pub use load::*;

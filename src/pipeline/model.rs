@@ -3,6 +3,7 @@
 //! These types are plain data. Loading (`load.rs`) turns JSON text into them with located
 //! errors; `decide.rs` answers "given this status and trigger, where does the task go?".
 
+use super::executor_spec::{DockerSpec, ExecutorSpec, PullPolicy};
 use super::outcome::normalize_outcome;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -84,6 +85,28 @@ pub struct StepSpec {
     /// Working directory relative to the task's working tree.
     #[serde(default)]
     pub workdir: Option<String>,
+    /// Where the step runs (`"executor"`); `None` leaves it to the agent profile or the
+    /// workspace default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor: Option<ExecutorSpec>,
+}
+
+impl StepSpec {
+    /// The executor the step itself asks for: its `executor` field, else the image of the
+    /// `{"docker": {"image", "run"}}` shorthand.
+    pub fn own_executor(&self) -> Option<ExecutorSpec> {
+        match (&self.executor, &self.action) {
+            (Some(e), _) => Some(e.clone()),
+            (None, StepAction::Docker { image, .. }) => Some(ExecutorSpec::Docker(DockerSpec {
+                image: image.clone(),
+                network: None,
+                memory: None,
+                cpus: None,
+                pull: PullPolicy::Never,
+            })),
+            (None, _) => None,
+        }
+    }
 }
 
 /// The kinds of step.

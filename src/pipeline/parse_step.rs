@@ -1,5 +1,6 @@
 //! Parsing a status's `step` object into a [`StepSpec`].
 
+use super::executor_spec::{ExecutorSpec, parse_executor};
 use super::locate::join;
 use super::model::{StepAction, StepSpec};
 use super::parse::{Ctx, opt_str, req_str, type_name};
@@ -7,7 +8,7 @@ use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
 const ACTIONS: &[&str] = &["run", "script", "agent", "docker"];
-const COMMON: &[&str] = &["timeout", "retries", "env", "workdir"];
+const COMMON: &[&str] = &["timeout", "retries", "env", "workdir", "executor"];
 
 /// Parses the step of status `status`; `None` (with diagnostics) when it is unusable.
 pub(crate) fn parse_step(
@@ -33,7 +34,7 @@ pub(crate) fn parse_step(
             unknown = true;
             ctx.error_key(
                 &join(ptr, key),
-                format!("status `{status}`: unknown step kind `{key}` (a step has one of run, script, agent, docker, plus optional timeout, retries, env, workdir)"),
+                format!("status `{status}`: unknown step kind `{key}` (a step has one of run, script, agent, docker, plus optional timeout, retries, env, workdir, executor)"),
             );
         }
     }
@@ -65,13 +66,46 @@ pub(crate) fn parse_step(
     let retries = parse_retries(ctx, obj, ptr, status);
     let env = parse_env(ctx, obj, ptr, status);
     let workdir = opt_str(ctx, obj, ptr, "workdir");
+    let executor = parse_step_executor(ctx, obj, ptr, status);
+    if let (Some(Some(_)), Some(StepAction::Docker { .. })) = (&executor, &action) {
+        ctx.error(
+            &join(ptr, "executor"),
+            format!("status `{status}`: a `docker` step already runs in a container; use {{\"run\": ...}} with this `executor`, or drop it"),
+        );
+        return None;
+    }
     Some(StepSpec {
         action: action?,
         timeout: timeout.ok()?,
         retries: retries?,
         env: env?,
         workdir,
+        executor: executor?,
     })
+}
+
+/// The step's `executor` field: `Some(None)` when absent, `None` when unusable.
+fn parse_step_executor(
+    ctx: &mut Ctx,
+    obj: &Map<String, Value>,
+    ptr: &str,
+    status: &str,
+) -> Option<Option<ExecutorSpec>> {
+    let v = match obj.get("executor") {
+        None | Some(Value::Null) => return Some(None),
+        Some(v) => v,
+    };
+    match parse_executor(v) {
+        Ok(e) => Some(Some(e)),
+        Err(p) => {
+            let mut at = join(ptr, "executor");
+            for piece in &p.at {
+                at = join(&at, piece);
+            }
+            ctx.error(&at, format!("status `{status}`: {}", p.message));
+            None
+        }
+    }
 }
 
 fn parse_action(

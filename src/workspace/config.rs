@@ -36,6 +36,12 @@ pub struct Config {
     pub worktree_root: Option<PathBuf>,
     /// The branch task branches start from (default: the branch checked out at init).
     pub base_branch: Option<String>,
+    /// The `[executor]` table as written (see `config_executor.rs`).
+    #[serde(rename = "executor")]
+    pub executor_table: Option<toml::Table>,
+    /// Where steps run when neither the step nor its agent profile says (local when `None`).
+    #[serde(skip)]
+    pub default_executor: Option<crate::pipeline::ExecutorSpec>,
 }
 
 impl Default for Config {
@@ -48,6 +54,8 @@ impl Default for Config {
             default_timeout: Duration::from_secs(60 * 60),
             worktree_root: None,
             base_branch: None,
+            executor_table: None,
+            default_executor: None,
         }
     }
 }
@@ -67,7 +75,7 @@ impl Config {
         };
         // (A leading byte-order mark, which some editors write, is accepted by the parser.)
         let text = text.as_str();
-        let cfg: Config = toml::from_str(text).map_err(|e| {
+        let mut cfg: Config = toml::from_str(text).map_err(|e| {
             // Name the setting the error is about: the key on the line it points at.
             let at = e.span().map(|s| line_of(text, s.start));
             let key = at
@@ -98,6 +106,10 @@ impl Config {
                 "default_timeout",
                 "must be more than zero (leave it out for 1h)",
             ));
+        }
+        if let Some(table) = &cfg.executor_table {
+            cfg.default_executor = super::config_executor::default_executor(table)
+                .map_err(|m| refuse("[executor]", &m))?;
         }
         Ok(cfg)
     }
@@ -136,6 +148,15 @@ pub(super) const EXAMPLE: &str = r#"# baton workspace configuration. Every setti
 
 # Step timeout when a pipeline gives none.
 # default_timeout = "1h"
+
+# Where steps run when neither the step nor its agent profile names an executor
+# (docs/executors.md): "local" (the default), "docker", "ssh" or "kubernetes", with that
+# executor's settings in the table below it.
+# [executor]
+# default = "docker"
+# [executor.docker]
+# image = "rust:1.91"
+# network = "none"
 "#;
 
 /// Durations written as humantime strings ("5s", "15m").

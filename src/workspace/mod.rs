@@ -1,6 +1,7 @@
 //! The `.baton/` folder: discovery, layout, configuration and the engine lock.
 
 mod config;
+mod config_executor;
 pub mod git;
 pub mod git_queue;
 mod git_retry;

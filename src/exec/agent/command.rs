@@ -1,27 +1,20 @@
-//! The `command` backend: a CLI agent from an argv array, in its own process group, its
-//! stdout read as `text`, `claude-stream-json` or `codex-json`.
+//! The `command` backend: a CLI agent from an argv array, started on the step's executor
+//! (its own process group here, or a container), its stdout read as `text`,
+//! `claude-stream-json` or `codex-json`.
 
 use super::claude::ClaudeStream;
 use super::codex::CodexStream;
 use super::log::Log;
 use super::{AgentFinish, AgentJob, AgentRun, Hooks};
 use crate::agents::Format;
-use crate::exec::Spawned;
-use crate::exec::lines::pump;
-use crate::exec::process::{signal_group, start_time, stop_child};
+use crate::exec::executor::{Identity, Program};
+use crate::exec::{Finish, Spawned};
 use crate::store::Stream;
-use nix::sys::signal::Signal;
 use std::collections::VecDeque;
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::time::Duration;
-use tokio::process::Command;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-/// How long output may keep flowing after the agent exits before its group is killed.
-const DRAIN_AFTER_EXIT: Duration = Duration::from_secs(1);
 /// The most of a `text` agent's output kept as its answer (the tail, where conclusions are).
 const MAX_TEXT: usize = 1024 * 1024;
 /// Stderr lines quoted in the error of a failed run.
@@ -104,55 +97,41 @@ pub(super) async fn run(
             .find(|(k, _)| k == "PATH")
             .map(|(_, v)| v.clone())
     });
-    let Some(resolved) = find_program(program, path_var.as_deref()) else {
-        return AgentFinish::error(
-            format!(
-                "{who}: `{program}` is not on PATH — install it, or put its full path in `argv` in {}",
-                p.file
-            ),
-            false,
-        );
-    };
-    let mut cmd = Command::new(&resolved);
-    cmd.args(&job.argv[1..])
-        .current_dir(&job.env.workdir)
-        .envs(job.env.vars.iter().map(|(k, v)| (k, v)))
-        .envs(p.env.iter())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) => {
+    // On this machine the program is looked up here, so a missing one gets a clear
+    // sentence; elsewhere (a container) it is looked up there.
+    let local = job.place.executor.name() == "local";
+    let mut argv = job.argv.clone();
+    if local && !job.place.reattach {
+        let Some(resolved) = find_program(program, path_var.as_deref()) else {
             return AgentFinish::error(
                 format!(
-                    "{who}: could not start it in {}: {e}",
-                    job.env.workdir.display()
+                    "{who}: `{program}` is not on PATH — install it, or put its full path in `argv` in {}",
+                    p.file
                 ),
                 false,
             );
-        }
-    };
-    let Some(pid) = child.id() else {
-        return AgentFinish::error(format!("{who}: the process vanished at start"), false);
-    };
-    (hooks.spawned)(Spawned {
-        pid,
-        start_time: start_time(pid),
-    });
-    log.system(format!("started {} (pid {pid})", resolved.display()))
-        .await;
-
+        };
+        argv[0] = resolved.display().to_string();
+    }
+    let mut env = job.env.clone();
+    env.vars
+        .extend(p.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     let (tx, mut rx) = mpsc::channel(1024);
-    if let Some(out) = child.stdout.take() {
-        tokio::spawn(pump(out, Stream::Stdout, tx.clone(), log.secrets()));
+    let mut child = match job.place.start(Program::Argv(argv.clone()), &env, tx).await {
+        Ok(c) => c,
+        Err(e) => return AgentFinish::error(format!("{who}: {e}"), false),
+    };
+    match child.identity() {
+        Identity::Process { pid, start_time } => {
+            (hooks.spawned)(Spawned { pid, start_time });
+            log.system(format!("started {} (pid {pid})", argv[0])).await;
+        }
+        Identity::Container(id) => {
+            let short: String = id.chars().take(12).collect();
+            log.system(format!("started {} in container {short}", argv[0]))
+                .await;
+        }
     }
-    if let Some(err) = child.stderr.take() {
-        tokio::spawn(pump(err, Stream::Stderr, tx.clone(), log.secrets()));
-    }
-    drop(tx);
 
     let mut reader = match p.format {
         Format::Text => Reader::Text(String::new()),
@@ -162,12 +141,10 @@ pub(super) async fn run(
     let mut session_told = false;
     let mut stderr_tail: VecDeque<String> = VecDeque::new();
     let mut exited = None;
-    let drain = tokio::time::sleep(Duration::MAX / 4);
-    tokio::pin!(drain);
     loop {
         tokio::select! {
             _ = stop.cancelled() => {
-                stop_child(&mut child, pid, job.env.kill_grace).await;
+                child.abort(job.env.kill_grace).await;
                 return AgentFinish::Cancelled;
             }
             line = rx.recv() => match line {
@@ -189,34 +166,26 @@ pub(super) async fn run(
                 }
                 None => break,
             },
-            status = child.wait(), if exited.is_none() => {
-                exited = Some(status);
-                drain.as_mut().reset(tokio::time::Instant::now() + DRAIN_AFTER_EXIT);
-            }
-            _ = &mut drain, if exited.is_some() => {
-                // A background child still holds the pipes: end the group.
-                signal_group(pid, Signal::SIGKILL);
-                break;
-            }
+            // The executor drains what is left of the output before it reports the end
+            // (a background child still holding the pipes is ended), so the lines then stop.
+            finish = child.wait(), if exited.is_none() => exited = Some(finish),
         }
     }
-    let status = match exited {
-        Some(s) => s,
+    let ended = match exited {
+        Some(f) => f,
         None => child.wait().await,
     };
-    signal_group(pid, Signal::SIGKILL);
-    let status = match status {
-        Ok(s) => s,
-        Err(e) => return AgentFinish::error(format!("{who}: waiting for it failed: {e}"), true),
-    };
-    let tail = stderr_tail.into_iter().collect::<Vec<_>>().join(" | ");
-    let exit = match (status.code(), status.signal()) {
-        (Some(c), _) => c,
-        (None, Some(sig)) => {
+    let exit = match ended {
+        Finish::Exited(c) => c,
+        Finish::Signalled(sig) => {
             return AgentFinish::error(format!("{who}: killed by signal {sig}"), true);
         }
-        (None, None) => -1,
+        Finish::SpawnFailed(e) => {
+            return AgentFinish::error(format!("{who}: {e}"), true);
+        }
+        Finish::TimedOut | Finish::Cancelled => return AgentFinish::Cancelled,
     };
+    let tail = stderr_tail.into_iter().collect::<Vec<_>>().join(" | ");
     finish(&who, reader, exit, &tail)
 }
 

@@ -78,11 +78,6 @@ impl Log {
         self.send(Stream::System, text).await;
     }
 
-    /// The secrets this log masks (long lines are cut around them).
-    pub(super) fn secrets(&self) -> Arc<Redactor> {
-        self.redactor.clone()
-    }
-
     /// Redacts without sending (for error sentences that end up in the database).
     pub(super) fn clean(&self, text: &str) -> String {
         self.redactor.apply(text.to_string())

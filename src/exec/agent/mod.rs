@@ -84,6 +84,8 @@ pub struct AgentJob<'a> {
     pub title: String,
     /// Working directory, environment, timeout and kill grace.
     pub env: StepEnv,
+    /// Where a `command` agent's process runs.
+    pub place: super::executor::Place,
 }
 
 /// Callbacks that record what must survive a crash the moment it exists.

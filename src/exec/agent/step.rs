@@ -4,7 +4,9 @@
 use super::log::Log;
 use super::outcome::{AgentReport, report};
 use super::{AgentFinish, AgentJob, Hooks};
+use crate::agents::Backend;
 use crate::agents::{TemplateVars, load_agents, render_argv, render_prompt};
+use crate::exec::executor::{Place, Placement};
 use crate::exec::{LogSender, StepEnv};
 use std::path::Path;
 use std::time::Duration;
@@ -26,6 +28,8 @@ pub struct AgentStep<'a> {
     pub context_dir: &'a Path,
     /// The step run's attempt number (for file names).
     pub attempt: i64,
+    /// Where a `command` agent runs.
+    pub placement: Placement,
 }
 
 /// The handoff file of a step run in the context folder: `id_<status>_<NNN>.md`.
@@ -74,7 +78,37 @@ pub async fn run_step(
         ))
         .await;
     }
+    let place = if profile.backend == Backend::Command {
+        match step.placement.place(profile.executor.as_ref()) {
+            Ok((spec, place)) => {
+                if spec != crate::pipeline::ExecutorSpec::Local {
+                    let how = if place.reattach {
+                        "reattaching to"
+                    } else {
+                        "on"
+                    };
+                    say.system(format!("{how} {}", spec.describe())).await;
+                }
+                place
+            }
+            Err(e) => {
+                say.err(e.to_string()).await;
+                return AgentReport::error(e.to_string(), false);
+            }
+        }
+    } else {
+        if let Some(spec) = &step.placement.step {
+            say.system(format!(
+                "`executor` ({}) applies to command agents only; the {} backend talks to its server over HTTP",
+                spec.describe(),
+                profile.backend.as_str()
+            ))
+            .await;
+        }
+        Place::local(step.env.workdir.clone())
+    };
     let job = AgentJob {
+        place,
         profile: &profile,
         prompt,
         argv,

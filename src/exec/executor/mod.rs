@@ -1,3 +1,270 @@
-//! Where a step runs.
+//! The executor seam: where a step's process runs. `local` runs it on this machine in its
+//! own process group; `docker` in a container. An executor starts a step, streams its output
+//! lines, waits for it, stops it, and finds it again after an engine restart. The engine's
+//! runner and the `command` agent backend use only this trait, never a step kind.
+//!
+//! Adding an executor: implement [`Executor`] in a new file here and add one arm to
+//! [`executor_for`].
 
+mod local;
 pub mod ssh;
+
+pub use local::Local;
+
+use super::{Finish, LogSender, StepEnv};
+use crate::pipeline::ExecutorSpec;
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// A boxed future, so the trait can be used as `dyn Executor`.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What a step runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Program {
+    /// A shell script from the pipeline (`sh -c SCRIPT`); task text reaches it only
+    /// through the environment.
+    Shell(String),
+    /// An argv array (a `command` agent); `argv[0]` is looked up on the executor's side.
+    Argv(Vec<String>),
+}
+
+/// The identity a step's process or container carries, so it can be found after a restart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Labels {
+    pub task_id: i64,
+    pub step_run_id: i64,
+    /// `run:status:attempt`, unique per step run.
+    pub execution_key: String,
+}
+
+/// Everything an executor needs to start one step.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    pub program: Program,
+    /// Environment, working directory (inside `worktree`), timeout and kill grace.
+    pub env: StepEnv,
+    /// The task's working tree (the git worktree, or the workspace root without git).
+    pub worktree: PathBuf,
+    /// The task's context folder (`BATON_CONTEXT_DIR`).
+    pub context_dir: PathBuf,
+    pub labels: Labels,
+}
+
+/// How a started step can be found again, recorded as soon as it exists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Identity {
+    /// A local process group leader: pid and start time (clock ticks since boot).
+    Process { pid: u32, start_time: Option<u64> },
+    /// A container, by id.
+    Container(String),
+}
+
+/// Why a step could not be started or found: one sentence saying what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ExecError(pub String);
+
+/// A step that is running (or has just ended) on some executor.
+pub trait Started: Send {
+    /// How to find it again.
+    fn identity(&self) -> Identity;
+    /// Waits for its end, output drained. Cancel-safe: dropping the future and calling it
+    /// again (or [`Started::abort`]) loses nothing.
+    fn wait(&mut self) -> BoxFuture<'_, Finish>;
+    /// Stops it: a polite stop, then a kill once `grace` has passed, then clean up (a
+    /// container is removed).
+    fn abort(&mut self, grace: Duration) -> BoxFuture<'_, ()>;
+}
+
+/// What [`Executor::find`] found of a step that outlived its engine.
+pub enum Found {
+    /// Still running: reattached, its further output going to the log.
+    Running(Box<dyn Started>),
+    /// It ended while no engine watched; this is how.
+    Exited(Finish),
+    /// Nothing of it is left (or this executor cannot find steps after a restart).
+    Gone,
+}
+
+/// An executor: where and how steps run.
+pub trait Executor: Send + Sync {
+    /// Its name in files (`local`, `docker`).
+    fn name(&self) -> &'static str;
+    /// Starts `launch`, its output lines going to `log`.
+    fn start<'a>(
+        &'a self,
+        launch: &'a Launch,
+        log: LogSender,
+    ) -> BoxFuture<'a, Result<Box<dyn Started>, ExecError>>;
+    /// Finds a step started by an engine that has since died, by its labels.
+    fn find<'a>(
+        &'a self,
+        labels: &'a Labels,
+        log: LogSender,
+    ) -> BoxFuture<'a, Result<Found, ExecError>>;
+}
+
+/// The executor for a spec: the one place executors are registered.
+pub fn executor_for(spec: &ExecutorSpec) -> Result<Arc<dyn Executor>, ExecError> {
+    match spec {
+        ExecutorSpec::Local => Ok(Arc::new(Local)),
+        other => Err(ExecError(format!(
+            "the {} executor is not available in this build yet; run the step locally (remove `executor`) or use docker",
+            other.kind()
+        ))),
+    }
+}
+
+/// Which executor a step uses: the step's own (`executor`, or the `docker` step shorthand),
+/// else its `command` agent profile's, else the workspace default, else local.
+pub fn resolve(
+    step: Option<ExecutorSpec>,
+    profile: Option<&ExecutorSpec>,
+    default: Option<&ExecutorSpec>,
+) -> ExecutorSpec {
+    step.or_else(|| profile.cloned())
+        .or_else(|| default.cloned())
+        .unwrap_or(ExecutorSpec::Local)
+}
+
+/// Waits for a started step, stopping it on `cancel` or once `timeout` has passed.
+pub async fn drive(
+    step: &mut dyn Started,
+    timeout: Duration,
+    grace: Duration,
+    cancel: &CancellationToken,
+) -> Finish {
+    let stopped = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => Finish::Cancelled,
+        finish = step.wait() => return finish,
+        _ = tokio::time::sleep(timeout) => Finish::TimedOut,
+    };
+    step.abort(grace).await;
+    stopped
+}
+
+/// A step that had already ended when it was found.
+pub struct Ended(pub Finish, pub Identity);
+
+impl Started for Ended {
+    fn identity(&self) -> Identity {
+        self.1.clone()
+    }
+    fn wait(&mut self) -> BoxFuture<'_, Finish> {
+        let f = self.0.clone();
+        Box::pin(async move { f })
+    }
+    fn abort(&mut self, _grace: Duration) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+}
+
+/// Where a step runs and as what, handed to whatever starts its process.
+#[derive(Clone)]
+pub struct Place {
+    pub executor: Arc<dyn Executor>,
+    pub worktree: PathBuf,
+    pub context_dir: PathBuf,
+    pub labels: Labels,
+    /// Set when the engine restarted while the step ran: find it rather than start it.
+    pub reattach: bool,
+}
+
+impl Place {
+    /// Starts `program` (or, when reattaching, finds the step already started).
+    pub async fn start(
+        &self,
+        program: Program,
+        env: &StepEnv,
+        log: LogSender,
+    ) -> Result<Box<dyn Started>, ExecError> {
+        if self.reattach {
+            return match self.executor.find(&self.labels, log).await? {
+                Found::Running(s) => Ok(s),
+                Found::Exited(f) => Ok(Box::new(Ended(f, Identity::Container(String::new())))),
+                Found::Gone => Err(ExecError(format!(
+                    "the step's {} process is gone (it ended while no engine watched and left no exit status)",
+                    self.executor.name()
+                ))),
+            };
+        }
+        let launch = Launch {
+            program,
+            env: env.clone(),
+            worktree: self.worktree.clone(),
+            context_dir: self.context_dir.clone(),
+            labels: self.labels.clone(),
+        };
+        self.executor.start(&launch, log).await
+    }
+
+    /// A place on this machine (for callers without a task: tests, hooks).
+    pub fn local(dir: PathBuf) -> Self {
+        Self {
+            executor: Arc::new(Local),
+            worktree: dir.clone(),
+            context_dir: dir,
+            labels: Labels {
+                task_id: 0,
+                step_run_id: 0,
+                execution_key: String::new(),
+            },
+            reattach: false,
+        }
+    }
+}
+
+/// Everything that decides where a step runs, before its agent profile (if any) is known.
+#[derive(Debug, Clone)]
+pub struct Placement {
+    /// The step's own executor (its `executor` field or the `docker` shorthand).
+    pub step: Option<ExecutorSpec>,
+    /// The workspace default (`[executor]` in `.baton/config.toml`).
+    pub default: Option<ExecutorSpec>,
+    pub worktree: PathBuf,
+    pub context_dir: PathBuf,
+    pub labels: Labels,
+    /// Set when the engine restarted while the step ran.
+    pub reattach: bool,
+}
+
+impl Placement {
+    /// The executor for this step given its agent profile's choice, ready to start it.
+    pub fn place(
+        &self,
+        profile: Option<&ExecutorSpec>,
+    ) -> Result<(ExecutorSpec, Place), ExecError> {
+        let spec = resolve(self.step.clone(), profile, self.default.as_ref());
+        let executor = executor_for(&spec)?;
+        Ok((
+            spec,
+            Place {
+                executor,
+                worktree: self.worktree.clone(),
+                context_dir: self.context_dir.clone(),
+                labels: self.labels.clone(),
+                reattach: self.reattach,
+            },
+        ))
+    }
+}
+
+impl std::fmt::Debug for Place {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Place")
+            .field("executor", &self.executor.name())
+            .field("worktree", &self.worktree)
+            .field("labels", &self.labels)
+            .field("reattach", &self.reattach)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,160 @@
+//! The local executor through the seam: output, exit codes, argv, stop and timeout.
+
+use super::*;
+use crate::store::Stream;
+use tokio::sync::mpsc;
+
+fn env(dir: &std::path::Path, vars: &[(&str, &str)]) -> StepEnv {
+    StepEnv {
+        vars: vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        workdir: dir.to_path_buf(),
+        timeout: Duration::from_secs(30),
+        kill_grace: Duration::from_millis(500),
+    }
+}
+
+async fn lines(mut rx: mpsc::Receiver<(Stream, String)>) -> Vec<(Stream, String)> {
+    let mut out = Vec::new();
+    while let Some(l) = rx.recv().await {
+        out.push(l);
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_shell_step_streams_both_streams_and_its_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tx, rx) = mpsc::channel(64);
+    let place = Place::local(dir.path().to_path_buf());
+    let e = env(dir.path(), &[("TEXT", "it's \"$(rm -rf /)\"\nline2")]);
+    let mut s = place
+        .start(
+            Program::Shell("printf '%s\\n' \"$TEXT\"; echo err >&2; exit 3".into()),
+            &e,
+            tx,
+        )
+        .await
+        .expect("starts");
+    assert!(matches!(s.identity(), Identity::Process { .. }));
+    let cancel = CancellationToken::new();
+    assert_eq!(
+        drive(s.as_mut(), e.timeout, e.kill_grace, &cancel).await,
+        Finish::Exited(3)
+    );
+    drop(s);
+    let got = lines(rx).await;
+    assert!(
+        got.contains(&(Stream::Stdout, "it's \"$(rm -rf /)\"".into())),
+        "{got:?}"
+    );
+    assert!(got.contains(&(Stream::Stdout, "line2".into())));
+    assert!(got.contains(&(Stream::Stderr, "err".into())));
+}
+
+#[tokio::test]
+async fn an_argv_step_gets_its_arguments_unexpanded() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tx, rx) = mpsc::channel(64);
+    let e = env(dir.path(), &[]);
+    let mut s = Place::local(dir.path().to_path_buf())
+        .start(
+            Program::Argv(vec![
+                "printf".into(),
+                "%s|".into(),
+                "$HOME".into(),
+                "a b".into(),
+            ]),
+            &e,
+            tx,
+        )
+        .await
+        .expect("starts");
+    let f = drive(
+        s.as_mut(),
+        e.timeout,
+        e.kill_grace,
+        &CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(f, Finish::Exited(0));
+    drop(s);
+    assert_eq!(lines(rx).await, vec![(Stream::Stdout, "$HOME|a b|".into())]);
+}
+
+#[tokio::test]
+async fn a_missing_program_is_a_sentence() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tx, _rx) = mpsc::channel(64);
+    let e = env(dir.path(), &[]);
+    let err = match Place::local(dir.path().to_path_buf())
+        .start(
+            Program::Argv(vec!["surely-not-a-program-xyz".into()]),
+            &e,
+            tx,
+        )
+        .await
+    {
+        Err(e) => e.0,
+        Ok(_) => panic!("started"),
+    };
+    assert!(
+        err.contains("could not start `surely-not-a-program-xyz`"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn cancel_and_timeout_stop_the_group() {
+    let dir = tempfile::tempdir().unwrap();
+    for cancelled in [true, false] {
+        let (tx, _rx) = mpsc::channel(64);
+        let mut e = env(dir.path(), &[]);
+        if !cancelled {
+            e.timeout = Duration::from_millis(200);
+        }
+        let mut s = Place::local(dir.path().to_path_buf())
+            .start(Program::Shell("sleep 300 & sleep 300".into()), &e, tx)
+            .await
+            .expect("starts");
+        let Identity::Process { pid, .. } = s.identity() else {
+            panic!("a process")
+        };
+        let cancel = CancellationToken::new();
+        if cancelled {
+            cancel.cancel();
+        }
+        let f = drive(s.as_mut(), e.timeout, e.kill_grace, &cancel).await;
+        assert_eq!(
+            f,
+            if cancelled {
+                Finish::Cancelled
+            } else {
+                Finish::TimedOut
+            }
+        );
+        assert!(
+            !crate::exec::process::group_alive(pid),
+            "nothing of the group is left"
+        );
+    }
+}
+
+#[test]
+fn resolution_prefers_the_step_then_the_profile_then_the_default() {
+    let docker = |i: &str| {
+        crate::pipeline::parse_executor(&serde_json::json!({"docker": {"image": i}})).unwrap()
+    };
+    assert_eq!(resolve(None, None, None), ExecutorSpec::Local);
+    assert_eq!(resolve(None, None, Some(&docker("d"))), docker("d"));
+    assert_eq!(
+        resolve(None, Some(&docker("p")), Some(&docker("d"))),
+        docker("p")
+    );
+    assert_eq!(
+        resolve(Some(ExecutorSpec::Local), Some(&docker("p")), None),
+        ExecutorSpec::Local
+    );
+}

@@ -98,7 +98,6 @@ async fn an_ssh_step_runs_on_the_host_and_its_commit_comes_back() {
         &env(&wt, title),
         tx,
         CancellationToken::new(),
-        |_| {},
     )
     .await;
     let lines = lines.await.unwrap();
@@ -148,7 +147,6 @@ async fn an_ssh_step_runs_on_the_host_and_its_commit_comes_back() {
         },
         tx,
         CancellationToken::new(),
-        |_| {},
     )
     .await;
     assert_eq!(finish, Finish::Exited(0), "{:?}", lines.await.unwrap());
@@ -167,7 +165,6 @@ async fn a_failing_step_reports_its_exit_code() {
         &env(&wt, "t"),
         tx,
         CancellationToken::new(),
-        |_| {},
     )
     .await;
     assert_eq!(finish, Finish::Exited(7));
@@ -200,15 +197,7 @@ async fn abort_ends_the_remote_process_group() {
             stopper.cancel();
         }
     });
-    let finish = run_ssh(
-        &host_for(&sshd),
-        &script,
-        &env(&wt, "t"),
-        tx,
-        cancel,
-        |_| {},
-    )
-    .await;
+    let finish = run_ssh(&host_for(&sshd), &script, &env(&wt, "t"), tx, cancel).await;
     assert_eq!(finish, Finish::Cancelled, "{:?}", lines.await.unwrap());
     let sleeper = remote_pid(&pid_file);
     wait_within("the remote sleep to end", Duration::from_secs(10), || {
@@ -233,7 +222,7 @@ async fn a_cut_connection_is_an_error_and_the_remote_step_is_ended() {
     let run = tokio::spawn({
         let host = host_for(&sshd);
         let env = env(&wt, "t");
-        async move { run_ssh(&host, &script, &env, tx, CancellationToken::new(), |_| {}).await }
+        async move { run_ssh(&host, &script, &env, tx, CancellationToken::new()).await }
     });
     started.await.expect("the step started on the host");
     proxy.cut();
@@ -274,11 +263,33 @@ async fn an_unreachable_host_is_a_plain_error() {
         &env(&wt, "t"),
         tx,
         CancellationToken::new(),
-        |_| {},
     )
     .await;
     let Finish::SpawnFailed(why) = finish else {
         panic!("{finish:?}")
     };
     assert!(why.contains("ssh host `baton-test`"), "{why}");
+}
+
+#[tokio::test]
+async fn a_step_never_outlives_the_client_that_started_it() {
+    let Some(sshd) = Sshd::start() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let wt = worktree(tmp.path());
+    let pid_file = tmp.path().join("sleeper.pid");
+    let script = format!(
+        "sleep 300 & echo $! > '{}'; echo started; wait",
+        pid_file.display()
+    );
+    let (tx, _lines, started) = collect("started");
+    let step = baton::exec::executor::ssh::start_ssh(&host_for(&sshd), &script, &env(&wt, "t"), tx)
+        .await
+        .expect("started");
+    started.await.expect("the step started on the host");
+    // An engine that dies takes its ssh client with it (recovery ends the recorded group).
+    drop(step);
+    let sleeper = remote_pid(&pid_file);
+    wait_within("the remote sleep to end", Duration::from_secs(10), || {
+        !alive(sleeper)
+    });
 }

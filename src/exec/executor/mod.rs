@@ -113,6 +113,7 @@ pub trait Executor: Send + Sync {
 pub fn executor_for(spec: &ExecutorSpec) -> Result<Arc<dyn Executor>, ExecError> {
     match spec {
         ExecutorSpec::Local => Ok(Arc::new(Local)),
+        ExecutorSpec::Ssh(s) => Ok(Arc::new(ssh::Ssh::new(s)?)),
         other => Err(ExecError(format!(
             "the {} executor is not available in this build yet; run the step locally (remove `executor`) or use docker",
             other.kind()

@@ -7,9 +7,17 @@
 use super::quote::{is_env_name, sh_quote};
 use std::fmt::Write;
 
-/// The remote command: saves standard input (the job script) to a private file and runs it
-/// with `sh`. It holds no variable text and no backslash, so any login shell reads it alike.
-pub const BOOTSTRAP: &str = "sh -c 'umask 077; f=$(mktemp) || exit 97; cat >\"$f\" || exit 97; sh \"$f\" </dev/null; c=$?; rm -f \"$f\"; exit $c'";
+/// The remote command: reads the job script (its length, then its bytes: `dd bs=1` never
+/// reads past them) into a private file and runs it with `sh`, standard input still open.
+/// It holds no variable text, so any POSIX login shell reads it alike.
+pub const BOOTSTRAP: &str = "sh -c 'umask 077; IFS= read -r n || exit 97; f=$(mktemp) || exit 97; dd bs=1 count=\"$n\" of=\"$f\" 2>/dev/null || exit 97; sh \"$f\"; c=$?; rm -f \"$f\"; exit $c'";
+
+/// What baton writes to the remote command's standard input: the job script's length on a
+/// line, then the script. The rest of the input stays open while the step runs: when it
+/// closes (the connection or baton went away), the host ends the step.
+pub fn stdin_for(script: &str) -> String {
+    format!("{}\n{script}", script.len())
+}
 
 /// A file to recreate on the host before the step runs, and the variable naming it there.
 #[derive(Debug, Clone)]
@@ -93,7 +101,8 @@ impl RemoteJob<'_> {
 
 /// Makes the run folder and checks the pushed branch out there, detached so later pushes
 /// to the branch are never refused.
-const PREPARE: &str = r#"say() { printf '%s %s\n' "$nonce" "$*"; }
+const PREPARE: &str = r#"exec 3<&0
+say() { printf '%s %s\n' "$nonce" "$*"; }
 case $run in /*) abs=$run ;; *) abs=$HOME/$run ;; esac
 case $mirror in /*) ;; *) mirror=$HOME/$mirror ;; esac
 rm -rf "$abs" && mkdir -p "$abs/context" || { say "setup cannot make $abs"; exit 97; }
@@ -105,15 +114,22 @@ git -C "$mirror" worktree add -q --detach "$abs/wt" "refs/heads/$branch" >&2 || 
 /// commits on the branch and removes the worktree.
 const RUN: &str = r#"cd "$abs/wt/$sub" || { say "setup no folder $sub in the worktree"; exit 97; }
 if command -v setsid >/dev/null 2>&1; then
-  setsid sh -c "$step" </dev/null &
+  setsid sh -c "$step" </dev/null 3<&- &
 else
-  sh -c "$step" </dev/null &
+  sh -c "$step" </dev/null 3<&- &
 fi
 pid=$!
 echo "$pid" >"$abs/pid"
+# Standard input (kept as fd 3: a background list's own is /dev/null) closes when the
+# connection or baton goes away: then end the step.
+( cat <&3 >/dev/null 2>&1; [ -e "$abs/pid" ] && kill -TERM "-$pid" ) >/dev/null 2>&1 &
+exec 3<&-
+watchdog=$!
 say "pgid $pid"
 wait "$pid"
 code=$?
+rm -f "$abs/pid"
+kill "$watchdog" 2>/dev/null
 cd "$HOME"
 dirty=$(git -C "$abs/wt" status --porcelain 2>/dev/null | wc -l)
 [ "$dirty" -gt 0 ] && say "dirty $dirty"
@@ -180,8 +196,13 @@ mod tests {
     }
 
     #[test]
-    fn the_bootstrap_has_no_backslash_or_variable_text() {
-        assert!(!BOOTSTRAP.contains('\\'));
+    fn the_bootstrap_has_no_single_quote_inside() {
+        let inner = BOOTSTRAP
+            .strip_prefix("sh -c '")
+            .unwrap()
+            .strip_suffix('\'')
+            .unwrap();
+        assert!(!inner.contains('\''));
     }
 
     /// Runs a rendered job against a real local mirror with the real `sh`, as the host would.
@@ -249,15 +270,23 @@ mod tests {
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
-        use std::io::Write as _;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(job.render().as_bytes())
+        use std::io::{BufRead, Write as _};
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(stdin_for(&job.render()).as_bytes())
             .unwrap();
-        let out = child.wait_with_output().unwrap();
-        let text = String::from_utf8(out.stdout).unwrap();
+        // Standard input stays open until the job has said how it ended, as ssh keeps it.
+        let mut text = String::new();
+        for line in std::io::BufReader::new(child.stdout.take().unwrap()).lines() {
+            let line = line.unwrap();
+            text.push_str(&line);
+            text.push('\n');
+            if matches!(parse_line(&line, "NONCE7").1, Some(Marker::Exit(_))) {
+                break;
+            }
+        }
+        drop(stdin);
+        child.wait().unwrap();
         let lines: Vec<_> = text.lines().collect();
         assert!(
             matches!(parse_line(lines[0], "NONCE7").1, Some(Marker::Pgid(_))),

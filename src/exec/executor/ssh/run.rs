@@ -2,19 +2,22 @@
 //! its commits back. Abort and timeout end the step's process group on the host.
 
 use super::host::SshHost;
-use super::job::{BOOTSTRAP, ContextFile, Marker, RemoteJob, parse_line};
+use super::job::{BOOTSTRAP, ContextFile, Marker, RemoteJob, parse_line, stdin_for};
 use super::local_git::LocalRepo;
 use super::quote::sh_quote;
+use crate::exec::executor::{BoxFuture, Identity, Started};
 use crate::exec::lines::pump;
 use crate::exec::process::{signal_group, start_time};
 use crate::exec::redact::Redactor;
-use crate::exec::{Finish, LogSender, Spawned, StepEnv};
+use crate::exec::{Finish, LogSender, StepEnv};
 use crate::store::Stream;
 use nix::sys::signal::Signal;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
+use tokio::process::{Child, ChildStdin};
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 /// How long a short ssh command (make the mirror, signal a group) may take.
@@ -91,17 +94,44 @@ async fn note(log: &LogSender, text: String) {
     let _ = log.send((Stream::System, text)).await;
 }
 
-/// Runs `script` on `host` in a worktree of the task's branch. `spawned` gets the local
-/// ssh client's identity.
+/// Runs `script` on `host` until it ends, is cancelled or times out (for callers without an
+/// engine; the engine drives [`start_ssh`]'s step itself).
 pub async fn run_ssh(
     host: &SshHost,
     script: &str,
     env: &StepEnv,
     log: LogSender,
     cancel: CancellationToken,
-    spawned: impl FnOnce(Spawned),
 ) -> Finish {
     let deadline = tokio::time::Instant::now() + env.timeout;
+    let started = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => return Finish::Cancelled,
+        _ = tokio::time::sleep_until(deadline) => return Finish::TimedOut,
+        s = start_ssh(host, script, env, log) => s,
+    };
+    let mut step = match started {
+        Ok(s) => s,
+        Err(e) => return Finish::SpawnFailed(e),
+    };
+    let stopped = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => Finish::Cancelled,
+        f = step.wait() => return f,
+        _ = tokio::time::sleep_until(deadline) => Finish::TimedOut,
+    };
+    step.abort(env.kill_grace).await;
+    stopped
+}
+
+/// Pushes the branch to the host's mirror and starts `script` there in a worktree of it.
+/// Errors are one sentence naming the host.
+pub async fn start_ssh(
+    host: &SshHost,
+    script: &str,
+    env: &StepEnv,
+    log: LogSender,
+) -> Result<SshStep, String> {
     let prepare = async {
         let repo = LocalRepo::find(&env.workdir).await?;
         let key = var(env, "BATON_EXECUTION_KEY")
@@ -132,16 +162,11 @@ pub async fn run_ssh(
         .await;
         Ok::<_, String>((repo, key, branch, mirror))
     };
-    let prepared = tokio::select! {
-        biased;
-        _ = cancel.cancelled() => return Finish::Cancelled,
-        _ = tokio::time::sleep_until(deadline) => return Finish::TimedOut,
-        p = prepare => p,
-    };
-    let (repo, key, branch, mirror) = match prepared {
-        Ok(p) => p,
-        Err(e) => return Finish::SpawnFailed(format!("ssh host `{}`: {e}", host.host)),
-    };
+    let (repo, key, branch, mirror) = tokio::time::timeout(env.timeout, prepare)
+        .await
+        .map_err(|_| "preparing the step took longer than its timeout".to_string())
+        .and_then(|r| r)
+        .map_err(|e| format!("ssh host `{}`: {e}", host.host))?;
     let run = run_dir(host, &repo.mirror_name, &key);
     let nonce = nonce();
     let files = context_files(env);
@@ -158,32 +183,23 @@ pub async fn run_ssh(
 
     let mut cmd = host.command(BOOTSTRAP);
     cmd.stdin(std::process::Stdio::piped());
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) => {
-            return Finish::SpawnFailed(format!(
-                "could not run `ssh`: {e}; is the OpenSSH client installed?"
-            ));
-        }
-    };
-    let Some(pid) = child.id() else {
-        return Finish::SpawnFailed("the ssh client vanished at start".into());
-    };
-    spawned(Spawned {
-        pid,
-        start_time: start_time(pid),
-    });
-    if let Some(mut stdin) = child.stdin.take() {
-        let body = job.render();
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("could not run `ssh`: {e}; is the OpenSSH client installed?"))?;
+    let pid = child
+        .id()
+        .ok_or_else(|| "the ssh client vanished at start".to_string())?;
+    let mut stdin = child.stdin.take();
+    if let Some(input) = stdin.as_mut() {
         // The job is small; a host that does not read it shows up as a lost connection.
-        let _ = stdin.write_all(body.as_bytes()).await;
-        drop(stdin);
+        let _ = input.write_all(stdin_for(&job.render()).as_bytes()).await;
+        let _ = input.flush().await;
     }
 
     let secrets = Arc::new(Redactor::from_vars(
         std::env::vars().chain(env.vars.iter().cloned()),
     ));
-    let (raw_tx, mut raw_rx) = mpsc::channel::<(Stream, String)>(1024);
+    let (raw_tx, raw_rx) = mpsc::channel::<(Stream, String)>(1024);
     let readers = [
         child
             .stdout
@@ -195,105 +211,56 @@ pub async fn run_ssh(
             .map(|s| tokio::spawn(pump(s, Stream::Stderr, raw_tx.clone(), secrets.clone()))),
     ];
     drop(raw_tx);
-    let filter_log = log.clone();
-    let filter_nonce = nonce.clone();
-    let filter = tokio::spawn(async move {
-        let mut seen = Seen::default();
-        while let Some((stream, line)) = raw_rx.recv().await {
-            let (text, marker) = match stream {
-                Stream::Stdout => parse_line(&line, &filter_nonce),
-                _ => (line.as_str(), None),
-            };
-            if stream == Stream::Stderr && !text.trim().is_empty() {
-                seen.last_stderr = text.to_string();
-            }
-            if marker.is_none() || !text.is_empty() {
-                let _ = filter_log.send((stream, text.to_string())).await;
-            }
-            match marker {
-                Some(Marker::Pgid(p)) => seen.pgid = Some(p),
-                Some(Marker::Exit(c)) => seen.exit = Some(c),
-                Some(Marker::Dirty(n)) => seen.dirty = n,
-                Some(Marker::Setup(s)) => seen.setup = Some(s),
-                None => {}
-            }
-        }
-        seen
-    });
+    let filter = tokio::spawn(filter_lines(raw_rx, log.clone(), nonce));
+    Ok(SshStep {
+        host: host.clone(),
+        repo,
+        mirror,
+        branch,
+        run,
+        start_time: start_time(pid),
+        child,
+        pid,
+        stdin,
+        readers: readers.into_iter().flatten().collect(),
+        filter: Some(filter),
+        seen: None,
+        exited: None,
+        log,
+    })
+}
 
-    enum Stop {
-        Cancel,
-        Timeout,
-    }
-    let status = tokio::select! {
-        biased;
-        _ = cancel.cancelled() => Err(Stop::Cancel),
-        s = child.wait() => Ok(s),
-        _ = tokio::time::sleep_until(deadline) => Err(Stop::Timeout),
-    };
-    if let Err(stop) = status {
-        stop_run(host, &run, &mut child, pid, env.kill_grace).await;
-        for r in readers.into_iter().flatten() {
-            r.abort();
-        }
-        filter.abort();
-        return match stop {
-            Stop::Cancel => Finish::Cancelled,
-            Stop::Timeout => Finish::TimedOut,
+/// Forwards the step's lines to the log and keeps baton's markers out of it.
+async fn filter_lines(
+    mut raw: mpsc::Receiver<(Stream, String)>,
+    log: LogSender,
+    nonce: String,
+) -> Seen {
+    let mut seen = Seen::default();
+    while let Some((stream, line)) = raw.recv().await {
+        let (text, marker) = match stream {
+            Stream::Stdout => parse_line(&line, &nonce),
+            _ => (line.as_str(), None),
         };
-    }
-    let status = status.ok().and_then(Result::ok);
-    for r in readers.into_iter().flatten() {
-        let abort = r.abort_handle();
-        if tokio::time::timeout(DRAIN, r).await.is_err() {
-            abort.abort();
+        if stream == Stream::Stderr && !text.trim().is_empty() {
+            seen.last_stderr = text.to_string();
+        }
+        if marker.is_none() || !text.is_empty() {
+            let _ = log.send((stream, text.to_string())).await;
+        }
+        match marker {
+            Some(Marker::Pgid(p)) => seen.pgid = Some(p),
+            Some(Marker::Exit(c)) => seen.exit = Some(c),
+            Some(Marker::Dirty(n)) => seen.dirty = n,
+            Some(Marker::Setup(s)) => seen.setup = Some(s),
+            None => {}
         }
     }
-    signal_group(pid, Signal::SIGKILL);
-    let seen = filter.await.unwrap_or_default();
-
-    let Some(code) = seen.exit else {
-        let ssh_status = status
-            .map(|s| s.to_string())
-            .unwrap_or_else(|| "no status".into());
-        if let Some(setup) = seen.setup {
-            return Finish::SpawnFailed(format!(
-                "ssh host `{}` could not prepare the step: {setup}",
-                host.host
-            ));
-        }
-        if seen.pgid.is_some() {
-            // The step may still run on the host: end it, as far as the host can be reached.
-            let (again, run) = (host.clone(), run.clone());
-            tokio::spawn(async move { signal_remote(&again, &run, "TERM").await });
-            return Finish::SpawnFailed(format!(
-                "lost the connection to ssh host `{}` while the step ran ({ssh_status}: {})",
-                host.host, seen.last_stderr
-            ));
-        }
-        return Finish::SpawnFailed(format!(
-            "could not run the step on ssh host `{}` ({ssh_status}: {}); check that `ssh {}` logs in without a prompt",
-            host.host, seen.last_stderr, host.host
-        ));
-    };
-    if seen.dirty > 0 {
-        note(&log, format!("{} uncommitted change(s) were left on the host and dropped: only commits come back, so commit in the step", seen.dirty)).await;
-    }
-    match repo.fetch_back(host, &mirror, &branch).await {
-        Ok(0) => {}
-        Ok(n) => note(&log, format!("← {n} commit(s) brought back to {branch}")).await,
-        Err(e) => {
-            return Finish::SpawnFailed(format!(
-                "the step ended on ssh host `{}` (exit {code}) but its commits could not be brought back: {e}",
-                host.host
-            ));
-        }
-    }
-    Finish::Exited(code)
+    seen
 }
 
 /// What baton's markers said during a run.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Seen {
     pgid: Option<u32>,
     exit: Option<i32>,
@@ -302,20 +269,139 @@ struct Seen {
     last_stderr: String,
 }
 
-/// SIGTERM to the step's group on the host; SIGKILL if the run has not ended after `grace`;
-/// then the local client goes too.
-async fn stop_run(
-    host: &SshHost,
-    run: &str,
-    child: &mut tokio::process::Child,
+/// A step running on an ssh host, seen through its local `ssh` client.
+pub struct SshStep {
+    host: SshHost,
+    repo: LocalRepo,
+    mirror: String,
+    branch: String,
+    run: String,
+    child: Child,
     pid: u32,
-    grace: Duration,
-) {
-    let _ = signal_remote(host, run, "TERM").await;
-    if tokio::time::timeout(grace, child.wait()).await.is_err() {
-        let _ = signal_remote(host, run, "KILL").await;
-        signal_group(pid, Signal::SIGKILL);
-        let _ = child.wait().await;
+    start_time: Option<u64>,
+    /// Held open while the step runs: the host ends the step when it closes.
+    stdin: Option<ChildStdin>,
+    readers: Vec<JoinHandle<()>>,
+    filter: Option<JoinHandle<Seen>>,
+    seen: Option<(Seen, String)>,
+    exited: Option<Finish>,
+    log: LogSender,
+}
+
+impl SshStep {
+    /// Lets the output drain after the client ended, then collects the markers.
+    async fn drain(&mut self) -> (Seen, String) {
+        for r in self.readers.drain(..) {
+            let abort = r.abort_handle();
+            if tokio::time::timeout(DRAIN, r).await.is_err() {
+                abort.abort();
+            }
+        }
+        signal_group(self.pid, Signal::SIGKILL);
+        self.stdin = None;
+        let seen = match self.filter.take() {
+            Some(f) => f.await.unwrap_or_default(),
+            None => Seen::default(),
+        };
+        (seen, String::new())
     }
-    signal_group(pid, Signal::SIGKILL);
+
+    /// How the run ended, from the markers; the commits brought back on success.
+    async fn conclude(&self, seen: &Seen, ssh_status: &str) -> Finish {
+        let host = &self.host.host;
+        let Some(code) = seen.exit else {
+            if let Some(setup) = &seen.setup {
+                return Finish::SpawnFailed(format!(
+                    "ssh host `{host}` could not prepare the step: {setup}"
+                ));
+            }
+            if seen.pgid.is_some() {
+                // The host ends the step when the connection closes; say so again in case
+                // it did not notice.
+                let (again, run) = (self.host.clone(), self.run.clone());
+                tokio::spawn(async move { signal_remote(&again, &run, "TERM").await });
+                return Finish::SpawnFailed(format!(
+                    "lost the connection to ssh host `{host}` while the step ran ({ssh_status}: {})",
+                    seen.last_stderr
+                ));
+            }
+            return Finish::SpawnFailed(format!(
+                "could not run the step on ssh host `{host}` ({ssh_status}: {}); check that `ssh {host}` logs in without a prompt",
+                seen.last_stderr
+            ));
+        };
+        if seen.dirty > 0 {
+            note(&self.log, format!("{} uncommitted change(s) were left on the host and dropped: only commits come back, so commit in the step", seen.dirty)).await;
+        }
+        match self
+            .repo
+            .fetch_back(&self.host, &self.mirror, &self.branch)
+            .await
+        {
+            Ok(0) => {}
+            Ok(n) => {
+                note(
+                    &self.log,
+                    format!("← {n} commit(s) brought back to {}", self.branch),
+                )
+                .await
+            }
+            Err(e) => {
+                return Finish::SpawnFailed(format!(
+                    "the step ended on ssh host `{host}` (exit {code}) but its commits could not be brought back: {e}"
+                ));
+            }
+        }
+        Finish::Exited(code)
+    }
+}
+
+impl Started for SshStep {
+    fn identity(&self) -> Identity {
+        Identity::Process {
+            pid: self.pid,
+            start_time: self.start_time,
+        }
+    }
+
+    fn wait(&mut self) -> BoxFuture<'_, Finish> {
+        Box::pin(async move {
+            if let Some(f) = &self.exited {
+                return f.clone();
+            }
+            if self.seen.is_none() {
+                let status = self.child.wait().await;
+                let (seen, _) = self.drain().await;
+                let status = status
+                    .map(|s| s.to_string())
+                    .unwrap_or_else(|e| e.to_string());
+                self.seen = Some((seen, status));
+            }
+            let (seen, status) = self.seen.clone().unwrap_or_default();
+            let finish = self.conclude(&seen, &status).await;
+            self.exited = Some(finish.clone());
+            finish
+        })
+    }
+
+    /// SIGTERM to the step's group on the host; SIGKILL if the run has not ended after
+    /// `grace`; then the local client goes too.
+    fn abort(&mut self, grace: Duration) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            if self.exited.is_some() {
+                return;
+            }
+            let _ = signal_remote(&self.host, &self.run, "TERM").await;
+            if tokio::time::timeout(grace, self.child.wait())
+                .await
+                .is_err()
+            {
+                let _ = signal_remote(&self.host, &self.run, "KILL").await;
+                signal_group(self.pid, Signal::SIGKILL);
+                let _ = self.child.wait().await;
+            }
+            self.drain().await;
+            self.exited = Some(Finish::Cancelled);
+        })
+    }
 }

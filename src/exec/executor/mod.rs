@@ -6,7 +6,9 @@
 //! Adding an executor: implement [`Executor`] in a new file here and add one arm to
 //! [`executor_for`].
 
+pub mod kubernetes;
 mod local;
+pub mod remote_git;
 pub mod ssh;
 
 pub use local::Local;
@@ -114,6 +116,7 @@ pub fn executor_for(spec: &ExecutorSpec) -> Result<Arc<dyn Executor>, ExecError>
     match spec {
         ExecutorSpec::Local => Ok(Arc::new(Local)),
         ExecutorSpec::Ssh(s) => Ok(Arc::new(ssh::Ssh::new(s)?)),
+        ExecutorSpec::Kubernetes(k) => Ok(Arc::new(kubernetes::Kubernetes::new(k))),
         other => Err(ExecError(format!(
             "the {} executor is not available in this build yet; run the step locally (remove `executor`) or use docker",
             other.kind()

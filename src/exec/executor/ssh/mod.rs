@@ -6,10 +6,9 @@
 mod executor;
 mod host;
 mod job;
-mod local_git;
 pub mod quote;
 mod run;
 
 pub use executor::Ssh;
-pub use host::{CONFIG_ENV, DEFAULT_DIR, HostError, SshHost};
+pub use host::{CONFIG_ENV, DEFAULT_DIR, HostError, SshHost, last_line};
 pub use run::{SshStep, run_dir, run_ssh, signal_remote, start_ssh};

@@ -3,8 +3,8 @@
 
 use super::host::SshHost;
 use super::job::{BOOTSTRAP, ContextFile, Marker, RemoteJob, parse_line, stdin_for};
-use super::local_git::LocalRepo;
 use super::quote::sh_quote;
+use crate::exec::executor::remote_git::LocalRepo;
 use crate::exec::executor::{BoxFuture, Identity, Started};
 use crate::exec::lines::pump;
 use crate::exec::process::{signal_group, start_time};
@@ -152,9 +152,13 @@ pub async fn start_ssh(
         if repo.is_dirty().await {
             note(&log, "uncommitted changes in the local worktree do not travel to the host; only commits do".into()).await;
         }
-        repo.push(host, &mirror, &branch)
-            .await
-            .map_err(|e| format!("could not push {branch} to {}: {e}", host.git_url(&mirror)))?;
+        repo.push(
+            Some(&host.git_ssh_command()),
+            &host.git_url(&mirror),
+            &branch,
+        )
+        .await
+        .map_err(|e| format!("could not push {branch} to {}: {e}", host.git_url(&mirror)))?;
         note(
             &log,
             format!("→ {branch} pushed to {}", host.git_url(&mirror)),
@@ -335,7 +339,11 @@ impl SshStep {
         }
         match self
             .repo
-            .fetch_back(&self.host, &self.mirror, &self.branch)
+            .fetch_back(
+                Some(&self.host.git_ssh_command()),
+                &self.host.git_url(&self.mirror),
+                &self.branch,
+            )
             .await
         {
             Ok(0) => {}

@@ -1,6 +1,7 @@
-//! The local side of an ssh step's git trip: which repository and branch, push, fetch back.
+//! The local side of a remote step's git trip (ssh, kubernetes): which repository and
+//! branch, push it, fetch the step's commits back.
 
-use super::host::{SshHost, last_line};
+use super::ssh::last_line;
 use std::path::{Path, PathBuf};
 use tokio::process::Command;
 
@@ -37,12 +38,15 @@ async fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
     }
 }
 
-/// `git` with the host's ssh options, for push and fetch.
-async fn git_over(host: &SshHost, dir: &Path, args: &[&str]) -> Result<String, String> {
-    let out = Command::new("git")
+/// `git` for push and fetch: never prompting, with the ssh command to use when given.
+async fn git_over(ssh: Option<&str>, dir: &Path, args: &[&str]) -> Result<String, String> {
+    let mut cmd = Command::new("git");
+    if let Some(ssh) = ssh {
+        cmd.env("GIT_SSH_COMMAND", ssh);
+    }
+    let out = cmd
         .args(args)
         .current_dir(dir)
-        .env("GIT_SSH_COMMAND", host.git_ssh_command())
         .env("GIT_TERMINAL_PROMPT", "0")
         .kill_on_drop(true)
         .output()
@@ -60,7 +64,7 @@ impl LocalRepo {
     pub async fn find(workdir: &Path) -> Result<Self, String> {
         let not_git = |_| {
             format!(
-                "an ssh step needs a git repository (its branch travels to the host by git), but {} is not in one",
+                "a step on another machine needs a git repository (its branch travels there by git), but {} is not in one",
                 workdir.display()
             )
         };
@@ -87,6 +91,17 @@ impl LocalRepo {
         })
     }
 
+    /// A worktree known by its path (a step found after a restart): enough to bring
+    /// commits back.
+    pub fn at(top: impl Into<PathBuf>) -> Self {
+        Self {
+            top: top.into(),
+            subdir: String::new(),
+            branch: None,
+            mirror_name: String::new(),
+        }
+    }
+
     /// True when the worktree has changes that are not committed (they do not travel).
     pub async fn is_dirty(&self) -> bool {
         git(&self.top, &["status", "--porcelain"])
@@ -94,33 +109,25 @@ impl LocalRepo {
             .is_ok_and(|s| !s.is_empty())
     }
 
-    /// Pushes HEAD to `branch` in the host's mirror (forced: the mirror follows this side).
-    pub async fn push(&self, host: &SshHost, mirror: &str, branch: &str) -> Result<(), String> {
+    /// Pushes HEAD to `branch` at `url` (forced: the remote copy follows this side); `ssh`
+    /// is the ssh command git uses, when given.
+    pub async fn push(&self, ssh: Option<&str>, url: &str, branch: &str) -> Result<(), String> {
         let refspec = format!("+HEAD:refs/heads/{branch}");
-        git_over(
-            host,
-            &self.top,
-            &["push", "-q", &host.git_url(mirror), &refspec],
-        )
-        .await
-        .map(drop)
+        git_over(ssh, &self.top, &["push", "-q", url, &refspec])
+            .await
+            .map(drop)
     }
 
-    /// Fetches `branch` from the mirror and moves the local branch (and files) to it,
+    /// Fetches `branch` from `url` and moves the local branch (and files) to it,
     /// keeping local changes that do not conflict. Returns how many commits came back.
     pub async fn fetch_back(
         &self,
-        host: &SshHost,
-        mirror: &str,
+        ssh: Option<&str>,
+        url: &str,
         branch: &str,
     ) -> Result<u64, String> {
         let refspec = format!("refs/heads/{branch}");
-        git_over(
-            host,
-            &self.top,
-            &["fetch", "-q", "--no-tags", &host.git_url(mirror), &refspec],
-        )
-        .await?;
+        git_over(ssh, &self.top, &["fetch", "-q", "--no-tags", url, &refspec]).await?;
         let count = git(&self.top, &["rev-list", "--count", "HEAD..FETCH_HEAD"])
             .await?
             .parse()

@@ -21,14 +21,14 @@ pub const CONTAINER: &str = "step";
 /// step's script and everything else that varies arrive as environment variables.
 pub const ENTRY: &str = r#"set -u
 fail() { echo "baton: $*" >&2; exit 97; }
-git clone -q --single-branch --branch "$BATON_GIT_BRANCH" "$BATON_GIT_REMOTE" /workspace || fail "could not clone $BATON_GIT_BRANCH from the git remote"
-cd /workspace || fail "no /workspace"
+git clone -q --single-branch --branch "$BATON_GIT_BRANCH" "$BATON_GIT_REMOTE" "$BATON_WORKSPACE" || fail "could not clone $BATON_GIT_BRANCH from the git remote"
+cd "$BATON_WORKSPACE" || fail "no $BATON_WORKSPACE"
 start=$(git rev-parse HEAD)
 mkdir -p "$BATON_CONTEXT_DIR"
-cd "/workspace/$BATON_SUBDIR" || fail "no folder $BATON_SUBDIR in the branch"
+cd "$BATON_WORKSPACE/$BATON_SUBDIR" || fail "no folder $BATON_SUBDIR in the branch"
 sh -c "$BATON_STEP_SCRIPT" </dev/null
 code=$?
-cd /workspace
+cd "$BATON_WORKSPACE"
 if [ "$(git rev-parse HEAD)" != "$start" ]; then
   git push -q origin "HEAD:refs/heads/$BATON_GIT_BRANCH" || fail "could not push the step's commits to the git remote"
 fi

@@ -9,6 +9,7 @@ mod effects;
 mod error;
 mod followups;
 mod logwriter;
+mod reattach;
 mod recovery;
 mod results;
 mod runner;
@@ -276,6 +277,9 @@ impl Engine {
         // Look for commands, due steps and follow-ups: at start, and after a wake-up from
         // outside. A step's end needs no look: it claims the next steps itself.
         let mut look = true;
+        if let Err(e) = self.reattach().await {
+            tracing::error!("picking up steps that outlived the last engine failed: {e}");
+        }
         loop {
             if look {
                 self.drain_commands().await;

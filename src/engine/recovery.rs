@@ -17,6 +17,9 @@ pub struct Recovered {
     pub interrupted: Vec<i64>,
     pub killed_groups: Vec<i64>,
     pub resumed: Vec<i64>,
+    /// Step runs left running on an executor that kept them (a container), for the engine
+    /// to pick back up.
+    pub reattach: Vec<i64>,
 }
 
 /// Ends orphaned groups, marks their steps interrupted, and resumes when `auto_resume`.
@@ -29,6 +32,52 @@ pub fn recover(
     let mut out = Recovered::default();
     let stale = store.read().running_step_runs()?;
     for step in stale {
+        if let Some(spec) = super::reattach::executor_of(ws, store, &step) {
+            let (summary, level) = match super::reattach::still_there(ws, &spec, &step) {
+                Ok(true) => {
+                    out.reattach.push(step.id);
+                    (
+                        format!(
+                            "found the step on {} after a restart; following it again",
+                            spec.describe()
+                        ),
+                        "info",
+                    )
+                }
+                Ok(false) => (
+                    format!(
+                        "the step's {} container is gone; it is interrupted",
+                        spec.kind()
+                    ),
+                    "warning",
+                ),
+                Err(e) => (
+                    format!(
+                        "could not look for the step on {}: {e}; it is interrupted",
+                        spec.describe()
+                    ),
+                    "warning",
+                ),
+            };
+            store.write(|db| {
+                db.insert_event(&NewEvent {
+                    task_id: Some(step.task_id),
+                    category: "lifecycle",
+                    kind: "recovery.executor",
+                    summary,
+                    data: json!({ "executor": spec.kind(), "step_run": step.id }),
+                    actor: "engine",
+                    level,
+                })
+            })?;
+            if out.reattach.last() != Some(&step.id)
+                && store
+                    .write(|db| interrupt_step(db, step.id, "the engine stopped while it ran"))?
+            {
+                out.interrupted.push(step.task_id);
+            }
+            continue;
+        }
         if let Some((pgid, _)) = orphan_group(&step) {
             let pgid = i64::from(pgid);
             let verdict = end_orphan(&step, grace);

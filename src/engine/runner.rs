@@ -220,6 +220,7 @@ pub fn placement_for(job: &Job) -> Placement {
             task_id: job.task.id,
             step_run_id: job.step.id,
             execution_key: job.step.execution_key.clone(),
+            workspace: job.workspace_root.display().to_string(),
         },
         reattach: job.reattach,
     }

@@ -16,6 +16,8 @@ pub(super) struct Claimed {
     task: Task,
     pipeline: Option<Arc<Pipeline>>,
     handoff: Option<StepRun>,
+    /// A step that outlived the previous engine: found again rather than started.
+    reattach: bool,
 }
 
 /// Claims up to `free` due step runs, oldest first, inside the caller's transaction.
@@ -48,6 +50,7 @@ fn claim_due(db: &Db, free: usize) -> crate::store::Result<Vec<Claimed>> {
             task,
             pipeline,
             handoff,
+            reattach: false,
         });
     }
     Ok(out)
@@ -98,6 +101,40 @@ fn next_due(db: &Db) -> crate::store::Result<Option<i64>> {
 }
 
 impl Engine {
+    /// Picks up the steps recovery found still on their executor (containers that outlived
+    /// the previous engine): their output is followed again and their end recorded.
+    pub(super) async fn reattach(&mut self) -> Result<()> {
+        let ids = self.recovered.reattach.clone();
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let found = self
+            .store
+            .read(move |db| {
+                let mut out = Vec::new();
+                for step in super::reattach::still_running(db, &ids)? {
+                    let task = db.task(step.task_id)?;
+                    let handoff = match task.run_id {
+                        Some(r) => db.last_handoff(r)?,
+                        None => None,
+                    };
+                    out.push(Claimed {
+                        pipeline: db.pipeline(task.id).ok(),
+                        step,
+                        task,
+                        handoff,
+                        reattach: true,
+                    });
+                }
+                Ok(out)
+            })
+            .await?;
+        for c in found {
+            self.spawn_step(c);
+        }
+        Ok(())
+    }
+
     /// Claims due step runs up to `max_parallel` and starts them.
     pub(super) async fn schedule(&mut self) -> Result<()> {
         let free = self.cfg.max_parallel.saturating_sub(self.running.len());
@@ -118,6 +155,7 @@ impl Engine {
             task,
             pipeline,
             handoff,
+            reattach,
         } = c;
         let _ = self
             .events
@@ -183,7 +221,7 @@ impl Engine {
             default_timeout: self.cfg.default_timeout,
             kill_grace: self.cfg.kill_grace,
             default_executor: self.cfg.default_executor.clone(),
-            reattach: false,
+            reattach,
         };
         let store = self.store.clone();
         let logs = self.logs.clone();

@@ -158,6 +158,16 @@ pub struct Health {
 pub async fn check(p: &Profile) -> Health {
     let short = Duration::from_secs(3);
     match p.backend {
+        Backend::Command if p.executor.as_ref().is_some_and(|e| e.kind() != "local") => {
+            let spec = p.executor.as_ref().expect("checked above");
+            match crate::exec::executor::check(spec).await {
+                Ok(detail) => Health { ok: true, detail },
+                Err(e) => Health {
+                    ok: false,
+                    detail: e.0,
+                },
+            }
+        }
         Backend::Command => match super::command::find_program(&p.argv[0], None) {
             Some(path) => Health {
                 ok: true,

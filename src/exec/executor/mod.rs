@@ -1,16 +1,19 @@
 //! The executor seam: where a step's process runs. `local` runs it on this machine in its
-//! own process group; `docker` in a container. An executor starts a step, streams its output
+//! own process group; `docker` in a container of a Docker Engine. An executor starts a step, streams its output
 //! lines, waits for it, stops it, and finds it again after an engine restart. The engine's
 //! runner and the `command` agent backend use only this trait, never a step kind.
 //!
 //! Adding an executor: implement [`Executor`] in a new file here and add one arm to
 //! [`executor_for`].
 
+pub mod docker;
+mod docker_step;
 pub mod kubernetes;
 mod local;
 pub mod remote_git;
 pub mod ssh;
 
+pub use docker::Docker;
 pub use local::Local;
 
 use super::{Finish, LogSender, StepEnv};
@@ -42,6 +45,22 @@ pub struct Labels {
     pub step_run_id: i64,
     /// `run:status:attempt`, unique per step run.
     pub execution_key: String,
+    /// The workspace root: tells apart steps of two workspaces on one daemon or host.
+    pub workspace: String,
+}
+
+impl Labels {
+    /// A short stable tag of the workspace, for names (`baton-<tag>-<task>-<step run>`).
+    pub fn workspace_tag(&self) -> String {
+        // FNV-1a: stable across builds and platforms, unlike the std hasher.
+        let hash = self
+            .workspace
+            .bytes()
+            .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+            });
+        format!("{:08x}", hash as u32)
+    }
 }
 
 /// Everything an executor needs to start one step.
@@ -115,12 +134,19 @@ pub trait Executor: Send + Sync {
 pub fn executor_for(spec: &ExecutorSpec) -> Result<Arc<dyn Executor>, ExecError> {
     match spec {
         ExecutorSpec::Local => Ok(Arc::new(Local)),
+        ExecutorSpec::Docker(spec) => Ok(Arc::new(Docker { spec: spec.clone() })),
         ExecutorSpec::Ssh(s) => Ok(Arc::new(ssh::Ssh::new(s)?)),
         ExecutorSpec::Kubernetes(k) => Ok(Arc::new(kubernetes::Kubernetes::new(k))),
-        other => Err(ExecError(format!(
-            "the {} executor is not available in this build yet; run the step locally (remove `executor`) or use docker",
-            other.kind()
-        ))),
+    }
+}
+
+/// Whether an executor can run steps as configured, for `baton agents check`: one line
+/// saying what answered, or the sentence saying what to fix.
+pub async fn check(spec: &ExecutorSpec) -> Result<String, ExecError> {
+    match spec {
+        ExecutorSpec::Local => Ok("runs on this machine".into()),
+        ExecutorSpec::Docker(d) => docker::check(d).await,
+        other => executor_for(other).map(|_| String::new()),
     }
 }
 
@@ -218,6 +244,7 @@ impl Place {
                 task_id: 0,
                 step_run_id: 0,
                 execution_key: String::new(),
+                workspace: String::new(),
             },
             reattach: false,
         }

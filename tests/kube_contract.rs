@@ -84,6 +84,7 @@ fn launch(s: &Setup, script: &str, title: &str, step_run_id: i64) -> Launch {
             task_id: 1,
             step_run_id,
             execution_key: format!("1:build:{step_run_id}"),
+            workspace: s.tmp.path().display().to_string(),
         },
     }
 }
@@ -111,6 +112,7 @@ async fn a_step_runs_as_a_job_and_its_commit_comes_back() {
         &spec(&s.remote, "rust:1.91"),
         stub.client(s.tmp.path(), "default").await,
     );
+    let tag = launch(&s, "", "", 42).labels.workspace_tag();
     let title = "it's \"quoted\" $(touch pwned) `id`";
     let script = "printf '%s' \"$BATON_TASK_TITLE\" > title.txt\necho pod-says-hello\ngit add title.txt && git commit -qm 'from the pod'";
     let (tx, lines) = log_channel();
@@ -155,11 +157,12 @@ async fn a_step_runs_as_a_job_and_its_commit_comes_back() {
     let job = &create.body;
     assert_eq!(job["apiVersion"], "batch/v1");
     assert_eq!(job["kind"], "Job");
-    assert_eq!(job["metadata"]["name"], "baton-t1-s42");
+    assert_eq!(job["metadata"]["name"], format!("baton-{tag}-t1-s42"));
     for labels in [
         &job["metadata"]["labels"],
         &job["spec"]["template"]["metadata"]["labels"],
     ] {
+        assert_eq!(labels["baton.dev/workspace"], tag.as_str());
         assert_eq!(labels["baton.dev/task"], "1");
         assert_eq!(labels["baton.dev/step-run"], "42");
         assert_eq!(labels["baton.dev/execution-key"], "1.build.42");
@@ -192,7 +195,7 @@ async fn a_step_runs_as_a_job_and_its_commit_comes_back() {
             .query
             .get("labelSelector")
             .map(String::as_str),
-        Some("baton.dev/step-run=42")
+        Some(format!("baton.dev/workspace={tag},baton.dev/step-run=42").as_str())
     );
     let log = reqs
         .iter()
@@ -200,7 +203,7 @@ async fn a_step_runs_as_a_job_and_its_commit_comes_back() {
         .expect("the pod's log is read");
     assert_eq!(
         log.path,
-        "/api/v1/namespaces/team/pods/baton-t1-s42-x7k2p/log"
+        format!("/api/v1/namespaces/team/pods/baton-{tag}-t1-s42-x7k2p/log")
     );
     assert_eq!(log.query.get("follow").map(String::as_str), Some("true"));
     assert_eq!(log.query.get("container").map(String::as_str), Some("step"));
@@ -210,7 +213,7 @@ async fn a_step_runs_as_a_job_and_its_commit_comes_back() {
         .expect("the finished Job is deleted");
     assert_eq!(
         delete.path,
-        "/apis/batch/v1/namespaces/team/jobs/baton-t1-s42"
+        format!("/apis/batch/v1/namespaces/team/jobs/baton-{tag}-t1-s42")
     );
     assert_eq!(delete.body["propagationPolicy"], "Background");
 }
@@ -237,6 +240,7 @@ async fn abort_deletes_the_job_with_propagation() {
         stub.client(s.tmp.path(), "default").await,
     );
     let (tx, _lines) = log_channel();
+    let tag = launch(&s, "", "", 9).labels.workspace_tag();
     let mut step = exec
         .start(&launch(&s, "echo started; exec sleep 300", "t", 9), tx)
         .await
@@ -257,7 +261,7 @@ async fn abort_deletes_the_job_with_propagation() {
         .expect("abort deletes the Job");
     assert_eq!(
         delete.path,
-        "/apis/batch/v1/namespaces/team/jobs/baton-t1-s9"
+        format!("/apis/batch/v1/namespaces/team/jobs/baton-{tag}-t1-s9")
     );
     assert_eq!(delete.body["propagationPolicy"], "Foreground");
     assert_eq!(delete.body["gracePeriodSeconds"], 3);
@@ -315,8 +319,11 @@ async fn recovery_finds_the_job_by_label_and_brings_its_commit_back() {
         .find(|r| r.method == "GET" && r.path == "/apis/batch/v1/namespaces/team/jobs")
         .expect("Jobs are listed");
     assert_eq!(
-        list.query.get("labelSelector").map(String::as_str),
-        Some("baton.dev/step-run=11")
+        list.query.get("labelSelector").cloned(),
+        Some(format!(
+            "baton.dev/workspace={},baton.dev/step-run=11",
+            l.labels.workspace_tag()
+        ))
     );
     let opened = tokio::task::spawn_blocking(move || std::fs::write(&gate, "go\n"));
     assert_eq!(step.wait().await, Finish::Exited(0));
@@ -331,9 +338,8 @@ async fn recovery_finds_the_job_by_label_and_brings_its_commit_back() {
     // A step run with no Job is gone.
     let (tx, _l) = log_channel();
     let other = Labels {
-        task_id: 1,
         step_run_id: 999,
-        execution_key: "1:x:1".into(),
+        ..l.labels.clone()
     };
     assert!(matches!(again.find(&other, tx).await.unwrap(), Found::Gone));
 }

@@ -137,7 +137,10 @@ impl Executor for Kubernetes {
                 }
                 Program::Argv(argv) => argv_script(argv, &mut vars),
             };
-            let settings = var(&vars, "BATON_WORKSPACE")
+            let workspace = Some(launch.labels.workspace.as_str())
+                .filter(|w| !w.is_empty())
+                .or_else(|| var(&vars, "BATON_WORKSPACE"));
+            let settings = workspace
                 .map(|w| Settings::load(std::path::Path::new(w)))
                 .unwrap_or_default();
             let git_remote = self.spec.git_remote.clone().or(settings.git_remote.clone()).ok_or_else(|| {
@@ -165,8 +168,10 @@ impl Executor for Kubernetes {
             let ns = self.namespace(&client, &settings);
             let (jobs, pods) = self.apis(client, &ns);
             let worktree = repo.top.display().to_string();
+            let tag = launch.labels.workspace_tag();
             let plan = JobPlan {
                 spec: &self.spec,
+                workspace_tag: &tag,
                 task_id: launch.labels.task_id,
                 step_run_id: launch.labels.step_run_id,
                 execution_key: &launch.labels.execution_key,
@@ -205,7 +210,7 @@ impl Executor for Kubernetes {
                 jobs,
                 pods,
                 name: job.metadata.name.clone().unwrap_or_default(),
-                step_run_id: launch.labels.step_run_id,
+                selector: selector(&tag, launch.labels.step_run_id),
                 repo: Some(repo),
                 git_remote,
                 branch,
@@ -225,9 +230,11 @@ impl Executor for Kubernetes {
     ) -> BoxFuture<'a, Result<Found, ExecError>> {
         Box::pin(async move {
             let client = self.client().await?;
-            let ns = self.namespace(&client, &Settings::default());
+            let settings = Settings::load(std::path::Path::new(&labels.workspace));
+            let ns = self.namespace(&client, &settings);
             let (jobs, pods) = self.apis(client, &ns);
-            let lp = ListParams::default().labels(&selector(labels.step_run_id));
+            let selector = selector(&labels.workspace_tag(), labels.step_run_id);
+            let lp = ListParams::default().labels(&selector);
             let list = jobs.list(&lp).await.map_err(|e| {
                 ExecError(format!(
                     "could not look for the step's Job in namespace `{ns}`: {e}"
@@ -236,7 +243,7 @@ impl Executor for Kubernetes {
             let Some(job) = list.items.first() else {
                 return Ok(Found::Gone);
             };
-            let step = KubeStep::found(jobs, pods, job, labels.step_run_id, log);
+            let step = KubeStep::found(jobs, pods, job, selector, log);
             Ok(Found::Running(Box::new(step)))
         })
     }

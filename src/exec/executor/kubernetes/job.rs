@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 pub const LABEL_TASK: &str = "baton.dev/task";
 pub const LABEL_STEP_RUN: &str = "baton.dev/step-run";
 pub const LABEL_KEY: &str = "baton.dev/execution-key";
+/// A short tag of the workspace: two workspaces on one cluster never see each other's Jobs.
+pub const LABEL_WORKSPACE: &str = "baton.dev/workspace";
 /// Annotations recovery needs to bring a found step's commits back.
 pub const ANNOTATION_WORKTREE: &str = "baton.dev/worktree";
 pub const ANNOTATION_BRANCH: &str = "baton.dev/branch";
@@ -47,6 +49,8 @@ const LOCAL_PATHS: &[&str] = &[
 #[derive(Debug, Clone)]
 pub struct JobPlan<'a> {
     pub spec: &'a KubeSpec,
+    /// [`crate::exec::executor::Labels::workspace_tag`].
+    pub workspace_tag: &'a str,
     pub task_id: i64,
     pub step_run_id: i64,
     pub execution_key: &'a str,
@@ -78,19 +82,20 @@ pub fn label_value(s: &str) -> String {
         .to_string()
 }
 
-/// The Job's name: unique per step run, a valid DNS label.
-pub fn job_name(task_id: i64, step_run_id: i64) -> String {
-    format!("baton-t{task_id}-s{step_run_id}")
+/// The Job's name: unique per workspace and step run, a valid DNS label.
+pub fn job_name(workspace_tag: &str, task_id: i64, step_run_id: i64) -> String {
+    format!("baton-{workspace_tag}-t{task_id}-s{step_run_id}")
 }
 
 /// The label selector of one step run's Job and pod.
-pub fn selector(step_run_id: i64) -> String {
-    format!("{LABEL_STEP_RUN}={step_run_id}")
+pub fn selector(workspace_tag: &str, step_run_id: i64) -> String {
+    format!("{LABEL_WORKSPACE}={workspace_tag},{LABEL_STEP_RUN}={step_run_id}")
 }
 
 impl JobPlan<'_> {
     fn labels(&self) -> BTreeMap<String, String> {
         BTreeMap::from([
+            (LABEL_WORKSPACE.to_string(), label_value(self.workspace_tag)),
             (LABEL_TASK.to_string(), self.task_id.to_string()),
             (LABEL_STEP_RUN.to_string(), self.step_run_id.to_string()),
             (LABEL_KEY.to_string(), label_value(self.execution_key)),
@@ -142,7 +147,7 @@ impl JobPlan<'_> {
             "apiVersion": "batch/v1",
             "kind": "Job",
             "metadata": {
-                "name": job_name(self.task_id, self.step_run_id),
+                "name": job_name(self.workspace_tag, self.task_id, self.step_run_id),
                 "labels": labels,
                 "annotations": {
                     ANNOTATION_WORKTREE: self.worktree,
@@ -252,6 +257,7 @@ mod tests {
         ];
         let plan = JobPlan {
             spec: &spec,
+            workspace_tag: "0a1b2c3d",
             task_id: 7,
             step_run_id: 42,
             execution_key: "3:build:1",
@@ -264,7 +270,8 @@ mod tests {
             worktree: "/wt/7-x",
         };
         let v = serde_json::to_value(plan.job()).unwrap();
-        assert_eq!(v["metadata"]["name"], "baton-t7-s42");
+        assert_eq!(v["metadata"]["name"], "baton-0a1b2c3d-t7-s42");
+        assert_eq!(v["metadata"]["labels"][LABEL_WORKSPACE], "0a1b2c3d");
         assert_eq!(v["metadata"]["labels"][LABEL_KEY], "3.build.1");
         assert_eq!(
             v["spec"]["template"]["metadata"]["labels"][LABEL_STEP_RUN],

@@ -3,7 +3,6 @@
 
 use super::job::{
     ANNOTATION_BRANCH, ANNOTATION_REMOTE, ANNOTATION_WORKTREE, CONTAINER, PodState, pod_state,
-    selector,
 };
 use crate::exec::executor::remote_git::LocalRepo;
 use crate::exec::executor::{BoxFuture, Identity, Started};
@@ -25,7 +24,8 @@ pub struct KubeStep {
     pub(super) jobs: Api<Job>,
     pub(super) pods: Api<Pod>,
     pub(super) name: String,
-    pub(super) step_run_id: i64,
+    /// The label selector of its Job and pod.
+    pub(super) selector: String,
     /// Where the commits come back to (None when the local worktree is gone).
     pub(super) repo: Option<LocalRepo>,
     pub(super) git_remote: String,
@@ -50,7 +50,7 @@ impl KubeStep {
         &self,
         done: impl Fn(&PodState) -> bool,
     ) -> Result<(String, PodState), String> {
-        let lp = ListParams::default().labels(&selector(self.step_run_id));
+        let lp = ListParams::default().labels(&self.selector);
         loop {
             let list = self
                 .pods
@@ -69,7 +69,7 @@ impl KubeStep {
                 .clone()
                 .unwrap_or_else(|| "0".into());
             let wp = WatchParams::default()
-                .labels(&selector(self.step_run_id))
+                .labels(&self.selector)
                 .timeout(WATCH_SECS);
             let mut events = self
                 .pods
@@ -202,7 +202,7 @@ impl KubeStep {
         jobs: Api<Job>,
         pods: Api<Pod>,
         job: &Job,
-        step_run_id: i64,
+        selector: String,
         log: LogSender,
     ) -> Self {
         let ann = job.metadata.annotations.clone().unwrap_or_default();
@@ -214,7 +214,7 @@ impl KubeStep {
             jobs,
             pods,
             name: job.metadata.name.clone().unwrap_or_default(),
-            step_run_id,
+            selector,
             repo: None,
             git_remote: get(ANNOTATION_REMOTE),
             branch: get(ANNOTATION_BRANCH),

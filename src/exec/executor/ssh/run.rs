@@ -250,10 +250,13 @@ async fn filter_lines(
             seen.last_stderr = text.to_string();
         }
         if marker.is_none() || !text.is_empty() {
+            // Before the step starts the host writes only markers to stdout: any other
+            // line there is the step's.
+            seen.started |= stream == Stream::Stdout;
             let _ = log.send((stream, text.to_string())).await;
         }
         match marker {
-            Some(Marker::Pgid(p)) => seen.pgid = Some(p),
+            Some(Marker::Pgid(_)) => seen.started = true,
             Some(Marker::Exit(c)) => seen.exit = Some(c),
             Some(Marker::Dirty(n)) => seen.dirty = n,
             Some(Marker::Setup(s)) => seen.setup = Some(s),
@@ -266,7 +269,8 @@ async fn filter_lines(
 /// What baton's markers said during a run.
 #[derive(Debug, Default, Clone)]
 struct Seen {
-    pgid: Option<u32>,
+    /// The step began on the host.
+    started: bool,
     exit: Option<i32>,
     dirty: u64,
     setup: Option<String>,
@@ -319,7 +323,7 @@ impl SshStep {
                     "ssh host `{host}` could not prepare the step: {setup}"
                 ));
             }
-            if seen.pgid.is_some() {
+            if seen.started {
                 // The host ends the step when the connection closes; say so again in case
                 // it did not notice.
                 let (again, run) = (self.host.clone(), self.run.clone());

@@ -57,25 +57,26 @@ fn env(workdir: &Path, title: &str) -> StepEnv {
     }
 }
 
-/// Collects log lines until the channel closes; `started` fires at the first line that
-/// contains `mark`.
-fn collect(
-    mark: &'static str,
-) -> (
+/// The log's sender, the lines it collected, and a signal at the first marked line.
+type Collector = (
     mpsc::Sender<(Stream, String)>,
     tokio::task::JoinHandle<Vec<(Stream, String)>>,
     tokio::sync::oneshot::Receiver<()>,
-) {
+);
+
+/// Collects log lines until the channel closes; `started` fires at the first line that
+/// contains `mark`.
+fn collect(mark: &'static str) -> Collector {
     let (tx, mut rx) = mpsc::channel::<(Stream, String)>(1024);
     let (started_tx, started) = tokio::sync::oneshot::channel();
     let lines = tokio::spawn(async move {
         let mut all = Vec::new();
         let mut started_tx = Some(started_tx);
         while let Some((s, l)) = rx.recv().await {
-            if l.contains(mark) {
-                if let Some(t) = started_tx.take() {
-                    let _ = t.send(());
-                }
+            if l.contains(mark)
+                && let Some(t) = started_tx.take()
+            {
+                let _ = t.send(());
             }
             all.push((s, l));
         }

@@ -341,8 +341,7 @@ async fn record(
     let bytes = axum::body::to_bytes(body, 1 << 20)
         .await
         .unwrap_or_default();
-    let query: HashMap<String, String> =
-        parts.uri.query().map(|q| url_pairs(q)).unwrap_or_default();
+    let query: HashMap<String, String> = parts.uri.query().map(url_pairs).unwrap_or_default();
     stub.inner.lock().unwrap().requests.push(Seen {
         method: parts.method.to_string(),
         path: parts.uri.path().to_string(),
@@ -366,12 +365,13 @@ fn percent_decode(s: &str) -> String {
     let mut out = Vec::new();
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                out.push(v);
-                i += 3;
-                continue;
-            }
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16)
+        {
+            out.push(v);
+            i += 3;
+            continue;
         }
         out.push(if b[i] == b'+' { b' ' } else { b[i] });
         i += 1;

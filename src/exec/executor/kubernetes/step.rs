@@ -208,26 +208,21 @@ impl KubeStep {
         let ann = job.metadata.annotations.clone().unwrap_or_default();
         let get = |k: &str| ann.get(k).cloned().unwrap_or_default();
         let worktree = get(ANNOTATION_WORKTREE);
-        let repo =
-            (!worktree.is_empty() && std::path::Path::new(&worktree).is_dir()).then(|| worktree);
+        // The commits come back only while the local worktree still exists.
+        let repo = (!worktree.is_empty() && std::path::Path::new(&worktree).is_dir())
+            .then(|| LocalRepo::at(worktree));
         Self {
             jobs,
             pods,
             name: job.metadata.name.clone().unwrap_or_default(),
             selector,
-            repo: None,
+            repo,
             git_remote: get(ANNOTATION_REMOTE),
             branch: get(ANNOTATION_BRANCH),
             log,
             logged: false,
             exited: None,
         }
-        .with_worktree(repo)
-    }
-
-    fn with_worktree(mut self, worktree: Option<String>) -> Self {
-        self.repo = worktree.map(LocalRepo::at);
-        self
     }
 }
 

@@ -146,6 +146,9 @@ impl Executor for Kubernetes {
             let git_remote = self.spec.git_remote.clone().or(settings.git_remote.clone()).ok_or_else(|| {
                 ExecError("a kubernetes step needs a git remote both baton and the cluster reach: set `git_remote` under [executor.kubernetes] in .baton/config.toml".into())
             })?;
+            // The cluster first: no push when no cluster is configured.
+            let client = self.client().await?;
+            let ns = self.namespace(&client, &settings);
             let repo = LocalRepo::find(&launch.env.workdir)
                 .await
                 .map_err(ExecError)?;
@@ -164,8 +167,6 @@ impl Executor for Kubernetes {
                     format!("→ {branch} pushed to {git_remote}"),
                 ))
                 .await;
-            let client = self.client().await?;
-            let ns = self.namespace(&client, &settings);
             let (jobs, pods) = self.apis(client, &ns);
             let worktree = repo.top.display().to_string();
             let tag = launch.labels.workspace_tag();

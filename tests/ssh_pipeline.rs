@@ -132,3 +132,49 @@ fn a_lost_connection_is_an_error_and_the_step_is_retried() {
     );
     assert_eq!(steps[1]["state"], "succeeded");
 }
+
+#[test]
+fn an_engine_killed_mid_step_leaves_no_remote_process_and_the_step_is_interrupted() {
+    let Some(sshd) = Sshd::start() else { return };
+    let ws = repo();
+    let pid_file = ws.dir.path().join("remote-sleep.pid");
+    let script = format!(
+        "sleep 300 & echo $! > '{}.tmp' && mv '{0}.tmp' '{0}'; wait",
+        pid_file.display()
+    );
+    ws.pipeline("remote.json", &pipeline(&sshd.remote_dir(), &script, 0));
+    let id = ws.new_task("remote", "killed engine");
+    ws.ok(&["start", &id.to_string()]);
+    let mut engine = std::process::Command::new(assert_cmd::cargo::cargo_bin("baton"))
+        .current_dir(ws.root())
+        .env_remove("BATON_DIR")
+        .env(baton::exec::executor::ssh::CONFIG_ENV, &sshd.client_config)
+        .arg("engine")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_within(
+        "the step to run on the host",
+        Duration::from_secs(60),
+        || pid_file.exists(),
+    );
+    let sleeper: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(common::alive(sleeper));
+    engine.kill().unwrap();
+    engine.wait().unwrap();
+    // The engine's end of the connection is gone, so the host ends the step.
+    wait_within("the remote step to end", Duration::from_secs(20), || {
+        !common::alive(sleeper)
+    });
+    ws.baton(&["engine", "--exit-when-idle"])
+        .env(baton::exec::executor::ssh::CONFIG_ENV, &sshd.client_config)
+        .timeout(Duration::from_secs(60))
+        .assert()
+        .success();
+    assert_eq!(ws.show(id)["state"], "interrupted");
+}

@@ -2,150 +2,14 @@
 //! task text arrives intact, abort removes the container, a killed engine finds its
 //! container again, and a missing image or daemon is one plain sentence.
 //!
-//! These need a daemon (`.ci/run` starts one) and build their image themselves, `FROM
-//! scratch` with a static busybox: no registry is needed. Where no daemon answers they say
-//! so on stderr and pass.
+//! These need a daemon (`.ci/run` starts one) and build their image themselves (see
+//! `docker_support`). Where no daemon answers they say so on stderr and pass.
 
 mod common;
+mod docker_support;
 use common::{Ws, git, spawn_engine, wait_for, wait_within};
-use std::process::Command;
-use std::sync::OnceLock;
+use docker_support::{Cleanup, IMAGE, containers, image, pipeline, run_wait};
 use std::time::{Duration, Instant};
-
-const IMAGE: &str = "baton-test-busybox:1";
-
-/// The test image, built once; `None` (with a message) where no daemon can be used.
-fn image() -> Option<&'static str> {
-    static READY: OnceLock<Option<&'static str>> = OnceLock::new();
-    *READY.get_or_init(|| {
-        let version = Command::new("docker")
-            .args(["version", "--format", "{{.Server.Version}}"])
-            .output();
-        if !version.as_ref().is_ok_and(|o| o.status.success()) {
-            eprintln!(
-                "SKIPPED docker tests: no Docker daemon answers (start one with `dockerd`, or run .ci/run)"
-            );
-            return None;
-        }
-        let have = Command::new("docker")
-            .args(["image", "inspect", IMAGE])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if have {
-            return Some(IMAGE);
-        }
-        let busybox = ["/bin/busybox", "/usr/bin/busybox"]
-            .into_iter()
-            .find(|p| std::path::Path::new(p).exists());
-        let Some(busybox) = busybox else {
-            eprintln!("SKIPPED docker tests: no static busybox to build the test image (apt-get install busybox-static)");
-            return None;
-        };
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::copy(busybox, dir.path().join("busybox")).unwrap();
-        std::fs::write(
-            dir.path().join("Dockerfile"),
-            "FROM scratch\nCOPY busybox /bin/busybox\nRUN [\"/bin/busybox\",\"--install\",\"-s\",\"/bin\"]\n",
-        )
-        .unwrap();
-        let built = Command::new("docker")
-            .args(["build", "-q", "-t", IMAGE])
-            .arg(dir.path())
-            .output()
-            .unwrap();
-        assert!(
-            built.status.success(),
-            "building the test image failed: {}",
-            String::from_utf8_lossy(&built.stderr)
-        );
-        Some(IMAGE)
-    })
-}
-
-/// A pipeline whose `work` step runs `script` in the test image, then waits at a gate.
-fn pipeline(script: &str, extra: &str) -> String {
-    let step = serde_json::json!({
-        "run": script,
-        "executor": {"docker": {"image": IMAGE, "network": "none"}},
-    });
-    pipeline_of(step, extra)
-}
-
-/// A pipeline whose `work` step is `step` (plus the `extra` members), then a gate.
-fn pipeline_of(step: serde_json::Value, extra: &str) -> String {
-    let mut step = step.to_string();
-    if !extra.is_empty() {
-        step.insert_str(step.len() - 1, &format!(", {extra}"));
-    }
-    format!(
-        r#"{{"id": "d", "name": "Docker",
-  "statuses": [
-    {{"id": "todo", "kind": "queue"}},
-    {{"id": "work", "step": {step}}},
-    {{"id": "review", "kind": "gate"}},
-    {{"id": "done", "kind": "done"}},
-    {{"id": "failed", "kind": "failed"}},
-    {{"id": "cancelled", "kind": "cancelled"}}
-  ],
-  "transitions": [{{"from": "review", "to": "done", "on": "approve", "hooks": [{{"merge": {{}}}}]}}]
-}}"#
-    )
-}
-
-/// Removes what a failed test left on the daemon, so a panic never leaves a container
-/// waiting for ever.
-struct Cleanup(std::path::PathBuf);
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let filter = format!("label=baton.workspace={}", self.0.display());
-        let out = Command::new("docker")
-            .args(["ps", "-aq", "--filter", &filter])
-            .output();
-        if let Ok(out) = out {
-            for id in String::from_utf8_lossy(&out.stdout).lines() {
-                let _ = Command::new("docker").args(["rm", "-f", id]).output();
-            }
-        }
-    }
-}
-
-/// Containers of this workspace's task `id`, running or not.
-fn containers(ws: &Ws, id: i64, running_only: bool) -> Vec<String> {
-    let mut args = vec!["ps", "-q", "--no-trunc"];
-    if !running_only {
-        args.push("-a");
-    }
-    let task = format!("label=baton.task={id}");
-    let root = format!("label=baton.workspace={}", ws.root().display());
-    args.extend(["--filter", &task, "--filter", &root]);
-    let out = Command::new("docker").args(&args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "docker ps: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_string)
-        .collect()
-}
-
-fn run_wait(ws: &Ws, title: &str) -> (Option<i32>, serde_json::Value) {
-    let out = ws
-        .baton(&["run", "d", "--title", title, "--wait", "--json"])
-        .timeout(Duration::from_secs(120))
-        .output()
-        .unwrap();
-    let shown = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
-        panic!(
-            "no json: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    (out.status.code(), shown)
-}
 
 #[test]
 fn a_docker_steps_file_lands_on_the_task_branch_owned_by_the_host_user() {
@@ -155,16 +19,19 @@ fn a_docker_steps_file_lands_on_the_task_branch_owned_by_the_host_user() {
     let ws = Ws::at(dir, "repo");
     ws.baton(&["init"]).assert().success();
     ws.config("worktree_root = \"../worktrees\"\n");
+    // The repository's git folder is mounted too, so git in an image that has it works.
+    let repo_git = std::fs::canonicalize(ws.root().join(".git")).unwrap();
     ws.pipeline(
         "d.json",
         &pipeline(
-            "echo \"user $(id -u):$(id -g) in $(pwd) home $HOME\"; echo from-the-container > made.txt",
-            "",
+            "echo \"user $(id -u):$(id -g) in $(pwd) home $HOME\"; echo from-the-container > made.txt; [ -f \"$REPO_GIT/HEAD\" ] && echo git-folder-mounted",
+            &format!(r#""env": {{"REPO_GIT": "{}"}}"#, repo_git.display()),
         ),
     );
     let (code, shown) = run_wait(&ws, "make a file");
     assert_eq!(code, Some(2), "waits at review: {shown}");
     let log = ws.ok(&["logs", "1"]);
+    assert!(log.contains("git-folder-mounted"), "{log}");
     let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
     assert!(
         log.contains(&format!("user {uid}:{gid} in /workspace home ")),
@@ -412,118 +279,5 @@ fn a_missing_image_or_daemon_is_one_plain_sentence() {
         error.contains("cannot reach the Docker daemon at unix:///nonexistent/docker.sock")
             && error.contains("DOCKER_HOST"),
         "{shown}"
-    );
-}
-
-/// A stand-in for a CLI coding agent, baked into an image of its own: it says where it
-/// runs, quotes its prompt, leaves a file in the worktree and names its outcome.
-const FAKE_AGENT: &str = r#"#!/bin/sh
-echo "agent in $(pwd) as $(id -u) on $(hostname)"
-printf '%s\n' "$1" | head -n 2
-if [ -e /work ] || [ -e /root/.cargo ]; then echo "sees the host"; else echo "sees only its sandbox"; fi
-echo "notes by the sandboxed agent" > AGENT_NOTES.md
-echo "OUTCOME: success"
-"#;
-
-const AGENT_IMAGE: &str = "baton-test-agent:1";
-
-/// The agent image, built once on top of the test image.
-fn agent_image() -> Option<&'static str> {
-    static READY: OnceLock<Option<&'static str>> = OnceLock::new();
-    *READY.get_or_init(|| {
-        image()?;
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("fake-agent"), FAKE_AGENT).unwrap();
-        std::fs::write(
-            dir.path().join("Dockerfile"),
-            format!("FROM {IMAGE}\nCOPY fake-agent /bin/fake-agent\nRUN [\"/bin/chmod\",\"755\",\"/bin/fake-agent\"]\n"),
-        )
-        .unwrap();
-        let built = Command::new("docker")
-            .args(["build", "-q", "-t", AGENT_IMAGE])
-            .arg(dir.path())
-            .output()
-            .unwrap();
-        assert!(
-            built.status.success(),
-            "building the agent image failed: {}",
-            String::from_utf8_lossy(&built.stderr)
-        );
-        Some(AGENT_IMAGE)
-    })
-}
-
-#[test]
-fn a_command_agent_runs_sandboxed_in_its_image() {
-    let Some(_) = agent_image() else { return };
-    let ws = Ws::new();
-    std::fs::write(
-        ws.root().join(".baton/agents/boxed.json"),
-        format!(
-            r#"{{"id": "boxed", "backend": "command", "format": "text",
-  "argv": ["fake-agent", "{{{{message}}}}"],
-  "executor": {{"docker": {{"image": "{AGENT_IMAGE}", "network": "none"}}}}}}"#
-        ),
-    )
-    .unwrap();
-    ws.pipeline(
-        "a.json",
-        r#"{"id": "a", "name": "Agent", "statuses": [
-            {"id": "todo", "kind": "queue"},
-            {"id": "code", "step": {"agent": "boxed"}},
-            {"id": "review", "kind": "gate"},
-            {"id": "done", "kind": "done"},
-            {"id": "failed", "kind": "failed"}]}"#,
-    );
-    let out = ws
-        .baton(&[
-            "run",
-            "a",
-            "--title",
-            "sandboxed \"work\"",
-            "--wait",
-            "--json",
-        ])
-        .timeout(Duration::from_secs(120))
-        .output()
-        .unwrap();
-    let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(shown["status"], "review", "{shown}");
-    let handoff = shown["steps"][0]["handoff"].to_string();
-    let uid = nix::unistd::getuid();
-    assert!(
-        handoff.contains(&format!("agent in /workspace as {uid}")),
-        "{handoff}"
-    );
-    assert!(handoff.contains("sees only its sandbox"), "{handoff}");
-    assert!(
-        handoff.contains("sandboxed \\\"work\\\""),
-        "the prompt arrived: {handoff}"
-    );
-    assert_eq!(
-        std::fs::read_to_string(ws.root().join("AGENT_NOTES.md")).unwrap(),
-        "notes by the sandboxed agent\n"
-    );
-    let log = ws.ok(&["logs", "1"]);
-    assert!(log.contains("on docker baton-test-agent:1"), "{log}");
-    assert!(log.contains("started fake-agent in container"), "{log}");
-}
-
-#[test]
-fn the_workspace_default_puts_plain_steps_in_containers() {
-    let Some(_) = image() else { return };
-    let ws = Ws::new();
-    ws.config(&format!(
-        "[executor]\ndefault = \"docker\"\n[executor.docker]\nimage = \"{IMAGE}\"\nnetwork = \"none\"\n"
-    ));
-    ws.pipeline(
-        "d.json",
-        &pipeline_of(serde_json::json!({"run": "pwd > where.txt"}), ""),
-    );
-    let (code, shown) = run_wait(&ws, "default");
-    assert_eq!(code, Some(2), "{shown}");
-    assert_eq!(
-        std::fs::read_to_string(ws.root().join("where.txt")).unwrap(),
-        "/workspace\n"
     );
 }

@@ -282,8 +282,20 @@ pub fn env_for(job: &Job) -> StepEnv {
             Some(w) => job.workdir.join(w),
             None => job.workdir.clone(),
         },
-        timeout: job.spec.timeout.unwrap_or(job.default_timeout),
+        timeout: time_left(job, job.spec.timeout.unwrap_or(job.default_timeout)),
         kill_grace: job.kill_grace,
+    }
+}
+
+/// What is left of a step's time limit: all of it, or for a step picked back up after a
+/// restart, what its first engine had not used (a second at least, to read its end).
+fn time_left(job: &Job, limit: Duration) -> Duration {
+    match (job.reattach, job.step.started_at) {
+        (true, Some(started)) => {
+            let used = Duration::from_millis((now_ms() - started).max(0) as u64);
+            limit.saturating_sub(used).max(Duration::from_secs(1))
+        }
+        _ => limit,
     }
 }
 
@@ -384,7 +396,7 @@ async fn agent_step(
         agents_dir: &agents_dir,
         vars,
         env: env.clone(),
-        step_timeout: job.spec.timeout,
+        step_timeout: job.spec.timeout.map(|t| time_left(job, t)),
         context_dir: &job.context_dir,
         attempt: job.seq,
         placement,

@@ -121,17 +121,17 @@ pub(super) async fn run(
         Ok(c) => c,
         Err(e) => return AgentFinish::error(format!("{who}: {e}"), false),
     };
-    match child.identity() {
-        Identity::Process { pid, start_time } => {
-            (hooks.spawned)(Spawned { pid, start_time });
-            log.system(format!("started {} (pid {pid})", argv[0])).await;
-        }
-        Identity::Container(id) => {
-            let short: String = id.chars().take(12).collect();
-            log.system(format!("started {} in container {short}", argv[0]))
-                .await;
-        }
+    let identity = child.identity();
+    if let Identity::Process { pid, start_time } = identity {
+        (hooks.spawned)(Spawned { pid, start_time });
     }
+    let how = if job.place.reattach {
+        "following"
+    } else {
+        "started"
+    };
+    log.system(format!("{how} {} ({})", argv[0], identity.describe()))
+        .await;
 
     let mut reader = match p.format {
         Format::Text => Reader::Text(String::new()),

@@ -295,11 +295,15 @@ fn container_body(launch: &Launch, spec: &DockerSpec) -> Result<ContainerCreateB
         (LABEL_WORKSPACE.to_string(), launch.labels.workspace.clone()),
     ]);
     let ctx = launch.context_dir.display().to_string();
+    let mut binds = vec![
+        format!("{}:{WORKSPACE}", launch.worktree.display()),
+        format!("{ctx}:{ctx}"),
+    ];
+    if let Some(git) = git_common_dir(&launch.worktree) {
+        binds.push(format!("{0}:{0}", git.display()));
+    }
     let host = HostConfig {
-        binds: Some(vec![
-            format!("{}:{WORKSPACE}", launch.worktree.display()),
-            format!("{ctx}:{ctx}"),
-        ]),
+        binds: Some(binds),
         network_mode: spec.network.clone(),
         memory: spec.memory.map(|m| m as i64),
         nano_cpus: spec.cpus.map(|c| (c * 1e9) as i64),
@@ -328,6 +332,22 @@ fn container_body(launch: &Launch, spec: &DockerSpec) -> Result<ContainerCreateB
     })
 }
 
+/// The repository's git folder when `worktree` is a linked git worktree (its `.git` is a
+/// file naming a folder inside it): mounted at the same path, so `git` in the container
+/// can read and commit.
+fn git_common_dir(worktree: &Path) -> Option<std::path::PathBuf> {
+    let link = std::fs::read_to_string(worktree.join(".git")).ok()?;
+    let gitdir = Path::new(link.strip_prefix("gitdir:")?.trim());
+    let gitdir = if gitdir.is_absolute() {
+        gitdir.to_path_buf()
+    } else {
+        worktree.join(gitdir)
+    };
+    let common = std::fs::read_to_string(gitdir.join("commondir")).ok()?;
+    let common = gitdir.join(common.trim());
+    std::fs::canonicalize(common).ok()
+}
+
 /// Removes a container, running or not; one already gone is fine.
 pub async fn remove(docker: &bollard::Docker, id: &str) {
     let opts = RemoveContainerOptions {
@@ -337,3 +357,7 @@ pub async fn remove(docker: &bollard::Docker, id: &str) {
     };
     let _ = docker.remove_container(id, Some(opts)).await;
 }
+
+#[cfg(test)]
+#[path = "docker_tests.rs"]
+mod tests;

@@ -85,6 +85,16 @@ pub enum Identity {
     Container(String),
 }
 
+impl Identity {
+    /// For the log: `pid 4242`, `container 1ea8eefe0f21`.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Process { pid, .. } => format!("pid {pid}"),
+            Self::Container(id) => format!("container {}", &id[..id.len().min(12)]),
+        }
+    }
+}
+
 /// Why a step could not be started or found: one sentence saying what to do.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]

@@ -1,0 +1,110 @@
+//! The docker executor's container settings and error sentences, without a daemon.
+
+use super::*;
+use crate::exec::StepEnv;
+use std::time::Duration;
+
+fn launch(dir: &Path, program: Program) -> Launch {
+    Launch {
+        program,
+        env: StepEnv {
+            vars: vec![
+                ("BATON_TASK_TITLE".into(), "it's \"$(x)\"\nnext".into()),
+                ("HOME".into(), "/root".into()),
+            ],
+            workdir: dir.join("wt/sub"),
+            timeout: Duration::from_secs(5),
+            kill_grace: Duration::from_secs(1),
+        },
+        worktree: dir.join("wt"),
+        context_dir: dir.join("ctx"),
+        labels: Labels {
+            task_id: 7,
+            step_run_id: 9,
+            execution_key: "3:build:1".into(),
+            workspace: "/ws".into(),
+        },
+    }
+}
+
+#[test]
+fn the_container_runs_the_pipelines_command_with_task_text_only_in_env() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = DockerSpec {
+        image: "img:1".into(),
+        network: Some("none".into()),
+        memory: Some(1 << 30),
+        cpus: Some(1.5),
+        pull: PullPolicy::Never,
+    };
+    let l = launch(dir.path(), Program::Shell("make test".into()));
+    let body = container_body(&l, &spec).unwrap();
+    assert_eq!(
+        body.entrypoint.unwrap(),
+        vec!["/bin/sh", "-c", "make test"],
+        "the command is the pipeline's"
+    );
+    let env = body.env.unwrap();
+    assert!(env.contains(&"BATON_TASK_TITLE=it's \"$(x)\"\nnext".to_string()));
+    let home = format!("HOME={}", dir.path().join("ctx/home").display());
+    assert_eq!(
+        env.iter()
+            .filter(|e| e.starts_with("HOME="))
+            .collect::<Vec<_>>(),
+        vec![&home],
+        "HOME is the task's, under its context folder"
+    );
+    assert!(dir.path().join("ctx/home").is_dir());
+    assert_eq!(body.working_dir.unwrap(), "/workspace/sub");
+    let user = body.user.unwrap();
+    assert_eq!(
+        user,
+        format!("{}:{}", nix::unistd::getuid(), nix::unistd::getgid())
+    );
+    let labels = body.labels.unwrap();
+    assert_eq!(labels[LABEL_STEP_RUN], "9");
+    assert_eq!(labels[LABEL_EXECUTION_KEY], "3:build:1");
+    assert_eq!(labels[LABEL_WORKSPACE], "/ws");
+    let host = body.host_config.unwrap();
+    let ctx = dir.path().join("ctx").display().to_string();
+    assert_eq!(
+        host.binds.unwrap(),
+        vec![
+            format!("{}:/workspace", dir.path().join("wt").display()),
+            format!("{ctx}:{ctx}"),
+        ]
+    );
+    assert_eq!(host.network_mode.as_deref(), Some("none"));
+    assert_eq!(host.memory, Some(1 << 30));
+    assert_eq!(host.nano_cpus, Some(1_500_000_000));
+    let argv = Program::Argv(vec!["agent".into(), "$(prompt)".into()]);
+    let body = container_body(&launch(dir.path(), argv), &spec).unwrap();
+    assert_eq!(body.entrypoint.unwrap(), vec!["agent", "$(prompt)"]);
+}
+
+#[test]
+fn daemon_errors_say_what_to_do() {
+    let denied = DockerError::IOError {
+        err: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+    };
+    let msg = api_error(&denied, "connecting").0;
+    assert!(
+        msg.contains("permission denied on the Docker socket") && msg.contains("docker` group"),
+        "{msg}"
+    );
+    let missing = DockerError::SocketNotFoundError("/x.sock".into());
+    let msg = api_error(&missing, "connecting").0;
+    assert!(
+        msg.contains("cannot reach the Docker daemon") && msg.contains("DOCKER_HOST"),
+        "{msg}"
+    );
+    let refused = DockerError::DockerResponseServerError {
+        status_code: 400,
+        message: "invalid mount config".into(),
+    };
+    let msg = api_error(&refused, "creating a container").0;
+    assert_eq!(
+        msg,
+        "the Docker daemon refused creating a container: invalid mount config"
+    );
+}

@@ -228,7 +228,8 @@ impl KubeStep {
 
 impl Started for KubeStep {
     fn identity(&self) -> Identity {
-        Identity::Container(format!("kubernetes:{}", self.name))
+        // The Job's name: what `kubectl get job` shows.
+        Identity::Container(self.name.clone())
     }
 
     fn wait(&mut self) -> BoxFuture<'_, Finish> {

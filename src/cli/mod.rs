@@ -1,6 +1,7 @@
 //! The headless command line: argument definitions and dispatch.
 
 mod engine_cmd;
+mod executors_check;
 mod fixup;
 pub(crate) mod json;
 mod pipelines;

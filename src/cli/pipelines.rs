@@ -303,9 +303,10 @@ pub fn agents(dir: Option<&PathBuf>, cmd: AgentsCmd) -> Outcome {
                 );
             }
             let errors = cat.diagnostics.iter().filter(|d| d.is_error()).count();
-            if bad > 0 || errors > 0 {
+            let executors = super::executors_check::check(ws.as_ref(), &cat.profiles, &rt);
+            if bad > 0 || errors > 0 || executors > 0 {
                 return Err(Failure::new(format!(
-                    "{bad} of {} agent backend(s) did not answer and {errors} profile file(s) have errors — see above",
+                    "{bad} of {} agent backend(s) did not answer, {executors} cluster check(s) failed and {errors} profile file(s) have errors — see above",
                     checks.len()
                 )));
             }

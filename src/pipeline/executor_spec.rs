@@ -91,6 +91,10 @@ pub struct KubeSpec {
     pub resources: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub node_selector: BTreeMap<String, String>,
+    /// The git remote the pod clones the task branch from and pushes back to (usually set
+    /// once under `[executor.kubernetes]` in config.toml).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_remote: Option<String>,
 }
 
 /// A problem in an executor object: the path below it (JSON pointer pieces) and what is
@@ -138,7 +142,13 @@ pub fn parse_executor(v: &Value) -> Result<ExecutorSpec, ExecutorProblem> {
         "local" => &[],
         "docker" => &["image", "network", "memory", "cpus", "pull"],
         "ssh" => &["host", "dir"],
-        "kubernetes" => &["image", "namespace", "resources", "node_selector"],
+        "kubernetes" => &[
+            "image",
+            "namespace",
+            "resources",
+            "node_selector",
+            "git_remote",
+        ],
         other => {
             return Err(problem(
                 &[other],
@@ -210,6 +220,7 @@ pub fn parse_executor(v: &Value) -> Result<ExecutorSpec, ExecutorProblem> {
             namespace: opt(b, kind, "namespace")?,
             resources: string_map(b, kind, "resources", &["cpu", "memory"])?,
             node_selector: string_map(b, kind, "node_selector", &[])?,
+            git_remote: opt(b, kind, "git_remote")?,
         }),
     })
 }

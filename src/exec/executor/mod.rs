@@ -8,7 +8,10 @@
 
 pub mod docker;
 mod docker_step;
+pub mod kubernetes;
 mod local;
+pub mod remote_git;
+pub mod ssh;
 
 pub use docker::Docker;
 pub use local::Local;
@@ -142,10 +145,8 @@ pub fn executor_for(spec: &ExecutorSpec) -> Result<Arc<dyn Executor>, ExecError>
     match spec {
         ExecutorSpec::Local => Ok(Arc::new(Local)),
         ExecutorSpec::Docker(spec) => Ok(Arc::new(Docker { spec: spec.clone() })),
-        other => Err(ExecError(format!(
-            "the {} executor is not available in this build yet; run the step locally (remove `executor`) or in docker",
-            other.kind()
-        ))),
+        ExecutorSpec::Ssh(s) => Ok(Arc::new(ssh::Ssh::new(s)?)),
+        ExecutorSpec::Kubernetes(k) => Ok(Arc::new(kubernetes::Kubernetes::new(k))),
     }
 }
 

@@ -4,6 +4,7 @@
 
 mod load;
 mod profile;
+pub mod schema;
 mod template;
 
 pub use load::{AgentCatalog, ProfileError, load_agents};

@@ -1,6 +1,7 @@
 //! The headless command line: argument definitions and dispatch.
 
 mod engine_cmd;
+mod init_cmd;
 mod json;
 mod pipelines;
 mod tasks;

@@ -23,6 +23,9 @@ pub fn init(dir: Option<&PathBuf>) -> Outcome {
         )));
     }
     let (ws, created) = Workspace::init(&root)?;
+    if super::init_cmd::write_schemas(&ws)? && !created {
+        println!("refreshed the file schemas in .baton/schemas/");
+    }
     let mut store = open_store(&ws)?;
     // Task branches start from (and merge back into) the branch checked out now.
     if let Some(branch) = crate::workspace::git::current_branch(ws.root())

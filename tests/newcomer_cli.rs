@@ -34,3 +34,65 @@ fn init_writes_the_schemas_and_validate_accepts_a_schema_key() {
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(!all.contains("$schema"), "no warning about $schema: {all}");
 }
+
+#[test]
+fn the_demo_hands_a_plan_to_the_coder_and_loops_its_review_once() {
+    let ws = Ws::new();
+    let out = ws
+        .baton(&[
+            "run",
+            "demo",
+            "--title",
+            "Add a dark mode toggle",
+            "--wait",
+            "--json",
+        ])
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "waits for approval: {out:?}");
+    let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(shown["status"], "approval");
+    let steps = shown["steps"].as_array().unwrap();
+    let ran: Vec<&str> = steps
+        .iter()
+        .map(|s| s["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ran,
+        ["plan", "build", "test", "review", "build", "test", "review"]
+    );
+    assert_eq!(steps[3]["outcome"], "changes_requested");
+    assert_eq!(steps[6]["outcome"], "success");
+    assert_eq!(steps[4]["attempt"], 2);
+    let plan = steps[0]["handoff"]["content"].as_str().unwrap();
+    assert!(plan.contains("## Next Agent Context"), "{plan}");
+    let triggers: Vec<&str> = shown["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["trigger"].as_str().unwrap())
+        .collect();
+    assert!(
+        triggers.contains(&"outcome:changes_requested"),
+        "{triggers:?}"
+    );
+
+    // The coder's log shows the prompt it got: the planner's plan, not its raw output.
+    let id = shown["id"].as_i64().unwrap().to_string();
+    let coder = ws.ok(&["logs", &id, "--step", "2"]);
+    assert!(coder.contains("Add a `dark_mode` field"), "{coder}");
+    assert!(
+        coder.contains("[tool] edit update src/settings.rs"),
+        "{coder}"
+    );
+    // The second build gets the reviewer's request.
+    let rework = ws.ok(&["logs", &id, "--step", "5"]);
+    assert!(
+        rework.contains("round-trips through the settings file"),
+        "{rework}"
+    );
+
+    ws.ok(&["approve", &id]);
+    assert_eq!(ws.show(id.parse().unwrap())["status"], "done");
+}

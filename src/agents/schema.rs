@@ -20,7 +20,9 @@ use std::collections::BTreeMap;
             {"if": {"properties": {"backend": {"const": "openai"}}},
              "then": {"required": ["url", "model"]}},
             {"if": {"properties": {"backend": {"const": "command"}}},
-             "then": {"required": ["argv"]}}
+             "then": {"required": ["argv"]}},
+            {"if": {"properties": {"backend": {"const": "replay"}}},
+             "then": {"required": ["recording"]}}
         ]
     )
 )]
@@ -52,8 +54,13 @@ pub struct AgentFile {
     /// (one argument, never a shell word).
     #[schemars(length(min = 1))]
     argv: Option<Vec<String>>,
-    /// `command`: how the output is read.
+    /// `command` and `replay`: how the output is read.
     format: Option<FormatName>,
+    /// `replay`: the recorded output, relative to the profile's folder; a list plays one
+    /// recording per attempt of the status (the last one repeats).
+    recording: Option<Recording>,
+    /// `replay`: the pause between two recorded lines, like "50ms" (default: none).
+    pace: Option<Duration>,
     /// The prompt, with `{{title}}`, `{{prompt}}`, `{{handoff}}`, `{{note}}`, `{{branch}}`,
     /// `{{status}}` and `{{context_dir}}`.
     prompt_template: Option<String>,
@@ -77,6 +84,18 @@ pub enum BackendName {
     Opencode,
     /// A CLI agent started from `argv` (Claude Code, Codex, Gemini CLI, aider, …).
     Command,
+    /// Plays a recorded output back: no network, no keys (the demo, pipeline tests).
+    Replay,
+}
+
+/// One recording, or one per attempt.
+#[derive(JsonSchema)]
+#[serde(untagged)]
+pub enum Recording {
+    /// Every attempt plays this file.
+    One(String),
+    /// Attempt N plays the Nth file (the last one repeats).
+    PerAttempt(#[schemars(length(min = 1))] Vec<String>),
 }
 
 /// Output formats.
@@ -89,6 +108,10 @@ pub enum FormatName {
     ClaudeStreamJson,
     /// `codex exec --json`.
     CodexJson,
+    /// `replay` only: OpenAI-compatible stream chunks, one `data:` payload per line.
+    OpenaiSse,
+    /// `replay` only: OpenCode `/event` payloads, one JSON object per line.
+    OpencodeEvents,
 }
 
 /// The JSON Schema of agent profile files, as pretty JSON ending in a newline: what

@@ -158,6 +158,21 @@ pub struct Health {
 pub async fn check(p: &Profile) -> Health {
     let short = Duration::from_secs(3);
     match p.backend {
+        Backend::Replay => {
+            let missing: Vec<String> = p
+                .recordings
+                .iter()
+                .filter_map(|r| super::replay::recording_text(p, r).err())
+                .collect();
+            Health {
+                ok: missing.is_empty(),
+                detail: if missing.is_empty() {
+                    format!("{} recording(s) readable", p.recordings.len())
+                } else {
+                    format!("{} — fix `recording` in {}", missing.join("; "), p.file)
+                },
+            }
+        }
         Backend::Command => match super::command::find_program(&p.argv[0], None) {
             Some(path) => Health {
                 ok: true,

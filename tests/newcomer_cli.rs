@@ -96,3 +96,33 @@ fn the_demo_hands_a_plan_to_the_coder_and_loops_its_review_once() {
     ws.ok(&["approve", &id]);
     assert_eq!(ws.show(id.parse().unwrap())["status"], "done");
 }
+
+#[test]
+fn completions_and_the_man_page_cover_every_command() {
+    let ws = Ws::new();
+    for (shell, marker) in [
+        ("bash", "complete -F _baton"),
+        ("zsh", "#compdef baton"),
+        ("fish", "complete -c baton"),
+    ] {
+        let script = ws.ok(&["completions", shell]);
+        assert!(script.contains(marker), "{shell}: {script}");
+        for sub in ["approve", "pipelines", "completions", "man"] {
+            assert!(script.contains(sub), "{shell} completes {sub}");
+        }
+    }
+    let out = ws.baton(&["completions", "tcsh"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("possible values"));
+
+    let page = ws.ok(&["man"]);
+    assert!(
+        page.starts_with(".ie") && page.contains(".TH baton 1"),
+        "{page}"
+    );
+    assert!(
+        page.contains("baton\\-approve") || page.contains("approve"),
+        "{page}"
+    );
+    assert!(page.contains("a terminal kanban"), "{page}");
+}

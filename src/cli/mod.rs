@@ -4,6 +4,7 @@ mod engine_cmd;
 mod init_cmd;
 mod json;
 mod pipelines;
+mod shell;
 mod tasks;
 
 use crate::engine::EngineError;
@@ -139,6 +140,13 @@ pub enum Command {
     /// Agent profiles.
     #[command(subcommand)]
     Agents(AgentsCmd),
+    /// Print a shell completion script: `baton completions bash > ~/.local/share/bash-completion/completions/baton`.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff): `baton man > ~/.local/share/man/man1/baton.1`.
+    Man,
 }
 
 /// `start|approve|reject|abort|resume|retry ID [--note TEXT]`.
@@ -254,6 +262,8 @@ pub fn dispatch(dir: Option<&PathBuf>, command: Command) -> Outcome {
         Command::Init => tasks::init(dir),
         Command::Pipelines(cmd) => pipelines::run(dir, cmd),
         Command::Agents(cmd) => pipelines::agents(dir, cmd),
+        Command::Completions { shell } => shell::completions(shell),
+        Command::Man => shell::man(),
         Command::Engine { exit_when_idle } => engine_cmd::run(&workspace(dir)?, exit_when_idle),
         other => tasks::run(&workspace(dir)?, other),
     }

@@ -209,9 +209,8 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
             }
             super::engine_cmd::run_task(ws, &mut store, id, wait, json)
         }
-        Command::Init | Command::Engine { .. } | Command::Pipelines(_) | Command::Agents(_) => {
-            unreachable!("dispatched elsewhere")
-        }
+        // Init, engine, pipelines, agents and the other workspace-free commands.
+        _ => unreachable!("dispatched elsewhere"),
     }
 }
 

@@ -126,3 +126,47 @@ fn completions_and_the_man_page_cover_every_command() {
     );
     assert!(page.contains("a terminal kanban"), "{page}");
 }
+
+#[test]
+fn config_show_names_where_each_value_comes_from() {
+    let ws = Ws::new();
+    let user_dir = ws.dir.path().join("xdg/baton");
+    std::fs::create_dir_all(&user_dir).unwrap();
+    std::fs::write(
+        user_dir.join("config.toml"),
+        "max_parallel = 8\nkill_grace = \"9s\"\n",
+    )
+    .unwrap();
+    ws.config("max_parallel = 2\n");
+    let out = ws.ok(&["config", "show"]);
+    let line = |key: &str| {
+        out.lines()
+            .find(|l| l.starts_with(&format!("{key} =")))
+            .unwrap_or_else(|| panic!("no {key}: {out}"))
+            .to_string()
+    };
+    assert!(
+        line("max_parallel").starts_with("max_parallel = 2"),
+        "{out}"
+    );
+    assert!(
+        line("max_parallel").ends_with(".baton/config.toml"),
+        "{out}"
+    );
+    assert!(line("kill_grace").contains("\"9s\""), "{out}");
+    assert!(
+        line("kill_grace").ends_with("xdg/baton/config.toml"),
+        "{out}"
+    );
+    assert!(line("auto_resume").ends_with("# default"), "{out}");
+
+    // The engine uses the layered values: a bad user setting is refused, naming the file.
+    std::fs::write(user_dir.join("config.toml"), "kill_grace = \"soon\"\n").unwrap();
+    let out = ws.baton(&["config", "show"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("xdg/baton/config.toml") && err.contains("kill_grace"),
+        "{err}"
+    );
+}

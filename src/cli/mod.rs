@@ -1,5 +1,6 @@
 //! The headless command line: argument definitions and dispatch.
 
+mod config_cmd;
 mod engine_cmd;
 mod init_cmd;
 mod json;
@@ -147,6 +148,9 @@ pub enum Command {
     },
     /// Print the man page (roff): `baton man > ~/.local/share/man/man1/baton.1`.
     Man,
+    /// The configuration: user file layered under the workspace's.
+    #[command(subcommand)]
+    Config(config_cmd::ConfigCmd),
 }
 
 /// `start|approve|reject|abort|resume|retry ID [--note TEXT]`.
@@ -264,6 +268,7 @@ pub fn dispatch(dir: Option<&PathBuf>, command: Command) -> Outcome {
         Command::Agents(cmd) => pipelines::agents(dir, cmd),
         Command::Completions { shell } => shell::completions(shell),
         Command::Man => shell::man(),
+        Command::Config(cmd) => config_cmd::run(dir, cmd),
         Command::Engine { exit_when_idle } => engine_cmd::run(&workspace(dir)?, exit_when_idle),
         other => tasks::run(&workspace(dir)?, other),
     }

@@ -46,8 +46,13 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Create `.baton/` here (config, .gitignore, pipeline and agent folders).
-    Init,
+    /// Create `.baton/` here (config, .gitignore, pipeline and agent folders, file schemas).
+    Init {
+        /// Also write planner, coder and reviewer profiles for one backend and a `feature`
+        /// pipeline using them, then check them: claude, codex, opencode[=URL], openai[=URL].
+        #[arg(long, value_name = "BACKEND")]
+        agent: Option<String>,
+    },
     /// Create a task; prints only its id.
     New {
         title: String,
@@ -263,7 +268,7 @@ pub fn open_store_to_read(ws: &Workspace) -> Result<Store, Failure> {
 /// Runs a headless subcommand.
 pub fn dispatch(dir: Option<&PathBuf>, command: Command) -> Outcome {
     match command {
-        Command::Init => tasks::init(dir),
+        Command::Init { agent } => tasks::init(dir, agent.as_deref()),
         Command::Pipelines(cmd) => pipelines::run(dir, cmd),
         Command::Agents(cmd) => pipelines::agents(dir, cmd),
         Command::Completions { shell } => shell::completions(shell),

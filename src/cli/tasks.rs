@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// `baton init`.
-pub fn init(dir: Option<&PathBuf>) -> Outcome {
+pub fn init(dir: Option<&PathBuf>, agent: Option<&str>) -> Outcome {
     let root = match dir {
         Some(d) => d.clone(),
         None => std::env::current_dir().map_err(|e| Failure::new(e.to_string()))?,
@@ -42,7 +42,10 @@ pub fn init(dir: Option<&PathBuf>) -> Outcome {
     } else {
         println!("{} already exists; left it as it is", ws.dir().display());
     }
-    Ok(exit::OK)
+    match agent {
+        Some(spec) => super::init_cmd::set_up_agent(&ws, spec),
+        None => Ok(exit::OK),
+    }
 }
 
 /// Loads the pipelines a workspace sees; load errors are reported, not fatal.

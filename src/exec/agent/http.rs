@@ -144,6 +144,17 @@ pub(super) fn body_message(body: &str) -> String {
     super::log::one_line(&text, 300)
 }
 
+/// How to install the well-known CLI agents, for the "not on PATH" message.
+fn install_hint(program: &str) -> &'static str {
+    match program {
+        "claude" => " (`npm install -g @anthropic-ai/claude-code`)",
+        "codex" => " (`npm install -g @openai/codex`)",
+        "gemini" => " (`npm install -g @google/gemini-cli`)",
+        "opencode" => " (`npm install -g opencode-ai`)",
+        _ => "",
+    }
+}
+
 /// Whether a profile's backend answers, for `baton agents check`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Health {
@@ -181,8 +192,10 @@ pub async fn check(p: &Profile) -> Health {
             None => Health {
                 ok: false,
                 detail: format!(
-                    "`{}` is not on PATH — install it or put its full path in `argv`",
-                    p.argv[0]
+                    "`{}` is not on PATH — install it{} or put its full path in `argv` in {}",
+                    p.argv[0],
+                    install_hint(&p.argv[0]),
+                    p.file
                 ),
             },
         },
@@ -251,7 +264,11 @@ pub async fn check(p: &Profile) -> Health {
                 },
                 Err(e) => Health {
                     ok: false,
-                    detail: format!("{url}: {}", chain(&e)),
+                    detail: format!(
+                        "{url}: {} — is the server running? (Ollama: `ollama serve`; or fix `url` in {})",
+                        chain(&e),
+                        p.file
+                    ),
                 },
             }
         }

@@ -7,6 +7,7 @@ mod json;
 mod pipelines;
 mod shell;
 mod tasks;
+mod try_cmd;
 
 use crate::engine::EngineError;
 use crate::store::{Store, StoreError};
@@ -153,6 +154,9 @@ pub enum Command {
     },
     /// Print the man page (roff): `baton man > ~/.local/share/man/man1/baton.1`.
     Man,
+    /// Run one agent once in a scratch worktree (the playground): its log, handoff and diff;
+    /// nothing reaches the board.
+    Try(try_cmd::TryArgs),
     /// The configuration: user file layered under the workspace's.
     #[command(subcommand)]
     Config(config_cmd::ConfigCmd),
@@ -274,6 +278,7 @@ pub fn dispatch(dir: Option<&PathBuf>, command: Command) -> Outcome {
         Command::Completions { shell } => shell::completions(shell),
         Command::Man => shell::man(),
         Command::Config(cmd) => config_cmd::run(dir, cmd),
+        Command::Try(args) => try_cmd::run(dir, args),
         Command::Engine { exit_when_idle } => engine_cmd::run(&workspace(dir)?, exit_when_idle),
         other => tasks::run(&workspace(dir)?, other),
     }

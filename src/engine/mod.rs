@@ -9,6 +9,7 @@ mod effects;
 mod error;
 mod followups;
 mod logwriter;
+pub mod playground;
 mod recovery;
 mod results;
 mod runner;

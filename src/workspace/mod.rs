@@ -7,6 +7,7 @@ mod git_retry;
 pub mod layered;
 mod lock;
 pub mod logging;
+pub mod scratch;
 
 pub use config::{Config, ShutdownMode};
 pub use git_queue::GitQueue;

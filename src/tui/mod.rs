@@ -14,6 +14,7 @@ pub mod demo;
 pub mod event;
 pub mod keymap;
 mod keys;
+pub mod keys_file;
 pub mod loader;
 mod logging;
 pub mod logview;

@@ -13,6 +13,7 @@ pub mod board;
 pub mod demo;
 pub mod event;
 pub mod keymap;
+pub mod keymap_doc;
 mod keys;
 pub mod keys_file;
 pub mod loader;

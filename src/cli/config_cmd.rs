@@ -24,7 +24,12 @@ pub fn run(dir: Option<&PathBuf>, cmd: ConfigCmd) -> Outcome {
         None => PathBuf::from(".baton/config.toml (no workspace here)"),
     };
     let shown = explain(user.as_deref(), &ws_file).map_err(|e| Failure::new(e.to_string()))?;
+    let readable = crate::workspace::layered::readable(user.as_deref()).is_some();
     match &user {
+        Some(u) if !readable => println!(
+            "# user config: {} (not readable here; skipped)",
+            u.display()
+        ),
         Some(u) if u.is_file() => println!("# user config: {}", u.display()),
         Some(u) => println!("# user config: {} (not there)", u.display()),
         None => println!("# user config: none ($XDG_CONFIG_HOME and $HOME are unset)"),

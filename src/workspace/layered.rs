@@ -27,6 +27,14 @@ pub fn user_config_path() -> Option<PathBuf> {
     Some(base.join("baton").join("config.toml"))
 }
 
+/// The user's file when this process may read it. Another user's config (`sudo -u` keeps
+/// `HOME`) is not ours to apply, so a file it may not read counts as absent.
+pub fn readable(user: Option<&Path>) -> Option<&Path> {
+    user.filter(|u| {
+        !matches!(std::fs::File::open(u), Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied)
+    })
+}
+
 /// A file's settings as a TOML table; a missing file is an empty one. Reads the file once
 /// through `Config::load` first, so a bad value is reported with its file and line.
 fn table(path: &Path) -> Result<toml::Table, WorkspaceError> {
@@ -59,7 +67,7 @@ fn merge(under: &mut toml::Table, top: toml::Table) {
 /// The effective config of a workspace whose file is `workspace`, over the user's file
 /// `user` (either may be missing).
 pub fn load(user: Option<&Path>, workspace: &Path) -> Result<Config, WorkspaceError> {
-    let mut merged = match user {
+    let mut merged = match readable(user) {
         Some(u) => table(u)?,
         None => toml::Table::new(),
     };
@@ -95,7 +103,7 @@ pub fn explain(user: Option<&Path>, workspace: &Path) -> Result<Vec<Shown>, Work
             source: "default".into(),
         })
         .collect();
-    let files = user
+    let files = readable(user)
         .map(|u| (u.to_path_buf(), table(u)))
         .into_iter()
         .chain(std::iter::once((workspace.to_path_buf(), table(workspace))));
@@ -167,6 +175,14 @@ mod tests {
         assert_eq!(cfg.kill_grace, std::time::Duration::from_secs(9));
         let missing = dir.path().join("nope.toml");
         assert_eq!(load(Some(&missing), &missing).unwrap().max_parallel, 4);
+        // A user file this process may not read is skipped (when it is not root).
+        let locked = dir.path().join("locked.toml");
+        std::fs::write(&locked, "max_parallel = 0\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
+        if std::fs::File::open(&locked).is_err() {
+            assert_eq!(load(Some(&locked), &ws).unwrap().max_parallel, 2);
+        }
 
         let mut a: toml::Table = toml::from_str("[t]\nx = 1\ny = 2").unwrap();
         merge(&mut a, toml::from_str("[t]\ny = 3\nz = 4").unwrap());

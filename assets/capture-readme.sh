@@ -27,7 +27,7 @@ wait_for() {
 # pane shows a task that went through the whole pipeline.
 wait_for '5 need approval'
 tmux -L "$sock" send-keys l l l l l
-wait_for '#5 Upgrade the HTTP client · Approval'
+wait_for '#5 Upgrade the HTTP client · Review'
 wait_for 'OUTCOME: success'
 tmux -L "$sock" capture-pane -p | sed -e 's/[[:space:]]*$//' > "$shot"
 tmux -L "$sock" send-keys q

@@ -52,7 +52,7 @@ fn the_demo_hands_a_plan_to_the_coder_and_loops_its_review_once() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "waits for approval: {out:?}");
     let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(shown["status"], "approval");
+    assert_eq!(shown["status"], "review");
     let steps = shown["steps"].as_array().unwrap();
     let ran: Vec<&str> = steps
         .iter()
@@ -60,7 +60,15 @@ fn the_demo_hands_a_plan_to_the_coder_and_loops_its_review_once() {
         .collect();
     assert_eq!(
         ran,
-        ["plan", "build", "test", "review", "build", "test", "review"]
+        [
+            "plan",
+            "build",
+            "test",
+            "ai_review",
+            "build",
+            "test",
+            "ai_review"
+        ]
     );
     assert_eq!(steps[3]["outcome"], "changes_requested");
     assert_eq!(steps[6]["outcome"], "success");
@@ -169,4 +177,21 @@ fn config_show_names_where_each_value_comes_from() {
         err.contains("xdg/baton/config.toml") && err.contains("kill_grace"),
         "{err}"
     );
+}
+
+#[test]
+fn config_show_names_the_base_branch_init_recorded() {
+    let ws = Ws::at(tempfile::tempdir().unwrap(), "repo");
+    common::git_init(ws.root());
+    ws.ok(&["init"]);
+    let out = ws.ok(&["config", "show"]);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("base_branch ="))
+        .unwrap();
+    assert!(line.starts_with("base_branch = \"main\""), "{out}");
+    assert!(line.ends_with("# recorded by `baton init`"), "{out}");
+    ws.config("base_branch = \"develop\"\n");
+    let out = ws.ok(&["config", "show"]);
+    assert!(out.contains("base_branch = \"develop\""), "{out}");
 }

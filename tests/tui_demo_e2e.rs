@@ -78,7 +78,7 @@ fn the_demo_shows_a_planners_handoff_reaching_the_coder() {
     });
     tmux.keys(&["l", "l", "l", "l", "l"]);
     let detail = tmux.wait("an approval card in the detail pane", |s| {
-        s.contains("· Approval · waiting") && s.contains("Handoff")
+        s.contains("· Review · waiting") && s.contains("Handoff")
     });
     assert!(
         detail.contains("review #2"),

@@ -23,7 +23,22 @@ pub fn run(dir: Option<&PathBuf>, cmd: ConfigCmd) -> Outcome {
         // No workspace: only the user's file and the defaults apply.
         None => PathBuf::from(".baton/config.toml (no workspace here)"),
     };
-    let shown = explain(user.as_deref(), &ws_file).map_err(|e| Failure::new(e.to_string()))?;
+    let mut shown = explain(user.as_deref(), &ws_file).map_err(|e| Failure::new(e.to_string()))?;
+    // `baton init` records the branch checked out then; it applies when no file sets one.
+    let recorded = ws
+        .as_ref()
+        .filter(|w| w.db_path().exists())
+        .and_then(|w| super::open_store_to_read(w).ok())
+        .and_then(|s| s.read().meta("base_branch").ok().flatten());
+    if let (Some(branch), Some(slot)) = (
+        recorded,
+        shown
+            .iter_mut()
+            .find(|s| s.key == "base_branch" && s.source == "default"),
+    ) {
+        slot.value = toml::Value::String(branch).to_string();
+        slot.source = "recorded by `baton init`".into();
+    }
     let readable = crate::workspace::layered::readable(user.as_deref()).is_some();
     match &user {
         Some(u) if !readable => println!(

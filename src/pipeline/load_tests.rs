@@ -93,7 +93,7 @@ fn demo_flows_and_loops() {
         };
         decide(&p, from, &t, &f).expect("decides").to
     };
-    let path: Vec<String> = ["backlog", "plan", "build", "test", "review"]
+    let path: Vec<String> = ["backlog", "plan", "build", "test", "ai_review"]
         .iter()
         .map(|from| {
             let trigger = if *from == "backlog" {
@@ -104,9 +104,9 @@ fn demo_flows_and_loops() {
             decide_at(&visits, from, trigger)
         })
         .collect();
-    assert_eq!(path, ["plan", "build", "test", "review", "approval"]);
+    assert_eq!(path, ["plan", "build", "test", "ai_review", "review"]);
     let changes = Trigger::Outcome("changes_requested".into());
-    assert_eq!(decide_at(&visits, "review", changes.clone()), "build");
+    assert_eq!(decide_at(&visits, "ai_review", changes.clone()), "build");
     assert_eq!(decide_at(&visits, "test", Trigger::Failure), "build");
     assert_eq!(
         decide_at(&visits, "plan", Trigger::Outcome("needs_info".into())),
@@ -120,14 +120,14 @@ fn demo_flows_and_loops() {
         worktree_clean: None,
         run_cost: 0.0,
     };
-    let blocked = decide(&p, "review", &changes, &f).unwrap_err();
+    let blocked = decide(&p, "ai_review", &changes, &f).unwrap_err();
     assert!(
         format!("{blocked:?}").contains("max_visits: 3"),
         "{blocked:?}"
     );
-    assert_eq!(decide_at(&visits, "approval", Trigger::Reject), "build");
-    assert_eq!(decide_at(&visits, "approval", Trigger::Approve), "done");
-    let back = decide_move(&p, "approval", "backlog", &f).expect("moves back");
+    assert_eq!(decide_at(&visits, "review", Trigger::Reject), "build");
+    assert_eq!(decide_at(&visits, "review", Trigger::Approve), "done");
+    let back = decide_move(&p, "review", "backlog", &f).expect("moves back");
     assert_eq!(back.label.as_deref(), Some("Back to backlog"));
 }
 

@@ -94,6 +94,10 @@ pub async fn try_agent(
             root.display()
         ));
     }
+    if let (Some(repo), Some(branch)) = (&repo, &req.keep) {
+        let (r, b) = (repo.clone(), branch.clone());
+        blocking(move || scratch::check_new_branch(&r, &b)).await?;
+    }
     let dir = scratch_dir();
     std::fs::create_dir_all(dir.join("context"))
         .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;

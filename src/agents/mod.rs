@@ -2,6 +2,7 @@
 //! workspace's `.baton/agents/*.json`, their prompt templates and declared outcomes.
 //! Pure apart from reading the profile files; the backends live in `exec::agent`.
 
+mod fix_hint;
 mod load;
 mod profile;
 pub mod schema;

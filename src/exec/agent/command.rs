@@ -116,8 +116,8 @@ pub(super) async fn run(
     let Some(resolved) = find_program(program, path_var.as_deref()) else {
         return AgentFinish::error(
             format!(
-                "{who}: `{program}` is not on PATH — install it, or put its full path in `argv` in {}",
-                p.file
+                "{who}: `{program}` is not on PATH — install it, or put its full path in `argv` {}",
+                p.fix_in()
             ),
             false,
         );

@@ -69,8 +69,8 @@ pub(super) fn send_error(p: &Profile, url: &str, e: &reqwest::Error) -> AgentFin
     if e.is_connect() {
         AgentFinish::error(
             format!(
-                "{who}: cannot connect ({why}) — is the server running, and is `url` in {} right?",
-                p.file
+                "{who}: cannot connect ({why}) — is the server running, and is `url` right? (set it {})",
+                p.fix_in()
             ),
             true,
         )
@@ -192,10 +192,10 @@ pub async fn check(p: &Profile) -> Health {
             None => Health {
                 ok: false,
                 detail: format!(
-                    "`{}` is not on PATH — install it{} or put its full path in `argv` in {}",
+                    "`{}` is not on PATH — install it{} or put its full path in `argv` {}",
                     p.argv[0],
                     install_hint(&p.argv[0]),
-                    p.file
+                    p.fix_in()
                 ),
             },
         },
@@ -265,9 +265,9 @@ pub async fn check(p: &Profile) -> Health {
                 Err(e) => Health {
                     ok: false,
                     detail: format!(
-                        "{url}: {} — is the server running? (Ollama: `ollama serve`; or fix `url` in {})",
+                        "{url}: {} — is the server running? (Ollama: `ollama serve`; or fix `url` {})",
                         chain(&e),
-                        p.file
+                        p.fix_in()
                     ),
                 },
             }

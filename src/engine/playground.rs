@@ -1,7 +1,8 @@
 //! The agent playground (`baton try`): one agent, run once, in a scratch worktree, with its
 //! log streamed to the caller, then its handoff (as the next agent would receive it) and its
 //! diff. Nothing reaches the board: no task, no store, no events. `keep` saves the result as
-//! a branch; otherwise the scratch checkout disappears.
+//! a branch; otherwise the scratch checkout disappears. The last try's prompt and handoff
+//! files stay in `.baton/context/try/`.
 
 use crate::agents::TemplateVars;
 use crate::exec::agent::{AgentStep, Hooks, run_step};
@@ -99,8 +100,13 @@ pub async fn try_agent(
         blocking(move || scratch::check_new_branch(&r, &b)).await?;
     }
     let dir = scratch_dir();
-    std::fs::create_dir_all(dir.join("context"))
-        .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    // The prompt and handoff files outlive the scratch checkout, for a look afterwards; each
+    // try starts the folder afresh.
+    let context = ws.dir().join("context").join("try");
+    let _ = std::fs::remove_dir_all(&context);
+    std::fs::create_dir_all(&context)
+        .map_err(|e| format!("cannot create {}: {e}", context.display()))?;
     let mut guard = Scratch {
         worktree: dir.join("work"),
         repo: None,
@@ -131,7 +137,6 @@ pub async fn try_agent(
         ),
         None => format!("an empty scratch folder {}", guard.worktree.display()),
     };
-    let context = dir.join("context");
     let vars = vec![
         ("BATON_TASK_ID".into(), "0".into()),
         ("BATON_TASK_TITLE".into(), "try".into()),

@@ -134,3 +134,24 @@ fn every_example_profile_in_the_agents_page_loads() {
         );
     }
 }
+
+#[test]
+fn the_complete_pipeline_example_validates() {
+    let text = std::fs::read_to_string(root().join("docs/pipelines.md")).unwrap();
+    let example = text
+        .split("```json\n")
+        .nth(1)
+        .and_then(|b| b.split("\n```").next())
+        .unwrap();
+    let (pipeline, diags) = baton::pipeline::parse_pipeline("docs/pipelines.md", example, None);
+    assert!(pipeline.is_some() && diags.is_empty(), "{diags:#?}");
+    let schema: serde_json::Value =
+        serde_json::from_str(&baton::pipeline::schema::pipeline_schema_json()).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(example).unwrap();
+    let errors: Vec<String> = jsonschema::validator_for(&schema)
+        .unwrap()
+        .iter_errors(&doc)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}");
+}

@@ -111,4 +111,31 @@ fn the_demo_shows_a_planners_handoff_reaching_the_coder() {
         plan.contains("Next: 1. Add a"),
         "the planner's handoff fields:\n{plan}"
     );
+
+    // Quit properly, so the demo removes its throwaway workspace.
+    tmux.keys(&["Escape", "q"]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let alive = Command::new("tmux")
+            .args(["-L", &tmux.0, "has-session", "-t", "demo"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !alive {
+            break;
+        }
+        let screen = Command::new("tmux")
+            .args(["-L", &tmux.0, "capture-pane", "-p", "-t", "demo"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        if screen.contains("Quit?") {
+            // The session may end at any moment now: a failed send is fine.
+            let _ = Command::new("tmux")
+                .args(["-L", &tmux.0, "send-keys", "-t", "demo", "y"])
+                .output();
+        }
+        assert!(Instant::now() < deadline, "baton did not quit:\n{screen}");
+        // Polling an external process: there is no event to wait on.
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

@@ -3,9 +3,11 @@
 //! Pure apart from reading the profile files; the backends live in `exec::agent`.
 
 mod live;
+mod fix_hint;
 mod load;
 pub mod price;
 mod profile;
+pub mod schema;
 mod template;
 
 pub use live::LiveAgents;

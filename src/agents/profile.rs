@@ -24,6 +24,8 @@ pub enum Backend {
     Opencode,
     /// A CLI agent started from an argv array.
     Command,
+    /// Recorded output played back (no network, no keys): the demo, pipeline tests.
+    Replay,
 }
 
 impl Backend {
@@ -33,6 +35,7 @@ impl Backend {
             Self::Openai => "openai",
             Self::Opencode => "opencode",
             Self::Command => "command",
+            Self::Replay => "replay",
         }
     }
 }
@@ -47,6 +50,10 @@ pub enum Format {
     ClaudeStreamJson,
     /// `codex exec --json`.
     CodexJson,
+    /// `replay` only: an OpenAI-compatible stream, one SSE `data` payload per line.
+    OpenaiSse,
+    /// `replay` only: OpenCode `/event` payloads, one JSON object per line.
+    OpencodeEvents,
 }
 
 impl Format {
@@ -56,6 +63,8 @@ impl Format {
             Self::Text => "text",
             Self::ClaudeStreamJson => "claude-stream-json",
             Self::CodexJson => "codex-json",
+            Self::OpenaiSse => "openai-sse",
+            Self::OpencodeEvents => "opencode-events",
         }
     }
 }
@@ -96,6 +105,11 @@ pub struct Profile {
     pub price: Option<super::price::Price>,
     /// Where a `command` agent runs, unless the pipeline's step says (docs/executors.md).
     pub executor: Option<crate::pipeline::ExecutorSpec>,
+    /// `replay`: the recordings, one per attempt (the last one repeats), relative to the
+    /// profile's folder.
+    pub recordings: Vec<String>,
+    /// `replay`: the pause between two recorded lines.
+    pub pace: Option<Duration>,
 }
 
 impl Profile {
@@ -118,6 +132,7 @@ impl Profile {
     pub fn target(&self) -> String {
         match self.backend {
             Backend::Command => self.argv.first().cloned().unwrap_or_default(),
+            Backend::Replay => self.recordings.join(", "),
             _ => self.base_url(),
         }
     }
@@ -142,6 +157,8 @@ const KNOWN: &[&str] = &[
     "price_input",
     "price_output",
     "executor",
+    "recording",
+    "pace",
 ];
 
 /// Collects diagnostics for one file.
@@ -259,11 +276,12 @@ fn build(d: &mut Diags, obj: &Map<String, Value>) -> Option<Profile> {
         Some("openai") => Some(Backend::Openai),
         Some("opencode") => Some(Backend::Opencode),
         Some("command") => Some(Backend::Command),
+        Some("replay") => Some(Backend::Replay),
         Some(other) => {
             d.error(
                 Some("backend"),
                 format!(
-                    "agent `{id}`: unknown backend `{other}` (expected openai, opencode or command)"
+                    "agent `{id}`: unknown backend `{other}` (expected openai, opencode, command or replay)"
                 ),
             );
             None
@@ -271,7 +289,7 @@ fn build(d: &mut Diags, obj: &Map<String, Value>) -> Option<Profile> {
         None => {
             d.error(
                 Some("backend"),
-                format!("agent `{id}`: `backend` is missing (openai, opencode or command)"),
+                format!("agent `{id}`: `backend` is missing (openai, opencode, command or replay)"),
             );
             None
         }
@@ -291,13 +309,43 @@ fn build(d: &mut Diags, obj: &Map<String, Value>) -> Option<Profile> {
         None | Some("text") => Format::Text,
         Some("claude-stream-json") => Format::ClaudeStreamJson,
         Some("codex-json") => Format::CodexJson,
+        Some("openai-sse") if backend == Some(Backend::Replay) => Format::OpenaiSse,
+        Some("opencode-events") if backend == Some(Backend::Replay) => Format::OpencodeEvents,
         Some(other) => {
+            let replay = if backend == Some(Backend::Replay) {
+                ", openai-sse or opencode-events"
+            } else {
+                " (openai-sse and opencode-events are for replay profiles)"
+            };
             d.error(
                 Some("format"),
-                format!("agent `{id}`: unknown format `{other}` (expected text, claude-stream-json or codex-json)"),
+                format!("agent `{id}`: unknown format `{other}` (expected text, claude-stream-json, codex-json{replay})"),
             );
             Format::Text
         }
+    };
+    let recordings = match obj.get("recording") {
+        Some(Value::String(one)) => vec![one.clone()],
+        _ => string_list(d, obj, "recording").unwrap_or_default(),
+    };
+    if backend == Some(Backend::Replay) && recordings.iter().all(|r| r.trim().is_empty()) {
+        d.error(
+            Some("backend"),
+            format!("agent `{id}`: a replay profile needs `recording`: a file (or a list, one per attempt) relative to the profile's folder"),
+        );
+    }
+    let pace = match obj.get("pace").and_then(Value::as_str) {
+        None => None,
+        Some(s) => match humantime::parse_duration(s.trim()) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                d.error(
+                    Some("pace"),
+                    format!("agent `{id}`: bad pace `{s}` ({e}); write it like \"40ms\""),
+                );
+                None
+            }
+        },
     };
     match backend {
         Some(Backend::Openai) => {
@@ -332,7 +380,7 @@ fn build(d: &mut Diags, obj: &Map<String, Value>) -> Option<Profile> {
                 format!("agent `{id}`: a command profile needs `argv`, e.g. [\"claude\", \"-p\", \"{{{{message}}}}\"]"),
             );
         }
-        Some(Backend::Command) => {}
+        Some(Backend::Command | Backend::Replay) => {}
         None => {}
     }
     let outcomes = match string_list(d, obj, "outcomes") {
@@ -462,6 +510,8 @@ fn build(d: &mut Diags, obj: &Map<String, Value>) -> Option<Profile> {
         env,
         price,
         executor,
+        recordings,
+        pace,
     };
     Some(profile)
 }

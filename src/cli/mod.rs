@@ -1,13 +1,17 @@
 //! The headless command line: argument definitions and dispatch.
 
+mod config_cmd;
 mod engine_cmd;
 mod executors_check;
 mod fixup;
+mod init_cmd;
 pub(crate) mod json;
 mod pipelines;
 mod serve;
+mod shell;
 mod show;
 mod tasks;
+mod try_cmd;
 mod why;
 
 use crate::engine::EngineError;
@@ -48,8 +52,13 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Create `.baton/` here (config, .gitignore, pipeline and agent folders).
-    Init,
+    /// Create `.baton/` here (config, .gitignore, pipeline and agent folders, file schemas).
+    Init {
+        /// Also write planner, coder and reviewer profiles for one backend and a `feature`
+        /// pipeline using them, then check them: claude, codex, opencode[=URL], openai[=URL].
+        #[arg(long, value_name = "BACKEND")]
+        agent: Option<String>,
+    },
     /// Create a task; prints only its id.
     New {
         title: String,
@@ -195,6 +204,19 @@ pub enum Command {
     /// The API token.
     #[command(subcommand)]
     Token(TokenCmd),
+    /// Print a shell completion script: `baton completions bash > ~/.local/share/bash-completion/completions/baton`.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff): `baton man > ~/.local/share/man/man1/baton.1`.
+    Man,
+    /// Run one agent once in a scratch worktree (the playground): its log, handoff and diff;
+    /// nothing reaches the board.
+    Try(try_cmd::TryArgs),
+    /// The configuration: user file layered under the workspace's.
+    #[command(subcommand)]
+    Config(config_cmd::ConfigCmd),
 }
 
 /// `baton token …`.
@@ -319,9 +341,13 @@ pub fn open_store_to_read(ws: &Workspace) -> Result<Store, Failure> {
 /// Runs a headless subcommand.
 pub fn dispatch(dir: Option<&PathBuf>, command: Command) -> Outcome {
     match command {
-        Command::Init => tasks::init(dir),
+        Command::Init { agent } => tasks::init(dir, agent.as_deref()),
         Command::Pipelines(cmd) => pipelines::run(dir, cmd),
         Command::Agents(cmd) => pipelines::agents(dir, cmd),
+        Command::Completions { shell } => shell::completions(shell),
+        Command::Man => shell::man(),
+        Command::Config(cmd) => config_cmd::run(dir, cmd),
+        Command::Try(args) => try_cmd::run(dir, args),
         Command::Engine { exit_when_idle } => engine_cmd::run(&workspace(dir)?, exit_when_idle),
         Command::List {
             archived: true,

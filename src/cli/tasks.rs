@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// `baton init`.
-pub fn init(dir: Option<&PathBuf>) -> Outcome {
+pub fn init(dir: Option<&PathBuf>, agent: Option<&str>) -> Outcome {
     let root = match dir {
         Some(d) => d.clone(),
         None => std::env::current_dir().map_err(|e| Failure::new(e.to_string()))?,
@@ -23,6 +23,9 @@ pub fn init(dir: Option<&PathBuf>) -> Outcome {
         )));
     }
     let (ws, created) = Workspace::init(&root)?;
+    if super::init_cmd::write_schemas(&ws)? && !created {
+        println!("refreshed the file schemas in .baton/schemas/");
+    }
     let mut store = open_store(&ws)?;
     // Task branches start from (and merge back into) the branch checked out now.
     if let Some(branch) = crate::workspace::git::current_branch(ws.root())
@@ -39,7 +42,10 @@ pub fn init(dir: Option<&PathBuf>) -> Outcome {
     } else {
         println!("{} already exists; left it as it is", ws.dir().display());
     }
-    Ok(exit::OK)
+    match agent {
+        Some(spec) => super::init_cmd::set_up_agent(&ws, spec),
+        None => Ok(exit::OK),
+    }
 }
 
 /// Loads the pipelines a workspace sees; load errors are reported, not fatal.
@@ -244,6 +250,7 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
             }
             super::engine_cmd::run_task(ws, &mut store, id, wait, json)
         }
+        // Init, engine, pipelines, agents and the other workspace-free commands.
         _ => unreachable!("dispatched elsewhere"),
     }
 }

@@ -13,6 +13,7 @@ mod followups;
 mod logwriter;
 mod notify_hook;
 mod reattach;
+pub mod playground;
 mod recovery;
 mod restart;
 mod reload;

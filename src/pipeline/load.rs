@@ -143,6 +143,18 @@ const BUILTIN_AGENTS: &[(&str, &str)] = &[
         "pipelines/agents/reviewer.json",
         include_str!("../../pipelines/agents/reviewer.json"),
     ),
+    (
+        "pipelines/agents/demo-planner.json",
+        include_str!("../../pipelines/agents/demo-planner.json"),
+    ),
+    (
+        "pipelines/agents/demo-coder.json",
+        include_str!("../../pipelines/agents/demo-coder.json"),
+    ),
+    (
+        "pipelines/agents/demo-reviewer.json",
+        include_str!("../../pipelines/agents/demo-reviewer.json"),
+    ),
 ];
 
 /// The built-in pipeline files compiled into the binary: `(file name, JSON text)`.

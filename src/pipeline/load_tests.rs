@@ -8,7 +8,14 @@ fn builtin_pipelines_are_clean() {
     let agents = agent_ids(None);
     assert_eq!(
         agents.iter().map(String::as_str).collect::<Vec<_>>(),
-        ["coder", "planner", "reviewer"]
+        [
+            "coder",
+            "demo-coder",
+            "demo-planner",
+            "demo-reviewer",
+            "planner",
+            "reviewer"
+        ]
     );
     let mut ids = Vec::new();
     for (file, text) in builtin_sources() {
@@ -35,35 +42,39 @@ fn builtin_agents_are_flat_profiles() {
 }
 
 #[test]
-fn demo_runs_scripts_only_and_never_splices_task_text() {
+fn demo_runs_replayed_agents_and_a_script_and_never_splices_task_text() {
     let (_, text) = builtin_sources()[0];
-    let (p, _) = parse_pipeline("demo", text, None);
+    let (p, _) = parse_pipeline("demo", text, Some(&agent_ids(None)));
     let p = p.expect("demo parses");
-    let kinds: Vec<&str> = p.statuses.iter().map(|s| s.kind.as_str()).collect();
+    let steps: Vec<String> = p
+        .statuses
+        .iter()
+        .map(|s| match &s.step {
+            Some(step) => match &step.action {
+                StepAction::Agent(a) => format!("agent {a}"),
+                StepAction::Script(s) => {
+                    assert!(!s.contains("{{"), "no templating in scripts");
+                    "script".into()
+                }
+                other => panic!("{other:?}"),
+            },
+            None => s.kind.as_str().to_string(),
+        })
+        .collect();
     assert_eq!(
-        kinds,
+        steps,
         [
             "queue",
-            "step",
-            "step",
-            "step",
+            "agent demo-planner",
+            "agent demo-coder",
+            "script",
+            "agent demo-reviewer",
             "gate",
             "done",
             "failed",
             "cancelled"
         ]
     );
-    for s in &p.statuses {
-        if let Some(step) = &s.step {
-            let StepAction::Script(script) = &step.action else {
-                panic!("{}: demo steps are scripts", s.id);
-            };
-            assert!(!script.contains("{{"), "{}: no templating in scripts", s.id);
-        }
-    }
-    let test = p.status("test").and_then(|s| s.step.as_ref());
-    let script = test.map(|s| s.action.describe()).unwrap_or_default();
-    assert!(script.starts_with("script: "), "{script}");
     assert!(text.contains("test result: ok. 12 passed; 0 failed; 0 ignored"));
 }
 
@@ -72,7 +83,7 @@ fn demo_flows_and_loops() {
     let (_, text) = builtin_sources()[0];
     let p = parse_pipeline("demo", text, None).0.expect("parses");
     let mut visits = std::collections::HashMap::new();
-    let facts = |visits: &std::collections::HashMap<String, u32>| -> Decision {
+    let decide_at = |visits: &std::collections::HashMap<String, u32>, from: &str, t: Trigger| {
         let f = Facts {
             visits,
             step_running: false,
@@ -80,19 +91,9 @@ fn demo_flows_and_loops() {
             worktree_clean: None,
             run_cost: 0.0,
         };
-        decide(&p, "test", &Trigger::Failure, &f).expect("decides")
+        decide(&p, from, &t, &f).expect("decides").to
     };
-    assert_eq!(facts(&visits).to, "build");
-    visits.insert("build".to_string(), 3);
-    assert_eq!(facts(&visits).to, "failed");
-    let f = Facts {
-        visits: &visits,
-        step_running: false,
-        handoff_fields: &[],
-        worktree_clean: None,
-        run_cost: 0.0,
-    };
-    let path: Vec<String> = ["backlog", "plan", "build", "test"]
+    let path: Vec<String> = ["backlog", "plan", "build", "test", "ai_review"]
         .iter()
         .map(|from| {
             let trigger = if *from == "backlog" {
@@ -100,12 +101,32 @@ fn demo_flows_and_loops() {
             } else {
                 Trigger::Success
             };
-            decide(&p, from, &trigger, &f).expect("moves").to
+            decide_at(&visits, from, trigger)
         })
         .collect();
-    assert_eq!(path, ["plan", "build", "test", "review"]);
-    let reject = decide(&p, "review", &Trigger::Reject, &f).expect("rejects");
-    assert_eq!(reject.to, "build");
+    assert_eq!(path, ["plan", "build", "test", "ai_review", "review"]);
+    let changes = Trigger::Outcome("changes_requested".into());
+    assert_eq!(decide_at(&visits, "ai_review", changes.clone()), "build");
+    assert_eq!(decide_at(&visits, "test", Trigger::Failure), "build");
+    assert_eq!(
+        decide_at(&visits, "plan", Trigger::Outcome("needs_info".into())),
+        "backlog"
+    );
+    visits.insert("build".to_string(), 3);
+    let f = Facts {
+        visits: &visits,
+        step_running: false,
+        handoff_fields: &[],
+        worktree_clean: None,
+        run_cost: 0.0,
+    };
+    let blocked = decide(&p, "ai_review", &changes, &f).unwrap_err();
+    assert!(
+        format!("{blocked:?}").contains("max_visits: 3"),
+        "{blocked:?}"
+    );
+    assert_eq!(decide_at(&visits, "review", Trigger::Reject), "build");
+    assert_eq!(decide_at(&visits, "review", Trigger::Approve), "done");
     let back = decide_move(&p, "review", "backlog", &f).expect("moves back");
     assert_eq!(back.label.as_deref(), Some("Back to backlog"));
 }
@@ -205,7 +226,7 @@ fn catalog_checks_agents_against_workspace_profiles() {
     write(&agents, "broken.json", "{");
     write(&agents, "noid.json", r#"{"backend": "openai"}"#);
     let ids = agent_ids(Some(&agents));
-    assert_eq!(ids.len(), 4, "{ids:?}");
+    assert_eq!(ids.len(), 7, "{ids:?}");
     let with = load_catalog(Some(&pipelines), Some(&ids));
     assert!(with.get("mine").is_some(), "{:?}", with.diagnostics);
 }

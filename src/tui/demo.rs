@@ -1,5 +1,6 @@
 //! `baton --demo`: a throwaway workspace with a few tasks on the built-in `demo` pipeline
-//! (real script steps and a review gate), most of them started, removed again on exit.
+//! (agents replaying recorded output, a real script step and an approval gate), most of them
+//! started, removed again on exit.
 
 use crate::engine::{self, Action, Request, client};
 use crate::pipeline::load_catalog;
@@ -56,7 +57,10 @@ pub fn create() -> Result<Demo, String> {
         .clone();
     let mut store = Store::open(&demo.ws.db_path()).map_err(|e| e.to_string())?;
     for (title, start) in TASKS {
-        let prompt = format!("A demo task: {title}. Its steps only print; nothing changes.");
+        let prompt = format!(
+            "A demo task: {title}. Its agents replay a recorded run (about a dark mode toggle) \
+             and its script only prints; nothing changes."
+        );
         let id = store
             .write(|db| engine::create_task(db, &pipeline, title, &prompt))
             .map_err(|e| e.to_string())?;

@@ -169,6 +169,28 @@ pub const BINDINGS: &[Binding] = &[
     k(Popup, KeyCode::Esc, A::Back, "close"),
 ];
 
+/// The bindings in force: [`BINDINGS`] with the user's `keys.toml` applied (`keys_file`).
+static ACTIVE: std::sync::OnceLock<Vec<Binding>> = std::sync::OnceLock::new();
+
+/// The bindings in force ([`BINDINGS`] until [`install`] is called).
+pub fn active() -> &'static [Binding] {
+    ACTIVE.get().map_or(BINDINGS, Vec::as_slice)
+}
+
+/// Puts `table` in force for the rest of the process; false if one already was.
+pub fn install(table: Vec<Binding>) -> bool {
+    ACTIVE.set(table).is_ok()
+}
+
+/// [`BINDINGS`] means the bindings in force; any other table is itself.
+fn resolve(table: &[Binding]) -> &[Binding] {
+    if std::ptr::eq(table, BINDINGS) {
+        active()
+    } else {
+        table
+    }
+}
+
 /// Bindings for keys that only exist in the full-screen log (plain j/k scroll there).
 pub const FULL_LOG: &[Binding] = &[
     c(Log, 'k', A::ScrollUp, "scroll up"),
@@ -276,7 +298,7 @@ impl Bar {
         };
         let candidates = |table: &'static [Binding], ctxs: &'static [Ctx]| {
             ctxs.iter().flat_map(move |ctx| {
-                table
+                resolve(table)
                     .iter()
                     .filter(move |b| b.ctx == *ctx && b.action == action)
             })
@@ -324,6 +346,7 @@ fn matches(b: &Binding, key: &KeyEvent) -> bool {
 
 /// The action bound to `key` in the first of `ctxs` that binds it.
 pub fn lookup(table: &[Binding], ctxs: &[Ctx], key: &KeyEvent) -> Option<Action> {
+    let table = resolve(table);
     ctxs.iter().find_map(|ctx| {
         table
             .iter()
@@ -358,9 +381,14 @@ pub fn key_name(b: &Binding) -> String {
 
 /// Help rows: for each context, `(keys, description)` with the keys of one action merged.
 pub fn help_sections() -> Vec<(Ctx, Vec<(String, &'static str)>)> {
+    help_sections_for(active())
+}
+
+/// The `?` screen's sections for the bindings `table`.
+pub fn help_sections_for(table: &[Binding]) -> Vec<(Ctx, Vec<(String, &'static str)>)> {
     let mut out: Vec<(Ctx, Vec<(String, &'static str)>)> = Vec::new();
     let mut seen: Vec<(Ctx, Action)> = Vec::new();
-    for b in BINDINGS
+    for b in table
         .iter()
         .chain(FULL_LOG.iter().filter(|b| b.action == A::NextMatch))
     {
@@ -368,7 +396,7 @@ pub fn help_sections() -> Vec<(Ctx, Vec<(String, &'static str)>)> {
             continue;
         }
         seen.push((b.ctx, b.action));
-        let keys: Vec<String> = BINDINGS
+        let keys: Vec<String> = table
             .iter()
             .chain(FULL_LOG.iter().filter(|b| b.action == A::NextMatch))
             .filter(|o| o.ctx == b.ctx && o.action == b.action)

@@ -83,6 +83,11 @@ async fn main_loop(ws: &Workspace) -> Result<(), String> {
         .map_err(|e| format!("cannot read the terminal size: {e}"))?;
     let mut app = App::new(Theme::from_env(), backend.mode(), (size.width, size.height));
     app.now_ms = now_ms();
+    let (keys, key_warnings) = super::keys_file::load(Some(&ws.dir()));
+    super::keymap::install(keys);
+    if !key_warnings.is_empty() {
+        app.say(key_warnings.join("; "), true);
+    }
     let tmux = notify::in_tmux();
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(MissedTickBehavior::Skip);

@@ -79,7 +79,7 @@ fn run_once(dir: &Path, args: &[&str]) -> Result<String, GitError> {
 
 /// [`run_once`], tried again while git loses races for the repository's locks. Only for
 /// commands that change nothing when they fail that way.
-fn run(dir: &Path, args: &[&str]) -> Result<String, GitError> {
+pub(super) fn run(dir: &Path, args: &[&str]) -> Result<String, GitError> {
     retrying(|| run_once(dir, args))
 }
 

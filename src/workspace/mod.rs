@@ -5,9 +5,11 @@ mod config_executor;
 pub mod git;
 pub mod git_queue;
 mod git_retry;
+pub mod layered;
 mod lock;
 pub mod logging;
 pub mod watch;
+pub mod scratch;
 
 pub use config::{Config, ShutdownMode};
 pub use git_queue::GitQueue;
@@ -141,9 +143,9 @@ impl Workspace {
         self.dir().join("engine.lock")
     }
 
-    /// Reads `config.toml` (defaults when absent).
+    /// Reads `config.toml` layered over the user's config (defaults when both are absent).
     pub fn config(&self) -> Result<Config, WorkspaceError> {
-        Config::load(&self.config_path())
+        layered::load(layered::user_config_path().as_deref(), &self.config_path())
     }
 }
 

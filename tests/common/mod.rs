@@ -36,6 +36,8 @@ impl Ws {
         let mut cmd = Command::cargo_bin("baton").expect("binary");
         cmd.current_dir(&self.root)
             .env_remove("BATON_DIR")
+            // The user's own ~/.config/baton never leaks into a test.
+            .env("XDG_CONFIG_HOME", self.dir.path().join("xdg"))
             .env("NO_COLOR", "1")
             .args(args);
         cmd

@@ -43,14 +43,23 @@ pub fn find_program(program: &str, path: Option<&str>) -> Option<PathBuf> {
 }
 
 /// Reads a format's stdout lines and keeps what the answer needs.
-enum Reader {
+pub(super) enum Reader {
     Text(String),
     Claude(ClaudeStream),
     Codex(CodexStream),
 }
 
 impl Reader {
-    fn feed(&mut self, line: String) -> Vec<(Stream, String)> {
+    /// A reader for `format` (the replay-only formats read as text).
+    pub(super) fn new(format: Format) -> Self {
+        match format {
+            Format::ClaudeStreamJson => Self::Claude(ClaudeStream::default()),
+            Format::CodexJson => Self::Codex(CodexStream::default()),
+            _ => Self::Text(String::new()),
+        }
+    }
+
+    pub(super) fn feed(&mut self, line: String) -> Vec<(Stream, String)> {
         match self {
             Self::Text(acc) => {
                 acc.push_str(&line);
@@ -69,7 +78,7 @@ impl Reader {
         }
     }
 
-    fn session(&self) -> Option<&str> {
+    pub(super) fn session(&self) -> Option<&str> {
         match self {
             Self::Text(_) => None,
             Self::Claude(c) => c.session.as_deref(),
@@ -105,8 +114,8 @@ pub(super) async fn run(
         let Some(resolved) = find_program(program, path_var.as_deref()) else {
             return AgentFinish::error(
                 format!(
-                    "{who}: `{program}` is not on PATH — install it, or put its full path in `argv` in {}",
-                    p.file
+                    "{who}: `{program}` is not on PATH — install it, or put its full path in `argv` {}",
+                    p.fix_in()
                 ),
                 false,
             );
@@ -133,11 +142,7 @@ pub(super) async fn run(
     log.system(format!("{how} {} ({})", argv[0], identity.describe()))
         .await;
 
-    let mut reader = match p.format {
-        Format::Text => Reader::Text(String::new()),
-        Format::ClaudeStreamJson => Reader::Claude(ClaudeStream::default()),
-        Format::CodexJson => Reader::Codex(CodexStream::default()),
-    };
+    let mut reader = Reader::new(p.format);
     let mut session_told = false;
     let mut stderr_tail: VecDeque<String> = VecDeque::new();
     let mut exited = None;
@@ -190,7 +195,7 @@ pub(super) async fn run(
 }
 
 /// The end of a run, from what was read and how the process exited.
-fn finish(who: &str, reader: Reader, exit: i32, stderr_tail: &str) -> AgentFinish {
+pub(super) fn finish(who: &str, reader: Reader, exit: i32, stderr_tail: &str) -> AgentFinish {
     let exited = |what: &str| {
         let mut s = format!("{who}: {what}");
         if !stderr_tail.is_empty() {

@@ -69,8 +69,8 @@ pub(super) fn send_error(p: &Profile, url: &str, e: &reqwest::Error) -> AgentFin
     if e.is_connect() {
         AgentFinish::error(
             format!(
-                "{who}: cannot connect ({why}) — is the server running, and is `url` in {} right?",
-                p.file
+                "{who}: cannot connect ({why}) — is the server running, and is `url` right? (set it {})",
+                p.fix_in()
             ),
             true,
         )
@@ -144,6 +144,17 @@ pub(super) fn body_message(body: &str) -> String {
     super::log::one_line(&text, 300)
 }
 
+/// How to install the well-known CLI agents, for the "not on PATH" message.
+fn install_hint(program: &str) -> &'static str {
+    match program {
+        "claude" => " (`npm install -g @anthropic-ai/claude-code`)",
+        "codex" => " (`npm install -g @openai/codex`)",
+        "gemini" => " (`npm install -g @google/gemini-cli`)",
+        "opencode" => " (`npm install -g opencode-ai`)",
+        _ => "",
+    }
+}
+
 /// Whether a profile's backend answers, for `baton agents check`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Health {
@@ -168,6 +179,21 @@ pub async fn check(p: &Profile) -> Health {
                 },
             }
         }
+        Backend::Replay => {
+            let missing: Vec<String> = p
+                .recordings
+                .iter()
+                .filter_map(|r| super::replay::recording_text(p, r).err())
+                .collect();
+            Health {
+                ok: missing.is_empty(),
+                detail: if missing.is_empty() {
+                    format!("{} recording(s) readable", p.recordings.len())
+                } else {
+                    format!("{} — fix `recording` in {}", missing.join("; "), p.file)
+                },
+            }
+        }
         Backend::Command => match super::command::find_program(&p.argv[0], None) {
             Some(path) => Health {
                 ok: true,
@@ -176,8 +202,10 @@ pub async fn check(p: &Profile) -> Health {
             None => Health {
                 ok: false,
                 detail: format!(
-                    "`{}` is not on PATH — install it or put its full path in `argv`",
-                    p.argv[0]
+                    "`{}` is not on PATH — install it{} or put its full path in `argv` {}",
+                    p.argv[0],
+                    install_hint(&p.argv[0]),
+                    p.fix_in()
                 ),
             },
         },
@@ -246,7 +274,11 @@ pub async fn check(p: &Profile) -> Health {
                 },
                 Err(e) => Health {
                     ok: false,
-                    detail: format!("{url}: {}", chain(&e)),
+                    detail: format!(
+                        "{url}: {} — is the server running? (Ollama: `ollama serve`; or fix `url` {})",
+                        chain(&e),
+                        p.fix_in()
+                    ),
                 },
             }
         }

@@ -1,4 +1,4 @@
-//! Agent backends: `openai`, `opencode` and `command`, one file each. Every
+//! Agent backends: `openai`, `opencode`, `command` and `replay`, one file each. Every
 //! backend streams readable progress lines into the step's log as they happen, stops when
 //! told (abort or timeout — the session is aborted, the process group killed) and returns the
 //! final text with usage, cost and the backend's session id. [`step::run_step`] wraps a
@@ -12,6 +12,7 @@ mod log;
 mod openai;
 mod opencode;
 mod outcome;
+mod replay;
 mod step;
 
 pub use claude::ClaudeStream;
@@ -111,6 +112,7 @@ pub async fn run(
             Backend::Openai => openai::run(job, &log, &stop).await,
             Backend::Opencode => opencode::run(job, &log, &stop, hooks).await,
             Backend::Command => command::run(job, &log, &stop, hooks).await,
+            Backend::Replay => replay::run(job, &log, &stop, hooks).await,
         }
     };
     tokio::pin!(work);

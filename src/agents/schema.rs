@@ -1,0 +1,121 @@
+//! The agent profile *file format* as a type, for the JSON Schema editors use
+//! (`assets/agent.schema.json`). Profiles are parsed by hand in `profile.rs` for located
+//! messages; `tests/schemas.rs` keeps the two in step.
+
+#![allow(dead_code)] // The fields exist to be described, never read.
+
+use crate::pipeline::schema::{Duration, Id, render};
+use schemars::JsonSchema;
+use std::collections::BTreeMap;
+
+/// A baton agent profile: one flat object, the backend's own fields beside the common ones.
+/// Keys starting with `_` or `$` are comments and are ignored. Documented in docs/agents.md.
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(
+    title = "baton agent profile",
+    extend(
+        "patternProperties" = {"^[_$]": {}},
+        "allOf" = [
+            {"if": {"properties": {"backend": {"const": "openai"}}},
+             "then": {"required": ["url", "model"]}},
+            {"if": {"properties": {"backend": {"const": "command"}}},
+             "then": {"required": ["argv"]}},
+            {"if": {"properties": {"backend": {"const": "replay"}}},
+             "then": {"required": ["recording"]}}
+        ]
+    )
+)]
+pub struct AgentFile {
+    /// The schema this file follows (for editors; baton ignores it).
+    #[serde(rename = "$schema")]
+    schema: Option<String>,
+    /// The id pipelines name in `{"agent": "<id>"}`.
+    id: Id,
+    /// A display name (defaults to the id).
+    name: Option<String>,
+    /// One line saying what the agent is for.
+    description: Option<String>,
+    /// How baton reaches the agent.
+    backend: BackendName,
+    /// `openai`: the base URL up to and including `/v1`; `opencode`: the server
+    /// (default http://127.0.0.1:4096).
+    #[schemars(pattern(r"^https?://"))]
+    url: Option<String>,
+    /// `openai`: the model id; `opencode`: `provider/model`.
+    model: Option<String>,
+    /// The environment variable holding the API key (its value is never stored or logged).
+    api_key_env: Option<String>,
+    /// `opencode`: the OpenCode agent (`build`, `plan`, …).
+    agent: Option<String>,
+    /// A system message (`openai`) or an extra system prompt (`opencode`).
+    system: Option<String>,
+    /// `command`: the command line as an argv array; `{{message}}` is the rendered prompt
+    /// (one argument, never a shell word).
+    #[schemars(length(min = 1))]
+    argv: Option<Vec<String>>,
+    /// `command` and `replay`: how the output is read.
+    format: Option<FormatName>,
+    /// `replay`: the recorded output, relative to the profile's folder; a list plays one
+    /// recording per attempt of the status (the last one repeats).
+    recording: Option<Recording>,
+    /// `replay`: the pause between two recorded lines, like "50ms" (default: none).
+    pace: Option<Duration>,
+    /// The prompt, with `{{title}}`, `{{prompt}}`, `{{handoff}}`, `{{note}}`, `{{branch}}`,
+    /// `{{status}}` and `{{context_dir}}`.
+    prompt_template: Option<String>,
+    /// The outcomes the agent may name (default: success, failure).
+    #[schemars(length(min = 1))]
+    outcomes: Option<Vec<String>>,
+    /// Per-attempt limit unless the step sets one, like "15m".
+    timeout: Option<Duration>,
+    /// Extra environment for a `command` agent.
+    env: Option<BTreeMap<String, String>>,
+}
+
+/// The backends.
+#[derive(JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum BackendName {
+    /// Any OpenAI-compatible `/v1/chat/completions`, streamed (Ollama, llama.cpp, vLLM,
+    /// LM Studio, OpenRouter, OpenAI).
+    Openai,
+    /// An OpenCode server (`opencode serve`).
+    Opencode,
+    /// A CLI agent started from `argv` (Claude Code, Codex, Gemini CLI, aider, …).
+    Command,
+    /// Plays a recorded output back: no network, no keys (the demo, pipeline tests).
+    Replay,
+}
+
+/// One recording, or one per attempt.
+#[derive(JsonSchema)]
+#[serde(untagged)]
+pub enum Recording {
+    /// Every attempt plays this file.
+    One(String),
+    /// Attempt N plays the Nth file (the last one repeats).
+    PerAttempt(#[schemars(length(min = 1))] Vec<String>),
+}
+
+/// Output formats.
+#[derive(JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum FormatName {
+    /// Plain text: every line is shown; the whole output is the answer.
+    Text,
+    /// `claude -p --output-format stream-json --verbose`.
+    ClaudeStreamJson,
+    /// `codex exec --json`.
+    CodexJson,
+    /// `replay` only: OpenAI-compatible stream chunks, one `data:` payload per line.
+    OpenaiSse,
+    /// `replay` only: OpenCode `/event` payloads, one JSON object per line.
+    OpencodeEvents,
+}
+
+/// The JSON Schema of agent profile files, as pretty JSON ending in a newline: what
+/// `assets/agent.schema.json` must hold.
+pub fn agent_schema_json() -> String {
+    render::<AgentFile>()
+}

@@ -4,7 +4,7 @@
 
 #![allow(dead_code)] // The fields exist to be described, never read.
 
-use crate::pipeline::schema::{Duration, Id, render};
+use crate::pipeline::schema::{Duration, ExecutorFile, Id, render};
 use schemars::JsonSchema;
 use std::collections::BTreeMap;
 
@@ -71,6 +71,15 @@ pub struct AgentFile {
     timeout: Option<Duration>,
     /// Extra environment for a `command` agent.
     env: Option<BTreeMap<String, String>>,
+    /// Dollars per million input tokens, to cost steps whose backend reports usage but no
+    /// cost (give both prices or neither).
+    #[schemars(range(min = 0.0))]
+    price_input: Option<f64>,
+    /// Dollars per million output tokens.
+    #[schemars(range(min = 0.0))]
+    price_output: Option<f64>,
+    /// `command` only: where the agent runs (see docs/executors.md).
+    executor: Option<ExecutorFile>,
 }
 
 /// The backends.

@@ -105,6 +105,92 @@ pub struct StepFile {
     env: Option<BTreeMap<String, String>>,
     /// Working directory, relative to the task's working tree.
     workdir: Option<String>,
+    /// Where the step runs (default: the workspace's `[executor]`, else this machine).
+    /// Applies to `run`, `script` and `command`-backend agents. See docs/executors.md.
+    executor: Option<ExecutorFile>,
+}
+
+/// Where a step runs: exactly one of `local`, `docker`, `ssh`, `kubernetes`.
+#[derive(JsonSchema)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum ExecutorFile {
+    /// This machine, `sh -c` in the task's working tree (`{}`).
+    Local(LocalFile),
+    /// A container on a Docker Engine (local, or `DOCKER_HOST`).
+    Docker(DockerExecutorFile),
+    /// Another machine through the system `ssh` client; the branch travels by git.
+    Ssh(SshFile),
+    /// A Kubernetes Job per step; the pod clones and pushes the task branch.
+    Kubernetes(KubernetesFile),
+}
+
+/// No settings.
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LocalFile {}
+
+/// Settings of the docker executor.
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DockerExecutorFile {
+    /// The image; it must already be on the daemon unless `pull` is `missing`.
+    image: String,
+    /// The container network: `none` cuts it off (default: the daemon's bridge).
+    network: Option<String>,
+    /// Memory limit, like "512m" or "2g".
+    #[schemars(pattern(r"^[0-9]+(\.[0-9]+)?\s*([kKmMgGtT][iI]?[bB]?|[bB])?$"))]
+    memory: Option<String>,
+    /// CPU limit in cores, like 1.5.
+    #[schemars(range(min = 0.0))]
+    cpus: Option<f64>,
+    /// `never` (default: a missing image is an error saying how to get it) or `missing`.
+    pull: Option<PullName>,
+}
+
+/// Pull policies.
+#[derive(JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PullName {
+    /// Never pull.
+    Never,
+    /// Pull when the daemon lacks the image.
+    Missing,
+}
+
+/// Settings of the ssh executor.
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SshFile {
+    /// A host as `ssh` understands it (`~/.ssh/config` applies).
+    host: String,
+    /// Where on the host baton keeps its mirrors and worktrees.
+    dir: Option<String>,
+}
+
+/// Settings of the kubernetes executor.
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KubernetesFile {
+    /// The pod's image (it needs `git` and `sh`).
+    image: String,
+    /// The namespace (default: the kubeconfig's).
+    namespace: Option<String>,
+    /// `cpu` ("500m", "2") and `memory` ("2Gi"), as Kubernetes writes them.
+    resources: Option<KubeResources>,
+    /// Node labels the pod must match.
+    node_selector: Option<BTreeMap<String, String>>,
+    /// The git remote both sides reach (usually set under `[executor.kubernetes]`).
+    git_remote: Option<String>,
+}
+
+/// Requests and limits of a step's pod.
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KubeResources {
+    /// CPU, like "500m" or "2".
+    cpu: Option<String>,
+    /// Memory, like "2Gi".
+    memory: Option<String>,
 }
 
 /// A duration in humantime form: "90s", "15m", "1h 30m".

@@ -75,10 +75,19 @@ pub fn load(user: Option<&Path>, workspace: &Path) -> Result<Config, WorkspaceEr
     let text = toml::to_string(&merged).unwrap_or_default();
     // Each file passed on its own, so the merge of the two does too; the combined text is
     // checked again only to turn it into a `Config`.
-    toml::from_str(&text).map_err(|e| WorkspaceError::Config {
+    let mut cfg: Config = toml::from_str(&text).map_err(|e| WorkspaceError::Config {
         path: workspace.to_path_buf(),
         message: format!("{} (after layering {:?})", e.message(), user),
-    })
+    })?;
+    // The `[executor]` tables may come from either file: resolve the default from the merge.
+    if let Some(t) = &cfg.executor_table {
+        cfg.default_executor =
+            super::config_executor::default_executor(t).map_err(|m| WorkspaceError::Config {
+                path: workspace.to_path_buf(),
+                message: format!("[executor] {m}"),
+            })?;
+    }
+    Ok(cfg)
 }
 
 /// One effective setting for `baton config show`.

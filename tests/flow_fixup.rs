@@ -226,7 +226,9 @@ fn edit_archive_and_delete() {
     common::stop(engine);
     ws.ok(&["delete", &slow.to_string()]);
     assert!(fails(&ws, &["show", &slow.to_string()]).contains("does not exist"));
-    ws.ok(&["delete", &sid]);
+    // A re-run brings an archived task back to the board: it is at work again.
+    ws.ok(&["rerun", &sid, "--from", "review"]);
+    assert!(ws.ok(&["list", "--json"]).contains("better title"));
     assert_eq!(ws.ok(&["list", "--archived", "--json"]).trim(), "[]");
 }
 

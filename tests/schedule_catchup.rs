@@ -70,7 +70,15 @@ fn a_slot_missed_within_the_grace_period_fires_once() {
         1,
         "the two older days are skipped: {skipped:?}"
     );
-    assert!(skipped[0].contains("missed 2 run(s)"), "{skipped:?}");
+    assert!(
+        skipped[0].contains("missed 2 run(s)") && skipped[0].contains("only the latest fires"),
+        "{skipped:?}"
+    );
+    // The history says a trigger made the task, not a person.
+    let list: serde_json::Value = serde_json::from_str(&ws.ok(&["list", "--json"])).unwrap();
+    let id = list[0]["id"].as_i64().unwrap().to_string();
+    let shown: serde_json::Value = serde_json::from_str(&ws.ok(&["show", &id, "--json"])).unwrap();
+    assert_eq!(shown["history"][0]["actor"], "trigger", "{shown}");
     // Another start: the slot is handled, nothing fires again.
     ws.drain();
     assert_eq!(titles(&ws).len(), 1);

@@ -366,6 +366,18 @@ fn explain(
 /// Creates a task at the first status of `pipeline` (snapshotting the definition) and
 /// records its creation. Returns the new id.
 pub fn create_task(db: &Db, pipeline: &Pipeline, title: &str, prompt: &str) -> Result<i64> {
+    create_task_by(db, pipeline, title, prompt, "user")
+}
+
+/// [`create_task`] on behalf of `actor` (`user`, `trigger`, `hook`), as the history and
+/// events record it.
+pub fn create_task_by(
+    db: &Db,
+    pipeline: &Pipeline,
+    title: &str,
+    prompt: &str,
+    actor: &str,
+) -> Result<i64> {
     let first = pipeline
         .statuses
         .first()
@@ -382,7 +394,7 @@ pub fn create_task(db: &Db, pipeline: &Pipeline, title: &str, prompt: &str) -> R
         None,
         &first.id,
         "create",
-        "user",
+        actor,
         None,
         &json!([]),
         &json!([]),
@@ -393,7 +405,7 @@ pub fn create_task(db: &Db, pipeline: &Pipeline, title: &str, prompt: &str) -> R
         kind: "task.created",
         summary: format!("created on pipeline {} at {}", pipeline.id, first.id),
         data: json!({ "pipeline": pipeline.id }),
-        actor: "user",
+        actor,
         level: "info",
     })?;
     if first.kind == StatusKind::Step {

@@ -485,7 +485,7 @@ async fn start_task(
                     depth - 1
                 )));
             }
-            let id = super::actions::create_task(db, &pipeline, &title, &prompt)?;
+            let id = super::actions::create_task_by(db, &pipeline, &title, &prompt, "hook")?;
             db.set_task_parent(id, parent, depth)?;
             // Finished in the same transaction that made the task: a crash after it never
             // makes a second one.

@@ -164,10 +164,17 @@ impl Engine {
                     category: "trigger",
                     kind: "schedule.skipped",
                     summary: format!(
-                        "schedule trigger {} of {pipeline} missed {more}{} run(s) while no engine ran (the last at {last}); they are older than schedule_grace ({}) and were skipped",
+                        "schedule trigger {} of {pipeline} missed {more}{} run(s) while no engine ran (the last skipped at {last}); {}",
                         t.index + 1,
                         m.skipped,
-                        humantime::format_duration(grace)
+                        if m.fire.is_some() {
+                            "only the latest fires now, so they were skipped".to_string()
+                        } else {
+                            format!(
+                                "they are older than schedule_grace ({}) and were skipped",
+                                humantime::format_duration(grace)
+                            )
+                        }
                     ),
                     data: json!({ "trigger": t.index, "skipped": m.skipped }),
                     actor: "engine",

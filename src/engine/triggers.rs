@@ -2,7 +2,7 @@
 //! schedule, on a new commit to a matching branch, or when another task reaches done.
 //! Every firing has a dedupe key recorded in the store, so a restart never fires twice.
 
-use super::actions::{Action, Outside, Request, apply, create_task};
+use super::actions::{Action, Outside, Request, apply, create_task_by};
 use crate::pipeline::{Pipeline, StatusKind};
 use crate::store::{Db, NewEvent, Task};
 use chrono::{DateTime, Local};
@@ -152,7 +152,7 @@ pub fn fire(
     }
     let title = render(&trigger.title, vars);
     let prompt = render(&trigger.prompt, vars);
-    let id = create_task(db, pipeline, &title, &prompt)?;
+    let id = create_task_by(db, pipeline, &title, &prompt, "trigger")?;
     if pipeline.statuses.first().map(|s| s.kind) == Some(StatusKind::Queue) {
         apply(
             db,

@@ -54,6 +54,14 @@ fn text_draws_the_statuses_and_transitions() {
         "{text}"
     );
     let builtin = ws.ok(&["pipelines", "graph", "feature", "--text"]);
-    assert!(builtin.contains("├─ failure ─▶ build “Fix the failing tests” [max_visits: 3]"));
+    assert!(
+        builtin.contains("├─ failure        ─▶ build “Fix the failing tests” [max_visits: 3]"),
+        "{builtin}"
+    );
+    // A guarded failure can be blocked, so its default stays drawn as the fallback.
+    assert!(
+        builtin.contains("└─ failure, error ─▶ failed (default)"),
+        "{builtin}"
+    );
     assert!(!builtin.contains('\u{1b}'));
 }

@@ -113,7 +113,9 @@ pub fn glyph(kind: StatusKind) -> &'static str {
 fn edges(p: &Pipeline, s: &Status) -> Vec<Edge> {
     let own: Vec<&Transition> = p.transitions.iter().filter(|t| t.from == s.id).collect();
     let mut out: Vec<Edge> = own.iter().map(|t| Edge::of(t)).collect();
-    let has = |tr: Trigger| own.iter().any(|t| t.on == tr);
+    // A default still applies when every own transition on its trigger is guarded (all of
+    // them may be blocked), so it is drawn unless an unguarded one takes its place.
+    let has = |tr: Trigger| own.iter().any(|t| t.on == tr && t.guards.is_empty());
     let next = p.next_after(&s.id).map(|n| n.id.as_str());
     let failed = p.first_of_kind(StatusKind::Failed).map(|f| f.id.as_str());
     match s.kind {

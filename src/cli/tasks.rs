@@ -222,7 +222,28 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
             pipeline,
             json,
             ..
-        } => list(&store, status.as_deref(), pipeline.as_deref(), json),
+        } => {
+            // An empty list for a pipeline no one has is a typo, not an empty board.
+            if let Some(p) = pipeline.as_deref() {
+                let known = catalog(ws);
+                if known.get(p).is_none()
+                    && store
+                        .read()
+                        .list_tasks(&TaskFilter {
+                            status: None,
+                            pipeline: Some(p),
+                        })?
+                        .is_empty()
+                {
+                    let ids: Vec<&str> = known.pipelines.iter().map(|p| p.id.as_str()).collect();
+                    return Err(Failure::new(format!(
+                        "there is no pipeline `{p}` (known: {}) — `baton pipelines list` shows them",
+                        ids.join(", ")
+                    )));
+                }
+            }
+            list(&store, status.as_deref(), pipeline.as_deref(), json)
+        }
         Command::Show { id, json } => super::show::show(ws, &store, id, json),
         Command::Start(a) => act(ws, &mut store, a.id, Action::Start),
         Command::Approve(a) => act(ws, &mut store, a.id, Action::Approve { note: a.note }),

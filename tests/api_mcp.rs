@@ -23,8 +23,9 @@ fn python_client_drives_a_task_through_baton_mcp_on_stdio() {
     assert!(out.contains("listen ok (2026-07-28)"), "{out}");
 }
 
-/// Bad input never ends the server: a line that is not JSON, an unknown tool and wrong
-/// arguments are answered (or skipped), and the next request is served.
+/// Bad input never ends the server: a line that is not JSON is skipped; JSON of the wrong
+/// shape, an unknown tool or method and wrong arguments are answered with a sentence, and
+/// the next request is served.
 #[test]
 fn bad_input_is_answered_and_the_server_goes_on() {
     use std::io::{BufRead, BufReader, Write};
@@ -45,17 +46,24 @@ fn bad_input_is_answered_and_the_server_goes_on() {
         r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"approve","arguments":{"id":"seven"}}}"#,
         r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"no_such_tool","arguments":{}}}"#,
         r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"list_tasks","arguments":{}}}"#,
+        "[]",
+        r#"{"jsonrpc":"2.0","id":5,"method":"bogus/method"}"#,
+        r#"{"jsonrpc":"2.0","id":6,"method":"tools/call"}"#,
     ];
     for l in lines {
         writeln!(stdin, "{l}").unwrap();
     }
     let mut answers = std::collections::HashMap::new();
+    let mut unnumbered = Vec::new();
     for line in BufReader::new(child.stdout.take().unwrap()).lines() {
         let v: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
-        if let Some(id) = v["id"].as_i64() {
-            answers.insert(id, v);
+        match v["id"].as_i64() {
+            Some(id) => {
+                answers.insert(id, v);
+            }
+            None => unnumbered.push(v),
         }
-        if answers.contains_key(&4) && answers.contains_key(&3) && answers.contains_key(&2) {
+        if (2..=6).all(|id| answers.contains_key(&id)) && !unnumbered.is_empty() {
             break;
         }
     }
@@ -74,5 +82,16 @@ fn bad_input_is_answered_and_the_server_goes_on() {
             .contains("no tool `no_such_tool`")
     );
     assert_eq!(answers[&4]["result"]["content"][0]["text"], "[]");
+    // JSON that is no JSON-RPC message, an unknown method, a method without its params:
+    // each answered with a sentence saying what to send.
+    let not_a_message = unnumbered[0]["error"]["message"].as_str().unwrap();
+    assert!(
+        not_a_message.contains("not a JSON-RPC message"),
+        "{not_a_message}"
+    );
+    let unknown = answers[&5]["error"]["message"].as_str().unwrap();
+    assert!(unknown.contains("no method `bogus/method`"), "{unknown}");
+    let shapeless = answers[&6]["error"]["message"].as_str().unwrap();
+    assert!(shapeless.contains("params are missing"), "{shapeless}");
     assert!(child.wait().unwrap().success());
 }

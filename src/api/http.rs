@@ -1,6 +1,7 @@
-//! `baton serve`: the HTTP server. Every request passes the `Host`/`Origin` check (against
-//! DNS rebinding); everything but the GitHub webhook (signed instead) needs the bearer
-//! token. Bodies are capped, slow requests time out.
+//! `baton serve`: the HTTP server. Everything but the GitHub webhook needs the bearer token
+//! and passes the `Host`/`Origin` check (against DNS rebinding); the GitHub webhook is signed
+//! instead, and takes any `Host`, since deliveries through a tunnel carry the tunnel's.
+//! Bodies are capped, slow requests time out.
 
 use super::mcp::BatonMcp;
 use super::ops::Ops;
@@ -189,8 +190,13 @@ pub fn router(
         .route("/hooks/trigger/{pipeline}", post(webhooks::trigger))
         .layer(timeout)
         .route("/api/events", get(super::sse::events))
-        .route_service("/mcp", mcp)
-        .layer(middleware::from_fn_with_state(state.clone(), guard_token));
+        .merge(
+            Router::new()
+                .route_service("/mcp", mcp)
+                .layer(middleware::from_fn(super::mcp_http_errors::rewrite)),
+        )
+        .layer(middleware::from_fn_with_state(state.clone(), guard_token))
+        .layer(middleware::from_fn_with_state(state.clone(), guard_host));
     let signed = Router::new()
         .route("/hooks/github", post(webhooks::github))
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(
@@ -205,9 +211,14 @@ pub fn router(
                 "no such endpoint — GET /api/openapi.json lists them",
             )
         })
+        .method_not_allowed_fallback(|| async {
+            error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "this endpoint does not take that method — GET /api/openapi.json lists each endpoint's methods",
+            )
+        })
         .layer(axum::extract::DefaultBodyLimit::max(opts.max_body))
         .layer(middleware::from_fn_with_state(state.clone(), guard_size))
-        .layer(middleware::from_fn_with_state(state.clone(), guard_host))
         .with_state(state)
 }
 

@@ -8,11 +8,12 @@ use super::ops::{Kind, OpError, Ops};
 use crate::engine::wake::Change;
 #[allow(deprecated)] // logging/setLevel: still in the protocol versions clients speak today
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, LoggingLevel,
-    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    Resource, ResourceContents, ResourceTemplate, ServerCapabilities, ServerConfig,
-    SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
+    CustomResult, ErrorCode, Implementation, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, LoggingLevel, PaginatedRequestParams, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
+    ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
+    SubscriptionFilter, UnsubscribeRequestParams,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
@@ -185,6 +186,16 @@ impl ServerHandler for BatonMcp {
         Ok(result.into())
     }
 
+    /// A method rmcp could not match: an unknown one, or a known one whose params are
+    /// missing or of the wrong shape (rmcp's own answer is the bare method name).
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, McpError> {
+        Err(unmatched_method(&request.method))
+    }
+
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -313,5 +324,46 @@ impl ServerHandler for BatonMcp {
         // baton sends no log messages of its own over MCP; any level is accepted.
         let _: LoggingLevel = request.level;
         Ok(())
+    }
+}
+
+/// The methods baton's MCP server answers.
+const METHODS: &str = "initialize, ping, tools/list, tools/call, resources/list, resources/templates/list, resources/read, resources/subscribe, resources/unsubscribe and logging/setLevel";
+
+/// The sentence for a request no handler took.
+fn unmatched_method(method: &str) -> McpError {
+    if METHODS.split([',', ' ']).any(|m| m == method) {
+        return McpError::invalid_params(
+            format!(
+                "the `{method}` request's params are missing or of the wrong shape — send them as the MCP specification gives them, e.g. tools/call takes {{\"name\": \"list_tasks\", \"arguments\": {{}}}}"
+            ),
+            None,
+        );
+    }
+    McpError::new(
+        ErrorCode::METHOD_NOT_FOUND,
+        format!("baton's MCP server has no method `{method}` — it answers {METHODS}"),
+        None,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unmatched_methods_get_a_sentence() {
+        let unknown = unmatched_method("bogus/method");
+        assert_eq!(unknown.code, ErrorCode::METHOD_NOT_FOUND);
+        assert!(
+            unknown.message.contains("no method `bogus/method`"),
+            "{unknown:?}"
+        );
+        let shapeless = unmatched_method("tools/call");
+        assert_eq!(shapeless.code, ErrorCode::INVALID_PARAMS);
+        assert!(
+            shapeless.message.contains("params are missing"),
+            "{shapeless:?}"
+        );
     }
 }

@@ -3,10 +3,13 @@
 //! through its handle or the commands table and read through the store: no SQL here.
 
 mod catalog_ops;
+pub mod extract;
 pub mod github_push;
 pub mod http;
 pub mod link;
 pub mod mcp;
+pub mod mcp_http_errors;
+pub mod mcp_stdio;
 pub mod mcp_tools;
 pub mod openapi;
 pub mod ops;
@@ -23,13 +26,18 @@ use std::sync::Arc;
 /// error; only the end of the input ends the server.
 pub async fn serve_stdio(ops: Arc<ops::Ops>) -> Result<(), String> {
     use rmcp::ServiceExt;
+    let (to_forward, from_rmcp) = tokio::io::duplex(64 * 1024);
+    let forwarder = tokio::spawn(mcp_stdio::forward(from_rmcp, tokio::io::stdout()));
     let server = mcp::BatonMcp::new(ops)
-        .serve(rmcp::transport::stdio())
+        .serve((tokio::io::stdin(), to_forward))
         .await
         .map_err(|e| format!("the MCP session could not start: {e}"))?;
-    server
+    let ended = server
         .waiting()
         .await
-        .map_err(|e| format!("the MCP session ended with an error: {e}"))?;
+        .map_err(|e| format!("the MCP session ended with an error: {e}"));
+    // The server's end of the pipe is closed now: the forwarder writes what is left and stops.
+    let _ = forwarder.await;
+    ended?;
     Ok(())
 }

@@ -109,10 +109,15 @@ impl Ops {
         let link = std::sync::Arc::new(tokio::sync::RwLock::new(link));
         let takeover = tokio::spawn(take_over(ws.clone(), link.clone(), changes.clone(), gone));
         let path = ws.db_path();
+        let shown = path.display().to_string();
         let store = tokio::task::spawn_blocking(move || StoreHandle::open(&path))
             .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| {
+                format!("opening the board's database {shown} stopped unexpectedly ({e}) — run the command again")
+            })?
+            .map_err(|e| {
+                format!("cannot open the board's database {shown}: {e} — check that .baton/ is readable and writable, then run the command again")
+            })?;
         Ok(Self {
             ws: ws.clone(),
             store,
@@ -271,7 +276,9 @@ impl Ops {
                         None => {
                             return Ok(Err(OpError::new(
                                 Kind::NotFound,
-                                format!("task {id} has not run a step yet"),
+                                format!(
+                                    "task {id} has not run a step yet, so it has no logs — start it (`baton start {id}`) and ask again"
+                                ),
                             )));
                         }
                     },
@@ -301,13 +308,23 @@ impl Ops {
         // Finding the repository runs git: on a blocking thread with a connection of its own.
         let ws = self.ws.clone();
         let git = tokio::task::spawn_blocking(move || {
-            let cfg = ws.config().map_err(|e| e.to_string())?;
-            let store =
-                crate::store::Store::open_read_only(&ws.db_path()).map_err(|e| e.to_string())?;
-            crate::engine::GitCtx::detect(&ws, &cfg, &store.read()).map_err(|e| e.to_string())
+            let cfg = ws.config().map_err(|e| {
+                format!("cannot show task {id}'s diff because config.toml is wrong: {e} — fix .baton/config.toml and ask again")
+            })?;
+            let store = crate::store::Store::open_read_only(&ws.db_path()).map_err(|e| {
+                format!("cannot show task {id}'s diff because the board's database did not open: {e} — ask again")
+            })?;
+            crate::engine::GitCtx::detect(&ws, &cfg, &store.read()).map_err(|e| {
+                format!("cannot show task {id}'s diff because git failed on the repository: {e} — check `git status` in the workspace and ask again")
+            })
         })
         .await
-        .map_err(|e| OpError::new(Kind::Internal, e.to_string()))?
+        .map_err(|e| {
+            OpError::new(
+                Kind::Internal,
+                format!("finding task {id}'s repository stopped unexpectedly ({e}) — ask again"),
+            )
+        })?
         .map_err(|e| OpError::new(Kind::Internal, e))?;
         let Some(git) = git else {
             return Err(OpError::new(

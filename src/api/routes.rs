@@ -1,13 +1,14 @@
 //! The `/api` endpoints: the MCP tools' operations as JSON resources, in the CLI's `--json`
 //! shapes. Each handler is described for the OpenAPI document (`openapi.rs`).
 
+use super::extract::{ApiPath, ApiQuery};
 use super::http::{AppState, error};
 use super::ops::{Kind, NewTask, OpError, OpResult};
 use super::schema::{ActionBody, ErrorBody, ListItem, LogsPage, ShowTask, ValidateBody};
 use crate::engine::Action;
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -47,14 +48,21 @@ pub fn op_error(e: OpError) -> Response {
     error(status, e.message)
 }
 
-/// The JSON body of a request (whatever its `Content-Type` says), or a 400 with a sentence.
+/// The JSON body of a request (whatever its `Content-Type` says), or a 400 (not JSON) or 422
+/// (JSON of the wrong shape) with a sentence.
 pub fn parse_json<T: serde::de::DeserializeOwned>(
     body: &Bytes,
     example: &str,
 ) -> Result<T, Box<Response>> {
     serde_json::from_slice(body).map_err(|e| {
+        // Valid JSON of the wrong shape is 422; text that is not JSON at all is 400.
+        let status = if e.is_data() {
+            StatusCode::UNPROCESSABLE_ENTITY
+        } else {
+            StatusCode::BAD_REQUEST
+        };
         Box::new(error(
-            StatusCode::BAD_REQUEST,
+            status,
             format!("the request body must be JSON like {example}: {e}"),
         ))
     })
@@ -72,7 +80,7 @@ pub struct ListQuery {
 /// Every task, newest first (`baton list --json`).
 #[utoipa::path(get, path = "/api/tasks", params(ListQuery),
     responses((status = 200, body = Vec<ListItem>)), security(("bearer" = [])))]
-pub async fn list_tasks(State(s): State<AppState>, Query(q): Query<ListQuery>) -> Response {
+pub async fn list_tasks(State(s): State<AppState>, ApiQuery(q): ApiQuery<ListQuery>) -> Response {
     reply(s.ops.list_tasks(q.status, q.pipeline).await)
 }
 
@@ -96,7 +104,7 @@ pub async fn create_task(State(s): State<AppState>, body: Bytes) -> Response {
 #[utoipa::path(get, path = "/api/tasks/{id}", params(("id" = i64, Path, description = "task id")),
     responses((status = 200, body = ShowTask), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
-pub async fn show_task(State(s): State<AppState>, Path(id): Path<i64>) -> Response {
+pub async fn show_task(State(s): State<AppState>, ApiPath(id): ApiPath<i64>) -> Response {
     reply(s.ops.show_task(id).await)
 }
 
@@ -110,7 +118,7 @@ pub async fn show_task(State(s): State<AppState>, Path(id): Path<i64>) -> Respon
         (status = 409, body = ErrorBody)), security(("bearer" = [])))]
 pub async fn act(
     State(s): State<AppState>,
-    Path((id, action)): Path<(i64, String)>,
+    ApiPath((id, action)): ApiPath<(i64, String)>,
     body: Bytes,
 ) -> Response {
     let b: ActionBody = if body.iter().all(u8::is_ascii_whitespace) {
@@ -167,8 +175,8 @@ pub struct LogsQuery {
     security(("bearer" = [])))]
 pub async fn task_logs(
     State(s): State<AppState>,
-    Path(id): Path<i64>,
-    Query(q): Query<LogsQuery>,
+    ApiPath(id): ApiPath<i64>,
+    ApiQuery(q): ApiQuery<LogsQuery>,
 ) -> Response {
     reply(s.ops.task_logs(id, q.step, q.after, q.tail).await)
 }
@@ -177,7 +185,7 @@ pub async fn task_logs(
 #[utoipa::path(get, path = "/api/tasks/{id}/diff", params(("id" = i64, Path, description = "task id")),
     responses((status = 200, body = Object), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
-pub async fn task_diff(State(s): State<AppState>, Path(id): Path<i64>) -> Response {
+pub async fn task_diff(State(s): State<AppState>, ApiPath(id): ApiPath<i64>) -> Response {
     reply(s.ops.task_diff(id).await)
 }
 
@@ -192,7 +200,7 @@ pub async fn list_pipelines(State(s): State<AppState>) -> Response {
 #[utoipa::path(get, path = "/api/pipelines/{id}", params(("id" = String, Path, description = "pipeline id")),
     responses((status = 200, body = Object), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
-pub async fn show_pipeline(State(s): State<AppState>, Path(id): Path<String>) -> Response {
+pub async fn show_pipeline(State(s): State<AppState>, ApiPath(id): ApiPath<String>) -> Response {
     reply(s.ops.show_pipeline(&id).await)
 }
 

@@ -5,12 +5,13 @@
 //! `Last-Event-ID` gets every task changed since T and every line after L again
 //! (at-least-once: a task changed twice in one millisecond may come twice).
 
+use super::extract::ApiQuery;
 use super::http::AppState;
 use super::ops::log_line;
 use crate::cli::json;
 use crate::engine::wake::Change;
 use crate::store::{StepState, now_ms};
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::Stream;
@@ -58,7 +59,7 @@ impl Cursor {
     security(("bearer" = [])))]
 pub async fn events(
     State(s): State<AppState>,
-    Query(q): Query<EventsQuery>,
+    ApiQuery(q): ApiQuery<EventsQuery>,
     headers: HeaderMap,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let resume = headers

@@ -1,5 +1,7 @@
 //! The API's bearer token: `.baton/token`, made on first use with mode 0600, replaced by
-//! `baton token rotate`. Compared in constant time; never logged.
+//! `baton token rotate`. Kept out of git by a `token` line in `.baton/.gitignore`, added
+//! whenever the token is written (workspaces made before the token existed lack it).
+//! Compared in constant time; never logged.
 
 use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
@@ -17,8 +19,40 @@ fn fresh() -> std::io::Result<String> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// Writes a new token (readable by its owner only), replacing any old one atomically.
+/// Makes sure `.baton/.gitignore` names the token, so `git add -A` never commits it.
+fn ignore_in_git(baton_dir: &Path) -> Result<(), String> {
+    let ignore = baton_dir.join(".gitignore");
+    let old = match std::fs::read_to_string(&ignore) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => {
+            return Err(format!(
+                "cannot read {}: {e} — add a line `token` to it by hand so git never commits the API token",
+                ignore.display()
+            ));
+        }
+    };
+    let named = old.lines().any(|l| matches!(l.trim(), "token" | "/token"));
+    if named {
+        return Ok(());
+    }
+    let sep = if old.is_empty() || old.ends_with('\n') {
+        ""
+    } else {
+        "\n"
+    };
+    std::fs::write(&ignore, format!("{old}{sep}token\n")).map_err(|e| {
+        format!(
+            "cannot write {}: {e} — add a line `token` to it by hand so git never commits the API token",
+            ignore.display()
+        )
+    })
+}
+
+/// Writes a new token (readable by its owner only), replacing any old one atomically, and
+/// makes sure git ignores it.
 pub fn rotate(baton_dir: &Path) -> Result<String, String> {
+    ignore_in_git(baton_dir)?;
     let token = fresh().map_err(|e| format!("cannot read random bytes for a token: {e}"))?;
     let target = path(baton_dir);
     let tmp = baton_dir.join(format!("token.{}.tmp", std::process::id()));
@@ -47,7 +81,10 @@ pub fn rotate(baton_dir: &Path) -> Result<String, String> {
 pub fn load_or_create(baton_dir: &Path) -> Result<String, String> {
     let p = path(baton_dir);
     match std::fs::read_to_string(&p) {
-        Ok(t) if !t.trim().is_empty() => Ok(t.trim().to_string()),
+        Ok(t) if !t.trim().is_empty() => {
+            ignore_in_git(baton_dir)?;
+            Ok(t.trim().to_string())
+        }
         Ok(_) => rotate(baton_dir),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => rotate(baton_dir),
         Err(e) => Err(format!("cannot read {}: {e}", p.display())),
@@ -80,5 +117,40 @@ mod tests {
         assert_ne!(a, b);
         assert_eq!(load_or_create(dir.path()).unwrap(), b);
         assert!(matches(&b, &b) && !matches(&b, &a) && !matches(&b, ""));
+    }
+
+    #[test]
+    fn an_old_gitignore_gains_a_token_line_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let ignore = dir.path().join(".gitignore");
+        // A workspace made before the API: no `token` line, no final newline.
+        std::fs::write(&ignore, "baton.db*\nlogs/").unwrap();
+        load_or_create(dir.path()).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&ignore).unwrap(),
+            "baton.db*\nlogs/\ntoken\n"
+        );
+        rotate(dir.path()).unwrap();
+        load_or_create(dir.path()).unwrap();
+        let text = std::fs::read_to_string(&ignore).unwrap();
+        assert_eq!(text.matches("token").count(), 1, "{text}");
+    }
+
+    #[test]
+    fn a_missing_gitignore_is_made_with_the_token_line() {
+        let dir = tempfile::tempdir().unwrap();
+        rotate(dir.path()).unwrap();
+        let text = std::fs::read_to_string(dir.path().join(".gitignore")).unwrap();
+        assert_eq!(text, "token\n");
+    }
+
+    #[test]
+    fn an_existing_token_in_an_old_workspace_is_ignored_on_next_load() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(path(dir.path()), "abc\n").unwrap();
+        std::fs::write(dir.path().join(".gitignore"), "logs/\n").unwrap();
+        assert_eq!(load_or_create(dir.path()).unwrap(), "abc");
+        let text = std::fs::read_to_string(dir.path().join(".gitignore")).unwrap();
+        assert!(text.lines().any(|l| l == "token"), "{text}");
     }
 }

@@ -5,6 +5,7 @@
 //! steps as the file named by `BATON_TRIGGER_PAYLOAD_FILE`. Each delivery is recorded as an
 //! event, without its signature or secret.
 
+use super::extract::ApiPath;
 use super::github_push::{Delivery, record_push};
 use super::http::{AppState, error};
 use super::ops::NewTask;
@@ -13,7 +14,7 @@ use crate::engine::Action;
 use crate::engine::triggers::{self, Kind, TriggerSet};
 use crate::store::{NewEvent, StoreError};
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
@@ -143,7 +144,7 @@ async fn poke(s: &AppState) {
     security(("bearer" = [])))]
 pub async fn trigger(
     State(s): State<AppState>,
-    Path(pipeline): Path<String>,
+    ApiPath(pipeline): ApiPath<String>,
     body: Bytes,
 ) -> Response {
     let payload: Value = if body.iter().all(u8::is_ascii_whitespace) {

@@ -76,6 +76,7 @@ pub async fn events(
             log_id: 0,
         }),
         steps: HashMap::new(),
+        shown: HashMap::new(),
         tx,
     };
     // Subscribe before the catch-up read, so nothing falls between the two.
@@ -116,6 +117,9 @@ struct Feed {
     cursor: Cursor,
     /// The last state seen of each step run.
     steps: HashMap<i64, StepState>,
+    /// The last `task` event sent of each task: one engine change can wake the feed
+    /// several times, and a client wants each state once.
+    shown: HashMap<i64, String>,
     tx: mpsc::Sender<Event>,
 }
 
@@ -206,7 +210,13 @@ impl Feed {
                 self.send("step_finished", data).await?;
             }
         }
-        self.send("task", json::list_item(&task)).await
+        let item = json::list_item(&task);
+        let text = item.to_string();
+        if self.shown.get(&id) == Some(&text) {
+            return Ok(());
+        }
+        self.shown.insert(id, text);
+        self.send("task", item).await
     }
 
     /// New lines of the followed task: of one step run, or of all of them.

@@ -23,6 +23,8 @@ mod logging;
 pub mod logview;
 pub mod modal;
 pub mod notify;
+pub mod playground;
+pub mod playground_run;
 mod runner;
 pub mod terminal;
 pub mod theme;

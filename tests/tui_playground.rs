@@ -205,3 +205,83 @@ fn esc_stops_a_running_agent_and_the_popup_says_so() {
     h.key(KeyCode::Enter);
     assert!(h.screen().contains("wait"));
 }
+
+#[test]
+fn a_board_that_goes_away_stops_the_agent_it_started() {
+    let (_dir, ws, root) = workspace();
+    std::fs::write(
+        ws.agents_dir().join("sleeper.json"),
+        r#"{"id": "sleeper", "backend": "command", "argv": ["sh", "-c", "echo started; sleep 60"]}"#,
+    )
+    .unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let _guard = rt.enter();
+    let (tx, mut rx) = unbounded_channel();
+    let mut h = Harness::new(100, 30);
+    h.key(KeyCode::Char('p'));
+    drive(&mut h, &ws, &tx);
+    let PlaygroundEvent::Agents(Ok(list)) = rt.block_on(next(&mut rx, &root)) else {
+        panic!("no agents")
+    };
+    let at = list.iter().position(|a| a.id == "sleeper").unwrap();
+    h.event(AppEvent::Playground(PlaygroundEvent::Agents(Ok(list))));
+    // Tab to the list, where j moves too.
+    h.key(KeyCode::Tab);
+    for _ in 0..at {
+        h.key(KeyCode::Char('j'));
+    }
+    h.key(KeyCode::Tab);
+    h.chars("wait");
+    h.key(KeyCode::Enter);
+    drive(&mut h, &ws, &tx);
+    loop {
+        let ev = rt.block_on(next(&mut rx, &root));
+        let started = matches!(&ev, PlaygroundEvent::Line { text, .. } if text == "started");
+        h.event(AppEvent::Playground(ev));
+        if started {
+            break;
+        }
+    }
+    drop(h);
+    let t0 = std::time::Instant::now();
+    let result = loop {
+        if let PlaygroundEvent::Done { result, .. } = rt.block_on(next(&mut rx, &root)) {
+            break result.unwrap();
+        }
+    };
+    assert_eq!(result.state, baton::store::StepState::Cancelled);
+    assert!(t0.elapsed() < std::time::Duration::from_secs(30));
+}
+
+#[test]
+fn lines_of_another_try_are_ignored_and_log_lines_are_sanitised() {
+    let mut h = Harness::new(100, 30);
+    h.key(KeyCode::Char('p'));
+    let agents = vec![baton::tui::playground::AgentChoice {
+        id: "a".into(),
+        backend: "replay".into(),
+        name: "A".into(),
+    }];
+    h.event(AppEvent::Playground(PlaygroundEvent::Agents(Ok(agents))));
+    h.chars("go");
+    h.key(KeyCode::Enter);
+    let run = match h.app.take_effects().pop() {
+        Some(Effect::Playground(baton::tui::playground::PlaygroundEffect::Run { run, .. })) => run,
+        other => panic!("no run: {other:?}"),
+    };
+    let line = |run: u64, text: &str| {
+        AppEvent::Playground(PlaygroundEvent::Line {
+            run,
+            stream: baton::store::Stream::Stdout,
+            text: text.into(),
+        })
+    };
+    assert!(!h.event(line(run + 1000, "from an older try")));
+    assert!(h.event(line(run, "\x1b]0;evil title\x07\x1b[2Jplain")));
+    let screen = h.screen();
+    assert!(!screen.contains("older try"));
+    assert!(
+        screen.contains("plain") && !screen.contains("evil"),
+        "{screen}"
+    );
+}

@@ -11,6 +11,7 @@ pub mod app;
 pub mod backend;
 pub mod board;
 pub mod demo;
+mod diff_stat;
 pub mod event;
 pub mod fixup;
 pub mod graph_view;

@@ -61,6 +61,8 @@ pub enum Action {
     /// Forms: next / previous field.
     NextField,
     PrevField,
+    /// `p`: the agent playground (try an agent once).
+    Playground,
     /// Confirm popups.
     Yes,
     No,

@@ -273,6 +273,7 @@ impl App {
                 self.effect(Effect::LoadBoard);
                 true
             }
+            AppEvent::Playground(ev) => self.on_playground(ev),
             AppEvent::Created(Err(e)) => {
                 self.say(format!("the task was not created: {e}"), true);
                 true

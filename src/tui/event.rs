@@ -101,6 +101,8 @@ pub enum AppEvent {
     Created(Result<i64, String>),
     /// A read failed.
     LoadFailed(String),
+    /// The playground's agents, log lines and result.
+    Playground(super::playground::PlaygroundEvent),
 }
 
 /// What `D` shows for a task.
@@ -132,6 +134,8 @@ pub enum Effect {
     LoadGraph(i64),
     Send(Request),
     Create(NewTask),
+    /// Load agents for, or run, the playground.
+    Playground(super::playground::PlaygroundEffect),
     /// Ring the bell and post a desktop notification.
     Notify {
         title: String,

@@ -82,6 +82,7 @@ pub const BINDINGS: &[Binding] = &[
     c(Global, 'q', A::Quit, "quit (asks first while steps run)"),
     ctrl(Global, 'c', A::Quit, "quit"),
     c(Global, 'n', A::NewTask, "new task"),
+    c(Global, 'p', A::Playground, "playground: try an agent once"),
     c(Global, '[', A::PrevTab, "previous pipeline"),
     c(Global, ']', A::NextTab, "next pipeline"),
     c(

@@ -141,6 +141,7 @@ impl App {
                     None => {}
                 }
             }
+            Some(Modal::Playground(_)) => self.playground_key(key),
             _ => {}
         }
     }
@@ -229,6 +230,7 @@ impl App {
                 self.board.regroup(width);
             }
             Action::ToggleWrap => self.log.wrap = !self.log.wrap,
+            Action::Playground => self.open_playground(),
             Action::NewTask => {
                 let current = self.board.pipeline().map(|p| p.id.clone());
                 let form = NewTaskForm::new(self.board.pipelines.clone(), current.as_deref());

@@ -30,6 +30,8 @@ pub enum Modal {
     Edit(Box<super::fixup::EditForm>),
     /// `g`: the task's pipeline as a graph.
     Graph(super::graph_view::GraphView),
+    /// `p`: the agent playground.
+    Playground(Box<super::playground::PlaygroundView>),
 }
 
 /// What a key did to the top layer.
@@ -441,7 +443,7 @@ impl Modal {
             Modal::Pick(m) => m.key(key),
             Modal::Edit(f) => f.key(key),
             Modal::Graph(g) => g.key(key),
-            Modal::FullLog | Modal::Input(_) => Outcome::Pass,
+            Modal::FullLog | Modal::Input(_) | Modal::Playground(_) => Outcome::Pass,
         }
     }
 }

@@ -179,6 +179,7 @@ fn perform(
         Effect::LoadGraph(id) => loader.request(LoadReq::Graph(id)),
         Effect::Send(req) => backend.send(req, tx.clone()),
         Effect::Create(new) => backend.create(ws, new, tx.clone()),
+        Effect::Playground(p) => super::playground_run::perform(p, ws, tx),
         Effect::Notify { title, body } => {
             let mut out = std::io::stdout();
             let _ = out.write_all(notify::sequence(&title, &body, tmux).as_bytes());

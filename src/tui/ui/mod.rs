@@ -7,6 +7,7 @@ mod graph;
 mod header;
 pub mod layout;
 mod log;
+mod playground;
 mod popups;
 mod text;
 mod timeline;

@@ -47,6 +47,7 @@ pub fn render(f: &mut Frame, areas: &Areas, app: &App, modal: &Modal) {
         Modal::Pick(menu) => super::fixup::pick(f, areas.body, app, menu),
         Modal::Edit(form) => super::fixup::edit(f, areas.body, app, form),
         Modal::Graph(g) => super::graph::render(f, areas.body, app, g),
+        Modal::Playground(v) => super::playground::render(f, areas.body, app, v),
         // Drawn in the status line.
         Modal::Input(_) => {}
     }

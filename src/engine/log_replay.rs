@@ -9,8 +9,8 @@
 
 use crate::store::{StoreHandle, Stream};
 
-/// How far ahead in the stored log a repeated line is looked for, past the engine's own
-/// lines (`▶ …`, `reattaching to …`) stored between the step's output lines.
+/// How many of the engine's own lines (`▶ …`, `reattaching to …`, stored between the
+/// step's output lines) a repeated line may be found past.
 const LOOKAHEAD: usize = 8;
 
 /// The stored lines of a step run that the arriving lines are matched against.
@@ -49,11 +49,20 @@ impl Replayed {
     /// Whether an arriving line (as it would be stored) repeats the next stored one; if so
     /// it is consumed. Once the stored lines are used up, nothing repeats.
     pub fn repeats(&mut self, stream: Stream, text: &str) -> bool {
+        // Only the engine's own lines are passed over: the step's output must repeat in
+        // order, so a step that prints new lines only is never mistaken for a replay
+        // beyond its first line.
+        let mut found = None;
         let window = self.stored.iter().skip(self.next).take(LOOKAHEAD);
-        let found = window
-            .enumerate()
-            .find(|(_, (s, t))| *s == stream && t == text)
-            .map(|(i, _)| i);
+        for (i, (s, t)) in window.enumerate() {
+            if *s == stream && t == text {
+                found = Some(i);
+                break;
+            }
+            if *s != Stream::System {
+                break;
+            }
+        }
         match found {
             Some(i) => {
                 self.next += i + 1;
@@ -89,6 +98,17 @@ mod tests {
         // Past what was stored: the same text again is new output.
         assert!(!r.repeats(Stream::Stdout, "tick"));
         assert!(!r.repeats(Stream::Stdout, "tock"));
+    }
+
+    #[test]
+    fn output_lines_are_never_passed_over() {
+        let mut r = Replayed::new(vec![
+            line(Stream::Stdout, "one"),
+            line(Stream::Stdout, "two"),
+        ]);
+        // An executor that sends only new output: its lines are kept.
+        assert!(!r.repeats(Stream::Stdout, "two"));
+        assert!(r.repeats(Stream::Stdout, "one"));
     }
 
     #[test]

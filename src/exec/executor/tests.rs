@@ -199,12 +199,7 @@ async fn a_start_that_hangs_is_given_up_on_abort_and_cleaned_up() {
     let cancel = CancellationToken::new();
     let (tx, _rx) = mpsc::channel(1);
     let env = env(dir.path(), &[]);
-    let starting = place.start_until(
-        Program::Shell("true".into()),
-        &env,
-        tx,
-        cancel.cancelled(),
-    );
+    let starting = place.start_until(Program::Shell("true".into()), &env, tx, cancel.cancelled());
     cancel.cancel();
     assert!(matches!(starting.await, Err(())), "the start is given up");
     assert_eq!(discarded.load(std::sync::atomic::Ordering::SeqCst), 1);

@@ -85,6 +85,56 @@ fn a_docker_steps_file_lands_on_the_task_branch_owned_by_the_host_user() {
 }
 
 #[test]
+fn a_step_cannot_plant_hooks_or_config_that_the_hosts_git_would_run() {
+    let Some(_) = image() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    common::git_init(&dir.path().join("repo"));
+    let ws = Ws::at(dir, "repo");
+    ws.baton(&["init"]).assert().success();
+    ws.config("worktree_root = \"../worktrees\"\n");
+    let repo_git = std::fs::canonicalize(ws.root().join(".git")).unwrap();
+    let config_before = std::fs::read_to_string(repo_git.join("config")).unwrap();
+    let script = [
+        "G=$REPO_GIT",
+        "printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > $G/hooks/post-checkout && echo hook-written",
+        "printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' >> $G/config && echo config-written",
+        "mv $G/config $G/config.old && echo config-moved",
+        "echo 'gitdir: /tmp' > /workspace/.git && echo dotgit-written",
+        "echo tried",
+    ]
+    .join("; ");
+    ws.pipeline(
+        "d.json",
+        &pipeline(
+            &script,
+            &format!(r#""env": {{"REPO_GIT": "{}"}}"#, repo_git.display()),
+        ),
+    );
+    let (code, shown) = run_wait(&ws, "try to escape");
+    assert_eq!(code, Some(2), "waits at review: {shown}");
+    let log = ws.ok(&["logs", "1"]);
+    assert!(log.lines().any(|l| l == "tried"), "{log}");
+    assert!(log.contains("Read-only file system"), "{log}");
+    for written in [
+        "hook-written",
+        "config-written",
+        "config-moved",
+        "dotgit-written",
+    ] {
+        assert!(!log.lines().any(|l| l == written), "{written}: {log}");
+    }
+    assert!(!repo_git.join("hooks/post-checkout").exists());
+    assert_eq!(
+        std::fs::read_to_string(repo_git.join("config")).unwrap(),
+        config_before
+    );
+    // The task's worktree is still a working checkout for the host's git.
+    ws.ok(&["approve", "1"]);
+    ws.drain();
+    assert_eq!(ws.show(1)["status"], "done", "{}", ws.ok(&["logs", "1"]));
+}
+
+#[test]
 fn task_text_arrives_intact_through_the_environment() {
     let Some(_) = image() else { return };
     let ws = Ws::new();
@@ -166,13 +216,18 @@ const GATED: &str = "echo started >> started.txt; while [ ! -e go ]; do sleep 0.
 fn a_killed_engine_reattaches_to_its_running_container() {
     let Some(_) = image() else { return };
     let ws = Ws::new();
-    ws.pipeline("d.json", &pipeline(GATED, ""));
+    ws.pipeline(
+        "d.json",
+        &pipeline(&format!("echo early-line; {GATED}"), ""),
+    );
     let _cleanup = Cleanup(ws.root().to_path_buf());
     let mut engine = spawn_engine(&ws);
     let id = ws.new_task("d", "outlives its engine");
     ws.ok(&["start", &id.to_string()]);
-    wait_for("the step to start", || {
-        ws.root().join("started.txt").exists()
+    wait_for("the step's first line to be stored", || {
+        ws.ok(&["logs", &id.to_string()])
+            .lines()
+            .any(|l| l == "early-line")
     });
     engine.kill().unwrap();
     engine.wait().unwrap();
@@ -199,7 +254,13 @@ fn a_killed_engine_reattaches_to_its_running_container() {
     let read = |f: &str| std::fs::read_to_string(ws.root().join(f)).unwrap();
     assert_eq!(read("started.txt"), "started\n", "started once");
     assert_eq!(read("finished.txt"), "finished\n", "finished once");
-    assert!(ws.ok(&["logs", &id.to_string()]).contains("all-done"));
+    let log = ws.ok(&["logs", &id.to_string()]);
+    assert!(log.contains("all-done"), "{log}");
+    assert_eq!(
+        log.lines().filter(|l| *l == "early-line").count(),
+        1,
+        "the output read again after the restart is not stored twice: {log}"
+    );
     assert!(
         containers(&ws, id, false).is_empty(),
         "removed once recorded"

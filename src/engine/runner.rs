@@ -1,5 +1,6 @@
 //! Running one claimed step: environment, executor, log forwarding, and the report.
 
+use super::log_replay::Replayed;
 use super::logwriter::LogMsg;
 use super::results::StepReport;
 use crate::agents::TemplateVars;
@@ -110,6 +111,12 @@ pub async fn run(
     let redactor = crate::exec::redact::Redactor::from_vars(
         std::env::vars().chain(job.spec.env.iter().map(|(k, v)| (k.clone(), v.clone()))),
     );
+    // After a restart the executor reads the step's output again from its start: what
+    // the first engine stored is not stored again (see docs/executors.md).
+    let mut replayed = match job.reattach {
+        true => Replayed::load(&store, step_id).await,
+        false => Replayed::default(),
+    };
     let forwarder = tokio::spawn(async move {
         // The step's log also goes to a plain file in the context folder, for later steps;
         // made at the first line, so a silent step costs no file.
@@ -139,6 +146,9 @@ pub async fn run(
                 if let Some(f) = file.as_mut() {
                     let _ = writeln!(f, "{}", crate::ansi::strip(&text));
                 }
+                if replayed.repeats(stream, &text) {
+                    continue;
+                }
                 lines.push(NewLogLine {
                     step_run_id: step_id,
                     stream,
@@ -146,10 +156,11 @@ pub async fn run(
                     text,
                 });
             }
-            if forward_logs
-                .send(LogMsg::Lines { task_id, lines })
-                .await
-                .is_err()
+            if !lines.is_empty()
+                && forward_logs
+                    .send(LogMsg::Lines { task_id, lines })
+                    .await
+                    .is_err()
             {
                 break;
             }
@@ -177,7 +188,11 @@ pub async fn run(
         )))
         .await;
 
-    let env = env_for(&job);
+    // Writing the prompt file and looking for a webhook payload touch the disk.
+    let (env, job) = match tokio::task::spawn_blocking(move || (env_for(&job), job)).await {
+        Ok(both) => both,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    };
     let started = Instant::now();
     let placement = placement_for(&job);
     let (report, ended) = match &job.spec.action {
@@ -264,12 +279,23 @@ async fn shell_step(
     if cancel.is_cancelled() {
         return Finish::Cancelled;
     }
-    let mut step = match place.start(Program::Shell(script.into()), env, log).await {
-        Ok(s) => s,
-        Err(e) => return Finish::SpawnFailed(e.0),
+    // Starting (an image pull, say) counts against the time limit and can be aborted.
+    let deadline = tokio::time::Instant::now() + env.timeout;
+    let stop = async {
+        tokio::select! {
+            _ = cancel.cancelled() => Finish::Cancelled,
+            _ = tokio::time::sleep_until(deadline) => Finish::TimedOut,
+        }
+    };
+    let program = Program::Shell(script.into());
+    let mut step = match place.start_until(program, env, log, stop).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return Finish::SpawnFailed(e.0),
+        Err(stopped) => return stopped,
     };
     record_identity(store, placement.labels.step_run_id, &step.identity());
-    drive(step.as_mut(), env.timeout, env.kill_grace, &cancel).await
+    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+    drive(step.as_mut(), left, env.kill_grace, &cancel).await
 }
 
 /// Records how a started step can be found again (a local process group's pid).

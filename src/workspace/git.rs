@@ -334,19 +334,34 @@ pub fn delete_branch(repo: &Path, branch: &str) -> Result<(), GitError> {
     run(repo, &["branch", "-D", branch]).map(|_| ())
 }
 
+/// Options for git run in a task's worktree, which a step may have written to: no hook
+/// and no filesystem monitor from the repository's config runs on this machine.
+const UNHOOKED: [&str; 4] = [
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "core.fsmonitor=false",
+];
+
+/// `args` after [`UNHOOKED`].
+fn unhooked<'a>(args: &[&'a str]) -> Vec<&'a str> {
+    UNHOOKED.iter().chain(args).copied().collect()
+}
+
 /// Tracked files with changes in a checkout (`git status --porcelain`, untracked excluded).
 pub fn modified_tracked(dir: &Path) -> Result<Vec<String>, GitError> {
-    Ok(
-        run(dir, &["status", "--porcelain", "--untracked-files=no"])?
-            .lines()
-            .map(|l| l.get(3..).unwrap_or(l).to_string())
-            .collect(),
-    )
+    Ok(run(
+        dir,
+        &unhooked(&["status", "--porcelain", "--untracked-files=no"]),
+    )?
+    .lines()
+    .map(|l| l.get(3..).unwrap_or(l).to_string())
+    .collect())
 }
 
 /// True when the worktree has no uncommitted changes (untracked files count).
 pub fn is_clean(dir: &Path) -> Result<bool, GitError> {
-    Ok(run(dir, &["status", "--porcelain"])?.is_empty())
+    Ok(run(dir, &unhooked(&["status", "--porcelain"]))?.is_empty())
 }
 
 /// The diff a reviewer sees: the task branch against the merge base with `base`, including
@@ -358,17 +373,23 @@ pub fn diff(worktree: &Path, base: &str, color: bool) -> Result<String, GitError
         "--color=never"
     };
     let merge_base = run(worktree, &["merge-base", base, "HEAD"])?;
-    let mut out = run(worktree, &["diff", "--stat", &merge_base])?;
+    let mut out = run(worktree, &unhooked(&["diff", "--stat", &merge_base]))?;
     if !out.is_empty() {
         out.push_str("\n\n");
     }
-    out.push_str(&run(worktree, &["diff", color_flag, &merge_base])?);
-    let untracked = run(worktree, &["ls-files", "--others", "--exclude-standard"])?;
+    out.push_str(&run(
+        worktree,
+        &unhooked(&["diff", color_flag, &merge_base]),
+    )?);
+    let untracked = run(
+        worktree,
+        &unhooked(&["ls-files", "--others", "--exclude-standard"]),
+    )?;
     for file in untracked.lines().filter(|l| !l.is_empty()) {
         // `--no-index` exits 1 when the files differ, which they always do here.
         let o = git(
             worktree,
-            &["diff", color_flag, "--no-index", "--", "/dev/null", file],
+            &unhooked(&["diff", color_flag, "--no-index", "--", "/dev/null", file]),
         )?;
         out.push('\n');
         out.push_str(String::from_utf8_lossy(&o.stdout).trim_end());

@@ -22,10 +22,10 @@ pub fn commit_all(worktree: &Path, message: &str) -> Result<bool, GitError> {
     if is_clean(worktree)? {
         return Ok(false);
     }
-    run(worktree, &["add", "-A"])?;
+    run(worktree, &unhooked(&["add", "-A"]))?;
     run(
         worktree,
-        &[
+        &unhooked(&[
             "-c",
             "user.name=baton",
             "-c",
@@ -35,7 +35,7 @@ pub fn commit_all(worktree: &Path, message: &str) -> Result<bool, GitError> {
             "-q",
             "-m",
             message,
-        ],
+        ]),
     )?;
     Ok(true)
 }

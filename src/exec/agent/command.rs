@@ -126,9 +126,16 @@ pub(super) async fn run(
     env.vars
         .extend(p.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     let (tx, mut rx) = mpsc::channel(1024);
-    let mut child = match job.place.start(Program::Argv(argv.clone()), &env, tx).await {
-        Ok(c) => c,
-        Err(e) => return AgentFinish::error(format!("{who}: {e}"), false),
+    // `stop` also fires at the step's time limit, so a slow start (an image pull) ends then.
+    let program = Program::Argv(argv.clone());
+    let mut child = match job
+        .place
+        .start_until(program, &env, tx, stop.cancelled())
+        .await
+    {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => return AgentFinish::error(format!("{who}: {e}"), false),
+        Err(()) => return AgentFinish::Cancelled,
     };
     let identity = child.identity();
     if let Identity::Process { pid, start_time } = identity {

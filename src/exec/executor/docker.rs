@@ -5,9 +5,11 @@
 //! `HOME` kept per task under the context folder. Containers carry the task, step run,
 //! execution key and workspace as labels, so an engine that restarts finds them again.
 
+use super::docker_mounts::{Mounts, host_mounts};
 use super::docker_step::DockerStep;
 use super::{BoxFuture, ExecError, Executor, Found, Labels, Launch, Program, Started};
 use crate::exec::LogSender;
+use crate::exec::redact::Redactor;
 use crate::pipeline::executor_spec::{DockerSpec, PullPolicy};
 use bollard::errors::Error as DockerError;
 use bollard::models::{ContainerCreateBody, HostConfig};
@@ -17,6 +19,7 @@ use bollard::query_parameters::{
 use futures_util::StreamExt;
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
 /// Where the task's worktree is mounted, and the step's working directory.
 pub const WORKSPACE: &str = "/workspace";
@@ -45,14 +48,14 @@ impl Executor for Docker {
         Box::pin(async move {
             let docker = connect().await?;
             ensure_image(&docker, &self.spec).await?;
-            let body = container_body(launch, &self.spec)?;
-            let l = &launch.labels;
-            let name = format!(
-                "baton-{}-{}-{}",
-                l.workspace_tag(),
-                l.task_id,
-                l.step_run_id
-            );
+            let (worktree, ctx) = (launch.worktree.clone(), launch.context_dir.clone());
+            let mounts = tokio::task::spawn_blocking(move || host_mounts(&worktree, &ctx))
+                .await
+                .map_err(|e| {
+                    ExecError(format!("preparing the container's mounts failed: {e}"))
+                })??;
+            let body = container_body(launch, &self.spec, mounts)?;
+            let name = container_name(&launch.labels);
             let opts = CreateContainerOptions {
                 name: Some(name.clone()),
                 ..Default::default()
@@ -81,7 +84,10 @@ impl Executor for Docker {
                 remove(&docker, &created.id).await;
                 return Err(api_error(&e, "starting the container"));
             }
-            Ok(Box::new(DockerStep::new(docker, created.id, log)) as Box<dyn Started>)
+            // Long lines are not cut inside any secret the step was given.
+            let secrets = Redactor::from_vars(std::env::vars().chain(launch.env.vars.clone()));
+            let step = DockerStep::new(docker, created.id, log, Arc::new(secrets));
+            Ok(Box::new(step) as Box<dyn Started>)
         })
     }
 
@@ -126,9 +132,32 @@ impl Executor for Docker {
                 remove(&docker, &id).await;
                 return Ok(Found::Gone);
             }
-            Ok(Found::Running(Box::new(DockerStep::new(docker, id, log))))
+            // The step's own environment is not known here: only the engine's secrets.
+            let secrets = Arc::new(Redactor::from_vars(std::env::vars()));
+            let step = DockerStep::new(docker, id, log, secrets);
+            Ok(Found::Running(Box::new(step)))
         })
     }
+
+    /// Removes the step run's container by its name, should a cut-off start have made it.
+    fn discard<'a>(&'a self, labels: &'a Labels) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if let Ok(docker) = connect().await {
+                remove(&docker, &container_name(labels)).await;
+            }
+        })
+    }
+}
+
+/// The container's name for a step run: `baton-<workspace tag>-<task>-<step run>`, the
+/// same at every start of it, so one left by a start that was cut off is found by name.
+pub fn container_name(l: &Labels) -> String {
+    format!(
+        "baton-{}-{}-{}",
+        l.workspace_tag(),
+        l.task_id,
+        l.step_run_id
+    )
 }
 
 /// Connects to the daemon `DOCKER_HOST` names (the local socket by default) and agrees on
@@ -253,20 +282,18 @@ async fn ensure_image(docker: &bollard::Docker, spec: &DockerSpec) -> Result<(),
 }
 
 /// The container for a step: its command, environment, mounts, user, limits and labels.
-fn container_body(launch: &Launch, spec: &DockerSpec) -> Result<ContainerCreateBody, ExecError> {
+fn container_body(
+    launch: &Launch,
+    spec: &DockerSpec,
+    mounts: Mounts,
+) -> Result<ContainerCreateBody, ExecError> {
+    let home = mounts.home;
     let env = &launch.env;
     let workdir = match env.workdir.strip_prefix(&launch.worktree) {
         Ok(rel) if rel.as_os_str().is_empty() => WORKSPACE.to_string(),
         Ok(rel) => Path::new(WORKSPACE).join(rel).display().to_string(),
         Err(_) => WORKSPACE.to_string(),
     };
-    let home = launch.context_dir.join("home");
-    std::fs::create_dir_all(&home).map_err(|e| {
-        ExecError(format!(
-            "could not make the container's home {}: {e}",
-            home.display()
-        ))
-    })?;
     let mut vars: Vec<String> = env
         .vars
         .iter()
@@ -294,16 +321,8 @@ fn container_body(launch: &Launch, spec: &DockerSpec) -> Result<ContainerCreateB
         ),
         (LABEL_WORKSPACE.to_string(), launch.labels.workspace.clone()),
     ]);
-    let ctx = launch.context_dir.display().to_string();
-    let mut binds = vec![
-        format!("{}:{WORKSPACE}", launch.worktree.display()),
-        format!("{ctx}:{ctx}"),
-    ];
-    if let Some(git) = git_common_dir(&launch.worktree) {
-        binds.push(format!("{0}:{0}", git.display()));
-    }
     let host = HostConfig {
-        binds: Some(binds),
+        binds: Some(mounts.binds),
         network_mode: spec.network.clone(),
         memory: spec.memory.map(|m| m as i64),
         nano_cpus: spec.cpus.map(|c| (c * 1e9) as i64),
@@ -330,22 +349,6 @@ fn container_body(launch: &Launch, spec: &DockerSpec) -> Result<ContainerCreateB
         host_config: Some(host),
         ..Default::default()
     })
-}
-
-/// The repository's git folder when `worktree` is a linked git worktree (its `.git` is a
-/// file naming a folder inside it): mounted at the same path, so `git` in the container
-/// can read and commit.
-fn git_common_dir(worktree: &Path) -> Option<std::path::PathBuf> {
-    let link = std::fs::read_to_string(worktree.join(".git")).ok()?;
-    let gitdir = Path::new(link.strip_prefix("gitdir:")?.trim());
-    let gitdir = if gitdir.is_absolute() {
-        gitdir.to_path_buf()
-    } else {
-        worktree.join(gitdir)
-    };
-    let common = std::fs::read_to_string(gitdir.join("commondir")).ok()?;
-    let common = gitdir.join(common.trim());
-    std::fs::canonicalize(common).ok()
 }
 
 /// Removes a container, running or not; one already gone is fine.

@@ -3,6 +3,7 @@
 //! known (or it was stopped).
 
 use super::docker::remove;
+use super::drain::drain_readers;
 use super::{BoxFuture, Identity, Started};
 use crate::exec::lines::pump;
 use crate::exec::redact::Redactor;
@@ -10,6 +11,7 @@ use crate::exec::{Finish, LogSender};
 use crate::store::Stream;
 use bollard::container::LogOutput;
 use bollard::errors::Error as DockerError;
+use bollard::models::{ContainerState, ContainerStateStatusEnum};
 use bollard::query_parameters::{LogsOptions, StopContainerOptions};
 use futures_util::StreamExt;
 use std::sync::Arc;
@@ -25,6 +27,8 @@ pub struct DockerStep {
     docker: bollard::Docker,
     id: String,
     log: Option<LogSender>,
+    /// What long lines must not be cut inside (the step's secrets).
+    secrets: Arc<Redactor>,
     readers: Vec<JoinHandle<()>>,
     exited: Option<Finish>,
     drain_until: Option<tokio::time::Instant>,
@@ -32,12 +36,18 @@ pub struct DockerStep {
 
 impl DockerStep {
     /// Follows the container `id`; its output (from its start) goes to `log` once it is
-    /// waited for.
-    pub fn new(docker: bollard::Docker, id: String, log: LogSender) -> Self {
+    /// waited for, long lines cut outside `secrets`.
+    pub fn new(
+        docker: bollard::Docker,
+        id: String,
+        log: LogSender,
+        secrets: Arc<Redactor>,
+    ) -> Self {
         Self {
             docker,
             id,
             log: Some(log),
+            secrets,
             readers: Vec::new(),
             exited: None,
             drain_until: None,
@@ -50,7 +60,7 @@ impl DockerStep {
         let Some(log) = self.log.take() else {
             return;
         };
-        let secrets = Arc::new(Redactor::from_vars(std::env::vars()));
+        let secrets = self.secrets.clone();
         let (mut out_w, out_r) = tokio::io::duplex(64 * 1024);
         let (mut err_w, err_r) = tokio::io::duplex(64 * 1024);
         let (docker, id) = (self.docker.clone(), self.id.clone());
@@ -84,42 +94,67 @@ impl DockerStep {
 
     /// Waits for the output to be read to its end, up to a deadline set at the first call.
     async fn drain(&mut self) {
-        let deadline = *self
-            .drain_until
-            .get_or_insert_with(|| tokio::time::Instant::now() + DRAIN_AFTER_EXIT);
-        while let Some(reader) = self.readers.last_mut() {
-            if tokio::time::timeout_at(deadline, reader).await.is_err() {
-                for r in &self.readers {
-                    r.abort();
-                }
-            }
-            self.readers.pop();
-        }
+        drain_readers(&mut self.readers, &mut self.drain_until, DRAIN_AFTER_EXIT).await;
     }
 
-    /// How the container ended, from the daemon's record of it.
-    async fn exit_status(&self) -> Finish {
-        match self.docker.inspect_container(&self.id, None).await {
-            Ok(info) => {
-                let state = info.state.unwrap_or_default();
-                if state.oom_killed == Some(true) {
-                    return Finish::SpawnFailed(
-                        "the container was killed for going over its memory limit (raise `memory` in the step's docker executor)".into(),
-                    );
+    /// Waits until the daemon records the container as ended, and how. A wait that breaks
+    /// off (a dropped connection, a daemon restart) is begun again while the container
+    /// still runs; the daemon going away for good ends it with a sentence.
+    async fn wait_for_end(&self) -> Finish {
+        let mut failures = 0;
+        let mut pause = Duration::from_millis(100);
+        loop {
+            // Ends with the container (a non-zero exit comes back as an error) or with a
+            // failure of the request: the record says which.
+            let mut waiting = self.docker.wait_container(&self.id, None);
+            let _ = waiting.next().await;
+            drop(waiting);
+            match self.docker.inspect_container(&self.id, None).await {
+                Ok(info) => {
+                    if let Some(end) = ended(&info.state.unwrap_or_default()) {
+                        return end;
+                    }
+                    failures = 0;
                 }
-                Finish::Exited(state.exit_code.unwrap_or(-1) as i32)
+                Err(DockerError::DockerResponseServerError {
+                    status_code: 404, ..
+                }) => {
+                    return Finish::SpawnFailed(format!(
+                        "container {} was removed by someone else before it finished",
+                        short(&self.id)
+                    ));
+                }
+                Err(e) => {
+                    failures += 1;
+                    if failures >= WAIT_ATTEMPTS {
+                        return Finish::SpawnFailed(
+                            super::docker::api_error(&e, "waiting for the container").0,
+                        );
+                    }
+                }
             }
-            Err(DockerError::DockerResponseServerError {
-                status_code: 404, ..
-            }) => Finish::SpawnFailed(format!(
-                "container {} was removed by someone else before it finished",
-                short(&self.id)
-            )),
-            Err(e) => Finish::SpawnFailed(
-                super::docker::api_error(&e, "reading the container's exit status").0,
-            ),
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(5));
         }
     }
+}
+
+/// How many times in a row the daemon may fail to answer while a step is waited for.
+const WAIT_ATTEMPTS: u32 = 12;
+
+/// How a container ended, from its state; `None` while it has not (running, paused,
+/// restarting: the daemon reports exit code 0 for those too).
+pub(super) fn ended(state: &ContainerState) -> Option<Finish> {
+    match state.status {
+        Some(ContainerStateStatusEnum::EXITED | ContainerStateStatusEnum::DEAD) => {}
+        _ => return None,
+    }
+    if state.oom_killed == Some(true) {
+        return Some(Finish::SpawnFailed(
+            "the container was killed for going over its memory limit (raise `memory` in the step's docker executor)".into(),
+        ));
+    }
+    Some(Finish::Exited(state.exit_code.unwrap_or(-1) as i32))
 }
 
 impl Started for DockerStep {
@@ -131,12 +166,7 @@ impl Started for DockerStep {
         Box::pin(async move {
             self.follow();
             if self.exited.is_none() {
-                // The wait ends with the container (a non-zero exit comes back as an
-                // error); its exit status is then read from its record either way.
-                let mut waiting = self.docker.wait_container(&self.id, None);
-                let _ = waiting.next().await;
-                drop(waiting);
-                self.exited = Some(self.exit_status().await);
+                self.exited = Some(self.wait_for_end().await);
             }
             self.drain().await;
             remove(&self.docker, &self.id).await;

@@ -1,5 +1,6 @@
 //! The docker executor's container settings and error sentences, without a daemon.
 
+use super::super::docker_step::ended;
 use super::*;
 use crate::exec::StepEnv;
 use std::time::Duration;
@@ -38,7 +39,8 @@ fn the_container_runs_the_pipelines_command_with_task_text_only_in_env() {
         pull: PullPolicy::Never,
     };
     let l = launch(dir.path(), Program::Shell("make test".into()));
-    let body = container_body(&l, &spec).unwrap();
+    let mounts = host_mounts(&l.worktree, &l.context_dir).unwrap();
+    let body = container_body(&l, &spec, mounts.clone()).unwrap();
     assert_eq!(
         body.entrypoint.unwrap(),
         vec!["/bin/sh", "-c", "make test"],
@@ -78,7 +80,7 @@ fn the_container_runs_the_pipelines_command_with_task_text_only_in_env() {
     assert_eq!(host.memory, Some(1 << 30));
     assert_eq!(host.nano_cpus, Some(1_500_000_000));
     let argv = Program::Argv(vec!["agent".into(), "$(prompt)".into()]);
-    let body = container_body(&launch(dir.path(), argv), &spec).unwrap();
+    let body = container_body(&launch(dir.path(), argv), &spec, mounts).unwrap();
     assert_eq!(body.entrypoint.unwrap(), vec!["agent", "$(prompt)"]);
 }
 
@@ -107,4 +109,96 @@ fn daemon_errors_say_what_to_do() {
         msg,
         "the Docker daemon refused creating a container: invalid mount config"
     );
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+}
+
+#[test]
+fn what_makes_the_hosts_git_run_programs_is_mounted_read_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    git(
+        &repo,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "first",
+        ],
+    );
+    std::fs::remove_dir_all(repo.join(".git/hooks")).unwrap();
+    let wt = dir.path().join("wt");
+    git(
+        &repo,
+        &["worktree", "add", "-q", wt.to_str().unwrap(), "-b", "t1"],
+    );
+    let ctx = dir.path().join("ctx");
+    let common = std::fs::canonicalize(repo.join(".git")).unwrap();
+    let admin = common.join("worktrees/wt");
+    let binds = host_mounts(&wt, &ctx).unwrap().binds;
+    let c = common.display();
+    let expected = [
+        format!("{c}:{c}"),
+        format!("{c}/config:{c}/config:ro"),
+        format!("{c}/hooks:{c}/hooks:ro"),
+        format!("{}:/workspace/.git:ro", wt.join(".git").display()),
+        format!("{0}:{0}:ro", admin.join("commondir").display()),
+        format!("{0}:{0}:ro", admin.join("gitdir").display()),
+    ];
+    for b in &expected {
+        assert!(binds.contains(b), "{b} in {binds:?}");
+    }
+    assert!(
+        common.join("hooks").is_dir(),
+        "a missing hooks folder is made"
+    );
+
+    // A step in the repository's own checkout: its git folder is under /workspace.
+    let binds = host_mounts(&repo, &ctx).unwrap().binds;
+    let g = repo.join(".git");
+    assert!(binds.contains(&format!(
+        "{}:/workspace/.git/config:ro",
+        g.join("config").display()
+    )));
+    assert!(binds.contains(&format!(
+        "{}:/workspace/.git/hooks:ro",
+        g.join("hooks").display()
+    )));
+}
+
+#[test]
+fn only_an_ended_container_has_an_exit_status() {
+    use crate::exec::Finish;
+    use bollard::models::{ContainerState, ContainerStateStatusEnum as S};
+    let state = |status, code| ContainerState {
+        status: Some(status),
+        exit_code: Some(code),
+        ..Default::default()
+    };
+    // The daemon reports exit code 0 for a container still running.
+    assert_eq!(ended(&state(S::RUNNING, 0)), None);
+    assert_eq!(ended(&state(S::RESTARTING, 0)), None);
+    assert_eq!(ended(&state(S::PAUSED, 0)), None);
+    assert_eq!(ended(&state(S::EXITED, 3)), Some(Finish::Exited(3)));
+    assert_eq!(ended(&state(S::DEAD, 137)), Some(Finish::Exited(137)));
+    let oom = ContainerState {
+        oom_killed: Some(true),
+        ..state(S::EXITED, 137)
+    };
+    assert!(matches!(ended(&oom), Some(Finish::SpawnFailed(e)) if e.contains("memory")));
 }

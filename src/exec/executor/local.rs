@@ -1,6 +1,7 @@
 //! The `local` executor: the step's process on this machine, in the task's worktree, in a
 //! process group of its own, its output streamed line by line.
 
+use super::drain::drain_readers;
 use super::{BoxFuture, ExecError, Executor, Found, Identity, Labels, Launch, Program, Started};
 use crate::exec::lines::pump;
 use crate::exec::process::{signal_group, start_time, stop_child};
@@ -119,18 +120,7 @@ impl LocalStep {
     /// (set at the first call, so a caller that drops and repeats this cannot extend it) is
     /// ended with the group.
     async fn drain(&mut self) {
-        let deadline = *self
-            .drain_until
-            .get_or_insert_with(|| tokio::time::Instant::now() + DRAIN_AFTER_EXIT);
-        while let Some(reader) = self.readers.last_mut() {
-            if tokio::time::timeout_at(deadline, reader).await.is_err() {
-                signal_group(self.pid, Signal::SIGKILL);
-                for r in &self.readers {
-                    r.abort();
-                }
-            }
-            self.readers.pop();
-        }
+        drain_readers(&mut self.readers, &mut self.drain_until, DRAIN_AFTER_EXIT).await;
         signal_group(self.pid, Signal::SIGKILL);
     }
 }

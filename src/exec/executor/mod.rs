@@ -7,7 +7,9 @@
 //! [`executor_for`].
 
 pub mod docker;
+mod docker_mounts;
 mod docker_step;
+mod drain;
 pub mod kubernetes;
 mod local;
 pub mod remote_git;
@@ -90,7 +92,7 @@ impl Identity {
     pub fn describe(&self) -> String {
         match self {
             Self::Process { pid, .. } => format!("pid {pid}"),
-            Self::Container(id) => format!("container {}", &id[..id.len().min(12)]),
+            Self::Container(id) => format!("container {}", docker_step::short(id)),
         }
     }
 }
@@ -138,6 +140,11 @@ pub trait Executor: Send + Sync {
         labels: &'a Labels,
         log: LogSender,
     ) -> BoxFuture<'a, Result<Found, ExecError>>;
+    /// Removes what a start of the step run `labels` names, cut off part-way, may have
+    /// left behind (a container with no owner). Nothing to do by default.
+    fn discard<'a>(&'a self, _labels: &'a Labels) -> BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
 }
 
 /// The executor for a spec: the one place executors are registered.
@@ -242,6 +249,26 @@ impl Place {
             labels: self.labels.clone(),
         };
         self.executor.start(&launch, log).await
+    }
+
+    /// [`Place::start`], given up when `stop` completes first (an abort, the step's time
+    /// limit): whatever the cut-off start left is removed and `stop`'s outcome returned.
+    pub async fn start_until<T>(
+        &self,
+        program: Program,
+        env: &StepEnv,
+        log: LogSender,
+        stop: impl Future<Output = T>,
+    ) -> Result<Result<Box<dyn Started>, ExecError>, T> {
+        let started = tokio::select! {
+            biased;
+            why = stop => Err(why),
+            started = self.start(program, env, log) => Ok(started),
+        };
+        if started.is_err() {
+            self.executor.discard(&self.labels).await;
+        }
+        started
     }
 
     /// A place on this machine (for callers without a task: tests, hooks).

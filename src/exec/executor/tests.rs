@@ -158,3 +158,49 @@ fn resolution_prefers_the_step_then_the_profile_then_the_default() {
         ExecutorSpec::Local
     );
 }
+
+/// An executor whose start never finishes (an endless image pull); it counts the clean-ups
+/// asked of it.
+struct Stuck(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Executor for Stuck {
+    fn name(&self) -> &'static str {
+        "stuck"
+    }
+    fn start<'a>(
+        &'a self,
+        _launch: &'a Launch,
+        _log: LogSender,
+    ) -> BoxFuture<'a, Result<Box<dyn Started>, ExecError>> {
+        Box::pin(std::future::pending())
+    }
+    fn find<'a>(
+        &'a self,
+        _labels: &'a Labels,
+        _log: LogSender,
+    ) -> BoxFuture<'a, Result<Found, ExecError>> {
+        Box::pin(async { Ok(Found::Gone) })
+    }
+    fn discard<'a>(&'a self, labels: &'a Labels) -> BoxFuture<'a, ()> {
+        assert_eq!(labels.step_run_id, 0);
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Box::pin(async {})
+    }
+}
+
+#[tokio::test]
+async fn a_start_that_hangs_is_given_up_on_abort_and_cleaned_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let discarded = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let place = Place {
+        executor: Arc::new(Stuck(discarded.clone())),
+        ..Place::local(dir.path().to_path_buf())
+    };
+    let cancel = CancellationToken::new();
+    let (tx, _rx) = mpsc::channel(1);
+    let env = env(dir.path(), &[]);
+    let starting = place.start_until(Program::Shell("true".into()), &env, tx, cancel.cancelled());
+    cancel.cancel();
+    assert!(matches!(starting.await, Err(())), "the start is given up");
+    assert_eq!(discarded.load(std::sync::atomic::Ordering::SeqCst), 1);
+}

@@ -114,13 +114,20 @@ async fn a_step_runs_as_a_job_and_its_commit_comes_back() {
     );
     let tag = launch(&s, "", "", 42).labels.workspace_tag();
     let title = "it's \"quoted\" $(touch pwned) `id`";
-    let script = "printf '%s' \"$BATON_TASK_TITLE\" > title.txt\necho pod-says-hello\ngit add title.txt && git commit -qm 'from the pod'";
+    let script = "printf '%s' \"$BATON_TASK_TITLE\" > title.txt\necho pod-says-hello\ncp \"$BATON_TRIGGER_PAYLOAD_FILE\" payload.json\ngit add title.txt payload.json && git commit -qm 'from the pod'";
     let (tx, lines) = log_channel();
     stub.hold_pods();
-    let mut step = exec
-        .start(&launch(&s, script, title, 42), tx)
-        .await
-        .expect("the Job is created");
+    let payload = s.tmp.path().join("payload.json");
+    std::fs::write(&payload, "{\"ref\": \"main\"}").unwrap();
+    let mut l = launch(&s, script, title, 42);
+    l.env.vars.push((
+        "BATON_TRIGGER_PAYLOAD_FILE".into(),
+        payload.display().to_string(),
+    ));
+    l.env
+        .vars
+        .push(("ANTHROPIC_API_KEY".into(), "sk-ant-kube-secret".into()));
+    let mut step = exec.start(&l, tx).await.expect("the Job is created");
     // The pod stays Pending until baton watches it; then the stub moves it on.
     let is_watch = |r: &support_kube::Seen| {
         r.path == "/api/v1/namespaces/team/pods"
@@ -146,6 +153,31 @@ async fn a_step_runs_as_a_job_and_its_commit_comes_back() {
     assert_eq!(
         std::fs::read_to_string(s.wt.join("title.txt")).unwrap(),
         title
+    );
+    assert_eq!(
+        std::fs::read_to_string(s.wt.join("payload.json")).unwrap(),
+        "{\"ref\": \"main\"}",
+        "the trigger payload reaches the pod"
+    );
+    // The branch travels under baton's own per-workspace name on the shared remote.
+    assert_eq!(
+        git(
+            &s.remote,
+            &[
+                "log",
+                "-1",
+                "--format=%s",
+                &format!("baton-kube/{tag}/baton/1-kube")
+            ]
+        )
+        .trim(),
+        "from the pod"
+    );
+    assert!(
+        git(&s.remote, &["branch", "--list", "baton/1-kube"])
+            .trim()
+            .is_empty(),
+        "the task branch name itself is left alone on the remote"
     );
 
     // The requests match the documented shapes.
@@ -176,14 +208,38 @@ async fn a_step_runs_as_a_job_and_its_commit_comes_back() {
     assert_eq!(c["resources"]["limits"]["cpu"], "500m");
     assert_eq!(c["resources"]["requests"]["memory"], "1Gi");
     let env = c["env"].as_array().unwrap();
-    let title_var = env
-        .iter()
-        .find(|e| e["name"] == "BATON_TASK_TITLE")
-        .unwrap();
-    assert_eq!(
-        title_var["value"], title,
-        "task text travels as an env value"
+    let name = format!("baton-{tag}-t1-s42");
+    for var in ["BATON_TASK_TITLE", "ANTHROPIC_API_KEY", "BATON_GIT_REMOTE"] {
+        let e = env.iter().find(|e| e["name"] == var).unwrap();
+        assert_eq!(e["valueFrom"]["secretKeyRef"]["name"], name.as_str());
+        assert_eq!(e["valueFrom"]["secretKeyRef"]["key"], var);
+    }
+    assert!(
+        !job.to_string().contains("sk-ant-kube-secret") && !job.to_string().contains("pwned"),
+        "values stay out of the Job: {job}"
     );
+    let secret = reqs
+        .iter()
+        .find(|r| r.method == "POST" && r.path == "/api/v1/namespaces/team/secrets")
+        .expect("a Secret created for the step");
+    assert_eq!(secret.body["metadata"]["name"], name.as_str());
+    assert_eq!(secret.body["stringData"]["BATON_TASK_TITLE"], title);
+    assert_eq!(
+        secret.body["stringData"]["ANTHROPIC_API_KEY"],
+        "sk-ant-kube-secret"
+    );
+    let owner = reqs
+        .iter()
+        .find(|r| {
+            r.method == "PATCH" && r.path == format!("/api/v1/namespaces/team/secrets/{name}")
+        })
+        .expect("the Secret is handed to its Job");
+    assert_eq!(owner.body["metadata"]["ownerReferences"][0]["kind"], "Job");
+    assert_eq!(
+        owner.body["metadata"]["ownerReferences"][0]["uid"],
+        format!("uid-{name}")
+    );
+    assert!(stub.secrets().is_empty(), "the Secret goes with the Job");
     assert!(
         !c["command"].to_string().contains("pwned"),
         "task text never reaches the command"
@@ -209,7 +265,7 @@ async fn a_step_runs_as_a_job_and_its_commit_comes_back() {
     assert_eq!(log.query.get("container").map(String::as_str), Some("step"));
     let delete = reqs
         .iter()
-        .find(|r| r.method == "DELETE")
+        .find(|r| r.method == "DELETE" && r.path.contains("/jobs/"))
         .expect("the finished Job is deleted");
     assert_eq!(
         delete.path,
@@ -257,7 +313,7 @@ async fn abort_deletes_the_job_with_propagation() {
     let reqs = stub.requests();
     let delete = reqs
         .iter()
-        .find(|r| r.method == "DELETE")
+        .find(|r| r.method == "DELETE" && r.path.contains("/jobs/"))
         .expect("abort deletes the Job");
     assert_eq!(
         delete.path,
@@ -267,6 +323,7 @@ async fn abort_deletes_the_job_with_propagation() {
     assert_eq!(delete.body["gracePeriodSeconds"], 3);
     assert_eq!(stub.containers_running(), 0, "the pod's container is gone");
     assert!(stub.jobs().is_empty());
+    assert!(stub.secrets().is_empty(), "abort deletes the step's Secret");
     assert_eq!(step.wait().await, Finish::Cancelled);
 }
 
@@ -284,7 +341,7 @@ async fn recovery_finds_the_job_by_label_and_brings_its_commit_back() {
             .success()
     );
     let script = format!(
-        "read go < '{}'\necho after > after.txt\ngit add after.txt && git commit -qm after-restart",
+        "echo before-restart\nread go < '{}'\necho after-restart-line\necho after > after.txt\ngit add after.txt && git commit -qm after-restart",
         gate.display()
     );
     let first = Kubernetes::with_client(
@@ -294,8 +351,10 @@ async fn recovery_finds_the_job_by_label_and_brings_its_commit_back() {
     let (tx, _lines) = log_channel();
     let l = launch(&s, &script, "t", 11);
     let step = first.start(&l, tx).await.unwrap();
-    stub.until("the pod to run", |_| stub.containers_running() == 1)
-        .await;
+    stub.until("the pod's first line", |_| {
+        stub.log_lines().iter().any(|l| l == "before-restart")
+    })
+    .await;
     // The engine dies: its handle on the step is gone.
     drop(step);
     drop(first);
@@ -329,7 +388,12 @@ async fn recovery_finds_the_job_by_label_and_brings_its_commit_back() {
     assert_eq!(step.wait().await, Finish::Exited(0));
     opened.await.unwrap().unwrap();
     drop(step);
-    let _ = lines.await;
+    let lines = lines.await.unwrap();
+    assert!(lines.iter().any(|l| l == "after-restart-line"), "{lines:?}");
+    assert!(
+        !lines.iter().any(|l| l.contains("before-restart")),
+        "a line stored before the restart is not stored again: {lines:?}"
+    );
     assert_eq!(
         git(&s.wt, &["log", "-1", "--format=%s"]).trim(),
         "after-restart"

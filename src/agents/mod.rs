@@ -2,8 +2,8 @@
 //! workspace's `.baton/agents/*.json`, their prompt templates and declared outcomes.
 //! Pure apart from reading the profile files; the backends live in `exec::agent`.
 
-mod fix_hint;
 mod live;
+mod fix_hint;
 mod load;
 pub mod price;
 mod profile;

@@ -6,9 +6,9 @@
 //! normaliser of agent outcome names, shared by pipelines, agent profiles and handoffs.
 
 pub mod decide;
-pub mod executor_spec;
 pub mod graph;
 pub mod live;
+pub mod executor_spec;
 pub mod load;
 pub mod model;
 pub mod outcome;

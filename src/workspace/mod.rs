@@ -8,8 +8,8 @@ mod git_retry;
 pub mod layered;
 mod lock;
 pub mod logging;
-pub mod scratch;
 pub mod watch;
+pub mod scratch;
 
 pub use config::{Config, ShutdownMode};
 pub use git_queue::GitQueue;

@@ -34,9 +34,9 @@ pub fn argv_script(argv: &[String], vars: &mut Vec<(String, String)>) -> String 
     script
 }
 
-/// A git URL fit for logs, messages and annotations: without `user:password@` (or a bare
-/// token before `@`) in a URL with a scheme, and without a query string or fragment. An
-/// scp-like `git@host:path` has no password and stays as it is.
+/// A git URL fit for logs, messages and annotations: without a query string or fragment,
+/// without `user:password@`, and over http(s) without any user part (a bare token before
+/// `@`). An ssh user (`ssh://git@host/…`, scp-like `git@host:path`) is no secret and stays.
 pub fn display_url(url: &str) -> String {
     let cut = url.find(['?', '#']).unwrap_or(url.len());
     let url = &url[..cut];
@@ -45,9 +45,12 @@ pub fn display_url(url: &str) -> String {
     };
     let rest = &url[scheme_end + 3..];
     let host_end = rest.find('/').unwrap_or(rest.len());
+    let http = url[..scheme_end].to_ascii_lowercase().starts_with("http");
     match rest[..host_end].rfind('@') {
-        Some(at) => format!("{}{}", &url[..scheme_end + 3], &rest[at + 1..]),
-        None => url.to_string(),
+        Some(at) if http || rest[..at].contains(':') => {
+            format!("{}{}", &url[..scheme_end + 3], &rest[at + 1..])
+        }
+        _ => url.to_string(),
     }
 }
 
@@ -289,8 +292,9 @@ mod tests {
         );
         assert_eq!(
             display_url("ssh://git@host:22/a@b.git"),
-            "ssh://host:22/a@b.git"
+            "ssh://git@host:22/a@b.git"
         );
+        assert_eq!(display_url("ssh://me:pw@host/a.git"), "ssh://host/a.git");
         assert_eq!(display_url("/srv/git/app.git"), "/srv/git/app.git");
         assert!(check_remote("--upload-pack=touch x").is_err());
         assert!(check_remote("/srv/a.git").is_ok());

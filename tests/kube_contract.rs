@@ -6,7 +6,7 @@
 mod common;
 mod support_kube;
 
-use baton::exec::executor::kubernetes::{Kubernetes, check_cluster};
+use baton::exec::executor::kubernetes::Kubernetes;
 use baton::exec::executor::{Executor, Found, Labels, Launch, Program};
 use baton::exec::{Finish, StepEnv};
 use baton::pipeline::executor_spec::KubeSpec;
@@ -15,7 +15,7 @@ use common::git;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use support_kube::{Stub, TOKEN};
+use support_kube::Stub;
 use tokio::sync::mpsc;
 
 struct Setup {
@@ -114,13 +114,20 @@ async fn a_step_runs_as_a_job_and_its_commit_comes_back() {
     );
     let tag = launch(&s, "", "", 42).labels.workspace_tag();
     let title = "it's \"quoted\" $(touch pwned) `id`";
-    let script = "printf '%s' \"$BATON_TASK_TITLE\" > title.txt\necho pod-says-hello\ngit add title.txt && git commit -qm 'from the pod'";
+    let script = "printf '%s' \"$BATON_TASK_TITLE\" > title.txt\necho pod-says-hello\ncp \"$BATON_TRIGGER_PAYLOAD_FILE\" payload.json\ngit add title.txt payload.json && git commit -qm 'from the pod'";
     let (tx, lines) = log_channel();
     stub.hold_pods();
-    let mut step = exec
-        .start(&launch(&s, script, title, 42), tx)
-        .await
-        .expect("the Job is created");
+    let payload = s.tmp.path().join("payload.json");
+    std::fs::write(&payload, "{\"ref\": \"main\"}").unwrap();
+    let mut l = launch(&s, script, title, 42);
+    l.env.vars.push((
+        "BATON_TRIGGER_PAYLOAD_FILE".into(),
+        payload.display().to_string(),
+    ));
+    l.env
+        .vars
+        .push(("ANTHROPIC_API_KEY".into(), "sk-ant-kube-secret".into()));
+    let mut step = exec.start(&l, tx).await.expect("the Job is created");
     // The pod stays Pending until baton watches it; then the stub moves it on.
     let is_watch = |r: &support_kube::Seen| {
         r.path == "/api/v1/namespaces/team/pods"
@@ -146,6 +153,31 @@ async fn a_step_runs_as_a_job_and_its_commit_comes_back() {
     assert_eq!(
         std::fs::read_to_string(s.wt.join("title.txt")).unwrap(),
         title
+    );
+    assert_eq!(
+        std::fs::read_to_string(s.wt.join("payload.json")).unwrap(),
+        "{\"ref\": \"main\"}",
+        "the trigger payload reaches the pod"
+    );
+    // The branch travels under baton's own per-workspace name on the shared remote.
+    assert_eq!(
+        git(
+            &s.remote,
+            &[
+                "log",
+                "-1",
+                "--format=%s",
+                &format!("baton-kube/{tag}/baton/1-kube")
+            ]
+        )
+        .trim(),
+        "from the pod"
+    );
+    assert!(
+        git(&s.remote, &["branch", "--list", "baton/1-kube"])
+            .trim()
+            .is_empty(),
+        "the task branch name itself is left alone on the remote"
     );
 
     // The requests match the documented shapes.
@@ -176,14 +208,38 @@ async fn a_step_runs_as_a_job_and_its_commit_comes_back() {
     assert_eq!(c["resources"]["limits"]["cpu"], "500m");
     assert_eq!(c["resources"]["requests"]["memory"], "1Gi");
     let env = c["env"].as_array().unwrap();
-    let title_var = env
-        .iter()
-        .find(|e| e["name"] == "BATON_TASK_TITLE")
-        .unwrap();
-    assert_eq!(
-        title_var["value"], title,
-        "task text travels as an env value"
+    let name = format!("baton-{tag}-t1-s42");
+    for var in ["BATON_TASK_TITLE", "ANTHROPIC_API_KEY", "BATON_GIT_REMOTE"] {
+        let e = env.iter().find(|e| e["name"] == var).unwrap();
+        assert_eq!(e["valueFrom"]["secretKeyRef"]["name"], name.as_str());
+        assert_eq!(e["valueFrom"]["secretKeyRef"]["key"], var);
+    }
+    assert!(
+        !job.to_string().contains("sk-ant-kube-secret") && !job.to_string().contains("pwned"),
+        "values stay out of the Job: {job}"
     );
+    let secret = reqs
+        .iter()
+        .find(|r| r.method == "POST" && r.path == "/api/v1/namespaces/team/secrets")
+        .expect("a Secret created for the step");
+    assert_eq!(secret.body["metadata"]["name"], name.as_str());
+    assert_eq!(secret.body["stringData"]["BATON_TASK_TITLE"], title);
+    assert_eq!(
+        secret.body["stringData"]["ANTHROPIC_API_KEY"],
+        "sk-ant-kube-secret"
+    );
+    let owner = reqs
+        .iter()
+        .find(|r| {
+            r.method == "PATCH" && r.path == format!("/api/v1/namespaces/team/secrets/{name}")
+        })
+        .expect("the Secret is handed to its Job");
+    assert_eq!(owner.body["metadata"]["ownerReferences"][0]["kind"], "Job");
+    assert_eq!(
+        owner.body["metadata"]["ownerReferences"][0]["uid"],
+        format!("uid-{name}")
+    );
+    assert!(stub.secrets().is_empty(), "the Secret goes with the Job");
     assert!(
         !c["command"].to_string().contains("pwned"),
         "task text never reaches the command"
@@ -209,7 +265,7 @@ async fn a_step_runs_as_a_job_and_its_commit_comes_back() {
     assert_eq!(log.query.get("container").map(String::as_str), Some("step"));
     let delete = reqs
         .iter()
-        .find(|r| r.method == "DELETE")
+        .find(|r| r.method == "DELETE" && r.path.contains("/jobs/"))
         .expect("the finished Job is deleted");
     assert_eq!(
         delete.path,
@@ -257,7 +313,7 @@ async fn abort_deletes_the_job_with_propagation() {
     let reqs = stub.requests();
     let delete = reqs
         .iter()
-        .find(|r| r.method == "DELETE")
+        .find(|r| r.method == "DELETE" && r.path.contains("/jobs/"))
         .expect("abort deletes the Job");
     assert_eq!(
         delete.path,
@@ -267,6 +323,7 @@ async fn abort_deletes_the_job_with_propagation() {
     assert_eq!(delete.body["gracePeriodSeconds"], 3);
     assert_eq!(stub.containers_running(), 0, "the pod's container is gone");
     assert!(stub.jobs().is_empty());
+    assert!(stub.secrets().is_empty(), "abort deletes the step's Secret");
     assert_eq!(step.wait().await, Finish::Cancelled);
 }
 
@@ -284,7 +341,7 @@ async fn recovery_finds_the_job_by_label_and_brings_its_commit_back() {
             .success()
     );
     let script = format!(
-        "read go < '{}'\necho after > after.txt\ngit add after.txt && git commit -qm after-restart",
+        "echo before-restart\nread go < '{}'\necho after-restart-line\necho after > after.txt\ngit add after.txt && git commit -qm after-restart",
         gate.display()
     );
     let first = Kubernetes::with_client(
@@ -294,8 +351,10 @@ async fn recovery_finds_the_job_by_label_and_brings_its_commit_back() {
     let (tx, _lines) = log_channel();
     let l = launch(&s, &script, "t", 11);
     let step = first.start(&l, tx).await.unwrap();
-    stub.until("the pod to run", |_| stub.containers_running() == 1)
-        .await;
+    stub.until("the pod's first line", |_| {
+        stub.log_lines().iter().any(|l| l == "before-restart")
+    })
+    .await;
     // The engine dies: its handle on the step is gone.
     drop(step);
     drop(first);
@@ -329,7 +388,12 @@ async fn recovery_finds_the_job_by_label_and_brings_its_commit_back() {
     assert_eq!(step.wait().await, Finish::Exited(0));
     opened.await.unwrap().unwrap();
     drop(step);
-    let _ = lines.await;
+    let lines = lines.await.unwrap();
+    assert!(lines.iter().any(|l| l == "after-restart-line"), "{lines:?}");
+    assert!(
+        !lines.iter().any(|l| l.contains("before-restart")),
+        "a line stored before the restart is not stored again: {lines:?}"
+    );
     assert_eq!(
         git(&s.wt, &["log", "-1", "--format=%s"]).trim(),
         "after-restart"
@@ -390,78 +454,4 @@ async fn an_unknown_namespace_and_a_missing_git_remote_are_sentences() {
         .err()
         .expect("refused");
     assert!(err.0.contains("git_remote"), "{}", err.0);
-}
-
-#[tokio::test]
-async fn the_cluster_check_says_what_is_wrong() {
-    let stub = Stub::start(&["team"]).await;
-    let tmp = tempfile::tempdir().unwrap();
-    let ok = check_cluster(Some(stub.client(tmp.path(), "team").await), None).await;
-    assert!(
-        ok.as_ref()
-            .is_ok_and(|t| t.contains("namespace `team` is usable")),
-        "{ok:?}"
-    );
-    let missing = check_cluster(Some(stub.client(tmp.path(), "team").await), Some("ghost")).await;
-    assert!(
-        missing
-            .as_ref()
-            .is_err_and(|e| e.contains("namespace `ghost` does not exist")),
-        "{missing:?}"
-    );
-    // Nothing listens here once the listener is dropped.
-    let dead = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let kc = std::fs::read_to_string(stub.kubeconfig(tmp.path(), "team"))
-        .unwrap()
-        .replace(&format!(":{}", stub.port), &format!(":{dead}"));
-    std::fs::write(tmp.path().join("dead"), kc).unwrap();
-    let kc = kube::config::Kubeconfig::read_from(tmp.path().join("dead")).unwrap();
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    let down = check_cluster(Some(kube::Client::try_from(cfg).unwrap()), None).await;
-    assert!(
-        down.as_ref().is_err_and(|e| e.contains("does not answer")),
-        "{down:?}"
-    );
-    assert!(!TOKEN.is_empty());
-}
-
-#[tokio::test]
-async fn agents_check_checks_the_cluster_a_pipeline_uses() {
-    let stub = Stub::start(&["team"]).await;
-    let ws = common::Ws::new();
-    ws.pipeline(
-        "k.json",
-        r#"{"id": "k", "statuses": [
-            {"id": "todo", "kind": "queue"},
-            {"id": "build", "step": {"run": "true", "executor": {"kubernetes": {"image": "img", "namespace": "team"}}}},
-            {"id": "other", "step": {"run": "true", "executor": {"kubernetes": {"image": "img", "namespace": "ghost"}}}},
-            {"id": "done", "kind": "done"}, {"id": "failed", "kind": "failed"}],
-          "transitions": []}"#,
-    );
-    let kubeconfig = stub.kubeconfig(ws.dir.path(), "default");
-    let mut cmd = ws.baton(&["agents", "check"]);
-    cmd.env("KUBECONFIG", &kubeconfig)
-        .env("HOME", ws.dir.path());
-    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        stdout.contains(
-            "ok   kubernetes  cluster answers (Kubernetes 1.33); namespace `team` is usable"
-        ),
-        "{stdout}"
-    );
-    assert!(
-        stdout.contains("FAIL kubernetes  namespace `ghost` does not exist"),
-        "{stdout}"
-    );
-    assert!(!out.status.success());
 }

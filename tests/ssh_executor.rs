@@ -5,7 +5,8 @@
 mod common;
 mod support_sshd;
 
-use baton::exec::executor::ssh::{SshHost, run_ssh};
+use baton::exec::executor::ssh::{Ssh, SshHost};
+use baton::exec::executor::{Executor, Labels, Launch, Program, drive};
 use baton::exec::{Finish, StepEnv};
 use baton::store::Stream;
 use common::{alive, git, git_init, wait_within};
@@ -54,6 +55,34 @@ fn env(workdir: &Path, title: &str) -> StepEnv {
         workdir: workdir.to_path_buf(),
         timeout: Duration::from_secs(120),
         kill_grace: Duration::from_secs(3),
+    }
+}
+
+/// Runs `script` on `host` as the engine does: [`Ssh`]'s start, then [`drive`] until it
+/// ends, is cancelled or times out.
+async fn run_ssh(
+    host: &SshHost,
+    script: &str,
+    env: &StepEnv,
+    log: mpsc::Sender<(Stream, String)>,
+    cancel: CancellationToken,
+) -> Finish {
+    let launch = Launch {
+        program: Program::Shell(script.into()),
+        env: env.clone(),
+        worktree: env.workdir.clone(),
+        context_dir: env.workdir.clone(),
+        labels: Labels {
+            task_id: 1,
+            step_run_id: 1,
+            execution_key: String::new(),
+            workspace: String::new(),
+        },
+    };
+    let ssh = Ssh::with_host(host.clone());
+    match ssh.start(&launch, log).await {
+        Ok(mut step) => drive(step.as_mut(), env.timeout, env.kill_grace, &cancel).await,
+        Err(e) => Finish::SpawnFailed(e.0),
     }
 }
 
@@ -293,4 +322,99 @@ async fn a_step_never_outlives_the_client_that_started_it() {
     wait_within("the remote sleep to end", Duration::from_secs(10), || {
         !alive(sleeper)
     });
+}
+
+/// `env` with `BATON_SSH_NO_SETSID=1`: the job takes its path for hosts without `setsid`.
+fn without_setsid(env: StepEnv) -> StepEnv {
+    let mut env = env;
+    env.vars.push(("BATON_SSH_NO_SETSID".into(), "1".into()));
+    env
+}
+
+#[tokio::test]
+async fn without_setsid_abort_still_ends_the_remote_process_group() {
+    let Some(sshd) = Sshd::start() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let wt = worktree(tmp.path());
+    let pid_file = tmp.path().join("sleeper.pid");
+    let script = format!(
+        "sleep 300 & echo $! > '{}'; echo started; wait",
+        pid_file.display()
+    );
+    let (tx, lines, started) = collect("started");
+    let cancel = CancellationToken::new();
+    let stopper = cancel.clone();
+    tokio::spawn(async move {
+        if started.await.is_ok() {
+            stopper.cancel();
+        }
+    });
+    let finish = run_ssh(
+        &host_for(&sshd),
+        &script,
+        &without_setsid(env(&wt, "t")),
+        tx,
+        cancel,
+    )
+    .await;
+    assert_eq!(finish, Finish::Cancelled, "{:?}", lines.await.unwrap());
+    let sleeper = remote_pid(&pid_file);
+    wait_within("the remote sleep to end", Duration::from_secs(10), || {
+        !alive(sleeper)
+    });
+}
+
+/// A step that ignores TERM is killed once the grace has passed after its connection went.
+#[tokio::test]
+async fn a_step_that_ignores_term_is_killed_after_the_grace() {
+    let Some(sshd) = Sshd::start() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let wt = worktree(tmp.path());
+    let pid_file = tmp.path().join("stubborn.pid");
+    let script = format!(
+        "trap '' TERM; echo $$ > '{}'; echo started; while :; do sleep 1; done",
+        pid_file.display()
+    );
+    for env in [env(&wt, "t"), without_setsid(env(&wt, "t"))] {
+        let (tx, _lines, started) = collect("started");
+        let step = baton::exec::executor::ssh::start_ssh(&host_for(&sshd), &script, &env, tx)
+            .await
+            .expect("started");
+        started.await.expect("the step started on the host");
+        drop(step);
+        let stubborn = remote_pid(&pid_file);
+        wait_within(
+            "the stubborn step to be killed",
+            Duration::from_secs(20),
+            || !alive(stubborn),
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_trigger_payload_file_reaches_the_host() {
+    let Some(sshd) = Sshd::start() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let wt = worktree(tmp.path());
+    let payload = tmp.path().join("trigger.json");
+    std::fs::write(&payload, "{\"action\": \"opened\"}").unwrap();
+    let mut e = env(&wt, "t");
+    e.vars.push((
+        "BATON_TRIGGER_PAYLOAD_FILE".into(),
+        payload.display().to_string(),
+    ));
+    let (tx, lines, _) = collect("never");
+    let finish = run_ssh(
+        &host_for(&sshd),
+        "case $BATON_TRIGGER_PAYLOAD_FILE in */context/*) ;; *) exit 3 ;; esac; cp \"$BATON_TRIGGER_PAYLOAD_FILE\" got.json && git add got.json && git commit -qm payload",
+        &e,
+        tx,
+        CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(finish, Finish::Exited(0), "{:?}", lines.await.unwrap());
+    assert_eq!(
+        std::fs::read_to_string(wt.join("got.json")).unwrap(),
+        "{\"action\": \"opened\"}"
+    );
 }

@@ -220,7 +220,15 @@ pub fn parse_executor(v: &Value) -> Result<ExecutorSpec, ExecutorProblem> {
             namespace: opt(b, kind, "namespace")?,
             resources: string_map(b, kind, "resources", &["cpu", "memory"])?,
             node_selector: string_map(b, kind, "node_selector", &[])?,
-            git_remote: opt(b, kind, "git_remote")?,
+            git_remote: match opt(b, kind, "git_remote")? {
+                Some(r) if r.starts_with('-') => {
+                    return Err(problem(
+                        &[kind, "git_remote"],
+                        "executor `kubernetes`: `git_remote` starts with `-`, which git would read as an option; give a URL or a path".to_string(),
+                    ));
+                }
+                other => other,
+            },
         }),
     })
 }
@@ -389,6 +397,11 @@ mod tests {
                 json!({"kubernetes": {"image": "a", "resources": {"gpu": "1"}}}),
                 vec!["kubernetes", "resources", "gpu"],
                 "unknown `resources` entry",
+            ),
+            (
+                json!({"kubernetes": {"image": "a", "git_remote": "--upload-pack=x"}}),
+                vec!["kubernetes", "git_remote"],
+                "starts with `-`",
             ),
         ];
         for (v, at, msg) in cases {

@@ -163,6 +163,57 @@ pub(super) async fn list_jobs(
     .into_response()
 }
 
+pub(super) async fn create_secret(
+    State(stub): State<Stub>,
+    Path(ns): Path<String>,
+    axum::Json(mut secret): axum::Json<Value>,
+) -> Response {
+    let name = secret["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let mut i = stub.inner.lock().unwrap();
+    if !i.namespaces.contains(&ns) {
+        return status(404, "NotFound", format!("namespaces \"{ns}\" not found"));
+    }
+    if i.secrets.contains_key(&name) {
+        return status(
+            409,
+            "AlreadyExists",
+            format!("secrets \"{name}\" already exists"),
+        );
+    }
+    secret["metadata"]["namespace"] = json!(ns);
+    i.secrets.insert(name, secret.clone());
+    (StatusCode::CREATED, axum::Json(secret)).into_response()
+}
+
+/// A merge patch of a Secret's metadata (its owner).
+pub(super) async fn patch_secret(
+    State(stub): State<Stub>,
+    Path((_ns, name)): Path<(String, String)>,
+    axum::Json(patch): axum::Json<Value>,
+) -> Response {
+    let mut i = stub.inner.lock().unwrap();
+    let Some(secret) = i.secrets.get_mut(&name) else {
+        return status(404, "NotFound", format!("secrets \"{name}\" not found"));
+    };
+    if let Some(owners) = patch["metadata"].get("ownerReferences") {
+        secret["metadata"]["ownerReferences"] = owners.clone();
+    }
+    axum::Json(secret.clone()).into_response()
+}
+
+pub(super) async fn delete_secret(
+    State(stub): State<Stub>,
+    Path((_ns, name)): Path<(String, String)>,
+) -> Response {
+    match stub.inner.lock().unwrap().secrets.remove(&name) {
+        Some(s) => axum::Json(s).into_response(),
+        None => status(404, "NotFound", format!("secrets \"{name}\" not found")),
+    }
+}
+
 pub(super) async fn delete_job(
     State(stub): State<Stub>,
     Path((_ns, name)): Path<(String, String)>,
@@ -170,6 +221,14 @@ pub(super) async fn delete_job(
     let Some(job) = stub.inner.lock().unwrap().jobs.remove(&name) else {
         return status(404, "NotFound", format!("jobs.batch \"{name}\" not found"));
     };
+    // The garbage collector deletes what the Job owns.
+    stub.inner.lock().unwrap().secrets.retain(|_, s| {
+        !s["metadata"]["ownerReferences"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|o| o["uid"] == job["metadata"]["uid"])
+    });
     // The Job's pods go with it: their containers are killed.
     let pods: Vec<Value> = stub
         .inner
@@ -266,6 +325,10 @@ pub(super) async fn pod_log(
     _h: HeaderMap,
 ) -> Response {
     let follow = q.get("follow").map(String::as_str) == Some("true");
+    let stamps = q.get("timestamps").map(String::as_str) == Some("true");
+    let since: Option<k8s_openapi::jiff::Timestamp> = q
+        .get("sinceTime")
+        .map(|t| t.parse().expect("sinceTime is RFC 3339"));
     let (tx, out) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(64);
     tokio::spawn(async move {
         let mut sent = 0;
@@ -276,7 +339,15 @@ pub(super) async fn pod_log(
                 let (l, d) = i.logs.get(&name).cloned().unwrap_or_default();
                 (l, d || !i.pods.contains_key(&name))
             };
-            for l in &lines[sent..] {
+            for (t, l) in &lines[sent..] {
+                if since.is_some_and(|s| *t < s) {
+                    continue;
+                }
+                let l = if stamps {
+                    format!("{t} {l}")
+                } else {
+                    l.clone()
+                };
                 if tx.send(Ok(Bytes::from(format!("{l}\n")))).await.is_err() {
                     return;
                 }

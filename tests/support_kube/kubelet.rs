@@ -38,10 +38,24 @@ impl Stub {
             .collect();
         cmd.args(&argv[1..]);
         for e in container["env"].as_array().into_iter().flatten() {
-            cmd.env(
-                e["name"].as_str().unwrap(),
-                e["value"].as_str().unwrap_or_default(),
-            );
+            let value = match e["valueFrom"].get("secretKeyRef") {
+                Some(r) => {
+                    let i = self.inner.lock().unwrap();
+                    let found = r["name"]
+                        .as_str()
+                        .and_then(|n| i.secrets.get(n))
+                        .and_then(|s| s["stringData"][r["key"].as_str().unwrap()].as_str())
+                        .map(str::to_string);
+                    drop(i);
+                    let Some(v) = found else {
+                        self.publish("MODIFIED", status("Pending", json!({"waiting": {"reason": "CreateContainerConfigError", "message": format!("secret or key {r} not found")}})));
+                        return;
+                    };
+                    v
+                }
+                None => e["value"].as_str().unwrap_or_default().to_string(),
+            };
+            cmd.env(e["name"].as_str().unwrap(), value);
         }
         // The container's filesystem: its /workspace and context folder live under `fs`.
         cmd.env("BATON_WORKSPACE", fs.join("workspace"))

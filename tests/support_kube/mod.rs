@@ -1,8 +1,9 @@
 //! A loopback stub of the Kubernetes API subset the executor uses, written from the API
 //! reference: create/list/delete Jobs (`/apis/batch/v1/namespaces/{ns}/jobs`), list and
 //! watch pods by label (`/api/v1/namespaces/{ns}/pods?labelSelector=…&watch=true`), follow a
-//! pod's log (`…/pods/{name}/log?follow=true`), `/version`, read a namespace, and
-//! SelfSubjectAccessReview. Every request needs the bearer token.
+//! pod's log (`…/pods/{name}/log?follow=true`, with `sinceTime` and `timestamps`),
+//! create/patch/delete Secrets (deleted with the Job that owns them), `/version`, read a
+//! namespace, and SelfSubjectAccessReview. Every request needs the bearer token.
 //!
 //! Its "kubelet" runs a Job's container command on this machine (the container's
 //! `/workspace` and context folder mapped to a temp dir), so the entry script, the git trip
@@ -37,7 +38,9 @@ pub struct Seen {
 struct Inner {
     jobs: BTreeMap<String, Value>,
     pods: BTreeMap<String, Value>,
-    logs: HashMap<String, (Vec<String>, bool)>,
+    /// Each pod's log lines with the time they were written, and whether it ended.
+    logs: HashMap<String, (Vec<(k8s_openapi::jiff::Timestamp, String)>, bool)>,
+    secrets: BTreeMap<String, Value>,
     /// Pod events with their resource version, for watches that start from a version.
     history: Vec<(u64, Value)>,
     version: u64,
@@ -89,6 +92,11 @@ impl Stub {
             .route(
                 "/apis/batch/v1/namespaces/{ns}/jobs/{name}",
                 axum::routing::delete(delete_job),
+            )
+            .route("/api/v1/namespaces/{ns}/secrets", post(create_secret))
+            .route(
+                "/api/v1/namespaces/{ns}/secrets/{name}",
+                axum::routing::patch(patch_secret).delete(delete_secret),
             )
             .route("/api/v1/namespaces/{ns}/pods", get(pods))
             .route("/api/v1/namespaces/{ns}/pods/{name}/log", get(pod_log))
@@ -148,6 +156,25 @@ impl Stub {
         self.inner.lock().unwrap().requests.clone()
     }
 
+    pub fn secrets(&self) -> Vec<Value> {
+        self.inner
+            .lock()
+            .unwrap()
+            .secrets
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Every pod's log lines so far.
+    pub fn log_lines(&self) -> Vec<String> {
+        let i = self.inner.lock().unwrap();
+        i.logs
+            .values()
+            .flat_map(|(l, _)| l.iter().map(|(_, t)| t.clone()))
+            .collect()
+    }
+
     pub fn jobs(&self) -> Vec<Value> {
         self.inner.lock().unwrap().jobs.values().cloned().collect()
     }
@@ -202,7 +229,7 @@ impl Stub {
             .entry(pod.to_string())
             .or_default()
             .0
-            .push(line);
+            .push((k8s_openapi::jiff::Timestamp::now(), line));
         self.changed.notify_waiters();
     }
 

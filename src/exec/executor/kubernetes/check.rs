@@ -42,20 +42,22 @@ pub async fn check_cluster(
         kube::Error::Api(s) if s.code == 403 => format!("you may not list Jobs in namespace `{ns}`; ask for a role that can create, watch and delete Jobs and read pod logs there"),
         other => format!("could not list Jobs in namespace `{ns}`: {other}"),
     })?;
-    let review: SelfSubjectAccessReview = serde_json::from_value(json!({
-        "apiVersion": "authorization.k8s.io/v1",
-        "kind": "SelfSubjectAccessReview",
-        "spec": {"resourceAttributes": {"namespace": ns, "verb": "create", "group": "batch", "resource": "jobs"}}
-    }))
-    .map_err(|e| e.to_string())?;
     let reviews: Api<SelfSubjectAccessReview> = Api::all(client);
-    match reviews.create(&PostParams::default(), &review).await {
-        Ok(r) if r.status.as_ref().is_some_and(|s| !s.allowed) => {
-            return Err(format!(
-                "you may not create Jobs in namespace `{ns}`; ask for a role that can create, watch and delete Jobs and read pod logs there"
-            ));
+    for (group, resource, what) in [("batch", "jobs", "Jobs"), ("", "secrets", "Secrets")] {
+        let review: SelfSubjectAccessReview = serde_json::from_value(json!({
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": {"namespace": ns, "verb": "create", "group": group, "resource": resource}}
+        }))
+        .map_err(|e| e.to_string())?;
+        match reviews.create(&PostParams::default(), &review).await {
+            Ok(r) if r.status.as_ref().is_some_and(|s| !s.allowed) => {
+                return Err(format!(
+                    "you may not create {what} in namespace `{ns}`; ask for a role that can create, watch and delete Jobs and Secrets and read pod logs there"
+                ));
+            }
+            _ => {}
         }
-        _ => {}
     }
     Ok(format!(
         "cluster answers (Kubernetes {}.{}); namespace `{ns}` is usable",

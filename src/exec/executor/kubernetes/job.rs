@@ -1,8 +1,10 @@
 //! The Job object for one step, and how its pod's state reads: pure, tested without a cluster.
 
+use crate::exec::executor::remote_git::{LOCAL_PATHS, display_url};
+use crate::exec::executor::ssh::quote::is_env_name;
 use crate::pipeline::executor_spec::KubeSpec;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
@@ -15,6 +17,7 @@ pub const LABEL_WORKSPACE: &str = "baton.dev/workspace";
 /// Annotations recovery needs to bring a found step's commits back.
 pub const ANNOTATION_WORKTREE: &str = "baton.dev/worktree";
 pub const ANNOTATION_BRANCH: &str = "baton.dev/branch";
+/// The git remote for people, without credentials (recovery reads the full one from config).
 pub const ANNOTATION_REMOTE: &str = "baton.dev/git-remote";
 /// The container that runs the step.
 pub const CONTAINER: &str = "step";
@@ -27,6 +30,11 @@ git clone -q --single-branch --branch "$BATON_GIT_BRANCH" "$BATON_GIT_REMOTE" "$
 cd "$BATON_WORKSPACE" || fail "no $BATON_WORKSPACE"
 start=$(git rev-parse HEAD)
 mkdir -p "$BATON_CONTEXT_DIR"
+if [ -n "${BATON_TRIGGER_PAYLOAD-}" ]; then
+  printf '%s' "$BATON_TRIGGER_PAYLOAD" >"$BATON_CONTEXT_DIR/trigger.json"
+  export BATON_TRIGGER_PAYLOAD_FILE="$BATON_CONTEXT_DIR/trigger.json"
+fi
+unset BATON_TRIGGER_PAYLOAD
 cd "$BATON_WORKSPACE/$BATON_SUBDIR" || fail "no folder $BATON_SUBDIR in the branch"
 sh -c "$BATON_STEP_SCRIPT" </dev/null
 code=$?
@@ -37,14 +45,6 @@ fi
 exit $code
 "#;
 
-/// Variables whose local value is a local path that means nothing in the pod.
-const LOCAL_PATHS: &[&str] = &[
-    "BATON_CONTEXT_DIR",
-    "BATON_WORKSPACE",
-    "BATON_TASK_PROMPT_FILE",
-    "BATON_HANDOFF_FILE",
-];
-
 /// Everything a step's Job is made of.
 #[derive(Debug, Clone)]
 pub struct JobPlan<'a> {
@@ -54,11 +54,15 @@ pub struct JobPlan<'a> {
     pub task_id: i64,
     pub step_run_id: i64,
     pub execution_key: &'a str,
+    /// The full git remote: it reaches the pod only through the Job's Secret.
     pub git_remote: &'a str,
+    /// The branch on the git remote (baton's own, per workspace).
     pub branch: &'a str,
     pub subdir: &'a str,
     pub script: &'a str,
     pub vars: &'a [(String, String)],
+    /// The trigger's payload (the file `BATON_TRIGGER_PAYLOAD_FILE` names locally), if any.
+    pub trigger_payload: Option<&'a str>,
     pub timeout_secs: u64,
     /// The local worktree, so a later engine can bring the commits back.
     pub worktree: &'a str,
@@ -106,20 +110,54 @@ impl JobPlan<'_> {
         ])
     }
 
-    fn env(&self) -> Vec<Value> {
-        let mut env: Vec<Value> = self
+    /// The Job's (and its Secret's) name.
+    pub fn name(&self) -> String {
+        job_name(self.workspace_tag, self.task_id, self.step_run_id)
+    }
+
+    /// The step's variables with their values: the step's own (task text, the agent
+    /// profile's `env`, often an API key), the git remote (it may hold a token) and the
+    /// trigger's payload. They go in the Job's Secret, never in the Job itself.
+    fn secret_vars(&self) -> BTreeMap<String, String> {
+        let mut vars: BTreeMap<String, String> = self
             .vars
             .iter()
-            .filter(|(k, _)| !LOCAL_PATHS.contains(&k.as_str()))
-            .map(|(k, v)| json!({"name": k, "value": v}))
+            .filter(|(k, _)| is_env_name(k) && !LOCAL_PATHS.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        vars.insert("BATON_GIT_REMOTE".into(), self.git_remote.into());
+        vars.insert("BATON_STEP_SCRIPT".into(), self.script.into());
+        if let Some(p) = self.trigger_payload {
+            vars.insert("BATON_TRIGGER_PAYLOAD".into(), p.into());
+        }
+        vars
+    }
+
+    /// The Secret holding the step's variables, named and labelled like its Job (which
+    /// then owns it, so the cluster deletes it with the Job).
+    pub fn secret(&self) -> Secret {
+        let value = json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": self.name(), "labels": self.labels()},
+            "type": "Opaque",
+            "stringData": self.secret_vars(),
+        });
+        serde_json::from_value(value).expect("the Secret literal matches the Secret schema")
+    }
+
+    fn env(&self) -> Vec<Value> {
+        let secret = self.name();
+        let mut env: Vec<Value> = self
+            .secret_vars()
+            .into_keys()
+            .map(|k| json!({"name": k, "valueFrom": {"secretKeyRef": {"name": secret, "key": k}}}))
             .collect();
         for (k, v) in [
             ("BATON_CONTEXT_DIR", "/tmp/baton-context"),
             ("BATON_WORKSPACE", "/workspace"),
-            ("BATON_GIT_REMOTE", self.git_remote),
             ("BATON_GIT_BRANCH", self.branch),
             ("BATON_SUBDIR", self.subdir),
-            ("BATON_STEP_SCRIPT", self.script),
         ] {
             env.push(json!({"name": k, "value": v}));
         }
@@ -147,12 +185,12 @@ impl JobPlan<'_> {
             "apiVersion": "batch/v1",
             "kind": "Job",
             "metadata": {
-                "name": job_name(self.workspace_tag, self.task_id, self.step_run_id),
+                "name": self.name(),
                 "labels": labels,
                 "annotations": {
                     ANNOTATION_WORKTREE: self.worktree,
                     ANNOTATION_BRANCH: self.branch,
-                    ANNOTATION_REMOTE: self.git_remote,
+                    ANNOTATION_REMOTE: display_url(self.git_remote),
                 },
             },
             "spec": {
@@ -254,6 +292,7 @@ mod tests {
         let vars = vec![
             ("BATON_TASK_TITLE".to_string(), "it's $(id)".to_string()),
             ("BATON_CONTEXT_DIR".to_string(), "/home/me/ctx".to_string()),
+            ("ANTHROPIC_API_KEY".to_string(), "sk-ant-secret".to_string()),
         ];
         let plan = JobPlan {
             spec: &spec,
@@ -261,11 +300,12 @@ mod tests {
             task_id: 7,
             step_run_id: 42,
             execution_key: "3:build:1",
-            git_remote: "https://git.example.com/team/repo.git",
+            git_remote: "https://bot:t0ken@git.example.com/team/repo.git",
             branch: "baton/7-x",
             subdir: "",
             script: "cargo test",
             vars: &vars,
+            trigger_payload: Some("{\"a\":1}"),
             timeout_secs: 600,
             worktree: "/wt/7-x",
         };
@@ -287,15 +327,37 @@ mod tests {
         assert_eq!(c["resources"]["limits"]["memory"], "4Gi");
         assert_eq!(c["command"][2], ENTRY);
         let env = c["env"].as_array().unwrap();
-        let get = |k: &str| {
-            env.iter()
-                .find(|e| e["name"] == k)
-                .map(|e| e["value"].clone())
-        };
-        assert_eq!(get("BATON_TASK_TITLE").unwrap(), "it's $(id)");
-        assert_eq!(get("BATON_CONTEXT_DIR").unwrap(), "/tmp/baton-context");
-        assert_eq!(get("BATON_STEP_SCRIPT").unwrap(), "cargo test");
-        assert!(!v.to_string().contains("/home/me/ctx"));
+        let get = |k: &str| env.iter().find(|e| e["name"] == k).cloned().unwrap();
+        assert_eq!(get("BATON_CONTEXT_DIR")["value"], "/tmp/baton-context");
+        let secret = serde_json::to_value(plan.secret()).unwrap();
+        assert_eq!(secret["metadata"]["name"], "baton-0a1b2c3d-t7-s42");
+        for (k, value) in [
+            ("BATON_TASK_TITLE", "it's $(id)"),
+            ("ANTHROPIC_API_KEY", "sk-ant-secret"),
+            ("BATON_STEP_SCRIPT", "cargo test"),
+            ("BATON_TRIGGER_PAYLOAD", "{\"a\":1}"),
+            (
+                "BATON_GIT_REMOTE",
+                "https://bot:t0ken@git.example.com/team/repo.git",
+            ),
+        ] {
+            let e = get(k);
+            assert_eq!(
+                e["valueFrom"]["secretKeyRef"]["name"],
+                "baton-0a1b2c3d-t7-s42"
+            );
+            assert_eq!(e["valueFrom"]["secretKeyRef"]["key"], k);
+            assert_eq!(secret["stringData"][k], value, "{k}");
+        }
+        // No value, credential or local path in the Job itself.
+        let text = v.to_string();
+        for hidden in ["/home/me/ctx", "sk-ant-secret", "t0ken", "it's $(id)"] {
+            assert!(!text.contains(hidden), "{hidden} in {text}");
+        }
+        assert_eq!(
+            v["metadata"]["annotations"][ANNOTATION_REMOTE],
+            "https://git.example.com/team/repo.git"
+        );
     }
 
     #[test]

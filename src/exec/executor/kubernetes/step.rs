@@ -1,19 +1,18 @@
 //! A step's Job on the cluster: wait for its pod, follow its log, read its exit code, bring
 //! its commits back; abort deletes the Job with its pod.
 
+use super::executor::Apis;
 use super::job::{
     ANNOTATION_BRANCH, ANNOTATION_REMOTE, ANNOTATION_WORKTREE, CONTAINER, PodState, pod_state,
 };
-use crate::exec::executor::remote_git::LocalRepo;
+use crate::exec::executor::remote_git::{LocalRepo, display_url};
 use crate::exec::executor::{BoxFuture, Identity, Started};
 use crate::exec::{Finish, LogSender};
 use crate::store::Stream;
 use futures_util::{AsyncBufReadExt, StreamExt, TryStreamExt};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{
-    Api, DeleteParams, ListParams, LogParams, PropagationPolicy, WatchEvent, WatchParams,
-};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::api::{DeleteParams, ListParams, LogParams, PropagationPolicy, WatchEvent, WatchParams};
 use std::time::Duration;
 
 /// How long one watch request may last before it is renewed (the server's limit is 300 s).
@@ -21,17 +20,21 @@ const WATCH_SECS: u32 = 240;
 
 /// A step running as a Job.
 pub struct KubeStep {
-    pub(super) jobs: Api<Job>,
-    pub(super) pods: Api<Pod>,
+    pub(super) apis: Apis,
+    /// The Job's name, and its Secret's.
     pub(super) name: String,
     /// The label selector of its Job and pod.
     pub(super) selector: String,
     /// Where the commits come back to (None when the local worktree is gone).
     pub(super) repo: Option<LocalRepo>,
+    /// The full git remote (credentials included): never shown, see [`display_url`].
     pub(super) git_remote: String,
+    /// The branch on the git remote.
     pub(super) branch: String,
     pub(super) log: LogSender,
     pub(super) logged: bool,
+    /// Follow the log only from this time: a reattached step's earlier lines are stored.
+    pub(super) since: Option<Timestamp>,
     pub(super) exited: Option<Finish>,
 }
 
@@ -53,6 +56,7 @@ impl KubeStep {
         let lp = ListParams::default().labels(&self.selector);
         loop {
             let list = self
+                .apis
                 .pods
                 .list(&lp)
                 .await
@@ -72,6 +76,7 @@ impl KubeStep {
                 .labels(&self.selector)
                 .timeout(WATCH_SECS);
             let mut events = self
+                .apis
                 .pods
                 .watch(&wp, &version)
                 .await
@@ -100,14 +105,20 @@ impl KubeStep {
         }
     }
 
-    /// Follows the container's log to its end, line by line.
+    /// Follows the container's log to its end, line by line; a reattached step's only from
+    /// the moment it was found (by the lines' timestamps: `sinceTime` has whole seconds).
     async fn follow_log(&self, pod: &str) -> Result<(), String> {
         let lp = LogParams {
             container: Some(CONTAINER.into()),
             follow: true,
+            timestamps: self.since.is_some(),
+            since_time: self
+                .since
+                .map(|t| t.checked_sub(SignedDuration::from_secs(1)).unwrap_or(t)),
             ..LogParams::default()
         };
         let reader = self
+            .apis
             .pods
             .log_stream(pod, &lp)
             .await
@@ -115,6 +126,13 @@ impl KubeStep {
         let mut lines = reader.lines();
         while let Some(line) = lines.next().await {
             let Ok(line) = line else { break };
+            let line = match self.since {
+                Some(since) => match after(&line, since) {
+                    Some(text) => text.to_string(),
+                    None => continue,
+                },
+                None => line,
+            };
             if self.log.send((Stream::Stdout, line)).await.is_err() {
                 break;
             }
@@ -159,16 +177,19 @@ impl KubeStep {
                         .await
                 }
                 Err(e) => {
+                    self.delete(PropagationPolicy::Background, None).await;
                     return Finish::SpawnFailed(format!(
-                        "the step's pod ended (exit {code}) but its commits could not be fetched from {}: {e}",
-                        self.git_remote
+                        "the step's pod ended (exit {code}) but its commits could not be brought back from {} {}: {e}",
+                        display_url(&self.git_remote),
+                        self.branch
                     ));
                 }
             },
             None => {
                 self.note(format!(
-                    "the local worktree is gone: the step's commits stay on {} in {}",
-                    self.branch, self.git_remote
+                    "the step's commits stay on {} in {}: the local worktree or the git_remote setting is gone",
+                    self.branch,
+                    display_url(&self.git_remote)
                 ))
                 .await
             }
@@ -184,7 +205,17 @@ impl KubeStep {
             grace_period_seconds: grace,
             ..DeleteParams::default()
         };
-        if let Err(e) = self.jobs.delete(&self.name, &dp).await {
+        // The Job owns its Secret, but the Secret goes now in any case.
+        if let Err(e) = self
+            .apis
+            .secrets
+            .delete(&self.name, &DeleteParams::default())
+            .await
+            && !matches!(&e, kube::Error::Api(s) if s.code == 404)
+        {
+            self.note(api_error("delete the step's Secret", e)).await;
+        }
+        if let Err(e) = self.apis.jobs.delete(&self.name, &dp).await {
             let gone = matches!(&e, kube::Error::Api(s) if s.code == 404);
             if !gone {
                 self.note(format!(
@@ -197,12 +228,13 @@ impl KubeStep {
         }
     }
 
-    /// A step found after a restart, from its Job's annotations.
+    /// A step found after a restart, from its Job's annotations and the full `git_remote`
+    /// read from config (None: the commits stay on the remote).
     pub(super) fn found(
-        jobs: Api<Job>,
-        pods: Api<Pod>,
+        apis: Apis,
         job: &Job,
         selector: String,
+        git_remote: Option<String>,
         log: LogSender,
     ) -> Self {
         let ann = job.metadata.annotations.clone().unwrap_or_default();
@@ -210,19 +242,37 @@ impl KubeStep {
         let worktree = get(ANNOTATION_WORKTREE);
         // The commits come back only while the local worktree still exists.
         let repo = (!worktree.is_empty() && std::path::Path::new(&worktree).is_dir())
-            .then(|| LocalRepo::at(worktree));
+            .then(|| LocalRepo::at(worktree))
+            .filter(|_| git_remote.is_some());
         Self {
-            jobs,
-            pods,
+            apis,
             name: job.metadata.name.clone().unwrap_or_default(),
             selector,
             repo,
-            git_remote: get(ANNOTATION_REMOTE),
+            git_remote: git_remote.unwrap_or_else(|| get(ANNOTATION_REMOTE)),
             branch: get(ANNOTATION_BRANCH),
             log,
             logged: false,
+            since: Some(Timestamp::now()),
             exited: None,
         }
+    }
+}
+
+/// A timestamped log line's text when it was written at or after `since` (a line without
+/// a timestamp is kept whole).
+fn after(line: &str, since: Timestamp) -> Option<&str> {
+    match line.split_once(' ') {
+        Some((stamp, text)) => match stamp.parse::<Timestamp>() {
+            Ok(t) if t < since => None,
+            Ok(_) => Some(text),
+            Err(_) => Some(line),
+        },
+        None => match line.parse::<Timestamp>() {
+            Ok(t) if t < since => None,
+            Ok(_) => Some(""),
+            Err(_) => Some(line),
+        },
     }
 }
 
@@ -252,5 +302,22 @@ impl Started for KubeStep {
                 self.exited = Some(Finish::Cancelled);
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_before_a_reattach_are_skipped_by_their_timestamps() {
+        let since: Timestamp = "2026-01-01T00:00:05.5Z".parse().unwrap();
+        assert_eq!(after("2026-01-01T00:00:05.4Z old", since), None);
+        assert_eq!(
+            after("2026-01-01T00:00:05.6Z new text", since),
+            Some("new text")
+        );
+        assert_eq!(after("2026-01-01T00:00:06Z", since), Some(""));
+        assert_eq!(after("no stamp here", since), Some("no stamp here"));
     }
 }

@@ -3,6 +3,7 @@
 use super::host::SshHost;
 use super::run::start_ssh;
 use crate::exec::LogSender;
+use crate::exec::executor::remote_git::argv_script;
 use crate::exec::executor::{
     BoxFuture, ExecError, Executor, Found, Labels, Launch, Program, Started,
 };
@@ -21,18 +22,11 @@ impl Ssh {
             .map(|host| Self { host })
             .map_err(|e| ExecError(e.to_string()))
     }
-}
 
-/// The shell script that runs an argv on the host. The argv itself travels in variables
-/// (`BATON_ARGV_0`…), so no element is ever read by a shell as code.
-fn argv_script(argv: &[String]) -> (String, Vec<(String, String)>) {
-    let mut script = String::from("exec");
-    let mut vars = Vec::with_capacity(argv.len());
-    for (i, a) in argv.iter().enumerate() {
-        script.push_str(&format!(" \"$BATON_ARGV_{i}\""));
-        vars.push((format!("BATON_ARGV_{i}"), a.clone()));
+    /// The executor for a host set up elsewhere (a test's client options).
+    pub fn with_host(host: SshHost) -> Self {
+        Self { host }
     }
-    (script, vars)
 }
 
 impl Executor for Ssh {
@@ -52,11 +46,7 @@ impl Executor for Ssh {
                 Program::Argv(argv) if argv.is_empty() => {
                     return Err(ExecError("the command line is empty".into()));
                 }
-                Program::Argv(argv) => {
-                    let (script, vars) = argv_script(argv);
-                    env.vars.extend(vars);
-                    script
-                }
+                Program::Argv(argv) => argv_script(argv, &mut env.vars),
             };
             if !env.vars.iter().any(|(k, _)| k == "BATON_EXECUTION_KEY")
                 && !launch.labels.execution_key.is_empty()
@@ -92,10 +82,11 @@ mod tests {
     #[test]
     fn argv_travels_in_variables_not_in_the_script() {
         let argv = vec!["claude".to_string(), "it's $(id)".to_string()];
-        let (script, vars) = argv_script(&argv);
+        let mut vars = vec![("A".to_string(), "b".to_string())];
+        let script = argv_script(&argv, &mut vars);
         assert_eq!(script, r#"exec "$BATON_ARGV_0" "$BATON_ARGV_1""#);
         assert_eq!(
-            vars[1],
+            vars[2],
             ("BATON_ARGV_1".to_string(), "it's $(id)".to_string())
         );
     }

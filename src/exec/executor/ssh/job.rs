@@ -5,6 +5,7 @@
 //! each value quoted with [`sh_quote`], so no task text is ever parsed by a shell as code.
 
 use super::quote::{is_env_name, sh_quote};
+use crate::exec::executor::remote_git::LOCAL_PATHS;
 use std::fmt::Write;
 
 /// The remote command: reads the job script (its length, then its bytes: `dd bs=1` never
@@ -49,15 +50,9 @@ pub struct RemoteJob<'a> {
     pub vars: &'a [(String, String)],
     /// Files the step's variables point at, recreated in the remote context folder.
     pub files: &'a [ContextFile],
+    /// Seconds between the polite stop and the kill when the connection goes away.
+    pub grace_secs: u64,
 }
-
-/// Variables whose local value is a local path that means nothing on the host.
-const LOCAL_PATHS: &[&str] = &[
-    "BATON_CONTEXT_DIR",
-    "BATON_WORKSPACE",
-    "BATON_TASK_PROMPT_FILE",
-    "BATON_HANDOFF_FILE",
-];
 
 impl RemoteJob<'_> {
     /// The job script. Its last line of output is `NONCE exit CODE`; before the step starts
@@ -71,6 +66,7 @@ impl RemoteJob<'_> {
             ("sub", self.subdir),
             ("nonce", self.nonce),
             ("step", self.script),
+            ("grace", &self.grace_secs.max(1).to_string()),
         ] {
             let _ = writeln!(s, "{name}={}", sh_quote(value));
         }
@@ -110,19 +106,34 @@ git -C "$mirror" worktree prune 2>/dev/null
 git -C "$mirror" worktree add -q --detach "$abs/wt" "refs/heads/$branch" >&2 || { say "setup cannot check out $branch"; exit 97; }
 "#;
 
-/// Runs the step in its own process group (its pid recorded for abort), then stores its
-/// commits on the branch and removes the worktree.
+/// Runs the step in its own process group (recorded for abort as the `kill` target `-PGID`),
+/// then stores its commits on the branch and removes the worktree. Without `setsid` (macOS,
+/// some BusyBox; `BATON_SSH_NO_SETSID=1` forces this path) the shell's job control gives the
+/// step its own group, else `perl`'s setpgrp; failing both, only the step's own process is
+/// the target. When the connection goes, the step gets TERM, then KILL after `$grace` s.
 const RUN: &str = r#"cd "$abs/wt/$sub" || { say "setup no folder $sub in the worktree"; exit 97; }
-if command -v setsid >/dev/null 2>&1; then
+if [ -z "${BATON_SSH_NO_SETSID-}" ] && command -v setsid >/dev/null 2>&1; then
   setsid sh -c "$step" </dev/null 3<&- &
+  target=-$!
 else
-  sh -c "$step" </dev/null 3<&- &
+  set -m 2>/dev/null
+  case $- in
+  *m*) sh -c "$step" </dev/null 3<&- & target=-$! ;;
+  *) if command -v perl >/dev/null 2>&1; then
+       perl -e 'setpgrp(0, 0); exec @ARGV' sh -c "$step" </dev/null 3<&- & target=-$!
+     else
+       sh -c "$step" </dev/null 3<&- & target=$!
+     fi ;;
+  esac
+  set +m 2>/dev/null
 fi
 pid=$!
-echo "$pid" >"$abs/pid"
+echo "$target" >"$abs/pid"
 # Standard input (kept as fd 3: a background list's own is /dev/null) closes when the
-# connection or baton goes away: then end the step.
-( cat <&3 >/dev/null 2>&1; [ -e "$abs/pid" ] && kill -TERM "-$pid" ) >/dev/null 2>&1 &
+# connection or baton goes away: then end the step, politely first.
+( cat <&3 >/dev/null 2>&1
+  [ -e "$abs/pid" ] && kill -TERM "$target" && sleep "$grace" && [ -e "$abs/pid" ] && kill -KILL "$target"
+) >/dev/null 2>&1 &
 exec 3<&-
 watchdog=$!
 say "pgid $pid"
@@ -261,6 +272,7 @@ mod tests {
             script: "printf '%s' \"$BATON_TASK_TITLE\" > title.txt && cat \"$BATON_TASK_PROMPT_FILE\" > p.txt && git add . && git -c user.name=t -c user.email=t@t commit -qm step && echo done",
             vars: &vars,
             files: &files,
+            grace_secs: 2,
         };
         let mut child = Command::new("sh")
             .arg("-c")

@@ -11,4 +11,4 @@ mod run;
 
 pub use executor::Ssh;
 pub use host::{CONFIG_ENV, DEFAULT_DIR, HostError, SshHost, last_line};
-pub use run::{SshStep, run_dir, run_ssh, signal_remote, start_ssh};
+pub use run::{SshStep, run_dir, signal_remote, start_ssh};

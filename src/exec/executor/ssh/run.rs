@@ -4,7 +4,7 @@
 use super::host::SshHost;
 use super::job::{BOOTSTRAP, ContextFile, Marker, RemoteJob, parse_line, stdin_for};
 use super::quote::sh_quote;
-use crate::exec::executor::remote_git::LocalRepo;
+use crate::exec::executor::remote_git::{LocalRepo, display_url, var};
 use crate::exec::executor::{BoxFuture, Identity, Started};
 use crate::exec::lines::pump;
 use crate::exec::process::{signal_group, start_time};
@@ -18,7 +18,6 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, ChildStdin};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
 /// How long a short ssh command (make the mirror, signal a group) may take.
 const QUICK: Duration = Duration::from_secs(30);
@@ -43,11 +42,12 @@ pub fn run_dir(host: &SshHost, mirror_name: &str, execution_key: &str) -> String
     format!("{}/runs/{mirror_name}/{key}", host.dir)
 }
 
-/// Sends `sig` to the process group recorded in a run folder on the host. (`kill -SIG -PGID`
-/// without `--`: dash's `kill` takes no `--`.)
+/// Sends `sig` to the step recorded in a run folder on the host: its process group (`-PGID`)
+/// or, where none could be made, its process. (`kill -SIG -PGID` without `--`: dash's `kill`
+/// takes no `--`.)
 pub async fn signal_remote(host: &SshHost, run_dir: &str, sig: &str) -> Result<(), String> {
     let inner = format!(
-        "p=$(cat {}/pid 2>/dev/null) && kill -{sig} \"-$p\" 2>/dev/null; exit 0",
+        "p=$(cat {}/pid 2>/dev/null) && kill -{sig} \"$p\" 2>/dev/null; exit 0",
         sh_quote(run_dir)
     );
     host.quick(&format!("sh -c {}", sh_quote(&inner)), QUICK)
@@ -64,64 +64,30 @@ fn nonce() -> String {
     format!("@@baton-{:x}{:x}@@", t, std::process::id())
 }
 
-fn var<'a>(env: &'a StepEnv, name: &str) -> Option<&'a str> {
-    env.vars
-        .iter()
-        .rev()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.as_str())
-}
-
-/// Prompt and handoff files, read so they can be recreated on the host.
-fn context_files(env: &StepEnv) -> Vec<ContextFile> {
-    ["BATON_TASK_PROMPT_FILE", "BATON_HANDOFF_FILE"]
-        .iter()
-        .filter_map(|name| {
-            let path = std::path::Path::new(var(env, name)?);
-            if std::fs::metadata(path).ok()?.len() > MAX_CONTEXT_FILE {
-                return None;
-            }
-            Some(ContextFile {
-                var: name.to_string(),
-                name: path.file_name()?.to_string_lossy().into_owned(),
-                content: std::fs::read_to_string(path).ok()?,
-            })
+/// Prompt, handoff and trigger payload files, read so they can be recreated on the host.
+fn context_files(vars: &[(String, String)]) -> Vec<ContextFile> {
+    [
+        "BATON_TASK_PROMPT_FILE",
+        "BATON_HANDOFF_FILE",
+        "BATON_TRIGGER_PAYLOAD_FILE",
+    ]
+    .iter()
+    .filter_map(|name| {
+        let path = std::path::Path::new(var(vars, name)?);
+        if std::fs::metadata(path).ok()?.len() > MAX_CONTEXT_FILE {
+            return None;
+        }
+        Some(ContextFile {
+            var: name.to_string(),
+            name: path.file_name()?.to_string_lossy().into_owned(),
+            content: std::fs::read_to_string(path).ok()?,
         })
-        .collect()
+    })
+    .collect()
 }
 
 async fn note(log: &LogSender, text: String) {
     let _ = log.send((Stream::System, text)).await;
-}
-
-/// Runs `script` on `host` until it ends, is cancelled or times out (for callers without an
-/// engine; the engine drives [`start_ssh`]'s step itself).
-pub async fn run_ssh(
-    host: &SshHost,
-    script: &str,
-    env: &StepEnv,
-    log: LogSender,
-    cancel: CancellationToken,
-) -> Finish {
-    let deadline = tokio::time::Instant::now() + env.timeout;
-    let started = tokio::select! {
-        biased;
-        _ = cancel.cancelled() => return Finish::Cancelled,
-        _ = tokio::time::sleep_until(deadline) => return Finish::TimedOut,
-        s = start_ssh(host, script, env, log) => s,
-    };
-    let mut step = match started {
-        Ok(s) => s,
-        Err(e) => return Finish::SpawnFailed(e),
-    };
-    let stopped = tokio::select! {
-        biased;
-        _ = cancel.cancelled() => Finish::Cancelled,
-        f = step.wait() => return f,
-        _ = tokio::time::sleep_until(deadline) => Finish::TimedOut,
-    };
-    step.abort(env.kill_grace).await;
-    stopped
 }
 
 /// Pushes the branch to the host's mirror and starts `script` there in a worktree of it.
@@ -134,7 +100,7 @@ pub async fn start_ssh(
 ) -> Result<SshStep, String> {
     let prepare = async {
         let repo = LocalRepo::find(&env.workdir).await?;
-        let key = var(env, "BATON_EXECUTION_KEY")
+        let key = var(&env.vars, "BATON_EXECUTION_KEY")
             .map(str::to_string)
             .unwrap_or_else(nonce);
         let branch = repo
@@ -158,10 +124,18 @@ pub async fn start_ssh(
             &branch,
         )
         .await
-        .map_err(|e| format!("could not push {branch} to {}: {e}", host.git_url(&mirror)))?;
+        .map_err(|e| {
+            format!(
+                "could not push {branch} to {}: {e}",
+                display_url(&host.git_url(&mirror))
+            )
+        })?;
         note(
             &log,
-            format!("→ {branch} pushed to {}", host.git_url(&mirror)),
+            format!(
+                "→ {branch} pushed to {}",
+                display_url(&host.git_url(&mirror))
+            ),
         )
         .await;
         Ok::<_, String>((repo, key, branch, mirror))
@@ -173,7 +147,12 @@ pub async fn start_ssh(
         .map_err(|e| format!("ssh host `{}`: {e}", host.host))?;
     let run = run_dir(host, &repo.mirror_name, &key);
     let nonce = nonce();
-    let files = context_files(env);
+    let files = {
+        let vars = env.vars.clone();
+        tokio::task::spawn_blocking(move || context_files(&vars))
+            .await
+            .unwrap_or_default()
+    };
     let job = RemoteJob {
         mirror: &mirror,
         run_dir: &run,
@@ -183,6 +162,7 @@ pub async fn start_ssh(
         script,
         vars: &env.vars,
         files: &files,
+        grace_secs: env.kill_grace.as_secs(),
     };
 
     let mut cmd = host.command(BOOTSTRAP);

@@ -179,7 +179,8 @@ pub async fn run(
 
     let env = env_for(&job);
     let started = Instant::now();
-    let placement = placement_for(&job);
+    // Recorded before the step starts, so a restart looks for it where it ran.
+    let placement = super::placement::placement(&job, &store).await;
     let (report, ended) = match &job.spec.action {
         StepAction::Run(script)
         | StepAction::Script(script)

@@ -78,12 +78,18 @@ fn a_local_step_is_ended_after_the_default_executor_changed_to_docker() {
         "kill_grace = \"2s\"\n[executor]\ndefault = \"docker\"\n[executor.docker]\nimage = \"{IMAGE}\"\n"
     ));
     drain_with(&ws, &[("DOCKER_HOST", NO_DAEMON)]);
-    assert!(!alive(orphan), "recovery ended the step's local process group");
+    assert!(
+        !alive(orphan),
+        "recovery ended the step's local process group"
+    );
     let shown = ws.show(id);
     assert_eq!(shown["state"], "interrupted", "{shown:#}");
     assert_eq!(shown["steps"][0]["state"], "interrupted");
     let text = ws.ok(&["show", &id.to_string()]);
-    assert!(!text.contains("could not look"), "docker was not asked: {text}");
+    assert!(
+        !text.contains("could not look"),
+        "docker was not asked: {text}"
+    );
 }
 
 /// A step that marks its start, waits for the test's `go` file, then marks its end.
@@ -95,7 +101,9 @@ fn crash_with_a_running_container(ws: &Ws, title: &str) -> i64 {
     let mut engine = spawn_engine(ws);
     let id = ws.new_task("d", title);
     ws.ok(&["start", &id.to_string()]);
-    wait_for("the step to start", || ws.root().join("started.txt").exists());
+    wait_for("the step to start", || {
+        ws.root().join("started.txt").exists()
+    });
     engine.kill().unwrap();
     engine.wait().unwrap();
     wait_for("the container to outlive its engine", || {
@@ -151,7 +159,10 @@ fn an_unreachable_docker_daemon_at_restart_neither_interrupts_nor_resumes() {
 fn a_docker_step_is_found_after_the_default_executor_changed_to_local() {
     let Some(_) = image() else { return };
     let ws = Ws::new();
-    ws.pipeline("d.json", &pipeline_of(serde_json::json!({ "run": GATED }), ""));
+    ws.pipeline(
+        "d.json",
+        &pipeline_of(serde_json::json!({ "run": GATED }), ""),
+    );
     ws.config(&format!(
         "[executor]\ndefault = \"docker\"\n[executor.docker]\nimage = \"{IMAGE}\"\nnetwork = \"none\"\n"
     ));
@@ -167,7 +178,10 @@ fn a_docker_step_is_found_after_the_default_executor_changed_to_local() {
     });
     finishes_once(&ws, id);
     common::stop(engine);
-    assert!(containers(&ws, id, false).is_empty(), "removed once recorded");
+    assert!(
+        containers(&ws, id, false).is_empty(),
+        "removed once recorded"
+    );
 }
 
 /// A kubeconfig whose API server refuses connections.

@@ -58,6 +58,9 @@ pub(super) async fn look(
     grace: Duration,
     only: Option<&[i64]>,
 ) -> super::Result<Vec<Looked>> {
+    // A later look (`only`) asks the executor again; local groups and sessions were
+    // already dealt with by the first.
+    let first = only.is_none();
     let only = only.map(<[i64]>::to_vec);
     let stale = store
         .read(move |db| {
@@ -79,7 +82,9 @@ pub(super) async fn look(
         let spec =
             super::reattach::executor_of(ws, pipeline.as_deref(), recorded.as_deref(), &step);
         let local = spec == ExecutorSpec::Local;
-        let group = {
+        let group = if !first {
+            None
+        } else {
             let step = step.clone();
             tokio::task::spawn_blocking(move || {
                 // A step on another executor is ended here only by the pid it recorded:
@@ -97,7 +102,7 @@ pub(super) async fn look(
             .flatten()
         };
         let session = match (task, pipeline) {
-            (Some(task), Some(pipeline)) => {
+            (Some(task), Some(pipeline)) if first => {
                 let ws = ws.clone();
                 let step = step.clone();
                 tokio::task::spawn_blocking(move || {

@@ -78,6 +78,7 @@ pub(super) async fn look(
         })
         .await?;
     let mut out = Vec::new();
+    let mut asks = Vec::new();
     for (step, task, pipeline, recorded) in stale {
         let spec =
             super::reattach::executor_of(ws, pipeline.as_deref(), recorded.as_deref(), &step);
@@ -114,22 +115,30 @@ pub(super) async fn look(
             }
             _ => None,
         };
-        let remote = if local {
-            None
-        } else {
-            let found = match super::reattach::still_there(ws, &spec, &step).await {
-                Ok(true) => Remote::There,
-                Ok(false) => Remote::Gone,
-                Err(e) => Remote::NoAnswer(e),
-            };
-            Some((spec, found))
-        };
+        if !local {
+            asks.push((out.len(), spec));
+        }
         out.push(Looked {
             step,
             group,
             session,
-            remote,
+            remote: None,
         });
+    }
+    // The executors are asked all at once: one that does not answer costs its time limit
+    // once, not once per step.
+    let answers = futures_util::future::join_all(
+        asks.iter()
+            .map(|(i, spec)| super::reattach::still_there(ws, spec, &out[*i].step)),
+    )
+    .await;
+    for ((i, spec), found) in asks.into_iter().zip(answers) {
+        let found = match found {
+            Ok(true) => Remote::There,
+            Ok(false) => Remote::Gone,
+            Err(e) => Remote::NoAnswer(e),
+        };
+        out[i].remote = Some((spec, found));
     }
     Ok(out)
 }

@@ -26,6 +26,8 @@ pub struct Recovered {
     /// run is unknown, so they are neither interrupted nor started again; the engine looks
     /// for them again later.
     pub unknown: Vec<i64>,
+    /// The tasks of those step runs.
+    pub unknown_tasks: Vec<i64>,
 }
 
 /// What became of a step's remote executor lookup.
@@ -211,6 +213,7 @@ pub(super) fn record(
                 Remote::NoAnswer(e) => {
                     interrupt = false;
                     out.unknown.push(step.id);
+                    out.unknown_tasks.push(step.task_id);
                     tracing::warn!(
                         "could not look for step run {} on {}: {e}; it stays running",
                         step.id,
@@ -226,7 +229,9 @@ pub(super) fn record(
                     )
                 }
             };
-            events.push(NewEvent {
+            // Said once: a later look that still gets no answer adds nothing.
+            let again = only_these && matches!(found, Remote::NoAnswer(_));
+            events.extend((!again).then(|| NewEvent {
                 task_id: Some(step.task_id),
                 category: "lifecycle",
                 kind: "recovery.executor",
@@ -234,7 +239,7 @@ pub(super) fn record(
                 data: json!({ "executor": spec.kind(), "step_run": step.id }),
                 actor: "engine",
                 level,
-            });
+            }));
         }
         let id = step.id;
         let interrupted = store.write(|db| {

@@ -41,6 +41,12 @@ pub fn run(ws: &Workspace, exit_when_idle: bool) -> Outcome {
                 }
             );
         }
+        if !r.unknown_tasks.is_empty() {
+            eprintln!(
+                "task(s) {:?} stay running: the executor their step ran on did not answer, so it may still run there — the engine looks again until it does (`baton show ID` says why)",
+                r.unknown_tasks
+            );
+        }
         for e in &engine.trigger_errors {
             eprintln!(
                 "{} — this trigger is skipped; `baton pipelines validate` checks the files",

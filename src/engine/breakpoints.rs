@@ -66,16 +66,29 @@ pub(super) fn set_break(
 
 pub(super) fn continue_paused(db: &Db, task: &Task, pipeline: &Pipeline) -> Result<Applied> {
     refuse_if_finished(task, pipeline, "continue")?;
-    if task.breakpoint.is_none() && task.state != TaskState::Waiting {
+    // Paused before its status's step: the only wait `continue` runs a step from. A task
+    // also waits at a step status after its step ran (the loop limit, a refused merge, no
+    // transition for the result); running that step again could repeat paid work.
+    let paused = task.state == TaskState::Waiting
+        && task.breakpoint.as_deref() == Some(task.status.as_str());
+    if task.breakpoint.is_none() {
+        let message = if task.state == TaskState::Waiting {
+            format!(
+                "it is not paused at a breakpoint: its step at `{}` already ran and it waits for a person, so there is nothing to continue — move it on with `baton move {} <status>`",
+                task.status, task.id
+            )
+        } else {
+            "it has no breakpoint and is not paused".into()
+        };
         return Err(EngineError::Refused {
             task: task.id,
-            message: "it has no breakpoint and is not paused".into(),
+            message,
         });
     }
     db.set_breakpoint(task.id, None)?;
     let at_step = pipeline.status(&task.status).map(|s| s.kind) == Some(StatusKind::Step);
     let open = !db.open_step_runs(task.id)?.is_empty();
-    if at_step && task.state == TaskState::Waiting && !open {
+    if paused && at_step && !open {
         let run_id = task.run_id.unwrap_or_default();
         // The note of the move that brought the task here still belongs to this step.
         let note = db

@@ -183,6 +183,9 @@ pub(super) fn rerun(
 }
 
 /// Edit the title and/or prompt of a task that is not running.
+/// The longest title, in characters (as for a new task).
+const MAX_TITLE: usize = 500;
+
 pub(super) fn edit(
     db: &Db,
     task: &Task,
@@ -205,6 +208,14 @@ pub(super) fn edit(
         return Err(refuse(
             task,
             "a task needs a title; give a non-empty --title",
+        ));
+    }
+    if let Some(n) = title.map(|t| t.chars().count()).filter(|n| *n > MAX_TITLE) {
+        return Err(refuse(
+            task,
+            format!(
+                "the title is {n} characters long; keep it to {MAX_TITLE} at most and put the details in --prompt"
+            ),
         ));
     }
     db.set_task_text(task.id, title, prompt)?;

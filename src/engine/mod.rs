@@ -13,9 +13,11 @@ mod followups;
 mod log_replay;
 mod logwriter;
 mod notify_hook;
+mod placement;
 pub mod playground;
 mod reattach;
 mod recovery;
+mod recovery_retry;
 mod reload;
 mod restart;
 mod results;
@@ -181,6 +183,8 @@ pub struct Engine {
     pub trigger_errors: Vec<String>,
     /// What start-up recovery did.
     pub recovered: Recovered,
+    /// Later looks for the steps whose executor did not answer at start-up.
+    recovery_rx: Option<mpsc::UnboundedReceiver<Recovered>>,
 }
 
 impl Engine {
@@ -210,10 +214,12 @@ impl Engine {
                 .await
                 .map_err(|e| EngineError::Other(e.to_string()))??
         };
+        // Executors are asked outside the store's writer, each under a time limit.
+        let looked = recovery::look(ws, &store, cfg.kill_grace, None).await?;
         let recovered = {
-            let (ws, grace, auto) = (ws.clone(), cfg.kill_grace, cfg.auto_resume);
+            let auto = cfg.auto_resume;
             store
-                .with_writer(move |s| recovery::recover(&ws, s, grace, auto))
+                .with_writer(move |s| recovery::record(s, looked, auto, false))
                 .await??
         };
         let git = {
@@ -284,6 +290,7 @@ impl Engine {
             next_due: None,
             trigger_errors,
             recovered,
+            recovery_rx: None,
         })
     }
 
@@ -315,6 +322,7 @@ impl Engine {
         if let Err(e) = self.reattach().await {
             tracing::error!("picking up steps that outlived the last engine failed: {e}");
         }
+        self.retry_unknown();
         loop {
             if look {
                 self.drain_commands().await;
@@ -416,6 +424,10 @@ impl Engine {
                 true
             }
             Some(_) = self.followups.join_next(), if !self.followups.is_empty() => true,
+            found = recovery_retry::next(&mut self.recovery_rx) => {
+                self.on_recovered(found).await;
+                true
+            }
             Some(changed) = self.reload_rx.recv() => {
                 self.reload(changed).await;
                 // New triggers may be due, a larger max_parallel may start queued steps.

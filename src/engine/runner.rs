@@ -194,7 +194,8 @@ pub async fn run(
         Err(e) => std::panic::resume_unwind(e.into_panic()),
     };
     let started = Instant::now();
-    let placement = placement_for(&job);
+    // Recorded before the step starts, so a restart looks for it where it ran.
+    let placement = super::placement::placement(&job, &store).await;
     let (report, ended) = match &job.spec.action {
         StepAction::Run(script)
         | StepAction::Script(script)

@@ -13,6 +13,7 @@ mod handle;
 mod logs;
 mod schema;
 mod snapshots;
+mod step_executor;
 mod steps;
 mod tasks;
 mod types;

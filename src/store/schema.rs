@@ -176,6 +176,10 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE tasks ADD COLUMN archived_at INTEGER;
     "#,
+    // The executor a step run was started on, so recovery looks for it there.
+    r#"
+    ALTER TABLE step_runs ADD COLUMN executor_json TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -85,6 +85,17 @@ impl Backend {
                 ids.join(", ")
             )));
         }
+        if !recovered.unknown_tasks.is_empty() {
+            let ids: Vec<String> = recovered
+                .unknown_tasks
+                .iter()
+                .map(|i| format!("#{i}"))
+                .collect();
+            let _ = tx.send(AppEvent::Notice(format!(
+                "{} stay running: their step's executor did not answer, so it may still run there; the engine looks again",
+                ids.join(", ")
+            )));
+        }
         let handle = engine.handle();
         let mut events = handle.subscribe();
         let forward = tx.clone();

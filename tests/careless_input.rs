@@ -124,10 +124,16 @@ fn a_zero_default_timeout_is_refused_before_any_step_runs() {
 #[test]
 fn listing_an_unknown_pipeline_says_it_is_unknown() {
     let ws = Ws::new();
-    let out = ws.baton(&["list", "--pipeline", "nosuch"]).output().unwrap();
+    let out = ws
+        .baton(&["list", "--pipeline", "nosuch"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.contains("there is no pipeline `nosuch`"), "{err}");
     // A known pipeline with no tasks is just an empty list.
-    assert!(ws.ok(&["list", "--pipeline", "feature"]).contains("no tasks match"));
+    assert!(
+        ws.ok(&["list", "--pipeline", "feature"])
+            .contains("no tasks match")
+    );
 }

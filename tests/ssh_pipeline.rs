@@ -94,7 +94,7 @@ fn a_lost_connection_is_an_error_and_the_step_is_retried() {
     let flag = ws.dir.path().join("first-attempt-running");
     // The first attempt waits (to be cut off); the second commits and ends.
     let script = format!(
-        "if [ \"$BATON_ATTEMPT\" = 1 ]; then touch '{}'; exec sleep 300; fi\necho second > second.txt\ngit add second.txt && git commit -qm second",
+        "if [ \"$BATON_ATTEMPT\" = 1 ]; then echo first attempt running; touch '{}'; exec sleep 300; fi\necho second > second.txt\ngit add second.txt && git commit -qm second",
         flag.display()
     );
     ws.pipeline("remote.json", &pipeline(&sshd.remote_dir(), &script, 1));
@@ -104,13 +104,21 @@ fn a_lost_connection_is_an_error_and_the_step_is_retried() {
     engine
         .env(baton::exec::executor::ssh::CONFIG_ENV, &sshd.client_config)
         .timeout(Duration::from_secs(120));
+    // Cut only once the step's first line has crossed the connection and been stored, so
+    // baton knows the step had started (the host ends it when the connection closes).
+    let mut logs = ws.baton(&["logs", &id.to_string()]);
     let cutter = std::thread::spawn({
         let flag = flag.clone();
         move || {
             wait_within(
                 "the first attempt to start on the host",
                 Duration::from_secs(60),
-                || flag.exists(),
+                || {
+                    flag.exists()
+                        && logs.output().is_ok_and(|o| {
+                            String::from_utf8_lossy(&o.stdout).contains("first attempt running")
+                        })
+                },
             );
             proxy.cut();
             proxy

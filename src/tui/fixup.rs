@@ -241,8 +241,12 @@ pub fn board_bar(app: &super::app::App) -> super::keymap::Bar {
     let Some(card) = app.board.selected_card() else {
         return Bar::Board;
     };
-    if card.state == crate::store::TaskState::Interrupted {
-        return Bar::Interrupted;
+    match card.state {
+        crate::store::TaskState::Interrupted => return Bar::Interrupted,
+        crate::store::TaskState::Done
+        | crate::store::TaskState::Failed
+        | crate::store::TaskState::Cancelled => return Bar::Finished,
+        _ => {}
     }
     let paused = app
         .detail
@@ -274,6 +278,18 @@ pub const INTERRUPTED_HINTS: &[Hint] = &[
     hint(&[Action::Diff], "diff", 1),
     hint(&[Action::Help], "help", 2),
     hint(&[Action::Quit], "quit", 2),
+];
+
+/// The board while the selected task has finished: nothing to start or approve.
+pub const FINISHED_HINTS: &[Hint] = &[
+    hint(&[Action::Open], "open", 3),
+    hint(&[Action::Rerun], "re-run from", 3),
+    hint(&[Action::Retry], "retry", 2),
+    hint(&[Action::Archive], "archive", 2),
+    hint(&[Action::Diff], "diff", 1),
+    hint(&[Action::Graph], "graph", 1),
+    hint(&[Action::Help], "help", 4),
+    hint(&[Action::Quit], "quit", 4),
 ];
 
 /// The board while the selected task waits at its breakpoint.

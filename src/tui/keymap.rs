@@ -262,6 +262,8 @@ pub enum Bar {
     Interrupted,
     /// The board, its selected task paused at a breakpoint.
     Paused,
+    /// The board, its selected task done, failed or cancelled.
+    Finished,
     Detail,
     FullLog,
 }
@@ -273,6 +275,7 @@ impl Bar {
             Bar::Board => BOARD_HINTS,
             Bar::Interrupted => super::fixup::INTERRUPTED_HINTS,
             Bar::Paused => super::fixup::PAUSED_HINTS,
+            Bar::Finished => super::fixup::FINISHED_HINTS,
             Bar::Detail => DETAIL_HINTS,
             Bar::FullLog => FULL_LOG_HINTS,
         }
@@ -281,7 +284,7 @@ impl Bar {
     /// Where this bar's keys are looked up, in the order key handling tries them.
     fn lookup(self) -> (&'static [Binding], &'static [Ctx]) {
         match self {
-            Bar::Board | Bar::Interrupted | Bar::Paused => (BINDINGS, &[Board, Task, Global]),
+            Bar::Board | Bar::Interrupted | Bar::Paused | Bar::Finished => (BINDINGS, &[Board, Task, Global]),
             Bar::Detail => (BINDINGS, &[Log, Detail, Task, Global]),
             Bar::FullLog => (FULL_LOG, &[Log]),
         }

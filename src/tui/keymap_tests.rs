@@ -94,6 +94,7 @@ fn hint_bars_name_the_keys_the_keymap_binds() {
         Bar::Board,
         Bar::Interrupted,
         Bar::Paused,
+        Bar::Finished,
         Bar::Detail,
         Bar::FullLog,
     ] {

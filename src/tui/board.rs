@@ -30,6 +30,9 @@ pub struct Board {
     pub collapse: Option<bool>,
     /// Indexes into `cards`, per column of the current tab (filter applied).
     columns: Vec<Vec<usize>>,
+    /// Columns after the pipeline's own, for statuses its current file no longer has (a
+    /// task keeps the copy of the pipeline it was created with, so it can still be there).
+    extra: Vec<Status>,
 }
 
 impl Board {
@@ -50,7 +53,10 @@ impl Board {
 
     /// The status of column `i`.
     pub fn status(&self, i: usize) -> Option<&Status> {
-        self.pipeline().and_then(|p| p.statuses.get(i))
+        let p = self.pipeline()?;
+        p.statuses
+            .get(i)
+            .or_else(|| self.extra.get(i - p.statuses.len()))
     }
 
     /// The cards of column `i`, in display order.
@@ -69,7 +75,8 @@ impl Board {
 
     /// Number of columns of the current tab.
     pub fn column_count(&self) -> usize {
-        self.pipeline().map_or(0, |p| p.statuses.len())
+        self.pipeline()
+            .map_or(0, |p| p.statuses.len() + self.extra.len())
     }
 
     /// The selected card, if the current column has one.
@@ -133,17 +140,34 @@ impl Board {
         };
         let needle = self.filter.to_lowercase();
         let mut columns = vec![Vec::new(); p.statuses.len()];
+        let mut extra: Vec<Status> = Vec::new();
         for (i, card) in self.cards.iter().enumerate() {
             if card.pipeline_id != p.id || !card_matches(card, &needle) {
                 continue;
             }
-            // A card whose status its pipeline no longer has stays visible in the first column.
-            let col = p.index_of(&card.status).unwrap_or(0);
+            let col = match p.index_of(&card.status) {
+                Some(col) => col,
+                // A status the pipeline's file no longer has gets a column of its own.
+                None => match extra.iter().position(|s| s.id == card.status) {
+                    Some(k) => p.statuses.len() + k,
+                    None => {
+                        extra.push(Status {
+                            id: card.status.clone(),
+                            label: format!("{} (removed)", card.status),
+                            kind: StatusKind::Queue,
+                            step: None,
+                        });
+                        columns.push(Vec::new());
+                        columns.len() - 1
+                    }
+                },
+            };
             if let Some(c) = columns.get_mut(col) {
                 c.push(i);
             }
         }
         self.columns = columns;
+        self.extra = extra;
         self.rows.resize(self.columns.len(), 0);
         self.scroll.resize(self.columns.len(), 0);
         for (i, rows) in self.rows.iter_mut().enumerate() {
@@ -292,4 +316,53 @@ fn card_matches(card: &TaskCard, needle: &str) -> bool {
     needle.is_empty()
         || card.title.to_lowercase().contains(needle)
         || format!("#{}", card.id).contains(needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn card(id: i64, status: &str) -> TaskCard {
+        TaskCard {
+            id,
+            title: format!("task {id}"),
+            pipeline_id: "demo".into(),
+            status: status.into(),
+            state: TaskState::Waiting,
+            updated_at: 0,
+            steps_done: 0,
+            running_since: None,
+            tests: None,
+            cost: None,
+            alert: None,
+        }
+    }
+
+    #[test]
+    fn a_status_the_pipeline_file_no_longer_has_gets_its_own_column() {
+        let demo = crate::pipeline::load_catalog(None, None)
+            .get("demo")
+            .cloned()
+            .expect("the built-in demo pipeline");
+        let own = demo.statuses.len();
+        let mut board = Board {
+            pipelines: vec![demo],
+            cards: vec![card(1, "backlog"), card(2, "qa"), card(3, "qa")],
+            ..Board::default()
+        };
+        board.regroup(200);
+        assert_eq!(board.column_count(), own + 1);
+        let extra = board.status(own).expect("an extra column");
+        assert_eq!(
+            (extra.id.as_str(), extra.label.as_str()),
+            ("qa", "qa (removed)")
+        );
+        assert_eq!(board.column_len(own), 2);
+        assert_eq!(
+            board.column_len(0),
+            1,
+            "nothing lands in the first column by mistake"
+        );
+        assert!(board.status(own + 1).is_none());
+    }
 }

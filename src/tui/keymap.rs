@@ -284,7 +284,9 @@ impl Bar {
     /// Where this bar's keys are looked up, in the order key handling tries them.
     fn lookup(self) -> (&'static [Binding], &'static [Ctx]) {
         match self {
-            Bar::Board | Bar::Interrupted | Bar::Paused | Bar::Finished => (BINDINGS, &[Board, Task, Global]),
+            Bar::Board | Bar::Interrupted | Bar::Paused | Bar::Finished => {
+                (BINDINGS, &[Board, Task, Global])
+            }
             Bar::Detail => (BINDINGS, &[Log, Detail, Task, Global]),
             Bar::FullLog => (FULL_LOG, &[Log]),
         }

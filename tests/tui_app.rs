@@ -164,14 +164,20 @@ fn abort_needs_confirmation() {
 }
 
 #[test]
-fn d_dismisses_an_interrupted_task_through_the_engine() {
+fn d_dismisses_an_interrupted_task_through_the_engine_once_confirmed() {
     let mut h = Harness::new(100, 30);
     let (detail, log) = interrupted_detail();
     h.select(3);
     h.serve(&detail, &log);
     assert!(h.app.banner());
     h.app.take_effects();
+    // Dismissing is for good: `d` asks first, and `n` sends nothing.
     h.key(KeyCode::Char('d'));
+    assert!(h.screen().contains("Dismiss #3?"), "{}", h.screen());
+    h.key(KeyCode::Char('n'));
+    assert!(sent(&h.app.take_effects()).is_empty());
+    h.key(KeyCode::Char('d'));
+    h.key(KeyCode::Char('y'));
     let reqs = sent(&h.app.take_effects());
     assert_eq!(reqs[0].action, EngineAction::Dismiss { note: None });
     assert_eq!(reqs[0].expected_status.as_deref(), Some("plan"));

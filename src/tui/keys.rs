@@ -316,7 +316,7 @@ impl App {
                     .selected_card()
                     .is_some_and(|c| c.state == TaskState::Interrupted);
                 if interrupted {
-                    self.effect(send(EngineAction::Dismiss { note: None }));
+                    self.modals.push(Modal::Confirm(Confirm::Dismiss(target)));
                 } else {
                     self.say("only an interrupted task can be dismissed", true);
                 }

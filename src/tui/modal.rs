@@ -311,6 +311,8 @@ impl MoveMenu {
 pub enum Confirm {
     /// `x`: abort the task (stops its step).
     Abort(Target),
+    /// `d`: give up an interrupted task for good.
+    Dismiss(Target),
     /// `q` while steps run in the embedded engine.
     Quit { running: usize },
 }
@@ -322,6 +324,9 @@ impl Confirm {
                 Confirm::Abort(t) => {
                     Outcome::Done(Effect::Send(t.request(EngineAction::Abort { note: None })))
                 }
+                Confirm::Dismiss(t) => Outcome::Done(Effect::Send(
+                    t.request(EngineAction::Dismiss { note: None }),
+                )),
                 Confirm::Quit { .. } => Outcome::Quit,
             },
             Some(Action::No | Action::Back) => Outcome::Close,

@@ -258,6 +258,13 @@ fn confirm(f: &mut Frame, body: Rect, app: &App, c: &Confirm) {
                 truncate(&target.title, 40)
             ),
         ),
+        Confirm::Dismiss(target) => (
+            format!("Dismiss #{}?", target.task_id),
+            format!(
+                "“{}” gives up its interrupted step and moves to cancelled; the history keeps why.",
+                truncate(&target.title, 40)
+            ),
+        ),
         Confirm::Quit { running } => (
             "Quit?".to_string(),
             format!(

@@ -19,7 +19,7 @@ fn a_docker_steps_file_lands_on_the_task_branch_owned_by_the_host_user() {
     let ws = Ws::at(dir, "repo");
     ws.baton(&["init"]).assert().success();
     ws.config("worktree_root = \"../worktrees\"\n");
-    // The repository's git folder is mounted too, so git in an image that has it works.
+    // The repository's git folder is mounted too (read-only), so git in an image can read it.
     let repo_git = std::fs::canonicalize(ws.root().join(".git")).unwrap();
     ws.pipeline(
         "d.json",
@@ -100,6 +100,9 @@ fn a_step_cannot_plant_hooks_or_config_that_the_hosts_git_would_run() {
         "printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' >> $G/config && echo config-written",
         "mv $G/config $G/config.old && echo config-moved",
         "echo 'gitdir: /tmp' > /workspace/.git && echo dotgit-written",
+        "mv $G/worktrees $G/wt-moved && echo worktrees-moved",
+        "echo ../../tmp > $G/commondir && echo commondir-written",
+        "mkdir -p $G/refs/heads/evil && echo ref-written",
         "echo tried",
     ]
     .join("; ");
@@ -120,6 +123,9 @@ fn a_step_cannot_plant_hooks_or_config_that_the_hosts_git_would_run() {
         "config-written",
         "config-moved",
         "dotgit-written",
+        "worktrees-moved",
+        "commondir-written",
+        "ref-written",
     ] {
         assert!(!log.lines().any(|l| l == written), "{written}: {log}");
     }

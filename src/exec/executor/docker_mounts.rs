@@ -1,11 +1,12 @@
 //! What of the host a step's container sees: the task's worktree at `/workspace`, its
-//! context folder, and (so `git` in the container can commit) the repository's git folder.
+//! context folder, and, read-only, the repository's git folder.
 //!
-//! The git folder is writable, but everything in it that makes the host's `git` run a
-//! program is mounted read-only on top: the repository's `config` and `hooks`, and the
-//! files that tell git where its folder and config are (the worktree's `.git` file, the
-//! worktree's `commondir` and `config.worktree`). A step therefore cannot plant a hook or a
-//! `core.fsmonitor` that baton's own `git status` on the host would then run.
+//! The git folder is read-only as a whole. Anything writable in it could make the host's
+//! `git` run a program or read a folder the step chose: a hook, a `core.fsmonitor` in a
+//! config, a `commondir` or `.git` file pointing elsewhere, a renamed folder put back with
+//! other contents, a moved ref. So `git` in the image can read history and diff, and the
+//! step's changes are committed on the task branch by baton, on the host, like any
+//! uncommitted work.
 //!
 //! Everything here touches the filesystem: call it off the async workers.
 
@@ -35,44 +36,20 @@ pub fn host_mounts(worktree: &Path, context_dir: &Path) -> Result<Mounts, ExecEr
         format!("{ctx}:{ctx}"),
     ];
     let dot_git = worktree.join(".git");
-    if dot_git.is_dir() {
-        // The step runs in the repository's own checkout: its git folder is inside the
-        // writable workspace.
-        let inside = Path::new(WORKSPACE).join(".git");
-        protect(&mut binds, &dot_git, &inside)?;
-    } else if let Some(linked) = linked_worktree(&dot_git) {
-        binds.push(format!("{0}:{0}", linked.common.display()));
-        protect(&mut binds, &linked.common, &linked.common)?;
-        read_only(&mut binds, &dot_git, &Path::new(WORKSPACE).join(".git"));
-        for name in ["commondir", "config.worktree", "gitdir"] {
-            let file = linked.gitdir.join(name);
-            read_only(&mut binds, &file, &file);
-        }
+    let inside = Path::new(WORKSPACE).join(".git");
+    // A `.git` that is a link could point the mount anywhere: such a worktree gets no git.
+    let meta = std::fs::symlink_metadata(&dot_git).ok();
+    if meta.as_ref().is_some_and(|m| m.file_type().is_dir()) {
+        // The step runs in the repository's own checkout: its git folder, inside the
+        // writable workspace, is covered by a read-only mount of itself.
+        binds.push(format!("{}:{}:ro", dot_git.display(), inside.display()));
+    } else if meta.as_ref().is_some_and(|m| m.file_type().is_file())
+        && let Some(linked) = linked_worktree(&dot_git)
+    {
+        binds.push(format!("{0}:{0}:ro", linked.common.display()));
+        binds.push(format!("{}:{}:ro", dot_git.display(), inside.display()));
     }
     Ok(Mounts { home, binds })
-}
-
-/// Mounts a git folder's `config` and `hooks` read-only over the writable mount of it
-/// (seen at `inside` in the container). `hooks` is made when missing, so a step cannot
-/// make it.
-fn protect(binds: &mut Vec<String>, git_dir: &Path, inside: &Path) -> Result<(), ExecError> {
-    let hooks = git_dir.join("hooks");
-    std::fs::create_dir_all(&hooks).map_err(|e| {
-        ExecError(format!(
-            "could not make {} (mounted read-only into the container): {e}",
-            hooks.display()
-        ))
-    })?;
-    read_only(binds, &git_dir.join("config"), &inside.join("config"));
-    read_only(binds, &hooks, &inside.join("hooks"));
-    Ok(())
-}
-
-/// A read-only bind of `host` at `inside`, when `host` exists.
-fn read_only(binds: &mut Vec<String>, host: &Path, inside: &Path) {
-    if host.exists() {
-        binds.push(format!("{}:{}:ro", host.display(), inside.display()));
-    }
 }
 
 /// A linked git worktree's own admin folder and the repository's common git folder.

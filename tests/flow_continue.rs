@@ -47,6 +47,21 @@ fn continue_refuses_a_task_waiting_after_its_step_ran() {
         err.contains("not paused at a breakpoint") && err.contains(&format!("baton move {id}")),
         "{err}"
     );
+    // Nor can a breakpoint on the status it waits at bring the step back.
+    let out = ws.baton(&["break", &sid, "work"]).output().unwrap();
+    assert!(
+        !out.status.success(),
+        "break on a step that ran must refuse"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("already ran"), "{err}");
+    assert!(
+        !ws.baton(&["continue", &sid])
+            .output()
+            .unwrap()
+            .status
+            .success()
+    );
     ws.drain();
     let shown = ws.show(id);
     assert_eq!(shown["steps"].as_array().unwrap().len(), 1, "{shown:#}");

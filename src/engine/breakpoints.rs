@@ -46,6 +46,19 @@ pub(super) fn set_break(
             });
         }
     }
+    // A task waiting at a step status after its step ran: a breakpoint here would make
+    // `continue` run that step again.
+    if task.state == TaskState::Waiting
+        && task.status == status
+        && task.breakpoint.as_deref() != Some(status)
+    {
+        return Err(EngineError::Refused {
+            task: task.id,
+            message: format!(
+                "its step at `{status}` already ran; a breakpoint pauses before a status's step, so set it on a status the task has yet to enter"
+            ),
+        });
+    }
     db.set_breakpoint(task.id, Some(status))?;
     db.insert_event(&NewEvent {
         task_id: Some(task.id),

@@ -85,7 +85,13 @@ pub(super) fn continue_paused(db: &Db, task: &Task, pipeline: &Pipeline) -> Resu
     let paused = task.state == TaskState::Waiting
         && task.breakpoint.as_deref() == Some(task.status.as_str());
     if task.breakpoint.is_none() {
-        let message = if task.state == TaskState::Waiting {
+        let at_gate = pipeline.status(&task.status).map(|s| s.kind) == Some(StatusKind::Gate);
+        let message = if at_gate {
+            format!(
+                "it waits at the gate `{}` for a person, not at a breakpoint — `baton approve {}` or `baton reject {}` moves it on",
+                task.status, task.id, task.id
+            )
+        } else if task.state == TaskState::Waiting {
             format!(
                 "it is not paused at a breakpoint: its step at `{}` already ran and it waits for a person, so there is nothing to continue — move it on with `baton move {} <status>`",
                 task.status, task.id

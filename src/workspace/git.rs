@@ -373,13 +373,28 @@ pub fn diff(worktree: &Path, base: &str, color: bool) -> Result<String, GitError
         "--color=never"
     };
     let merge_base = run(worktree, &["merge-base", base, "HEAD"])?;
-    let mut out = run(worktree, &unhooked(&["diff", "--stat", &merge_base]))?;
+    let mut out = run(
+        worktree,
+        &unhooked(&[
+            "diff",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--stat",
+            &merge_base,
+        ]),
+    )?;
     if !out.is_empty() {
         out.push_str("\n\n");
     }
     out.push_str(&run(
         worktree,
-        &unhooked(&["diff", color_flag, &merge_base]),
+        &unhooked(&[
+            "diff",
+            "--no-ext-diff",
+            "--no-textconv",
+            color_flag,
+            &merge_base,
+        ]),
     )?);
     let untracked = run(
         worktree,
@@ -389,7 +404,16 @@ pub fn diff(worktree: &Path, base: &str, color: bool) -> Result<String, GitError
         // `--no-index` exits 1 when the files differ, which they always do here.
         let o = git(
             worktree,
-            &unhooked(&["diff", color_flag, "--no-index", "--", "/dev/null", file]),
+            &unhooked(&[
+                "diff",
+                "--no-ext-diff",
+                "--no-textconv",
+                color_flag,
+                "--no-index",
+                "--",
+                "/dev/null",
+                file,
+            ]),
         )?;
         out.push('\n');
         out.push_str(String::from_utf8_lossy(&o.stdout).trim_end());

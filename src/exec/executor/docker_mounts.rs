@@ -52,9 +52,8 @@ pub fn host_mounts(worktree: &Path, context_dir: &Path) -> Result<Mounts, ExecEr
     Ok(Mounts { home, binds })
 }
 
-/// A linked git worktree's own admin folder and the repository's common git folder.
+/// The repository's common git folder, seen from a linked worktree.
 struct Linked {
-    gitdir: PathBuf,
     common: PathBuf,
 }
 
@@ -66,5 +65,5 @@ fn linked_worktree(dot_git: &Path) -> Option<Linked> {
     let gitdir = std::fs::canonicalize(gitdir).ok()?;
     let common = std::fs::read_to_string(gitdir.join("commondir")).ok()?;
     let common = std::fs::canonicalize(gitdir.join(common.trim())).ok()?;
-    Some(Linked { gitdir, common })
+    Some(Linked { common })
 }

@@ -73,7 +73,8 @@ fn form(f: &mut Frame, area: Rect, app: &App, view: &PlaygroundView) {
                         if picked { "›" } else { " " },
                         c.id,
                         c.backend,
-                        c.name
+                        // The name comes from a profile file: repository content.
+                        crate::ansi::strip(&c.name)
                     );
                     let style = if picked { t.selected() } else { t.text() };
                     Line::styled(truncate(&text, list.width as usize), style)

@@ -209,8 +209,9 @@ fn remote_pid(file: &Path) -> i32 {
         .unwrap()
 }
 
-#[tokio::test]
-async fn abort_ends_the_remote_process_group() {
+/// Aborts a step whose remote `sleep` was started in the background, then waits for that
+/// sleep to end: the whole remote process group is stopped, not just the job's shell.
+async fn abort_ends_the_remote_group(no_setsid: bool) {
     let Some(sshd) = Sshd::start() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let wt = worktree(tmp.path());
@@ -227,12 +228,22 @@ async fn abort_ends_the_remote_process_group() {
             stopper.cancel();
         }
     });
-    let finish = run_ssh(&host_for(&sshd), &script, &env(&wt, "t"), tx, cancel).await;
+    let step_env = if no_setsid {
+        without_setsid(env(&wt, "t"))
+    } else {
+        env(&wt, "t")
+    };
+    let finish = run_ssh(&host_for(&sshd), &script, &step_env, tx, cancel).await;
     assert_eq!(finish, Finish::Cancelled, "{:?}", lines.await.unwrap());
     let sleeper = remote_pid(&pid_file);
     wait_within("the remote sleep to end", Duration::from_secs(10), || {
         !alive(sleeper)
     });
+}
+
+#[tokio::test]
+async fn abort_ends_the_remote_process_group() {
+    abort_ends_the_remote_group(false).await;
 }
 
 #[tokio::test]
@@ -333,35 +344,7 @@ fn without_setsid(env: StepEnv) -> StepEnv {
 
 #[tokio::test]
 async fn without_setsid_abort_still_ends_the_remote_process_group() {
-    let Some(sshd) = Sshd::start() else { return };
-    let tmp = tempfile::tempdir().unwrap();
-    let wt = worktree(tmp.path());
-    let pid_file = tmp.path().join("sleeper.pid");
-    let script = format!(
-        "sleep 300 & echo $! > '{}'; echo started; wait",
-        pid_file.display()
-    );
-    let (tx, lines, started) = collect("started");
-    let cancel = CancellationToken::new();
-    let stopper = cancel.clone();
-    tokio::spawn(async move {
-        if started.await.is_ok() {
-            stopper.cancel();
-        }
-    });
-    let finish = run_ssh(
-        &host_for(&sshd),
-        &script,
-        &without_setsid(env(&wt, "t")),
-        tx,
-        cancel,
-    )
-    .await;
-    assert_eq!(finish, Finish::Cancelled, "{:?}", lines.await.unwrap());
-    let sleeper = remote_pid(&pid_file);
-    wait_within("the remote sleep to end", Duration::from_secs(10), || {
-        !alive(sleeper)
-    });
+    abort_ends_the_remote_group(true).await;
 }
 
 /// A step that ignores TERM is killed once the grace has passed after its connection went.

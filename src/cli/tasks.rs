@@ -222,28 +222,7 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
             pipeline,
             json,
             ..
-        } => {
-            // An empty list for a pipeline no one has is a typo, not an empty board.
-            if let Some(p) = pipeline.as_deref() {
-                let known = catalog(ws);
-                if known.get(p).is_none()
-                    && store
-                        .read()
-                        .list_tasks(&TaskFilter {
-                            status: None,
-                            pipeline: Some(p),
-                        })?
-                        .is_empty()
-                {
-                    let ids: Vec<&str> = known.pipelines.iter().map(|p| p.id.as_str()).collect();
-                    return Err(Failure::new(format!(
-                        "there is no pipeline `{p}` (known: {}) — `baton pipelines list` shows them",
-                        ids.join(", ")
-                    )));
-                }
-            }
-            list(&store, status.as_deref(), pipeline.as_deref(), json)
-        }
+        } => list(ws, &store, status.as_deref(), pipeline.as_deref(), json),
         Command::Show { id, json } => super::show::show(ws, &store, id, json),
         Command::Start(a) => act(ws, &mut store, a.id, Action::Start),
         Command::Approve(a) => act(ws, &mut store, a.id, Action::Approve { note: a.note }),
@@ -299,8 +278,36 @@ pub(super) fn act(ws: &Workspace, store: &mut Store, id: i64, action: Action) ->
     Ok(exit::OK)
 }
 
-fn list(store: &Store, status: Option<&str>, pipeline: Option<&str>, as_json: bool) -> Outcome {
+fn list(
+    ws: &Workspace,
+    store: &Store,
+    status: Option<&str>,
+    pipeline: Option<&str>,
+    as_json: bool,
+) -> Outcome {
     let tasks = store.read().list_tasks(&TaskFilter { status, pipeline })?;
+    // An empty list for a pipeline no one has is a typo, not an empty board. (A task can
+    // outlive its pipeline's file, so only an empty answer asks the catalog.)
+    if tasks.is_empty()
+        && let Some(p) = pipeline
+    {
+        let known = catalog(ws);
+        if known.get(p).is_none()
+            && store
+                .read()
+                .list_tasks(&TaskFilter {
+                    status: None,
+                    pipeline: Some(p),
+                })?
+                .is_empty()
+        {
+            let ids: Vec<&str> = known.pipelines.iter().map(|p| p.id.as_str()).collect();
+            return Err(Failure::new(format!(
+                "there is no pipeline `{p}` (known: {}) — `baton pipelines list` shows them",
+                ids.join(", ")
+            )));
+        }
+    }
     if as_json {
         let items: Vec<_> = tasks.iter().map(json::list_item).collect();
         println!("{}", serde_json::Value::Array(items));

@@ -11,14 +11,20 @@ use common::{Ws, git, spawn_engine, wait_for, wait_within};
 use docker_support::{Cleanup, IMAGE, containers, image, pipeline, run_wait};
 use std::time::{Duration, Instant};
 
-#[test]
-fn a_docker_steps_file_lands_on_the_task_branch_owned_by_the_host_user() {
-    let Some(_) = image() else { return };
+/// A baton workspace in a fresh git repository, its task worktrees in `../worktrees`.
+fn repo_ws() -> Ws {
     let dir = tempfile::tempdir().unwrap();
     common::git_init(&dir.path().join("repo"));
     let ws = Ws::at(dir, "repo");
     ws.baton(&["init"]).assert().success();
     ws.config("worktree_root = \"../worktrees\"\n");
+    ws
+}
+
+#[test]
+fn a_docker_steps_file_lands_on_the_task_branch_owned_by_the_host_user() {
+    let Some(_) = image() else { return };
+    let ws = repo_ws();
     // The repository's git folder is mounted too (read-only), so git in an image can read it.
     let repo_git = std::fs::canonicalize(ws.root().join(".git")).unwrap();
     ws.pipeline(
@@ -87,11 +93,7 @@ fn a_docker_steps_file_lands_on_the_task_branch_owned_by_the_host_user() {
 #[test]
 fn a_step_cannot_plant_hooks_or_config_that_the_hosts_git_would_run() {
     let Some(_) = image() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    common::git_init(&dir.path().join("repo"));
-    let ws = Ws::at(dir, "repo");
-    ws.baton(&["init"]).assert().success();
-    ws.config("worktree_root = \"../worktrees\"\n");
+    let ws = repo_ws();
     let repo_git = std::fs::canonicalize(ws.root().join(".git")).unwrap();
     let config_before = std::fs::read_to_string(repo_git.join("config")).unwrap();
     let script = [

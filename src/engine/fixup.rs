@@ -148,8 +148,6 @@ pub(super) fn rerun(
         }
     }
     let old = task.run_id.unwrap_or_default();
-    // A task at work again belongs on the board, even if it was archived when it ended.
-    db.set_archived(task.id, false)?;
     let new_run = db.insert_run(task.id, RunState::Running)?;
     let number = db.run(old).map(|r| r.number).unwrap_or_default();
     // The latest succeeded step of each earlier status, in the order they ran.

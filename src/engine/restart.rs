@@ -81,8 +81,6 @@ pub(super) fn retry_decision(
             task: task.id,
             message: "its pipeline has no statuses".into(),
         })?;
-    // A task at work again belongs on the board, even if it was archived when it ended.
-    db.set_archived(task.id, false)?;
     if let Some(old) = task.run_id {
         let run = db.run(old)?;
         if matches!(

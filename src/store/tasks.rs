@@ -172,8 +172,10 @@ impl Db<'_> {
             params![task_id, number, state, now_ms()],
         )?;
         let id = self.conn.last_insert_rowid();
+        // A task with a new run is at work again: it belongs on the board, even if it was
+        // archived when its last run ended.
         self.exec(
-            "UPDATE tasks SET run_id = ?1, updated_at = ?2 WHERE id = ?3",
+            "UPDATE tasks SET run_id = ?1, updated_at = ?2, archived_at = NULL WHERE id = ?3",
             params![id, now_ms(), task_id],
         )?;
         Ok(id)

@@ -5,14 +5,12 @@
 use super::link::Link;
 use crate::cli::json;
 use crate::engine::wake::Change;
-use crate::engine::{Action, Request, create_task};
+use crate::engine::{Action, MAX_TITLE, Request, create_task};
 use crate::store::{StoreError, StoreHandle, TaskFilter, rfc3339};
 use crate::workspace::Workspace;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
-/// Titles are one line on a card; details belong in the prompt (as in `baton new`).
-const MAX_TITLE: usize = 500;
 /// Log lines one call returns at most.
 pub const MAX_LOG_LINES: usize = 2_000;
 

@@ -1,9 +1,10 @@
 //! Commands that fix a task up: `dismiss`, `rerun`, `edit`, `archive`, `delete`, and
 //! `list --archived`.
 
-use super::tasks::{MAX_TITLE, act, read_prompt};
+use super::tasks::{act, read_prompt};
 use super::{Command, Failure, Outcome, exit, json, open_store, open_store_to_read};
 use crate::engine::Action;
+use crate::engine::MAX_TITLE;
 use crate::store::rfc3339;
 use crate::workspace::{GitQueue, Workspace, git};
 use std::path::Path;

@@ -1,8 +1,9 @@
 //! `baton show`: a task with its steps, costs, history (with the guards and hooks of each
 //! move) and notable events.
 
-use super::tasks::{MAX_TITLE, one_line};
+use super::tasks::one_line;
 use super::{Outcome, exit, json};
+use crate::engine::MAX_TITLE;
 use crate::engine::pipeline_of;
 use crate::store::{StepRun, Store, TaskState, rfc3339};
 use crate::workspace::Workspace;

@@ -1,6 +1,7 @@
 //! Task subcommands: init, new, list, show, the actions, logs and run.
 
 use super::{Command, Failure, Outcome, exit, json, open_store, open_store_to_read};
+use crate::engine::MAX_TITLE;
 use crate::engine::client::{Submitted, submit};
 use crate::engine::{Action, Request, actions::create_task, pipeline_of};
 use crate::pipeline::{Catalog, Pipeline, StatusKind, load_catalog};
@@ -106,9 +107,6 @@ pub(super) fn read_prompt(prompt: Option<String>) -> Result<String, Failure> {
         None => Ok(String::new()),
     }
 }
-
-/// Titles are one line on a card; details belong in the prompt.
-pub(super) const MAX_TITLE: usize = 500;
 
 /// Creates a task and optionally starts it; returns its id.
 fn create(

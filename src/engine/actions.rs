@@ -363,6 +363,10 @@ fn explain(
     }
 }
 
+/// The longest task title, in characters: a title is one line on a card; details belong in
+/// the prompt.
+pub const MAX_TITLE: usize = 500;
+
 /// Creates a task at the first status of `pipeline` (snapshotting the definition) and
 /// records its creation. Returns the new id.
 pub fn create_task(db: &Db, pipeline: &Pipeline, title: &str, prompt: &str) -> Result<i64> {

@@ -1,7 +1,7 @@
 //! Requests that fix a task up rather than move it along its pipeline: dismiss an
 //! interrupted task, re-run a finished one from a chosen status, edit, archive, delete.
 
-use super::actions::Applied;
+use super::actions::{Applied, MAX_TITLE};
 use super::error::{EngineError, Result};
 use super::restart::{plain, resume_decision, retry_decision};
 use crate::pipeline::{Decision, Pipeline, StatusKind, Trigger};
@@ -181,9 +181,6 @@ pub(super) fn rerun(
 }
 
 /// Edit the title and/or prompt of a task that is not running.
-/// The longest title, in characters (as for a new task).
-const MAX_TITLE: usize = 500;
-
 pub(super) fn edit(
     db: &Db,
     task: &Task,

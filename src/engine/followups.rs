@@ -4,6 +4,7 @@
 //! same idempotency key. Hooks use the step's process runner: own process group, timeout,
 //! cancellation, redaction.
 
+use super::actions::MAX_TITLE;
 use super::effects::{self, GitCtx};
 use super::transition::FollowUp;
 use super::{Engine, EngineEvent};
@@ -26,8 +27,6 @@ const WEBHOOK_TRIES: u32 = 4;
 const WEBHOOK_BACKOFF: Duration = Duration::from_millis(500);
 /// Tasks created by `start_task` hooks of tasks created by such hooks… stop at this depth.
 pub const MAX_CHAIN_DEPTH: i64 = 5;
-/// Longest title a `start_task` hook gives a task.
-const MAX_TITLE: usize = 500;
 
 /// What a follow-up runner needs from the engine.
 #[derive(Clone)]

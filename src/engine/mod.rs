@@ -29,7 +29,9 @@ mod trigger_loop;
 pub mod triggers;
 pub mod wake;
 
-pub use actions::{Action, Applied, MergeGate, Outside, Request, create_task, move_options};
+pub use actions::{
+    Action, Applied, MAX_TITLE, MergeGate, Outside, Request, create_task, move_options,
+};
 pub use effects::GitCtx;
 pub use error::{EngineError, Result};
 pub use recovery::Recovered;

@@ -2,6 +2,7 @@
 //! created and started, approved at its gate (waited for through resource notifications),
 //! its log read; bad input answered with the CLI's sentence.
 
+mod infra;
 mod api_common;
 
 #[test]

@@ -2,6 +2,7 @@
 //! fake CLI agent baked into an image runs sandboxed, and `[executor]` in config.toml puts
 //! plain steps in containers. Skipped, with a message, where no daemon answers.
 
+mod infra;
 mod common;
 mod docker_support;
 use common::Ws;

@@ -2,6 +2,7 @@
 //! the step runs, its commit comes back; abort ends the remote process group; a cut
 //! connection is an error.
 
+mod infra;
 mod common;
 mod support_sshd;
 

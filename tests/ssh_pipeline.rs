@@ -2,6 +2,7 @@
 //! loopback host (a real sshd), its commit landing on the task branch; a connection lost
 //! mid-step is an `error`, retried per the step's `retries`.
 
+mod infra;
 mod common;
 mod support_sshd;
 

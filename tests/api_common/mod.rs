@@ -55,9 +55,9 @@ pub fn python() -> Option<PathBuf> {
     if made && has_sdk(&py) {
         Some(py)
     } else {
-        eprintln!(
-            "SKIPPED: the Python MCP SDK could not be installed in {} (python3 -m venv, pip install mcp) — .ci/run installs it",
-            venv.display()
+        crate::infra::missing(
+            &format!("the Python MCP SDK in {}", venv.display()),
+            "python3 -m venv, pip install mcp; .ci/run installs it",
         );
         None
     }

@@ -17,8 +17,9 @@ pub fn image() -> Option<&'static str> {
             .args(["version", "--format", "{{.Server.Version}}"])
             .output();
         if !version.as_ref().is_ok_and(|o| o.status.success()) {
-            eprintln!(
-                "SKIPPED docker tests: no Docker daemon answers (start one with `dockerd`, or run .ci/run)"
+            crate::infra::missing(
+                "a Docker daemon",
+                "start one with `dockerd`, or run .ci/run",
             );
             return None;
         }
@@ -33,7 +34,10 @@ pub fn image() -> Option<&'static str> {
             .into_iter()
             .find(|p| std::path::Path::new(p).exists());
         let Some(busybox) = busybox else {
-            eprintln!("SKIPPED docker tests: no static busybox to build the test image (apt-get install busybox-static)");
+            crate::infra::missing(
+                "a static busybox to build the docker test image",
+                "apt-get install busybox-static",
+            );
             return None;
         };
         let dir = tempfile::tempdir().unwrap();

@@ -46,13 +46,13 @@ impl Sshd {
             .into_iter()
             .find(|p| Path::new(p).exists());
         let Some(sshd) = sshd else {
-            eprintln!("SKIP: no sshd here (install openssh-server; .ci/run does)");
+            crate::infra::missing("sshd", "install openssh-server; .ci/run does");
             return None;
         };
         let dir = tempfile::tempdir().ok()?;
         let d = dir.path();
         if !keygen(&d.join("host_key")) || !keygen(&d.join("client_key")) {
-            eprintln!("SKIP: ssh-keygen could not make test keys");
+            crate::infra::missing("ssh-keygen", "it could not make test keys");
             return None;
         }
         std::fs::copy(d.join("client_key.pub"), d.join("authorized_keys")).ok()?;
@@ -78,7 +78,7 @@ impl Sshd {
         {
             Ok(c) => c,
             Err(e) => {
-                eprintln!("SKIP: could not start sshd: {e}");
+                crate::infra::missing("a working sshd", &format!("could not start it: {e}"));
                 return None;
             }
         };
@@ -90,7 +90,7 @@ impl Sshd {
             match err.read_line(&mut line) {
                 Ok(0) | Err(_) => {
                     let _ = child.wait();
-                    eprintln!("SKIP: sshd did not start: {said}");
+                    crate::infra::missing("a working sshd", &format!("it did not start: {said}"));
                     return None;
                 }
                 Ok(_) if line.contains("Server listening") => break,

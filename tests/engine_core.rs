@@ -223,7 +223,7 @@ fn as_other_user(ws: &Ws, args: &[&str]) -> Option<std::process::Output> {
     if !nix::unistd::geteuid().is_root() {
         return None;
     }
-    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("baton"));
+    let mut cmd = Command::new(common::baton_for_any_user());
     cmd.current_dir(ws.root())
         .env_remove("BATON_DIR")
         .env("NO_COLOR", "1")

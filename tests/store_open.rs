@@ -94,7 +94,7 @@ fn threads_creating_one_new_database_at_once_all_open_it() {
 /// permission taken away.
 fn as_reader(ws: &Ws, args: &[&str]) -> std::process::Output {
     use std::os::unix::process::CommandExt;
-    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("baton"));
+    let mut cmd = std::process::Command::new(common::baton_for_any_user());
     cmd.current_dir(ws.root())
         .env_remove("BATON_DIR")
         .env("NO_COLOR", "1")

@@ -174,3 +174,34 @@ pub fn git_init(root: &Path) {
     git(root, &["add", "."]);
     git(root, &["commit", "-qm", "init"]);
 }
+
+/// The `baton` binary at a path every user can run, for tests that run it as `nobody`: the
+/// build's own copy may sit under a folder other users cannot enter (a clone in `/root`, or
+/// in a private temporary folder). One copy per build, in a world-readable temporary folder,
+/// written under a temporary name and renamed, so runs side by side never see half a file.
+pub fn baton_for_any_user() -> PathBuf {
+    use std::hash::{Hash, Hasher};
+    use std::os::unix::fs::PermissionsExt;
+    static COPY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    COPY.get_or_init(|| {
+        let built = assert_cmd::cargo::cargo_bin("baton");
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        built.hash(&mut h);
+        std::fs::metadata(&built)
+            .and_then(|m| m.modified())
+            .expect("the built baton")
+            .hash(&mut h);
+        let dir = std::env::temp_dir().join("baton-any-user");
+        std::fs::create_dir_all(&dir).expect("a folder for the copy");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let bin = dir.join(format!("baton-{:016x}", h.finish()));
+        if !bin.exists() {
+            let part = dir.join(format!("part-{}", std::process::id()));
+            std::fs::copy(&built, &part).expect("copy baton");
+            std::fs::set_permissions(&part, std::fs::Permissions::from_mode(0o755)).unwrap();
+            std::fs::rename(&part, &bin).expect("rename the copy");
+        }
+        bin
+    })
+    .clone()
+}

@@ -279,8 +279,23 @@ fn new_with_a_branch_bases_the_worktree_on_it() {
     let kept = ws.ok(&["delete", other.trim()]);
     assert!(kept.contains("branch baton/2-y is kept"), "{kept}");
     assert!(git(ws.root(), &["branch", "--list", "baton/2-y"]).contains("baton/2-y"));
-    let purged = ws.ok(&["delete", id.trim(), "--purge"]);
-    assert!(purged.contains("removed branch baton/1-x"), "{purged}");
+    // With an engine running, the engine applies the delete and the CLI gets its answer at
+    // once (it used to wait 10 s and fail, its command row deleted with the task).
+    let engine = spawn_engine(&ws);
+    let third = ws.ok(&["new", "z", "--pipeline", "look", "--start"]);
+    wait_within("the engine to run a task", Duration::from_secs(30), || {
+        // Its step fails (no feature.txt on the main branch): what matters is that it ran.
+        ws.show(third.trim().parse().unwrap())["state"] == "failed"
+    });
+    let purged = ws
+        .baton(&["delete", id.trim(), "--purge"])
+        .timeout(Duration::from_secs(8))
+        .output()
+        .unwrap();
+    common::stop(engine);
+    let said = String::from_utf8_lossy(&purged.stdout);
+    assert!(purged.status.success(), "{purged:?}");
+    assert!(said.contains("removed branch baton/1-x"), "{said}");
     assert_eq!(git(ws.root(), &["branch", "--list", "baton/1-x"]), "");
     assert!(!ws.root().join("../worktrees/1-x").exists());
 }

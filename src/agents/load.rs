@@ -98,9 +98,13 @@ fn add(cat: &mut AgentCatalog, file: &str, text: &str, builtins: Option<usize>) 
         cat.profiles.push(profile);
         return;
     };
-    if let Some(other) = cat.profiles[builtin_count..]
+    // A workspace file defines an id once: the first file (in name order) wins, whether the
+    // id is new or overrides a built-in (which then no longer sits among the built-ins).
+    let builtin = |p: &Profile| builtin_agent_sources().iter().any(|(f, _)| *f == p.file);
+    if let Some(other) = cat
+        .profiles
         .iter()
-        .find(|p| p.id == profile.id)
+        .find(|p| p.id == profile.id && !builtin(p))
     {
         let msg = format!(
             "agent id `{}` is already defined by {}; this file is ignored",
@@ -164,5 +168,26 @@ mod tests {
         assert!(err.contains("unknown backend `telepathy`"), "{err}");
         let err = cat.get("nobody").unwrap_err().to_string();
         assert!(err.contains("unknown agent profile `nobody`"), "{err}");
+    }
+
+    #[test]
+    fn two_files_overriding_one_builtin_keep_the_first_and_name_the_other() {
+        let dir = tempfile::tempdir().unwrap();
+        for (file, word) in [("a.json", "first"), ("b.json", "second")] {
+            std::fs::write(
+                dir.path().join(file),
+                format!(r#"{{"id": "coder", "backend": "command", "argv": ["echo", "{word}", "{{{{message}}}}"]}}"#),
+            )
+            .unwrap();
+        }
+        let cat = load_agents(Some(dir.path()));
+        assert_eq!(cat.get("coder").unwrap().argv[1], "first");
+        let said: Vec<String> = cat.diagnostics.iter().map(|d| d.to_string()).collect();
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(said[0].contains("b.json"), "{said:?}");
+        assert!(
+            said[0].contains("already defined by") && said[0].contains("a.json"),
+            "{said:?}"
+        );
     }
 }

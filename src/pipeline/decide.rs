@@ -375,12 +375,27 @@ fn check_guard(guard: &Guard, to: &str, facts: &Facts) -> (bool, String) {
             (false, "the worktree has uncommitted changes".into())
         }
         Guard::CleanWorktree(_) => (true, "worktree clean".into()),
-        Guard::Budget(limit) if facts.run_cost < *limit => {
-            (true, format!("${:.2} spent of ${limit:.2}", facts.run_cost))
-        }
+        Guard::Budget(limit) if facts.run_cost < *limit => (
+            true,
+            format!("{} spent of {}", usd(facts.run_cost), usd(*limit)),
+        ),
         Guard::Budget(limit) => (
             false,
-            format!("budget ${limit:.2} reached (${:.2} spent)", facts.run_cost),
+            format!(
+                "budget {} reached ({} spent)",
+                usd(*limit),
+                usd(facts.run_cost)
+            ),
         ),
     }
+}
+
+/// Dollars as people write them: cents, with more digits only where cents would hide the
+/// amount (a $0.002 cap is not "$0.00").
+pub fn usd(amount: f64) -> String {
+    let mut s = format!("{amount:.6}");
+    while s.ends_with('0') && s.len() - s.find('.').unwrap_or(0) > 3 {
+        s.pop();
+    }
+    format!("${s}")
 }

@@ -471,3 +471,18 @@ fn guard_details_say_what_they_found() {
     let d = decide(&p, "build", &t("outcome:quick"), &f.facts()).expect("decides");
     assert_eq!(details(&d), vec![(true, "$1.00 spent of $2.50".into())]);
 }
+
+#[test]
+fn dollars_keep_the_digits_that_matter() {
+    for (amount, shown) in [
+        (0.0, "$0.00"),
+        (1.0, "$1.00"),
+        (2.5, "$2.50"),
+        (0.002, "$0.002"),
+        (0.0123, "$0.0123"),
+        (0.000_15, "$0.00015"),
+        (12.345_678_9, "$12.345679"),
+    ] {
+        assert_eq!(super::usd(amount), shown, "{amount}");
+    }
+}

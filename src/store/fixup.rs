@@ -49,7 +49,11 @@ impl Db<'_> {
 
     /// Deletes a task with its runs, steps, logs, history, events and follow-ups.
     pub fn delete_task(&self, id: i64) -> Result<()> {
-        self.exec("DELETE FROM commands WHERE task_id = ?1", [id])?;
+        // The pending command carrying this very delete must stay to get its answer.
+        self.exec(
+            "DELETE FROM commands WHERE task_id = ?1 AND state != 'pending'",
+            [id],
+        )?;
         self.exec("DELETE FROM tasks WHERE id = ?1", [id])?;
         Ok(())
     }

@@ -106,12 +106,24 @@ fn new_task_form_submits_with_ctrl_s() {
     h.app.take_effects();
     h.key(KeyCode::Char('n'));
     h.chars("Ship it");
-    h.key(KeyCode::Tab);
-    h.key(KeyCode::Right);
+    // Tab goes title → prompt → pipeline.
     h.key(KeyCode::Tab);
     h.chars("line one");
     h.key(KeyCode::Enter);
     h.chars("line two");
+    h.key(KeyCode::Tab);
+    let Some(Modal::NewTask(form)) = h.app.modals.last() else {
+        panic!("the form is open");
+    };
+    let preselected = form.pipeline;
+    // Letters typed on the picker change nothing and say which keys do.
+    h.chars("hjkl x");
+    let Some(Modal::NewTask(form)) = h.app.modals.last() else {
+        panic!("the form is open");
+    };
+    assert_eq!(form.pipeline, preselected);
+    assert!(form.error.as_deref().unwrap_or("").contains("←/→"));
+    h.key(KeyCode::Right);
     h.ctrl('s');
     assert!(h.app.modals.is_empty());
     let effects = h.app.take_effects();
@@ -120,12 +132,50 @@ fn new_task_form_submits_with_ctrl_s() {
     };
     assert_eq!(new.title, "Ship it");
     assert_eq!(new.prompt, "line one\nline two");
-    assert_eq!(new.pipeline.id, pipelines()[1].id);
+    assert_eq!(
+        new.pipeline.id,
+        pipelines()[(preselected + 1) % pipelines().len()].id
+    );
     assert!(new.start);
-    // The created task becomes the selection once the board reloads.
+    // The created task becomes the selection, on its own tab, once the board has it.
     h.event(AppEvent::Created(Ok(8)));
-    assert_eq!(h.app.board.selected, Some(8));
     assert!(h.app.take_effects().contains(&Effect::LoadBoard));
+    let mut cards = cards();
+    let mut made = card(8, "Ship it", "plan", TaskState::Queued);
+    made.pipeline_id = new.pipeline.id.clone();
+    made.updated_at = 0;
+    cards.insert(0, made);
+    h.event(AppEvent::Board(BoardSnapshot {
+        pipelines: pipelines(),
+        cards,
+        home: None,
+    }));
+    assert_eq!(h.app.board.selected, Some(8));
+    assert_eq!(
+        h.app.board.pipeline().map(|p| p.id.clone()),
+        Some(new.pipeline.id.clone())
+    );
+}
+
+#[test]
+fn an_empty_board_opens_on_the_workspaces_own_pipeline_and_n_preselects_it() {
+    let mut h = Harness::new(100, 30);
+    let home = pipelines().last().expect("pipelines").id.clone();
+    h.app = baton::tui::app::App::new(h.app.theme.clone(), Mode::Embedded, (100, 30));
+    h.event(AppEvent::Board(BoardSnapshot {
+        pipelines: pipelines(),
+        cards: Vec::new(),
+        home: Some(home.clone()),
+    }));
+    assert_eq!(
+        h.app.board.pipeline().map(|p| p.id.clone()),
+        Some(home.clone())
+    );
+    h.key(KeyCode::Char('n'));
+    let Some(Modal::NewTask(form)) = h.app.modals.last() else {
+        panic!("the form is open");
+    };
+    assert_eq!(form.pipelines[form.pipeline].id, home);
 }
 
 #[test]
@@ -241,6 +291,7 @@ fn a_task_newly_needing_approval_or_failing_rings_once() {
     let snapshot = BoardSnapshot {
         pipelines: pipelines(),
         cards,
+        home: None,
     };
     h.event(AppEvent::Board(snapshot.clone()));
     let notes: Vec<String> = h
@@ -278,6 +329,7 @@ fn idle_ticks_do_not_redraw() {
     h.event(AppEvent::Board(BoardSnapshot {
         pipelines: pipelines(),
         cards: quiet,
+        home: None,
     }));
     assert!(!h.app.wants_tick());
     assert!(!h.event(AppEvent::Tick));

@@ -92,6 +92,7 @@ fn next_tab_lands_on_a_column_with_cards() {
     h.event(AppEvent::Board(BoardSnapshot {
         pipelines: pipelines(),
         cards,
+        home: None,
     }));
     for _ in 0..3 {
         if h.app.board.pipeline().is_some_and(|p| p.id == "feature") {
@@ -144,6 +145,7 @@ fn next_tab_shows_collapsed_columns_when_its_only_cards_are_there() {
     h.event(AppEvent::Board(BoardSnapshot {
         pipelines: pipelines(),
         cards,
+        home: None,
     }));
     assert!(
         h.app.board.collapsed(80),

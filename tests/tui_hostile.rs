@@ -22,6 +22,7 @@ fn hostile_titles_and_log_lines_show_only_their_text() {
         baton::tui::event::BoardSnapshot {
             pipelines: pipelines(),
             cards,
+            home: None,
         },
     ));
     let (mut detail, mut log) = running_detail();

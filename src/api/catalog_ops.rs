@@ -35,18 +35,11 @@ impl Ops {
         if let Some(id) = id {
             return self.pipeline(id).await;
         }
-        // The workspace's first own pipeline (by file name), else `quick_fix`.
         let catalog = self.catalog().await?;
-        let builtin: Vec<String> = load_catalog(None, None)
-            .pipelines
-            .into_iter()
-            .map(|p| p.id)
-            .collect();
         let id = catalog
-            .pipelines
-            .iter()
-            .find(|p| !builtin.contains(&p.id))
-            .map_or_else(|| "quick_fix".to_string(), |p| p.id.clone());
+            .default_pipeline()
+            .map_or(crate::pipeline::FALLBACK_PIPELINE, |p| p.id.as_str())
+            .to_string();
         self.pipeline(&id).await
     }
 

@@ -63,31 +63,16 @@ pub fn catalog(ws: &Workspace) -> Catalog {
 
 fn find_pipeline(ws: &Workspace, id: Option<&str>) -> Result<Pipeline, Failure> {
     let catalog = catalog(ws);
-    let id = match id {
-        Some(id) => id.to_string(),
-        None => {
-            // The workspace's first own pipeline (by file name), else `quick_fix`.
-            let builtin: Vec<String> = load_catalog(None, None)
-                .pipelines
-                .into_iter()
-                .map(|p| p.id)
-                .collect();
-            catalog
-                .pipelines
-                .iter()
-                .find(|p| !builtin.contains(&p.id))
-                .map_or_else(|| "quick_fix".to_string(), |p| p.id.clone())
-        }
+    let found = match id {
+        Some(id) => catalog.get(id),
+        None => catalog.default_pipeline(),
     };
-    catalog
-        .pipelines
-        .into_iter()
-        .find(|p| p.id == id)
-        .ok_or_else(|| {
-            Failure::new(format!(
-                "no pipeline `{id}` — `baton pipelines list` shows the ones available"
-            ))
-        })
+    found.cloned().ok_or_else(|| {
+        let id = id.unwrap_or(crate::pipeline::FALLBACK_PIPELINE);
+        Failure::new(format!(
+            "no pipeline `{id}` — `baton pipelines list` shows the ones available"
+        ))
+    })
 }
 
 pub(super) fn read_prompt(prompt: Option<String>) -> Result<String, Failure> {

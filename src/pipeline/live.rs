@@ -70,6 +70,9 @@ impl LiveCatalog {
 
 /// Puts `p` in place of the pipeline with its id, or adds it.
 fn put(catalog: &mut Catalog, p: Pipeline) {
+    if !catalog.own.contains(&p.id) {
+        catalog.own.push(p.id.clone());
+    }
     match catalog.pipelines.iter().position(|q| q.id == p.id) {
         Some(i) => catalog.pipelines[i] = p,
         None => catalog.pipelines.push(p),

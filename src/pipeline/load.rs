@@ -175,9 +175,24 @@ pub struct Catalog {
     pub pipelines: Vec<Pipeline>,
     /// Errors and warnings of every file read, including the files left out.
     pub diagnostics: Vec<Diagnostic>,
+    /// The ids the workspace's own files define (overrides of built-ins included), in
+    /// file-name order.
+    pub own: Vec<String>,
 }
 
+/// The pipeline new tasks go to when none is named and the workspace has none of its own.
+pub const FALLBACK_PIPELINE: &str = "quick_fix";
+
 impl Catalog {
+    /// Where a task goes when no pipeline is named: the workspace's first own pipeline (by
+    /// file name; a file that overrides a built-in counts), else `quick_fix`.
+    pub fn default_pipeline(&self) -> Option<&Pipeline> {
+        self.own
+            .iter()
+            .find_map(|id| self.get(id))
+            .or_else(|| self.get(FALLBACK_PIPELINE))
+    }
+
     /// The pipeline with this id.
     pub fn get(&self, id: &str) -> Option<&Pipeline> {
         self.pipelines.iter().find(|p| p.id == id)
@@ -229,6 +244,7 @@ pub fn load_catalog(
             continue;
         }
         claimed.push((pipeline.id.clone(), file));
+        catalog.own.push(pipeline.id.clone());
         match catalog.pipelines[..builtin_count]
             .iter()
             .position(|p| p.id == pipeline.id)

@@ -230,3 +230,25 @@ fn catalog_checks_agents_against_workspace_profiles() {
     let with = load_catalog(Some(&pipelines), Some(&ids));
     assert!(with.get("mine").is_some(), "{:?}", with.diagnostics);
 }
+
+#[test]
+fn the_default_pipeline_is_the_workspaces_own_even_when_it_overrides_a_builtin() {
+    let none = load_catalog(None, None);
+    assert_eq!(
+        none.default_pipeline().map(|p| p.id.as_str()),
+        Some("quick_fix")
+    );
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "feature.json",
+        &minimal("feature", "Our feature"),
+    );
+    write(dir.path(), "zz.json", &minimal("zz", "Later"));
+    let catalog = load_catalog(Some(dir.path()), None);
+    assert_eq!(catalog.own, ["feature", "zz"]);
+    assert_eq!(
+        catalog.default_pipeline().map(|p| p.name.as_str()),
+        Some("Our feature")
+    );
+}

@@ -168,7 +168,8 @@ impl App {
                 // A reload that found nothing new (the store watcher is coarse) draws nothing.
                 let same = self.loaded
                     && snapshot.cards == self.board.cards
-                    && snapshot.pipelines == self.board.pipelines;
+                    && snapshot.pipelines == self.board.pipelines
+                    && snapshot.home == self.board.home;
                 if same {
                     return false;
                 }
@@ -268,7 +269,7 @@ impl App {
                 true
             }
             AppEvent::Created(Ok(id)) => {
-                self.board.selected = Some(id);
+                self.board.jump_to = Some(id);
                 self.say(format!("created task {id}"), false);
                 self.effect(Effect::LoadBoard);
                 true
@@ -285,7 +286,8 @@ impl App {
         self.notify_changes(&snapshot);
         let before = self.board.selected;
         let width = self.size.0;
-        self.board.apply(snapshot.pipelines, snapshot.cards, width);
+        self.board
+            .apply(snapshot.pipelines, snapshot.cards, snapshot.home, width);
         let cap = self.card_capacity();
         self.board.keep_visible(cap);
         self.loaded = true;

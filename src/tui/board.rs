@@ -28,6 +28,10 @@ pub struct Board {
     pub filter: String,
     /// `Some` once the user toggled collapsing; `None` follows the terminal width.
     pub collapse: Option<bool>,
+    /// The workspace's default pipeline: the first tab shown on an empty board.
+    pub home: Option<String>,
+    /// A task to show, on its own tab, once a snapshot has it (a task just created).
+    pub jump_to: Option<i64>,
     /// Indexes into `cards`, per column of the current tab (filter applied).
     columns: Vec<Vec<usize>>,
     /// Columns after the pipeline's own, for statuses its current file no longer has (a
@@ -88,20 +92,45 @@ impl Board {
             .map(|&c| &self.cards[c])
     }
 
-    /// Takes a new snapshot, keeping the tab and following the selected task.
-    pub fn apply(&mut self, pipelines: Vec<Pipeline>, cards: Vec<TaskCard>, width: u16) {
+    /// Takes a new snapshot, keeping the tab and following the selected task; a task to
+    /// jump to takes the board to its tab once it is there.
+    pub fn apply(
+        &mut self,
+        pipelines: Vec<Pipeline>,
+        cards: Vec<TaskCard>,
+        home: Option<String>,
+        width: u16,
+    ) {
         let first_load = self.pipelines.is_empty();
         let tab_id = self.pipeline().map(|p| p.id.clone());
         self.pipelines = pipelines;
         self.cards = cards;
-        self.tab = match (&tab_id, first_load) {
-            (Some(id), false) => self.pipelines.iter().position(|p| &p.id == id),
-            // First load: open on the pipeline of the most recently updated task.
+        self.home = home;
+        let jump = self
+            .jump_to
+            .and_then(|id| self.cards.iter().find(|c| c.id == id))
+            .map(|c| (c.id, c.pipeline_id.clone()));
+        self.tab = match (jump, &tab_id, first_load) {
+            (Some((id, pipeline)), _, _) => {
+                self.jump_to = None;
+                if tab_id.as_deref() != Some(pipeline.as_str()) {
+                    self.col = 0;
+                    self.rows.clear();
+                    self.scroll.clear();
+                }
+                self.selected = Some(id);
+                tab_of(&self.pipelines, &pipeline)
+            }
+            (None, Some(id), false) => tab_of(&self.pipelines, id),
+            // First load: open on the pipeline of the most recently updated task, else on
+            // the workspace's own.
             _ => self
                 .cards
                 .iter()
                 .max_by_key(|c| (c.updated_at, c.id))
-                .and_then(|c| self.pipelines.iter().position(|p| p.id == c.pipeline_id)),
+                .map(|c| c.pipeline_id.as_str())
+                .or(self.home.as_deref())
+                .and_then(|id| tab_of(&self.pipelines, id)),
         }
         .unwrap_or(0);
         self.regroup(width);
@@ -316,6 +345,11 @@ fn card_matches(card: &TaskCard, needle: &str) -> bool {
     needle.is_empty()
         || card.title.to_lowercase().contains(needle)
         || format!("#{}", card.id).contains(needle)
+}
+
+/// The tab of pipeline `id`.
+fn tab_of(pipelines: &[Pipeline], id: &str) -> Option<usize> {
+    pipelines.iter().position(|p| p.id == id)
 }
 
 #[cfg(test)]

@@ -13,6 +13,9 @@ pub struct BoardSnapshot {
     pub pipelines: Vec<Pipeline>,
     /// Every task, newest first.
     pub cards: Vec<TaskCard>,
+    /// The pipeline new tasks go to by default (the workspace's own): the board opens on it
+    /// while no task says otherwise, and `n` preselects it.
+    pub home: Option<String>,
 }
 
 /// One task with its steps and history, for the detail pane.

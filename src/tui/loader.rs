@@ -161,6 +161,14 @@ fn answer(ws: &Workspace, db: &Db, catalog: &Catalog, req: LoadReq) -> AppEvent 
 /// The task's diff, or why it has none.
 fn diff(ws: &Workspace, task: &Task) -> Result<Diff, String> {
     if let Some(text) = git::task_diff(ws.root(), task)? {
+        if text.trim().is_empty() {
+            let base = task
+                .base_branch
+                .clone()
+                .or_else(|| git::repo_root(ws.root()).and_then(|r| git::current_branch(&r)))
+                .unwrap_or_else(|| "its base branch".into());
+            return Ok(Diff::Absent(format!("no changes against {base}")));
+        }
         return Ok(Diff::Text(text));
     }
     let repo = git::repo_root(ws.root());
@@ -217,7 +225,12 @@ fn board(db: &Db, catalog: &Catalog) -> crate::store::Result<BoardSnapshot> {
             pipelines.push((*p).clone());
         }
     }
-    Ok(BoardSnapshot { pipelines, cards })
+    let home = catalog.default_pipeline().map(|p| p.id.clone());
+    Ok(BoardSnapshot {
+        pipelines,
+        cards,
+        home,
+    })
 }
 
 fn task(db: &Db, id: i64) -> crate::store::Result<TaskDetail> {

@@ -82,7 +82,8 @@ pub enum Field {
     Start,
 }
 
-/// `n`: title, pipeline picker, multi-line prompt, start now.
+/// `n`: title, multi-line prompt, pipeline picker, start now — in that order, on screen and
+/// for Tab.
 #[derive(Debug)]
 pub struct NewTaskForm {
     pub title: TextArea<'static>,
@@ -117,7 +118,7 @@ impl NewTaskForm {
 
     fn cycle(&mut self, forward: bool) {
         use Field::*;
-        let order = [Title, Pipeline, Prompt, Start];
+        let order = [Title, Prompt, Pipeline, Start];
         let i = order.iter().position(|f| *f == self.field).unwrap_or(0) as isize;
         let next = (i + if forward { 1 } else { -1 }).rem_euclid(order.len() as isize);
         self.field = order[next as usize];
@@ -143,20 +144,23 @@ impl NewTaskForm {
                 Field::Prompt => {
                     self.prompt.input(key);
                 }
+                // Only the arrows change the pipeline: letters typed here (a prompt meant
+                // for the field above) must not silently pick another one.
                 Field::Pipeline => match key.code {
-                    KeyCode::Left | KeyCode::Char('h') | KeyCode::Up | KeyCode::Char('k') => {
+                    KeyCode::Left => {
                         let n = self.pipelines.len().max(1);
                         self.pipeline = (self.pipeline + n - 1) % n;
+                        self.error = None;
                     }
-                    KeyCode::Right
-                    | KeyCode::Char('l')
-                    | KeyCode::Down
-                    | KeyCode::Char('j')
-                    | KeyCode::Char(' ') => {
+                    KeyCode::Right => {
                         self.pipeline = (self.pipeline + 1) % self.pipelines.len().max(1);
+                        self.error = None;
                     }
                     KeyCode::Enter => self.cycle(true),
-                    _ => {}
+                    _ => {
+                        self.error =
+                            Some("←/→ pick the pipeline · tab moves to the next field".into());
+                    }
                 },
                 Field::Start => match key.code {
                     KeyCode::Char(' ') | KeyCode::Char('x') => self.start = !self.start,

@@ -184,6 +184,7 @@ impl Harness {
         me.event(AppEvent::Board(BoardSnapshot {
             pipelines: pipelines(),
             cards: cards(),
+            home: None,
         }));
         me
     }

@@ -102,10 +102,10 @@ fn new_task(f: &mut Frame, body: Rect, app: &App, form: &NewTaskForm) {
     );
     let inner = block.inner(area);
     f.render_widget(block, area);
-    let [title, pipeline, prompt, start, error] = Layout::vertical([
+    let [title, prompt, pipeline, start, error] = Layout::vertical([
         Constraint::Length(3),
-        Constraint::Length(2),
         Constraint::Min(3),
+        Constraint::Length(2),
         Constraint::Length(1),
         Constraint::Length(1),
     ])
@@ -128,19 +128,30 @@ fn new_task(f: &mut Frame, body: Rect, app: &App, form: &NewTaskForm) {
     let name_style = if focused { t.selected() } else { t.text() };
     let lines = vec![
         Line::from(vec![
-            Span::styled("Pipeline ", if focused { t.title() } else { t.dim() }),
-            Span::styled("◀ ", t.dim()),
+            Span::styled(
+                if focused {
+                    "› Pipeline "
+                } else {
+                    "  Pipeline "
+                },
+                if focused { t.title() } else { t.dim() },
+            ),
+            Span::styled("◀ ", if focused { t.title() } else { t.dim() }),
             Span::styled(p.map_or("(none)".into(), |p| one_line(&p.name)), name_style),
-            Span::styled(" ▶", t.dim()),
+            Span::styled(" ▶", if focused { t.title() } else { t.dim() }),
             Span::styled(
                 format!("  {}/{}", form.pipeline + 1, form.pipelines.len()),
                 t.dim(),
             ),
+            Span::styled(if focused { "  ←/→ change" } else { "" }, t.dim()),
         ]),
         Line::styled(
-            truncate(
-                p.map_or("", |p| p.description.as_str()),
-                pipeline.width as usize,
+            format!(
+                "  {}",
+                truncate(
+                    p.map_or("", |p| p.description.as_str()),
+                    (pipeline.width as usize).saturating_sub(2),
+                )
             ),
             t.dim(),
         ),
@@ -157,7 +168,17 @@ fn new_task(f: &mut Frame, body: Rect, app: &App, form: &NewTaskForm) {
     };
     f.render_widget(
         Paragraph::new(Line::from(vec![
-            Span::styled(format!("{check} start it now"), style),
+            Span::styled(
+                format!(
+                    "{}{check} start it now",
+                    if form.field == Field::Start {
+                        "› "
+                    } else {
+                        "  "
+                    }
+                ),
+                style,
+            ),
             Span::styled("  (space toggles)", t.dim()),
         ])),
         start,

@@ -161,7 +161,7 @@ fn new_task_form_submits_with_ctrl_s() {
 fn an_empty_board_opens_on_the_workspaces_own_pipeline_and_n_preselects_it() {
     let mut h = Harness::new(100, 30);
     let home = pipelines().last().expect("pipelines").id.clone();
-    h.app = baton::tui::app::App::new(h.app.theme.clone(), Mode::Embedded, (100, 30));
+    h.app = baton::tui::app::App::new(h.app.theme, Mode::Embedded, (100, 30));
     h.event(AppEvent::Board(BoardSnapshot {
         pipelines: pipelines(),
         cards: Vec::new(),

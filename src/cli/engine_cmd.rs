@@ -18,8 +18,8 @@ pub fn init_tracing(ws: &Workspace) -> Option<tracing_appender::non_blocking::Wo
     crate::workspace::logging::init(ws, "engine.log")
 }
 
-/// `baton engine [--exit-when-idle]`.
-pub fn run(ws: &Workspace, exit_when_idle: bool) -> Outcome {
+/// `baton engine [--exit-when-idle] [--quiet]`.
+pub fn run(ws: &Workspace, exit_when_idle: bool, quiet: bool) -> Outcome {
     let _guard = init_tracing(ws);
     let rt = runtime()?;
     rt.block_on(async {
@@ -60,10 +60,21 @@ pub fn run(ws: &Workspace, exit_when_idle: bool) -> Outcome {
             shutdown.cancel();
         });
         let mut events = engine.handle().subscribe();
+        let mut moves = match quiet {
+            true => None,
+            false => Some(MovePrinter::start(engine.store()).await),
+        };
         tokio::spawn(async move {
             use crate::engine::EngineEvent;
             loop {
-                match events.recv().await {
+                let ev = events.recv().await;
+                if let (Some(m), Ok(EngineEvent::TaskChanged { .. } | EngineEvent::Changed))
+                | (Some(m), Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) =
+                    (moves.as_mut(), &ev)
+                {
+                    m.print_new().await;
+                }
+                match ev {
                     Ok(EngineEvent::Notice { task_id, text }) => {
                         let text = crate::ansi::strip(&text);
                         match task_id {
@@ -99,6 +110,85 @@ pub fn run(ws: &Workspace, exit_when_idle: bool) -> Outcome {
         tracing::info!("engine stopped");
         Ok::<_, Failure>(exit::OK)
     })
+}
+
+/// Prints each move (and so each step's result, which moves the task) as one line, the way
+/// a CI runner prints its jobs: read from the history after the last row printed, so a
+/// burst of changes or a lagging event stream loses no line and prints none twice.
+struct MovePrinter {
+    store: crate::store::StoreHandle,
+    last: i64,
+}
+
+impl MovePrinter {
+    async fn start(store: crate::store::StoreHandle) -> Self {
+        let last = store.read(|db| db.last_history_id()).await.unwrap_or(0);
+        Self { store, last }
+    }
+
+    async fn print_new(&mut self) {
+        loop {
+            let after = self.last;
+            let rows = self
+                .store
+                .read(move |db| {
+                    let moves = db.history_after(after, 200)?;
+                    let mut out = Vec::with_capacity(moves.len());
+                    for h in moves {
+                        let title = db.task(h.task_id).map(|t| t.title).unwrap_or_default();
+                        out.push((h, title));
+                    }
+                    Ok::<_, crate::store::StoreError>(out)
+                })
+                .await;
+            let Ok(rows) = rows else { return };
+            let Some((last, _)) = rows.last() else { return };
+            self.last = last.id;
+            let full = rows.len() == 200;
+            for (h, title) in rows {
+                println!("{}", move_line(&h, &title));
+            }
+            if !full {
+                return;
+            }
+        }
+    }
+}
+
+/// `10:42:03 #3 Fix the login bug: plan → plan_review (success)`.
+fn move_line(h: &crate::store::HistoryEntry, title: &str) -> String {
+    let clean = |s: &str| -> String {
+        crate::ansi::strip(s)
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect()
+    };
+    let at = chrono::DateTime::from_timestamp_millis(h.at)
+        .map(|t| {
+            t.with_timezone(&chrono::Local)
+                .format("%H:%M:%S")
+                .to_string()
+        })
+        .unwrap_or_default();
+    let title: String = clean(title).chars().take(60).collect();
+    let from = h
+        .from
+        .as_deref()
+        .map(|f| format!("{f} → "))
+        .unwrap_or_default();
+    let mut why = clean(&h.trigger);
+    if !matches!(h.actor.as_str(), "engine" | "system" | "") {
+        why.push_str(&format!(" by {}", clean(&h.actor)));
+    }
+    if let Some(reason) = h.reason.as_deref().filter(|r| !r.is_empty()) {
+        let reason: String = clean(reason).chars().take(120).collect();
+        why.push_str(&format!(": {reason}"));
+    }
+    format!(
+        "{at} #{} {title}: {from}{} ({why})",
+        h.task_id,
+        clean(&h.to)
+    )
 }
 
 async fn wait_for_signal() {

@@ -151,6 +151,9 @@ pub enum Command {
         /// Stop once nothing runs or is queued.
         #[arg(long)]
         exit_when_idle: bool,
+        /// Print no line per move and step result (problems are still printed).
+        #[arg(long, short)]
+        quiet: bool,
     },
     /// Pipeline definitions.
     #[command(subcommand)]
@@ -348,7 +351,10 @@ pub fn dispatch(dir: Option<&PathBuf>, command: Command) -> Outcome {
         Command::Man => shell::man(),
         Command::Config(cmd) => config_cmd::run(dir, cmd),
         Command::Try(args) => try_cmd::run(dir, args),
-        Command::Engine { exit_when_idle } => engine_cmd::run(&workspace(dir)?, exit_when_idle),
+        Command::Engine {
+            exit_when_idle,
+            quiet,
+        } => engine_cmd::run(&workspace(dir)?, exit_when_idle, quiet),
         Command::List {
             archived: true,
             json,

@@ -305,6 +305,11 @@ impl Engine {
         }
     }
 
+    /// The store the engine writes, for a headless engine's own progress lines.
+    pub fn store(&self) -> StoreHandle {
+        self.store.clone()
+    }
+
     /// The token that, once cancelled, shuts the engine down gracefully.
     pub fn shutdown_token(&self) -> CancellationToken {
         self.shutdown.clone()

@@ -255,11 +255,30 @@ impl Db<'_> {
 
     /// A task's transition history, oldest first.
     pub fn history(&self, task_id: i64) -> Result<Vec<HistoryEntry>> {
-        let mut stmt = self.conn.prepare_cached(
+        self.history_where("task_id = ?1 ORDER BY id", [task_id])
+    }
+
+    /// Every task's moves after history row `after`, oldest first, at most `limit` (what a
+    /// headless engine prints as it happens).
+    pub fn history_after(&self, after: i64, limit: i64) -> Result<Vec<HistoryEntry>> {
+        self.history_where("id > ?1 ORDER BY id LIMIT ?2", [after, limit])
+    }
+
+    /// The id of the newest history row (0 when there is none).
+    pub fn last_history_id(&self) -> Result<i64> {
+        Ok(self.one("SELECT COALESCE(MAX(id), 0) FROM history", [], |r| r.get(0))?)
+    }
+
+    fn history_where<P: rusqlite::Params>(
+        &self,
+        clause: &str,
+        params: P,
+    ) -> Result<Vec<HistoryEntry>> {
+        let mut stmt = self.conn.prepare_cached(&format!(
             "SELECT id, task_id, run_id, from_status, to_status, trigger, actor, reason, \
-             guards_json, hooks_json, at FROM history WHERE task_id = ?1 ORDER BY id",
-        )?;
-        let rows = stmt.query_map([task_id], |r| {
+             guards_json, hooks_json, at FROM history WHERE {clause}"
+        ))?;
+        let rows = stmt.query_map(params, |r| {
             Ok((
                 HistoryEntry {
                     id: r.get(0)?,

@@ -1,0 +1,102 @@
+//! The headless engine prints one line per move (each step's result moves its task), like a
+//! CI runner, so a tmux window running `baton engine` shows what happens; `--quiet` keeps
+//! it to problems.
+
+mod common;
+
+use common::{GATE, Ws};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// Starts `baton engine ARGS` with its stdout read line by line into a channel.
+fn engine(ws: &Ws, args: &[&str]) -> (std::process::Child, mpsc::Receiver<String>) {
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("baton"))
+        .current_dir(ws.root())
+        .env_remove("BATON_DIR")
+        .arg("engine")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("engine starts");
+    let (tx, rx) = mpsc::channel();
+    let out = child.stdout.take().unwrap();
+    // stderr says when the engine is up: its first line.
+    let err = child.stderr.take().unwrap();
+    let up = tx.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines().map_while(Result::ok) {
+            let _ = up.send(format!("stderr: {line}"));
+        }
+    });
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    (child, rx)
+}
+
+/// Reads lines until one contains `want`; panics with what was read after 60 s.
+fn read_until(rx: &mpsc::Receiver<String>, want: &str) -> Vec<String> {
+    let mut seen = Vec::new();
+    loop {
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(line) => {
+                let done = line.contains(want);
+                seen.push(line);
+                if done {
+                    return seen;
+                }
+            }
+            Err(_) => panic!("no line with {want:?}; read {seen:#?}"),
+        }
+    }
+}
+
+#[test]
+fn the_headless_engine_prints_each_move_once() {
+    let ws = Ws::new();
+    ws.pipeline("gate.json", GATE);
+    let (engine, rx) = engine(&ws, &[]);
+    read_until(&rx, "stderr: baton engine running");
+    let id = ws.new_task("gate", "Print \x1b[31mme\x1b[0m");
+    ws.ok(&["start", &id.to_string()]);
+    let seen = read_until(&rx, "→ review");
+    common::stop(engine);
+    let moves: Vec<&String> = seen.iter().filter(|l| !l.starts_with("stderr:")).collect();
+    for want in [
+        format!("#{id} Print me: todo → build (start"),
+        format!("#{id} Print me: build → review (success)"),
+    ] {
+        assert!(
+            moves.iter().any(|l| l.contains(&want)),
+            "{want}: {moves:#?}"
+        );
+    }
+    assert!(moves.iter().all(|l| !l.contains('\x1b')), "{moves:#?}");
+    let builds = moves
+        .iter()
+        .filter(|l| l.contains("build → review"))
+        .count();
+    assert_eq!(builds, 1, "{moves:#?}");
+}
+
+#[test]
+fn quiet_prints_no_moves() {
+    let ws = Ws::new();
+    ws.pipeline("gate.json", GATE);
+    let id = ws.new_task("gate", "Quiet");
+    ws.ok(&["start", &id.to_string()]);
+    let (engine, rx) = engine(&ws, &["--quiet", "--exit-when-idle"]);
+    let mut engine = engine;
+    assert!(engine.wait().unwrap().success());
+    let lines: Vec<String> = rx
+        .try_iter()
+        .filter(|l| !l.starts_with("stderr:"))
+        .collect();
+    assert!(lines.is_empty(), "{lines:#?}");
+    assert_eq!(ws.show(id)["status"], "review");
+}

@@ -3,7 +3,7 @@
 
 use super::ops::NewTask;
 use super::schema::{
-    ActionBody, ErrorBody, HistoryItem, ListItem, LogLineItem, LogsPage, ShowTask, StepItem,
+    ActionBody, ActionName, ErrorBody, HistoryItem, ListItem, LogLineItem, LogsPage, ShowTask, StepItem,
     TriggerBody, ValidateBody,
 };
 use super::{routes, sse, webhooks};
@@ -24,6 +24,56 @@ impl utoipa::Modify for Bearer {
     }
 }
 
+/// The answers any operation may give besides its own: refused by a guard, cut off, or
+/// failed inside. Each is an `ErrorBody` sentence.
+struct CommonAnswers;
+
+/// The statuses and what each means, for operations behind the token.
+const COMMON: &[(&str, &str)] = &[
+    (
+        "400",
+        "the address, query string or body is not what the operation takes",
+    ),
+    ("401", "missing or wrong token"),
+    (
+        "403",
+        "the Host is not baton's address, or the Origin is another site's",
+    ),
+    ("408", "the request took too long to arrive or to answer"),
+    ("413", "the body is larger than max_body_bytes"),
+    ("500", "baton failed inside (the sentence says what)"),
+];
+
+impl utoipa::Modify for CommonAnswers {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+        for (path, item) in doc.paths.paths.iter_mut() {
+            let signed = path == "/hooks/github";
+            for op in [&mut item.get, &mut item.post].into_iter().flatten() {
+                for (code, why) in COMMON {
+                    // The GitHub webhook is signed instead: no token, any Host.
+                    if signed && matches!(*code, "403") {
+                        continue;
+                    }
+                    let answer = ResponseBuilder::new()
+                        .description(*why)
+                        .content(
+                            "application/json",
+                            ContentBuilder::new()
+                                .schema(Some(Ref::from_schema_name("ErrorBody")))
+                                .build(),
+                        )
+                        .build();
+                    op.responses
+                        .responses
+                        .entry(code.to_string())
+                        .or_insert(answer.into());
+                }
+            }
+        }
+    }
+}
+
 /// The whole API.
 #[derive(OpenApi)]
 #[openapi(
@@ -35,10 +85,10 @@ impl utoipa::Modify for Bearer {
         webhooks::trigger,
     ),
     components(schemas(
-        NewTask, ActionBody, ValidateBody, TriggerBody, ErrorBody, ListItem, ShowTask, StepItem,
+        NewTask, ActionBody, ActionName, ValidateBody, TriggerBody, ErrorBody, ListItem, ShowTask, StepItem,
         HistoryItem, LogsPage, LogLineItem,
     )),
-    modifiers(&Bearer),
+    modifiers(&Bearer, &CommonAnswers),
 )]
 pub struct ApiDoc;
 

@@ -4,12 +4,14 @@
 use super::extract::{ApiPath, ApiQuery};
 use super::http::{AppState, error};
 use super::ops::{Kind, NewTask, OpError, OpResult};
-use super::schema::{ActionBody, ErrorBody, ListItem, LogsPage, ShowTask, ValidateBody};
+use super::schema::{
+    ActionBody, ActionName, ErrorBody, ListItem, LogsPage, ShowTask, ValidateBody,
+};
 use crate::engine::Action;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
@@ -86,16 +88,35 @@ pub async fn list_tasks(State(s): State<AppState>, ApiQuery(q): ApiQuery<ListQue
 
 /// Creates a task (and starts it with `"start": true`); returns it as `baton show --json`.
 #[utoipa::path(post, path = "/api/tasks", request_body = NewTask,
-    responses((status = 201, body = ShowTask), (status = 400, body = ErrorBody),
-        (status = 413, body = ErrorBody)), security(("bearer" = [])))]
-pub async fn create_task(State(s): State<AppState>, body: Bytes) -> Response {
+    params(("Idempotency-Key" = Option<String>, Header,
+        description = "a key of the client's choosing (1 to 255 bytes): a retry with the same key returns the task the first request made")),
+    responses((status = 201, body = ShowTask, description = "the new task"),
+        (status = 200, body = ShowTask, description = "the task an earlier request with this Idempotency-Key made"),
+        (status = 404, body = ErrorBody, description = "no such pipeline"),
+        (status = 409, body = ErrorBody, description = "the start was refused (nothing was created), or the Idempotency-Key was used for another task"),
+        (status = 422, body = ErrorBody, description = "the body is JSON of the wrong shape")),
+    security(("bearer" = [])))]
+pub async fn create_task(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
     let example = r#"{"title": "…", "prompt": "…", "pipeline": "…", "start": true}"#;
-    let new: NewTask = match parse_json(&body, example) {
+    let mut new: NewTask = match parse_json(&body, example) {
         Ok(b) => b,
         Err(r) => return *r,
     };
+    if let Some(key) = headers.get("idempotency-key") {
+        match key.to_str() {
+            Ok(k) => new.idempotency_key = Some(k.trim().to_string()),
+            Err(_) => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "the Idempotency-Key header must be printable ASCII, such as a UUID",
+                );
+            }
+        }
+    }
     match s.ops.create_task(new).await {
-        Ok(v) => (StatusCode::CREATED, axum::Json(v)).into_response(),
+        // A retry with the key of a task made before: that task, as it is now.
+        Ok(c) if c.existed => axum::Json(c.task).into_response(),
+        Ok(c) => (StatusCode::CREATED, axum::Json(c.task)).into_response(),
         Err(e) => op_error(e),
     }
 }
@@ -112,10 +133,12 @@ pub async fn show_task(State(s): State<AppState>, ApiPath(id): ApiPath<i64>) -> 
 /// task afterwards. `move` needs `status` in the body; a `note` reaches the next step.
 #[utoipa::path(post, path = "/api/tasks/{id}/{action}",
     params(("id" = i64, Path, description = "task id"),
-        ("action" = String, Path, description = "start, approve, reject, move, abort, resume or retry")),
-    request_body(content = Option<ActionBody>),
-    responses((status = 200, body = ShowTask), (status = 404, body = ErrorBody),
-        (status = 409, body = ErrorBody)), security(("bearer" = [])))]
+        ("action" = ActionName, Path, description = "what to do")),
+    request_body(content = Option<ActionBody>, description = "optional; `null` or nothing is the same as `{}`"),
+    responses((status = 200, body = ShowTask), (status = 404, body = ErrorBody, description = "no such task"),
+        (status = 409, body = ErrorBody, description = "the task's pipeline or state does not allow it"),
+        (status = 422, body = ErrorBody, description = "the body is JSON of the wrong shape, or a move names no status")),
+    security(("bearer" = [])))]
 pub async fn act(
     State(s): State<AppState>,
     ApiPath((id, action)): ApiPath<(i64, String)>,
@@ -124,8 +147,8 @@ pub async fn act(
     let b: ActionBody = if body.iter().all(u8::is_ascii_whitespace) {
         ActionBody::default()
     } else {
-        match parse_json(&body, r#"{"note": "…"}"#) {
-            Ok(b) => b,
+        match parse_json::<Option<ActionBody>>(&body, r#"{"note": "…"}"#) {
+            Ok(b) => b.unwrap_or_default(),
             Err(r) => return *r,
         }
     };
@@ -140,7 +163,7 @@ pub async fn act(
             Some(to) => Action::Move { to, note: b.note },
             None => {
                 return error(
-                    StatusCode::BAD_REQUEST,
+                    StatusCode::UNPROCESSABLE_ENTITY,
                     "move needs the target status: {\"status\": \"<status id>\"}",
                 );
             }
@@ -161,10 +184,12 @@ pub async fn act(
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 pub struct LogsQuery {
     /// The step's position in `steps`, from 1 (default: the latest).
+    #[param(minimum = 1)]
     step: Option<usize>,
     /// Only lines after this line id (`next_after` of the previous page).
     after: Option<i64>,
     /// Only the last this many lines (at most 2000).
+    #[param(minimum = 1)]
     tail: Option<usize>,
 }
 
@@ -206,7 +231,9 @@ pub async fn show_pipeline(State(s): State<AppState>, ApiPath(id): ApiPath<Strin
 
 /// Checks a pipeline file's text; errors and warnings with line and column.
 #[utoipa::path(post, path = "/api/pipelines/validate", request_body = ValidateBody,
-    responses((status = 200, body = Object)), security(("bearer" = [])))]
+    responses((status = 200, body = Object),
+        (status = 422, body = ErrorBody, description = "the body is JSON of the wrong shape")),
+    security(("bearer" = [])))]
 pub async fn validate_pipeline(State(s): State<AppState>, body: Bytes) -> Response {
     match parse_json::<ValidateBody>(&body, r#"{"text": "<the pipeline file>"}"#) {
         Ok(b) => reply(s.ops.validate_pipeline(b.text, b.file).await),

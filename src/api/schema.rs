@@ -22,6 +22,19 @@ pub struct ActionBody {
     pub status: Option<String>,
 }
 
+/// The actions of `POST /api/tasks/{id}/{action}`.
+#[derive(Debug, ToSchema)]
+#[schema(rename_all = "lowercase")]
+pub enum ActionName {
+    Start,
+    Approve,
+    Reject,
+    Move,
+    Abort,
+    Resume,
+    Retry,
+}
+
 /// `POST /api/pipelines/validate`.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct ValidateBody {
@@ -35,6 +48,8 @@ pub struct ValidateBody {
 /// the task's steps as the file named by `BATON_TRIGGER_PAYLOAD_FILE`.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 pub struct TriggerBody {
+    /// One line for the card (default: `<pipeline> (webhook)`).
+    #[schema(min_length = 1, max_length = 500, pattern = r"\S")]
     pub title: Option<String>,
     pub prompt: Option<String>,
 }

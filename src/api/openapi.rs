@@ -3,7 +3,7 @@
 
 use super::ops::NewTask;
 use super::schema::{
-    ActionBody, ActionName, ErrorBody, HistoryItem, ListItem, LogLineItem, LogsPage, ShowTask, StepItem,
+    ActionBody, ActionName, ErrorBody, MoveBody, HistoryItem, ListItem, LogLineItem, LogsPage, ShowTask, StepItem,
     TriggerBody, ValidateBody,
 };
 use super::{routes, sse, webhooks};
@@ -79,13 +79,13 @@ impl utoipa::Modify for CommonAnswers {
 #[openapi(
     info(title = "baton", description = "The HTTP API of `baton serve` (docs/api.md)."),
     paths(
-        routes::list_tasks, routes::create_task, routes::show_task, routes::act,
+        routes::list_tasks, routes::create_task, routes::show_task, routes::act, routes::move_task,
         routes::task_logs, routes::task_diff, routes::list_pipelines, routes::show_pipeline,
         routes::validate_pipeline, routes::list_agents, sse::events, webhooks::github,
         webhooks::trigger,
     ),
     components(schemas(
-        NewTask, ActionBody, ActionName, ValidateBody, TriggerBody, ErrorBody, ListItem, ShowTask, StepItem,
+        NewTask, ActionBody, ActionName, MoveBody, ValidateBody, TriggerBody, ErrorBody, ListItem, ShowTask, StepItem,
         HistoryItem, LogsPage, LogLineItem,
     )),
     modifiers(&Bearer, &CommonAnswers),

@@ -374,7 +374,7 @@ impl Ops {
         .map_err(|e| OpError::new(Kind::Internal, e))?;
         let Some(git) = git else {
             return Err(OpError::new(
-                Kind::NotFound,
+                Kind::Refused,
                 format!(
                     "{} is not a git repository, so tasks have no diffs",
                     self.ws.root().display()
@@ -383,7 +383,7 @@ impl Ops {
         };
         let Some(wt) = task.worktree.clone() else {
             return Err(OpError::new(
-                Kind::NotFound,
+                Kind::Refused,
                 format!(
                     "task {id} has no worktree (it has not started a step yet, or it was removed when the task ended) — its branch is {}",
                     task.branch.as_deref().unwrap_or("not created")

@@ -5,7 +5,7 @@ use super::extract::{ApiPath, ApiQuery};
 use super::http::{AppState, error};
 use super::ops::{Kind, NewTask, OpError, OpResult};
 use super::schema::{
-    ActionBody, ActionName, ErrorBody, ListItem, LogsPage, ShowTask, ValidateBody,
+    ActionBody, ActionName, ErrorBody, ListItem, LogsPage, MoveBody, ShowTask, ValidateBody,
 };
 use crate::engine::Action;
 use axum::Router;
@@ -23,6 +23,7 @@ pub fn api() -> Router<AppState> {
         .route("/api/tasks/{id}", get(show_task))
         .route("/api/tasks/{id}/logs", get(task_logs))
         .route("/api/tasks/{id}/diff", get(task_diff))
+        .route("/api/tasks/{id}/move", post(move_task))
         .route("/api/tasks/{id}/{action}", post(act))
         .route("/api/pipelines", get(list_pipelines))
         .route("/api/pipelines/{id}", get(show_pipeline))
@@ -86,10 +87,20 @@ pub async fn list_tasks(State(s): State<AppState>, ApiQuery(q): ApiQuery<ListQue
     reply(s.ops.list_tasks(q.status, q.pipeline).await)
 }
 
+/// The headers `POST /api/tasks` reads.
+#[derive(Debug, utoipa::IntoParams)]
+#[into_params(parameter_in = Header)]
+pub struct CreateHeaders {
+    /// A key of the client's choosing (1 to 255 bytes, such as a UUID): a retry with the
+    /// same key returns the task the first request made.
+    #[param(rename = "Idempotency-Key", min_length = 1, max_length = 255)]
+    #[allow(dead_code)] // Read from the headers; here for the document.
+    idempotency_key: Option<String>,
+}
+
 /// Creates a task (and starts it with `"start": true`); returns it as `baton show --json`.
 #[utoipa::path(post, path = "/api/tasks", request_body = NewTask,
-    params(("Idempotency-Key" = Option<String>, Header,
-        description = "a key of the client's choosing (1 to 255 bytes): a retry with the same key returns the task the first request made")),
+    params(CreateHeaders),
     responses((status = 201, body = ShowTask, description = "the new task"),
         (status = 200, body = ShowTask, description = "the task an earlier request with this Idempotency-Key made"),
         (status = 404, body = ErrorBody, description = "no such pipeline"),
@@ -129,8 +140,8 @@ pub async fn show_task(State(s): State<AppState>, ApiPath(id): ApiPath<i64>) -> 
     reply(s.ops.show_task(id).await)
 }
 
-/// Applies `start`, `approve`, `reject`, `move`, `abort`, `resume` or `retry`; returns the
-/// task afterwards. `move` needs `status` in the body; a `note` reaches the next step.
+/// Applies `start`, `approve`, `reject`, `abort`, `resume` or `retry`; returns the task
+/// afterwards. A `note` reaches the next step. (`move` has its own operation.)
 #[utoipa::path(post, path = "/api/tasks/{id}/{action}",
     params(("id" = i64, Path, description = "task id"),
         ("action" = ActionName, Path, description = "what to do")),
@@ -159,15 +170,6 @@ pub async fn act(
         "abort" => Action::Abort { note: b.note },
         "resume" => Action::Resume,
         "retry" => Action::Retry,
-        "move" => match b.status {
-            Some(to) => Action::Move { to, note: b.note },
-            None => {
-                return error(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "move needs the target status: {\"status\": \"<status id>\"}",
-                );
-            }
-        },
         other => {
             return error(
                 StatusCode::NOT_FOUND,
@@ -178,6 +180,37 @@ pub async fn act(
         }
     };
     reply(s.ops.act(id, action).await)
+}
+
+/// Moves a task to another status of its pipeline (a human move, as `baton move`); returns
+/// the task afterwards.
+#[utoipa::path(post, path = "/api/tasks/{id}/move",
+    params(("id" = i64, Path, description = "task id")),
+    request_body = MoveBody,
+    responses((status = 200, body = ShowTask), (status = 404, body = ErrorBody, description = "no such task"),
+        (status = 409, body = ErrorBody, description = "the pipeline does not allow that move from where the task is"),
+        (status = 422, body = ErrorBody, description = "the body is JSON of the wrong shape (it needs `status`)")),
+    security(("bearer" = [])))]
+pub async fn move_task(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<i64>,
+    body: Bytes,
+) -> Response {
+    let example = r#"{"status": "<status id>", "note": "…"}"#;
+    match parse_json::<MoveBody>(&body, example) {
+        Ok(b) => reply(
+            s.ops
+                .act(
+                    id,
+                    Action::Move {
+                        to: b.status,
+                        note: b.note,
+                    },
+                )
+                .await,
+        ),
+        Err(r) => *r,
+    }
 }
 
 /// Which log lines `GET /api/tasks/{id}/logs` returns.
@@ -208,7 +241,8 @@ pub async fn task_logs(
 
 /// The task's branch against its base, plus uncommitted work, as a unified diff.
 #[utoipa::path(get, path = "/api/tasks/{id}/diff", params(("id" = i64, Path, description = "task id")),
-    responses((status = 200, body = Object), (status = 404, body = ErrorBody)),
+    responses((status = 200, body = Object), (status = 404, body = ErrorBody, description = "no such task"),
+        (status = 409, body = ErrorBody, description = "the task has no worktree (not started, or ended), or the workspace is not a git repository")),
     security(("bearer" = [])))]
 pub async fn task_diff(State(s): State<AppState>, ApiPath(id): ApiPath<i64>) -> Response {
     reply(s.ops.task_diff(id).await)

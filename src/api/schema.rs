@@ -18,8 +18,6 @@ pub struct ErrorBody {
 pub struct ActionBody {
     /// Kept in the history and handed to the next step.
     pub note: Option<String>,
-    /// `move` only: the status to move to.
-    pub status: Option<String>,
 }
 
 /// The actions of `POST /api/tasks/{id}/{action}`.
@@ -29,10 +27,19 @@ pub enum ActionName {
     Start,
     Approve,
     Reject,
-    Move,
     Abort,
     Resume,
     Retry,
+}
+
+/// The body of `POST /api/tasks/{id}/move`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MoveBody {
+    /// The status to move to; the pipeline must allow it from where the task is.
+    pub status: String,
+    /// Kept in the history and handed to the next step.
+    pub note: Option<String>,
 }
 
 /// `POST /api/pipelines/validate`.

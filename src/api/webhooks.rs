@@ -59,12 +59,13 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     responses((status = 200, body = Object),
         (status = 400, body = super::schema::ErrorBody, description = "X-GitHub-Delivery is missing"),
         (status = 401, body = super::schema::ErrorBody, description = "the signature does not match"),
-        (status = 503, body = super::schema::ErrorBody, description = "no secret is set, so GitHub webhooks are off")))]
+        (status = 404, body = super::schema::ErrorBody, description = "no secret is set, so GitHub webhooks are off")))]
 pub async fn github(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
     let env = s.github_secret_env.as_str();
     let Some(secret) = std::env::var(env).ok().filter(|v| !v.is_empty()) else {
+        // Off rather than failing: the endpoint is not there until a secret is set.
         return error(
-            StatusCode::SERVICE_UNAVAILABLE,
+            StatusCode::NOT_FOUND,
             format!(
                 "GitHub webhooks are off: the secret is read from ${env}, which is not set — export it where baton serve runs (the name is `github_secret_env` under [serve] in config.toml)"
             ),

@@ -43,7 +43,9 @@ fn schemathesis() -> Option<PathBuf> {
     } else {
         infra::missing(
             &format!("Schemathesis in {}", venv.display()),
-            &format!("python3 -m venv target/st-venv && target/st-venv/bin/pip install {SCHEMATHESIS}; .ci/run installs it"),
+            &format!(
+                "python3 -m venv target/st-venv && target/st-venv/bin/pip install {SCHEMATHESIS}; .ci/run installs it"
+            ),
         );
         None
     }

@@ -165,14 +165,21 @@ fn a_rotated_token_ends_the_streams_opened_with_it() {
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     // Changes after the rotation must not reach the old stream; it ends.
-    let (status, _) = post(&s, "/api/tasks", json!({"title": "after", "pipeline": "fast"}));
+    let (status, _) = post(
+        &s,
+        "/api/tasks",
+        json!({"title": "after", "pipeline": "fast"}),
+    );
     assert_eq!(status, StatusCode::CREATED);
     let deadline = Instant::now() + PATIENCE;
     loop {
         match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
             Ok(Said::Ended) => break,
             Ok(Said::Task(_, data)) => {
-                assert_ne!(data["title"], "after", "the old token's stream saw a new task")
+                assert_ne!(
+                    data["title"], "after",
+                    "the old token's stream saw a new task"
+                )
             }
             Err(_) => panic!("the stream of the rotated token is still open"),
         }
@@ -213,7 +220,10 @@ fn pipelines_are_shown_without_their_credentials() {
     }
     let v: Value = serde_json::from_str(&text).unwrap();
     // Names stay, so a reader still sees what is configured.
-    assert!(text.contains("DEPLOY_TOKEN") && text.contains("Authorization"), "{v}");
+    assert!(
+        text.contains("DEPLOY_TOKEN") && text.contains("Authorization"),
+        "{v}"
+    );
     assert!(text.contains("hooks.example.com"), "{v}");
 }
 
@@ -280,7 +290,11 @@ fn a_refused_start_leaves_no_task_behind() {
     assert_eq!(tasks, json!([]), "a task was left behind");
 
     let s = Server::start(ws.path(), &[]);
-    let (status, body) = post(&s, "/api/tasks", json!({"title": "t", "pipeline": "gated", "start": true}));
+    let (status, body) = post(
+        &s,
+        "/api/tasks",
+        json!({"title": "t", "pipeline": "gated", "start": true}),
+    );
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     let (status, task) = post(&s, "/api/tasks", json!({"title": "t", "pipeline": "fast"}));
     assert_eq!(status, StatusCode::CREATED);

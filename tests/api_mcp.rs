@@ -2,8 +2,8 @@
 //! created and started, approved at its gate (waited for through resource notifications),
 //! its log read; bad input answered with the CLI's sentence.
 
-mod infra;
 mod api_common;
+mod infra;
 
 #[test]
 fn python_client_drives_a_task_through_baton_mcp_on_stdio() {
@@ -130,7 +130,11 @@ fn a_line_over_the_limit_is_answered_with_an_error() {
         }
     });
     writeln!(stdin, "{init}").unwrap();
-    writeln!(stdin, r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#).unwrap();
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .unwrap();
     writeln!(stdin, "{big}").unwrap();
     writeln!(stdin, "{after}").unwrap();
     let mut answers = std::collections::HashMap::new();

@@ -199,9 +199,7 @@ mod tests {
                 branch: None,
                 ..delivery(&format!("d{n}"))
             };
-            store
-                .write(|db| record_push_within(db, &d, &m, 5))
-                .unwrap();
+            store.write(|db| record_push_within(db, &d, &m, 5)).unwrap();
         }
         assert!(store.read().deliveries_kept().unwrap() <= 6);
         assert_eq!(tasks(&store), 1);

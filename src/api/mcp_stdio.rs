@@ -71,10 +71,7 @@ pub async fn filter_input(
     let mut reader = BufReader::with_capacity(64 * 1024, input);
     let mut line: Vec<u8> = Vec::new();
     let mut over = false;
-    loop {
-        let Ok(buf) = reader.fill_buf().await else {
-            break;
-        };
+    while let Ok(buf) = reader.fill_buf().await {
         if buf.is_empty() {
             if !over && !line.is_empty() {
                 let _ = to_rmcp.write_all(&line).await;
@@ -162,11 +159,19 @@ mod tests {
         let (tx, mut rx) = mpsc::channel(4);
         let mut passed = Vec::new();
         filter_input(input.as_bytes(), &mut passed, 100_000, tx).await;
-        assert_eq!(String::from_utf8(passed).unwrap(), format!("{small}\n{small}\n"));
+        assert_eq!(
+            String::from_utf8(passed).unwrap(),
+            format!("{small}\n{small}\n")
+        );
         let answer: Value = serde_json::from_str(&rx.recv().await.unwrap()).unwrap();
         assert_eq!(answer["id"], "b-2");
         assert_eq!(answer["error"]["code"], TOO_LARGE);
-        assert!(answer["error"]["message"].as_str().unwrap().contains("100000 bytes"));
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("100000 bytes")
+        );
         assert!(rx.recv().await.is_none());
     }
 

@@ -36,11 +36,7 @@ pub async fn serve_stdio(ops: Arc<ops::Ops>, max_line: usize) -> Result<(), Stri
         max_line,
         answers,
     ));
-    let forwarder = tokio::spawn(mcp_stdio::forward(
-        from_rmcp,
-        tokio::io::stdout(),
-        answered,
-    ));
+    let forwarder = tokio::spawn(mcp_stdio::forward(from_rmcp, tokio::io::stdout(), answered));
     let server = mcp::BatonMcp::new(ops)
         .serve((rmcp_input, to_forward))
         .await

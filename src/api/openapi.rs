@@ -3,8 +3,8 @@
 
 use super::ops::NewTask;
 use super::schema::{
-    ActionBody, ActionName, ErrorBody, MoveBody, HistoryItem, ListItem, LogLineItem, LogsPage, ShowTask, StepItem,
-    TriggerBody, ValidateBody,
+    ActionBody, ActionName, ErrorBody, HistoryItem, ListItem, LogLineItem, LogsPage, MoveBody,
+    ShowTask, StepItem, TriggerBody, ValidateBody,
 };
 use super::{routes, sse, webhooks};
 use axum::response::{IntoResponse, Response};

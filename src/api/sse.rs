@@ -9,11 +9,11 @@
 
 use super::extract::ApiQuery;
 use super::http::AppState;
+use super::http::error;
 use super::ops::log_line;
 use crate::cli::json;
 use crate::engine::wake::Change;
 use crate::store::{StepState, now_ms};
-use super::http::error;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -151,11 +151,9 @@ pub async fn events(
             };
         }
     });
-    let stream =
-        futures_util::stream::unfold(
-            rx,
-            |mut rx| async move { rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx)) },
-        );
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
+    });
     Sse::new(stream)
         .keep_alive(KeepAlive::default())
         .into_response()

@@ -171,7 +171,10 @@ pub async fn trigger(
         );
     }
     for k in ["title", "prompt"] {
-        if payload.get(k).is_some_and(|v| !v.is_string() && !v.is_null()) {
+        if payload
+            .get(k)
+            .is_some_and(|v| !v.is_string() && !v.is_null())
+        {
             return error(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 format!("`{k}` must be a string — the task's {k} as text"),

@@ -449,26 +449,26 @@ pub struct Created {
 /// crash leaves either both or neither, and a start that is refused takes the new task
 /// with it. A key already used returns the task it made, if the request is the same one.
 pub fn create_and_start(db: &Db, new: &NewTask) -> Result<Created> {
-    if let Some(key) = new.idempotency_key {
-        if let Some(id) = db.task_by_idempotency_key(key)? {
-            let made = db.task(id)?;
-            if made.title != new.title
-                || made.prompt != new.prompt
-                || made.pipeline_id != new.pipeline.id
-            {
-                return Err(EngineError::Refused {
-                    task: id,
-                    message: format!(
-                        "the idempotency key `{key}` was used to create this task with another title, prompt or pipeline — use a new key for a new task"
-                    ),
-                });
-            }
-            return Ok(Created {
-                id,
-                existed: true,
-                started: None,
+    if let Some(key) = new.idempotency_key
+        && let Some(id) = db.task_by_idempotency_key(key)?
+    {
+        let made = db.task(id)?;
+        if made.title != new.title
+            || made.prompt != new.prompt
+            || made.pipeline_id != new.pipeline.id
+        {
+            return Err(EngineError::Refused {
+                task: id,
+                message: format!(
+                    "the idempotency key `{key}` was used to create this task with another title, prompt or pipeline — use a new key for a new task"
+                ),
             });
         }
+        return Ok(Created {
+            id,
+            existed: true,
+            started: None,
+        });
     }
     let id = create_task_by(db, new.pipeline, new.title, new.prompt, new.actor)?;
     if let Some(key) = new.idempotency_key {

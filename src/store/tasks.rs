@@ -95,11 +95,11 @@ impl Db<'_> {
     /// the next one inside its own transaction, so once a reader sees change N, every
     /// change before N is visible too.
     pub fn last_change(&self) -> Result<i64> {
-        Ok(self.one(
-            "SELECT seq FROM change_counter WHERE id = 1",
-            [],
-            |r| r.get(0),
-        )?)
+        Ok(
+            self.one("SELECT seq FROM change_counter WHERE id = 1", [], |r| {
+                r.get(0)
+            })?,
+        )
     }
 
     /// Up to `limit` tasks (archived ones too) whose latest change comes after change

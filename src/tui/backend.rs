@@ -4,9 +4,7 @@
 
 use super::app::Mode;
 use super::event::{AppEvent, NewTask};
-use crate::engine::{
-    self, Engine, EngineError, EngineEvent, EngineHandle, Request, RunOptions,
-};
+use crate::engine::{self, Engine, EngineError, EngineEvent, EngineHandle, Request, RunOptions};
 use crate::store::Store;
 use crate::workspace::{EngineLock, Workspace, WorkspaceError};
 use std::sync::Arc;
@@ -176,7 +174,8 @@ impl Backend {
                     base_branch: None,
                     idempotency_key: None,
                 };
-                let made = engine::client::create(&ws, &mut store, &spec).map_err(|e| e.to_string())?;
+                let made =
+                    engine::client::create(&ws, &mut store, &spec).map_err(|e| e.to_string())?;
                 let summary = made.started.map(|a| a.summary);
                 Ok((made.id, summary))
             })

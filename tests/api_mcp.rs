@@ -96,3 +96,59 @@ fn bad_input_is_answered_and_the_server_goes_on() {
     assert!(shapeless.contains("params are missing"), "{shapeless}");
     assert!(child.wait().unwrap().success());
 }
+
+/// A line longer than the limit (1 MiB by default, as over HTTP) is answered with an error
+/// under its request's id, and the next request is served.
+#[test]
+fn a_line_over_the_limit_is_answered_with_an_error() {
+    use std::io::{BufRead, BufReader, Write};
+    let ws = api_common::workspace();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .arg("--dir")
+        .arg(ws.path())
+        .arg("mcp")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let big = format!(
+        r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"create_task","arguments":{{"title":"big","prompt":"{}"}}}}}}"#,
+        "x".repeat(2 << 20)
+    );
+    let after = r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"list_tasks","arguments":{}}}"#;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let out = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines() {
+            let Ok(line) = line else { return };
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if tx.send(v).is_err() {
+                return;
+            }
+        }
+    });
+    writeln!(stdin, "{init}").unwrap();
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .unwrap();
+    writeln!(stdin, "{big}").unwrap();
+    writeln!(stdin, "{after}").unwrap();
+    let mut answers = std::collections::HashMap::new();
+    while !(answers.contains_key(&7) && answers.contains_key(&8)) {
+        let v = rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("no answer to both requests; got {answers:?}"));
+        if let Some(id) = v["id"].as_i64() {
+            answers.insert(id, v);
+        }
+    }
+    let message = answers[&7]["error"]["message"].as_str().unwrap_or("");
+    assert!(message.contains("1048576 bytes"), "{:?}", answers[&7]);
+    assert!(answers[&8].get("result").is_some(), "{:?}", answers[&8]);
+    drop(stdin);
+    let _ = child.wait();
+}

@@ -55,10 +55,10 @@ impl Ops {
         ))
     }
 
-    /// One pipeline as its file would hold it.
+    /// One pipeline as its file would hold it, its credentials masked.
     pub async fn show_pipeline(&self, id: &str) -> OpResult {
         let p = self.pipeline(id).await?;
-        serde_json::to_value(&p).map_err(|e| OpError::new(Kind::Internal, e.to_string()))
+        Ok(super::shapes::masked_pipeline(&p))
     }
 
     /// Checks a pipeline file's text; located errors and warnings.

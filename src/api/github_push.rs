@@ -19,29 +19,44 @@ pub struct Delivery {
     pub sha: String,
 }
 
+/// Delivery ids remembered (GitHub redelivers within three days).
+pub const KEEP_DELIVERIES: i64 = 10_000;
+/// How long a delivery id is remembered.
+pub const KEEP_DELIVERIES_MS: i64 = 7 * 24 * 3600 * 1000;
+
 /// Records a delivery in one transaction: fires the matching triggers unless this delivery
-/// was seen before, and records it as an event. Returns (seen before, tasks created).
+/// was seen before, and records it as an event. A replay records nothing. Returns (seen
+/// before, tasks created).
 pub fn record_push(
     db: &Db,
     d: &Delivery,
     matching: &[(Trigger, Pipeline)],
 ) -> crate::engine::Result<(bool, Vec<i64>)> {
-    let seen_key = format!("github-delivery:{}", d.id);
-    let duplicate = db.meta(&seen_key)?.is_some();
+    record_push_within(db, d, matching, KEEP_DELIVERIES)
+}
+
+/// [`record_push`], remembering the newest `keep` delivery ids.
+pub fn record_push_within(
+    db: &Db,
+    d: &Delivery,
+    matching: &[(Trigger, Pipeline)],
+    keep: i64,
+) -> crate::engine::Result<(bool, Vec<i64>)> {
+    let duplicate = !db.note_delivery(&d.id, keep, KEEP_DELIVERIES_MS)?;
+    if duplicate {
+        return Ok((true, Vec::new()));
+    }
     let mut fired = Vec::new();
-    if !duplicate {
-        db.set_meta(&seen_key, &d.sha)?;
-        if let Some(branch) = &d.branch {
-            let sha = &d.sha;
-            let short: String = sha.chars().take(12).collect();
-            let vars = [("branch", branch.as_str()), ("sha", short.as_str())];
-            for (t, p) in matching {
-                // The watcher's memory and key: it will not fire this commit again.
-                let memo = format!("push-seen:{}:{}:{branch}", t.pipeline, t.index);
-                db.set_meta(&memo, sha)?;
-                let key = format!("push:{}:{}:{branch}:{sha}", t.pipeline, t.index);
-                fired.extend(triggers::fire(db, p, t, &key, &vars)?);
-            }
+    if let Some(branch) = &d.branch {
+        let sha = &d.sha;
+        let short: String = sha.chars().take(12).collect();
+        let vars = [("branch", branch.as_str()), ("sha", short.as_str())];
+        for (t, p) in matching {
+            // The watcher's memory and key: it will not fire this commit again.
+            let memo = format!("push-seen:{}:{}:{branch}", t.pipeline, t.index);
+            db.set_meta(&memo, sha)?;
+            let key = format!("push:{}:{}:{branch}:{sha}", t.pipeline, t.index);
+            fired.extend(triggers::fire(db, p, t, &key, &vars)?);
         }
     }
     db.insert_event(&NewEvent {
@@ -49,18 +64,17 @@ pub fn record_push(
         category: "webhook",
         kind: "webhook.github",
         summary: format!(
-            "GitHub {} delivery {}{}: {} task(s) created",
+            "GitHub {} delivery {}: {} task(s) created",
             d.event,
             d.id,
-            if duplicate { " (again, ignored)" } else { "" },
             fired.len()
         ),
         data: json!({"event": d.event, "delivery": d.id, "branch": d.branch, "sha": d.sha,
-            "tasks": fired, "duplicate": duplicate}),
+            "tasks": fired}),
         actor: "webhook",
         level: "info",
     })?;
-    Ok((duplicate, fired))
+    Ok((false, fired))
 }
 
 #[cfg(test)]
@@ -159,6 +173,35 @@ mod tests {
             .unwrap();
         assert!(!dup && made.is_empty());
         assert_eq!(watcher_looks(&mut store, &mut set, "older"), 0);
+        assert_eq!(tasks(&store), 1);
+    }
+
+    /// Replays add no rows and no events; the ids kept stay within their window.
+    #[test]
+    fn replays_and_many_deliveries_leave_the_database_bounded() {
+        let (_dir, mut store, set) = setup();
+        let m = matching(&set);
+        let events = |store: &Store| store.read().workspace_events(1_000_000).unwrap().len();
+        store
+            .write(|db| record_push_within(db, &delivery("r"), &m, 5))
+            .unwrap();
+        let (ids, evs) = (store.read().deliveries_kept().unwrap(), events(&store));
+        for _ in 0..200 {
+            let (dup, made) = store
+                .write(|db| record_push_within(db, &delivery("r"), &m, 5))
+                .unwrap();
+            assert!(dup && made.is_empty());
+        }
+        assert_eq!(store.read().deliveries_kept().unwrap(), ids);
+        assert_eq!(events(&store), evs, "a replay recorded an event");
+        for n in 0..20 {
+            let d = Delivery {
+                branch: None,
+                ..delivery(&format!("d{n}"))
+            };
+            store.write(|db| record_push_within(db, &d, &m, 5)).unwrap();
+        }
+        assert!(store.read().deliveries_kept().unwrap() <= 6);
         assert_eq!(tasks(&store), 1);
     }
 

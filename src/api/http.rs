@@ -49,6 +49,15 @@ pub struct AppState {
     max_body: usize,
     /// Cancelled when the server stops: event streams end, so shutdown need not wait.
     pub stopping: tokio_util::sync::CancellationToken,
+    /// The token as it is now: event streams opened with another end.
+    token_now: Arc<token::Follow>,
+}
+
+impl AppState {
+    /// Says each new token (after `baton token rotate`).
+    pub fn token_changes(&self) -> tokio::sync::watch::Receiver<String> {
+        self.token_now.now.subscribe()
+    }
 }
 
 /// The `Host` values a request may carry for this address.
@@ -134,6 +143,15 @@ async fn guard_token(State(s): State<AppState>, req: Request, next: Next) -> Res
         Some(path) => tokio::fs::read_to_string(path).await.ok(),
         None => Some(s.token.to_string()),
     };
+    // What the file says now also reaches the event streams (should a file event be missed).
+    let seen = current.as_deref().map_or("", str::trim);
+    s.token_now.now.send_if_modified(|t| {
+        let changed = t != seen;
+        if changed {
+            *t = seen.to_string();
+        }
+        changed
+    });
     if current.is_some_and(|t| authorized(t.trim(), req.headers())) {
         return next.run(req).await;
     }
@@ -149,11 +167,16 @@ async fn guard_token(State(s): State<AppState>, req: Request, next: Next) -> Res
 }
 
 fn authorized(token: &str, headers: &HeaderMap) -> bool {
+    bearer(headers).is_some_and(|given| !token.is_empty() && token::matches(token, given))
+}
+
+/// The token a request carries in `Authorization: Bearer <token>`.
+pub fn bearer(headers: &HeaderMap) -> Option<&str> {
     headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|given| !token.is_empty() && token::matches(token, given.trim()))
+        .map(str::trim)
 }
 
 /// The whole application.
@@ -162,7 +185,12 @@ pub fn router(
     opts: &Options,
     stopping: tokio_util::sync::CancellationToken,
 ) -> Router {
+    let token_now = match &opts.token_file {
+        Some(file) => token::Follow::start(file, opts.token.clone()),
+        None => token::Follow::fixed(opts.token.clone()),
+    };
     let state = AppState {
+        token_now: Arc::new(token_now),
         stopping: stopping.clone(),
         ops: ops.clone(),
         token: Arc::new(opts.token.clone()),
@@ -242,11 +270,11 @@ pub async fn serve(
     ready(opts.listen);
     let stopping = tokio_util::sync::CancellationToken::new();
     let app = router(ops, &opts, stopping.clone());
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            stop.await;
-            stopping.cancel();
-        })
-        .await
-        .map_err(|e| format!("the HTTP server failed: {e}"))
+    let limit = super::conns::Limits::for_this_process();
+    super::conns::accept(listener, app, limit, async move {
+        stop.await;
+        stopping.cancel();
+    })
+    .await;
+    Ok(())
 }

@@ -35,9 +35,15 @@ impl Drop for Link {
     }
 }
 
-/// A new channel for changes.
+/// A new channel for changes, of `BATON_EVENT_BUFFER` changes when set (tests make it tiny
+/// to show that a listener falling behind loses nothing).
 pub fn changes() -> broadcast::Sender<Change> {
-    broadcast::channel(CHANGES).0
+    let size = std::env::var("BATON_EVENT_BUFFER")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(CHANGES);
+    broadcast::channel(size).0
 }
 
 /// Resolves when the engine an attached link follows has stopped.

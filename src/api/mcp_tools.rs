@@ -67,6 +67,9 @@ pub struct CreateArgs {
     /// Start it right away (default false: it waits in the backlog).
     #[serde(default)]
     pub start: bool,
+    /// A key of your choosing for this creation: calling again with the same key returns
+    /// the task the first call made instead of making another (safe retries).
+    pub idempotency_key: Option<String>,
 }
 
 /// Which task and step, and which of its log lines.
@@ -228,8 +231,9 @@ pub async fn call(ops: &Ops, name: &str, raw: Option<JsonObject>) -> OpResult {
                 prompt: a.prompt,
                 pipeline: a.pipeline,
                 start: a.start,
+                idempotency_key: a.idempotency_key,
             };
-            ops.create_task(new).await
+            ops.create_task(new).await.map(|c| c.task)
         }
         "start" => ops.act(args::<IdArgs>(name, raw)?.id, Action::Start).await,
         "approve" => {

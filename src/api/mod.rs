@@ -3,6 +3,7 @@
 //! through its handle or the commands table and read through the store: no SQL here.
 
 mod catalog_ops;
+pub mod conns;
 pub mod extract;
 pub mod github_push;
 pub mod http;
@@ -23,13 +24,21 @@ pub mod webhooks;
 use std::sync::Arc;
 
 /// Serves MCP on stdin/stdout until the client closes it. Bad input is answered with an
-/// error; only the end of the input ends the server.
-pub async fn serve_stdio(ops: Arc<ops::Ops>) -> Result<(), String> {
+/// error (a line over `max_line` bytes too); only the end of the input ends the server.
+pub async fn serve_stdio(ops: Arc<ops::Ops>, max_line: usize) -> Result<(), String> {
     use rmcp::ServiceExt;
     let (to_forward, from_rmcp) = tokio::io::duplex(64 * 1024);
-    let forwarder = tokio::spawn(mcp_stdio::forward(from_rmcp, tokio::io::stdout()));
+    let (to_rmcp, rmcp_input) = tokio::io::duplex(64 * 1024);
+    let (answers, answered) = tokio::sync::mpsc::channel(16);
+    tokio::spawn(mcp_stdio::filter_input(
+        tokio::io::stdin(),
+        to_rmcp,
+        max_line,
+        answers,
+    ));
+    let forwarder = tokio::spawn(mcp_stdio::forward(from_rmcp, tokio::io::stdout(), answered));
     let server = mcp::BatonMcp::new(ops)
-        .serve((tokio::io::stdin(), to_forward))
+        .serve((rmcp_input, to_forward))
         .await
         .map_err(|e| format!("the MCP session could not start: {e}"))?;
     let ended = server

@@ -3,8 +3,8 @@
 
 use super::ops::NewTask;
 use super::schema::{
-    ActionBody, ErrorBody, HistoryItem, ListItem, LogLineItem, LogsPage, ShowTask, StepItem,
-    TriggerBody, ValidateBody,
+    ActionBody, ActionName, ErrorBody, HistoryItem, ListItem, LogLineItem, LogsPage, MoveBody,
+    ShowTask, StepItem, TriggerBody, ValidateBody,
 };
 use super::{routes, sse, webhooks};
 use axum::response::{IntoResponse, Response};
@@ -24,21 +24,71 @@ impl utoipa::Modify for Bearer {
     }
 }
 
+/// The answers any operation may give besides its own: refused by a guard, cut off, or
+/// failed inside. Each is an `ErrorBody` sentence.
+struct CommonAnswers;
+
+/// The statuses and what each means, for operations behind the token.
+const COMMON: &[(&str, &str)] = &[
+    (
+        "400",
+        "the address, query string or body is not what the operation takes",
+    ),
+    ("401", "missing or wrong token"),
+    (
+        "403",
+        "the Host is not baton's address, or the Origin is another site's",
+    ),
+    ("408", "the request took too long to arrive or to answer"),
+    ("413", "the body is larger than max_body_bytes"),
+    ("500", "baton failed inside (the sentence says what)"),
+];
+
+impl utoipa::Modify for CommonAnswers {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+        for (path, item) in doc.paths.paths.iter_mut() {
+            let signed = path == "/hooks/github";
+            for op in [&mut item.get, &mut item.post].into_iter().flatten() {
+                for (code, why) in COMMON {
+                    // The GitHub webhook is signed instead: no token, any Host.
+                    if signed && matches!(*code, "403") {
+                        continue;
+                    }
+                    let answer = ResponseBuilder::new()
+                        .description(*why)
+                        .content(
+                            "application/json",
+                            ContentBuilder::new()
+                                .schema(Some(Ref::from_schema_name("ErrorBody")))
+                                .build(),
+                        )
+                        .build();
+                    op.responses
+                        .responses
+                        .entry(code.to_string())
+                        .or_insert(answer.into());
+                }
+            }
+        }
+    }
+}
+
 /// The whole API.
 #[derive(OpenApi)]
 #[openapi(
     info(title = "baton", description = "The HTTP API of `baton serve` (docs/api.md)."),
     paths(
-        routes::list_tasks, routes::create_task, routes::show_task, routes::act,
+        routes::list_tasks, routes::create_task, routes::show_task, routes::act, routes::move_task,
         routes::task_logs, routes::task_diff, routes::list_pipelines, routes::show_pipeline,
         routes::validate_pipeline, routes::list_agents, sse::events, webhooks::github,
         webhooks::trigger,
     ),
     components(schemas(
-        NewTask, ActionBody, ValidateBody, TriggerBody, ErrorBody, ListItem, ShowTask, StepItem,
+        NewTask, ActionBody, ActionName, MoveBody, ValidateBody, TriggerBody, ErrorBody, ListItem, ShowTask, StepItem,
         HistoryItem, LogsPage, LogLineItem,
     )),
-    modifiers(&Bearer),
+    modifiers(&Bearer, &CommonAnswers),
 )]
 pub struct ApiDoc;
 

@@ -5,7 +5,7 @@
 use super::link::Link;
 use crate::cli::json;
 use crate::engine::wake::Change;
-use crate::engine::{Action, MAX_TITLE, Request, create_task};
+use crate::engine::{Action, EngineError, MAX_TITLE, Request, create_and_start};
 use crate::store::{StoreError, StoreHandle, TaskFilter, rfc3339};
 use crate::workspace::Workspace;
 use serde_json::{Value, json};
@@ -76,7 +76,8 @@ pub type OpResult = Result<Value, OpError>;
 /// A new task, as `baton new` takes it.
 #[derive(Debug, Clone, Default, serde::Deserialize, utoipa::ToSchema)]
 pub struct NewTask {
-    /// One line for the card.
+    /// One line for the card (at most 500 characters, not blank).
+    #[schema(min_length = 1, max_length = 500, pattern = r"\S")]
     pub title: String,
     /// The task's prompt (markdown).
     #[serde(default)]
@@ -84,10 +85,25 @@ pub struct NewTask {
     /// Pipeline id (default: the workspace's first own pipeline, else `quick_fix`).
     #[serde(default)]
     pub pipeline: Option<String>,
-    /// Start it right away.
+    /// Start it right away (in the same transaction as the creation).
     #[serde(default)]
     pub start: bool,
+    /// Over HTTP, the `Idempotency-Key` header.
+    #[serde(skip)]
+    pub idempotency_key: Option<String>,
 }
+
+/// A task made (or found by its idempotency key).
+#[derive(Debug, Clone)]
+pub struct CreatedTask {
+    /// The task as `show --json` prints it.
+    pub task: Value,
+    /// The idempotency key named a task made before: nothing new was made.
+    pub existed: bool,
+}
+
+/// The longest idempotency key, in bytes.
+pub const MAX_IDEMPOTENCY_KEY: usize = 255;
 
 /// The operations over one workspace.
 pub struct Ops {
@@ -174,9 +190,21 @@ impl Ops {
         Ok(self.store.read(move |db| json::show(db, id)).await?)
     }
 
-    /// Creates a task (and starts it if asked); returns it as `show --json` does.
-    pub async fn create_task(&self, new: NewTask) -> OpResult {
+    /// Creates a task, and starts it if asked, in one transaction; returns it as
+    /// `show --json` does. A key used before returns the task it made.
+    pub async fn create_task(&self, new: NewTask) -> Result<CreatedTask, OpError> {
         let title = new.title;
+        if let Some(key) = &new.idempotency_key
+            && (key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY)
+        {
+            return Err(OpError::new(
+                Kind::Invalid,
+                format!(
+                    "the idempotency key is {} bytes long; give 1 to {MAX_IDEMPOTENCY_KEY} bytes, such as a UUID",
+                    key.len()
+                ),
+            ));
+        }
         if title.trim().is_empty() {
             return Err(OpError::new(
                 Kind::Invalid,
@@ -194,16 +222,36 @@ impl Ops {
         }
         let pipeline = self.pipeline_or_default(new.pipeline.as_deref()).await?;
         let prompt = new.prompt.unwrap_or_default();
-        let id = self
+        let (start, key) = (new.start, new.idempotency_key);
+        let made = self
             .store
-            .write(move |db| create_task(db, &pipeline, &title, &prompt))
+            .write(move |db| {
+                create_and_start(
+                    db,
+                    &crate::engine::NewTask {
+                        pipeline: &pipeline,
+                        title: &title,
+                        prompt: &prompt,
+                        actor: "api",
+                        start,
+                        base_branch: None,
+                        idempotency_key: key.as_deref(),
+                    },
+                )
+            })
             .await
-            .map_err(|e| OpError::new(Kind::Internal, e.to_string()))?;
+            .map_err(|e| match e {
+                EngineError::Refused { .. } | EngineError::Decide { .. } => {
+                    OpError::new(Kind::Refused, e.to_string())
+                }
+                _ => OpError::new(Kind::Internal, e.to_string()),
+            })?;
+        // The engine runs the step and the start's hooks; boards show the new card.
         self.poke().await;
-        if new.start {
-            self.request(id, Action::Start).await?;
-        }
-        self.show_task(id).await
+        Ok(CreatedTask {
+            task: self.show_task(made.id).await?,
+            existed: made.existed,
+        })
     }
 
     /// Applies an action to a task (start, approve, reject, move, abort, resume, retry);
@@ -326,7 +374,7 @@ impl Ops {
         .map_err(|e| OpError::new(Kind::Internal, e))?;
         let Some(git) = git else {
             return Err(OpError::new(
-                Kind::NotFound,
+                Kind::Refused,
                 format!(
                     "{} is not a git repository, so tasks have no diffs",
                     self.ws.root().display()
@@ -335,7 +383,7 @@ impl Ops {
         };
         let Some(wt) = task.worktree.clone() else {
             return Err(OpError::new(
-                Kind::NotFound,
+                Kind::Refused,
                 format!(
                     "task {id} has no worktree (it has not started a step yet, or it was removed when the task ended) — its branch is {}",
                     task.branch.as_deref().unwrap_or("not created")

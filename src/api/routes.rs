@@ -4,12 +4,14 @@
 use super::extract::{ApiPath, ApiQuery};
 use super::http::{AppState, error};
 use super::ops::{Kind, NewTask, OpError, OpResult};
-use super::schema::{ActionBody, ErrorBody, ListItem, LogsPage, ShowTask, ValidateBody};
+use super::schema::{
+    ActionBody, ActionName, ErrorBody, ListItem, LogsPage, MoveBody, ShowTask, ValidateBody,
+};
 use crate::engine::Action;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
@@ -21,6 +23,7 @@ pub fn api() -> Router<AppState> {
         .route("/api/tasks/{id}", get(show_task))
         .route("/api/tasks/{id}/logs", get(task_logs))
         .route("/api/tasks/{id}/diff", get(task_diff))
+        .route("/api/tasks/{id}/move", post(move_task))
         .route("/api/tasks/{id}/{action}", post(act))
         .route("/api/pipelines", get(list_pipelines))
         .route("/api/pipelines/{id}", get(show_pipeline))
@@ -84,18 +87,47 @@ pub async fn list_tasks(State(s): State<AppState>, ApiQuery(q): ApiQuery<ListQue
     reply(s.ops.list_tasks(q.status, q.pipeline).await)
 }
 
+/// The headers `POST /api/tasks` reads.
+#[derive(Debug, utoipa::IntoParams)]
+#[into_params(parameter_in = Header)]
+pub struct CreateHeaders {
+    /// A key of the client's choosing (1 to 255 bytes, such as a UUID): a retry with the
+    /// same key returns the task the first request made.
+    #[param(rename = "Idempotency-Key", min_length = 1, max_length = 255)]
+    #[allow(dead_code)] // Read from the headers; here for the document.
+    idempotency_key: Option<String>,
+}
+
 /// Creates a task (and starts it with `"start": true`); returns it as `baton show --json`.
 #[utoipa::path(post, path = "/api/tasks", request_body = NewTask,
-    responses((status = 201, body = ShowTask), (status = 400, body = ErrorBody),
-        (status = 413, body = ErrorBody)), security(("bearer" = [])))]
-pub async fn create_task(State(s): State<AppState>, body: Bytes) -> Response {
+    params(CreateHeaders),
+    responses((status = 201, body = ShowTask, description = "the new task"),
+        (status = 200, body = ShowTask, description = "the task an earlier request with this Idempotency-Key made"),
+        (status = 404, body = ErrorBody, description = "no such pipeline"),
+        (status = 409, body = ErrorBody, description = "the start was refused (nothing was created), or the Idempotency-Key was used for another task"),
+        (status = 422, body = ErrorBody, description = "the body is JSON of the wrong shape")),
+    security(("bearer" = [])))]
+pub async fn create_task(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
     let example = r#"{"title": "…", "prompt": "…", "pipeline": "…", "start": true}"#;
-    let new: NewTask = match parse_json(&body, example) {
+    let mut new: NewTask = match parse_json(&body, example) {
         Ok(b) => b,
         Err(r) => return *r,
     };
+    if let Some(key) = headers.get("idempotency-key") {
+        match key.to_str() {
+            Ok(k) => new.idempotency_key = Some(k.trim().to_string()),
+            Err(_) => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "the Idempotency-Key header must be printable ASCII, such as a UUID",
+                );
+            }
+        }
+    }
     match s.ops.create_task(new).await {
-        Ok(v) => (StatusCode::CREATED, axum::Json(v)).into_response(),
+        // A retry with the key of a task made before: that task, as it is now.
+        Ok(c) if c.existed => axum::Json(c.task).into_response(),
+        Ok(c) => (StatusCode::CREATED, axum::Json(c.task)).into_response(),
         Err(e) => op_error(e),
     }
 }
@@ -108,14 +140,16 @@ pub async fn show_task(State(s): State<AppState>, ApiPath(id): ApiPath<i64>) -> 
     reply(s.ops.show_task(id).await)
 }
 
-/// Applies `start`, `approve`, `reject`, `move`, `abort`, `resume` or `retry`; returns the
-/// task afterwards. `move` needs `status` in the body; a `note` reaches the next step.
+/// Applies `start`, `approve`, `reject`, `abort`, `resume` or `retry`; returns the task
+/// afterwards. A `note` reaches the next step. (`move` has its own operation.)
 #[utoipa::path(post, path = "/api/tasks/{id}/{action}",
     params(("id" = i64, Path, description = "task id"),
-        ("action" = String, Path, description = "start, approve, reject, move, abort, resume or retry")),
-    request_body(content = Option<ActionBody>),
-    responses((status = 200, body = ShowTask), (status = 404, body = ErrorBody),
-        (status = 409, body = ErrorBody)), security(("bearer" = [])))]
+        ("action" = ActionName, Path, description = "what to do")),
+    request_body(content = Option<ActionBody>, description = "optional; `null` or nothing is the same as `{}`"),
+    responses((status = 200, body = ShowTask), (status = 404, body = ErrorBody, description = "no such task"),
+        (status = 409, body = ErrorBody, description = "the task's pipeline or state does not allow it"),
+        (status = 422, body = ErrorBody, description = "the body is JSON of the wrong shape, or a move names no status")),
+    security(("bearer" = [])))]
 pub async fn act(
     State(s): State<AppState>,
     ApiPath((id, action)): ApiPath<(i64, String)>,
@@ -124,8 +158,8 @@ pub async fn act(
     let b: ActionBody = if body.iter().all(u8::is_ascii_whitespace) {
         ActionBody::default()
     } else {
-        match parse_json(&body, r#"{"note": "…"}"#) {
-            Ok(b) => b,
+        match parse_json::<Option<ActionBody>>(&body, r#"{"note": "…"}"#) {
+            Ok(b) => b.unwrap_or_default(),
             Err(r) => return *r,
         }
     };
@@ -136,15 +170,6 @@ pub async fn act(
         "abort" => Action::Abort { note: b.note },
         "resume" => Action::Resume,
         "retry" => Action::Retry,
-        "move" => match b.status {
-            Some(to) => Action::Move { to, note: b.note },
-            None => {
-                return error(
-                    StatusCode::BAD_REQUEST,
-                    "move needs the target status: {\"status\": \"<status id>\"}",
-                );
-            }
-        },
         other => {
             return error(
                 StatusCode::NOT_FOUND,
@@ -157,14 +182,47 @@ pub async fn act(
     reply(s.ops.act(id, action).await)
 }
 
+/// Moves a task to another status of its pipeline (a human move, as `baton move`); returns
+/// the task afterwards.
+#[utoipa::path(post, path = "/api/tasks/{id}/move",
+    params(("id" = i64, Path, description = "task id")),
+    request_body = MoveBody,
+    responses((status = 200, body = ShowTask), (status = 404, body = ErrorBody, description = "no such task"),
+        (status = 409, body = ErrorBody, description = "the pipeline does not allow that move from where the task is"),
+        (status = 422, body = ErrorBody, description = "the body is JSON of the wrong shape (it needs `status`)")),
+    security(("bearer" = [])))]
+pub async fn move_task(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<i64>,
+    body: Bytes,
+) -> Response {
+    let example = r#"{"status": "<status id>", "note": "…"}"#;
+    match parse_json::<MoveBody>(&body, example) {
+        Ok(b) => reply(
+            s.ops
+                .act(
+                    id,
+                    Action::Move {
+                        to: b.status,
+                        note: b.note,
+                    },
+                )
+                .await,
+        ),
+        Err(r) => *r,
+    }
+}
+
 /// Which log lines `GET /api/tasks/{id}/logs` returns.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 pub struct LogsQuery {
     /// The step's position in `steps`, from 1 (default: the latest).
+    #[param(minimum = 1)]
     step: Option<usize>,
     /// Only lines after this line id (`next_after` of the previous page).
     after: Option<i64>,
     /// Only the last this many lines (at most 2000).
+    #[param(minimum = 1)]
     tail: Option<usize>,
 }
 
@@ -183,7 +241,8 @@ pub async fn task_logs(
 
 /// The task's branch against its base, plus uncommitted work, as a unified diff.
 #[utoipa::path(get, path = "/api/tasks/{id}/diff", params(("id" = i64, Path, description = "task id")),
-    responses((status = 200, body = Object), (status = 404, body = ErrorBody)),
+    responses((status = 200, body = Object), (status = 404, body = ErrorBody, description = "no such task"),
+        (status = 409, body = ErrorBody, description = "the task has no worktree (not started, or ended), or the workspace is not a git repository")),
     security(("bearer" = [])))]
 pub async fn task_diff(State(s): State<AppState>, ApiPath(id): ApiPath<i64>) -> Response {
     reply(s.ops.task_diff(id).await)
@@ -206,7 +265,9 @@ pub async fn show_pipeline(State(s): State<AppState>, ApiPath(id): ApiPath<Strin
 
 /// Checks a pipeline file's text; errors and warnings with line and column.
 #[utoipa::path(post, path = "/api/pipelines/validate", request_body = ValidateBody,
-    responses((status = 200, body = Object)), security(("bearer" = [])))]
+    responses((status = 200, body = Object),
+        (status = 422, body = ErrorBody, description = "the body is JSON of the wrong shape")),
+    security(("bearer" = [])))]
 pub async fn validate_pipeline(State(s): State<AppState>, body: Bytes) -> Response {
     match parse_json::<ValidateBody>(&body, r#"{"text": "<the pipeline file>"}"#) {
         Ok(b) => reply(s.ops.validate_pipeline(b.text, b.file).await),

@@ -18,8 +18,28 @@ pub struct ErrorBody {
 pub struct ActionBody {
     /// Kept in the history and handed to the next step.
     pub note: Option<String>,
-    /// `move` only: the status to move to.
-    pub status: Option<String>,
+}
+
+/// The actions of `POST /api/tasks/{id}/{action}`.
+#[derive(Debug, ToSchema)]
+#[schema(rename_all = "lowercase")]
+pub enum ActionName {
+    Start,
+    Approve,
+    Reject,
+    Abort,
+    Resume,
+    Retry,
+}
+
+/// The body of `POST /api/tasks/{id}/move`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MoveBody {
+    /// The status to move to; the pipeline must allow it from where the task is.
+    pub status: String,
+    /// Kept in the history and handed to the next step.
+    pub note: Option<String>,
 }
 
 /// `POST /api/pipelines/validate`.
@@ -35,6 +55,8 @@ pub struct ValidateBody {
 /// the task's steps as the file named by `BATON_TRIGGER_PAYLOAD_FILE`.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 pub struct TriggerBody {
+    /// One line for the card (default: `<pipeline> (webhook)`).
+    #[schema(min_length = 1, max_length = 500, pattern = r"\S")]
     pub title: Option<String>,
     pub prompt: Option<String>,
 }

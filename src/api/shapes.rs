@@ -67,6 +67,44 @@ pub fn validation(file: &str, text: &str, agents: &BTreeSet<String>) -> Value {
     })
 }
 
+/// What stands in for a value kept from the API's readers.
+pub const MASK: &str = "***";
+
+/// A pipeline as its file holds it, less what may be a credential: step and executor `env`
+/// values and webhook `headers` values are masked, a webhook `url` keeps only its scheme and
+/// host (as the hook's events show it), a git remote loses its user and password. Answers of
+/// the API reach agents' contexts and logs; the pipeline file itself is where these live.
+pub fn masked_pipeline(p: &Pipeline) -> Value {
+    let mut v = serde_json::to_value(p).unwrap_or(Value::Null);
+    mask(&mut v, None);
+    v
+}
+
+fn mask(v: &mut Value, key: Option<&str>) {
+    match v {
+        Value::Object(map) => {
+            for (k, child) in map.iter_mut() {
+                match (key, k.as_str(), &mut *child) {
+                    (_, "env" | "headers", Value::Object(vars)) => {
+                        for value in vars.values_mut() {
+                            *value = Value::String(MASK.into());
+                        }
+                    }
+                    (Some("webhook"), "url", Value::String(url)) => {
+                        *url = crate::engine::safe_url(url);
+                    }
+                    (_, "git_remote", Value::String(url)) => {
+                        *url = crate::exec::executor::remote_git::display_url(url);
+                    }
+                    _ => mask(child, Some(k)),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|i| mask(i, key)),
+        _ => {}
+    }
+}
+
 /// Every agent profile: id, backend, where it runs, its file; and the files' problems.
 pub fn agents(cat: &AgentCatalog) -> Value {
     let profiles: Vec<Value> = cat
@@ -77,7 +115,8 @@ pub fn agents(cat: &AgentCatalog) -> Value {
                 "id": p.id,
                 "name": p.name,
                 "backend": p.backend.as_str(),
-                "target": p.target(),
+                // A server's URL may carry a user and password.
+                "target": crate::exec::executor::remote_git::display_url(&p.target()),
                 "file": p.file,
                 "outcomes": p.outcomes,
             })

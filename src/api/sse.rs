@@ -1,20 +1,23 @@
 //! `GET /api/events`: Server-Sent Events for the board. Events: `task` (a task changed: its
 //! `list --json` item), `step_started` / `step_finished`, and `log` (lines of the task named
-//! by `?task=ID`). Each event's id is a cursor on durable store values, `T.L`: T the newest
-//! task `updated_at` (ms) sent, L the last log line id sent. A client reconnecting with
-//! `Last-Event-ID` gets every task changed since T and every line after L again
-//! (at-least-once: a task changed twice in one millisecond may come twice).
+//! by `?task=ID`). Each event's id is a cursor on durable store values, `C.L.T`: C the task
+//! change number read up to (every change of a task takes the next number in its own
+//! transaction), L the last log line id sent, T the time (ms) the stream stood at. A client
+//! reconnecting with `Last-Event-ID` gets every task changed after C, in its latest state,
+//! and every line after L (at-least-once: a task may come again in the same state).
+//! A stream ends when the token it was opened with is rotated away.
 
 use super::extract::ApiQuery;
 use super::http::AppState;
+use super::http::error;
 use super::ops::log_line;
 use crate::cli::json;
 use crate::engine::wake::Change;
 use crate::store::{StepState, now_ms};
 use axum::extract::State;
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
-use futures_util::Stream;
+use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -31,23 +34,40 @@ pub struct EventsQuery {
     task: Option<i64>,
 }
 
+/// Tasks read per look when catching up.
+const TASK_BATCH: i64 = 500;
+
 /// Where a stream stands.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 struct Cursor {
-    task_at: i64,
+    /// The task change number read up to: every change up to it has been sent.
+    change: i64,
     log_id: i64,
+    /// When the stream stood here (ms): steps that started or ended before are not
+    /// announced on first sight.
+    at: i64,
 }
 
 impl Cursor {
     fn parse(s: &str) -> Option<Self> {
-        let (t, l) = s.trim().split_once('.')?;
-        Some(Self {
-            task_at: t.parse().ok()?,
-            log_id: l.parse().ok()?,
-        })
+        let parts: Vec<&str> = s.trim().split('.').collect();
+        match parts[..] {
+            [c, l, t] => Some(Self {
+                change: c.parse().ok()?,
+                log_id: l.parse().ok()?,
+                at: t.parse().ok()?,
+            }),
+            // An id of an older baton (`time.line`): every task is sent again.
+            [t, l] => Some(Self {
+                change: 0,
+                log_id: l.parse().ok()?,
+                at: t.parse().ok()?,
+            }),
+            _ => None,
+        }
     }
     fn id(&self) -> String {
-        format!("{}.{}", self.task_at, self.log_id)
+        format!("{}.{}.{}", self.change, self.log_id, self.at)
     }
 }
 
@@ -55,65 +75,94 @@ impl Cursor {
 #[utoipa::path(get, path = "/api/events",
     params(EventsQuery, ("Last-Event-ID" = Option<String>, Header, description = "resume after this event id")),
     responses((status = 200, content_type = "text/event-stream", body = String,
-        description = "events task, step_started, step_finished, log")),
+        description = "events task, step_started, step_finished, log"),
+        (status = 503, body = super::schema::ErrorBody, description = "the board's database could not be read")),
     security(("bearer" = [])))]
 pub async fn events(
     State(s): State<AppState>,
     ApiQuery(q): ApiQuery<EventsQuery>,
     headers: HeaderMap,
-) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+) -> Response {
     let resume = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
         .and_then(Cursor::parse);
+    // Subscribe before the first read, so nothing falls between the two.
+    let mut changes = s.ops.changes();
+    let cursor = match resume {
+        Some(c) => c,
+        None => {
+            let last = s.ops.store().read(|db| db.last_change()).await;
+            match last {
+                Ok(change) => Cursor {
+                    change,
+                    log_id: 0,
+                    at: now_ms(),
+                },
+                Err(e) => {
+                    return error(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        format!("the board's database could not be read ({e}) — try again"),
+                    );
+                }
+            }
+        }
+    };
     let (tx, rx) = mpsc::channel::<Event>(256);
     let mut feed = Feed {
         s: s.clone(),
         task: q.task,
-        since: resume.map_or_else(now_ms, |c| c.task_at),
-        cursor: resume.unwrap_or(Cursor {
-            task_at: now_ms(),
-            log_id: 0,
-        }),
+        cursor,
         steps: HashMap::new(),
         shown: HashMap::new(),
         tx,
     };
-    // Subscribe before the catch-up read, so nothing falls between the two.
-    let mut changes = s.ops.changes();
     let stopping = s.stopping.clone();
+    // The stream ends when the token it was opened with stops being the token.
+    let mut rotated = s.token_changes();
+    let opened_with = super::http::bearer(&headers).map(str::to_string);
     tokio::spawn(async move {
         use tokio::sync::broadcast::error::RecvError;
-        let mut change = Change::All;
+        let mut change = Some(Change::All);
         loop {
-            if feed.apply(change).await.is_err() {
+            if let Some(c) = change
+                && feed.apply(c).await.is_err()
+            {
                 return;
             }
             change = tokio::select! {
                 c = changes.recv() => match c {
-                    Ok(c) => c,
-                    Err(RecvError::Lagged(_)) => Change::All,
+                    Ok(c) => Some(c),
+                    Err(RecvError::Lagged(_)) => Some(Change::All),
                     Err(RecvError::Closed) => return,
                 },
+                r = rotated.changed() => {
+                    let still = r.is_ok() && opened_with.as_deref().is_some_and(|given| {
+                        let now = rotated.borrow_and_update();
+                        !now.is_empty() && super::token::matches(&now, given)
+                    });
+                    if !still {
+                        return;
+                    }
+                    None
+                }
                 _ = stopping.cancelled() => return,
                 _ = feed.tx.closed() => return,
             };
         }
     });
-    let stream =
-        futures_util::stream::unfold(
-            rx,
-            |mut rx| async move { rx.recv().await.map(|e| (Ok(e), rx)) },
-        );
-    Sse::new(stream).keep_alive(KeepAlive::default())
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
+    });
+    Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response()
 }
 
 /// One stream's state.
 struct Feed {
     s: AppState,
     task: Option<i64>,
-    /// Steps that started or finished before this are not announced on first sight.
-    since: i64,
     cursor: Cursor,
     /// The last state seen of each step run.
     steps: HashMap<i64, StepState>,
@@ -137,7 +186,14 @@ impl Feed {
 
     async fn apply(&mut self, change: Change) -> Result<(), Gone> {
         match change {
-            Change::Task(id) => self.task_changed(id).await,
+            // Any task change: every task changed since the cursor, in change order. A
+            // notice names one task, but notices can be dropped or overtake each other;
+            // the change numbers cannot.
+            Change::Task(_) => self.tasks_since().await,
+            Change::All => {
+                self.tasks_since().await?;
+                self.logs(None).await
+            }
             Change::Log(step) => self.logs(Some(step)).await,
             Change::Notify {
                 task_id,
@@ -147,44 +203,49 @@ impl Feed {
                 let data = serde_json::json!({"task": task_id, "title": title, "body": body});
                 self.send("notify", data).await
             }
-            Change::All => {
-                let since = self.cursor.task_at;
-                let ids = self
-                    .s
-                    .ops
-                    .store()
-                    .read(move |db| {
-                        let all = db.list_tasks(&crate::store::TaskFilter {
-                            status: None,
-                            pipeline: None,
-                        })?;
-                        Ok(all
-                            .into_iter()
-                            .filter(|t| t.updated_at >= since)
-                            .map(|t| t.id)
-                            .collect::<Vec<_>>())
-                    })
-                    .await
-                    .unwrap_or_default();
-                for id in ids.into_iter().rev() {
-                    self.task_changed(id).await?;
-                }
-                self.logs(None).await
+        }
+    }
+
+    /// Sends each task changed after the cursor; the cursor then stands at the last change
+    /// read, every change before it having been read too.
+    async fn tasks_since(&mut self) -> Result<(), Gone> {
+        loop {
+            let after = self.cursor.change;
+            let read = self
+                .s
+                .ops
+                .store()
+                .read(move |db| {
+                    let tasks = db.tasks_changed_after(after, TASK_BATCH)?;
+                    let mut out = Vec::with_capacity(tasks.len());
+                    for (change, task) in tasks {
+                        let steps = db.step_runs(task.id)?;
+                        out.push((change, task, steps));
+                    }
+                    Ok(out)
+                })
+                .await;
+            // A failed read is tried again at the next change; the cursor stays.
+            let Ok(batch) = read else {
+                return Ok(());
+            };
+            let full = batch.len() as i64 == TASK_BATCH;
+            for (change, task, steps) in batch {
+                self.cursor.change = change;
+                self.task_changed(task, steps).await?;
+            }
+            if !full {
+                return Ok(());
             }
         }
     }
 
-    async fn task_changed(&mut self, id: i64) -> Result<(), Gone> {
-        let read = self
-            .s
-            .ops
-            .store()
-            .read(move |db| Ok((db.task(id)?, db.step_runs(id)?)))
-            .await;
-        let Ok((task, steps)) = read else {
-            return Ok(());
-        };
-        self.cursor.task_at = self.cursor.task_at.max(task.updated_at);
+    async fn task_changed(
+        &mut self,
+        task: crate::store::Task,
+        steps: Vec<crate::store::StepRun>,
+    ) -> Result<(), Gone> {
+        let id = task.id;
         // Lines first, then steps, then the task: a step logs, ends, and its task moves on.
         // (A step that ended may have written lines the last look missed.)
         if self.task == Some(id) {
@@ -192,7 +253,7 @@ impl Feed {
         }
         for (n, step) in steps.iter().enumerate() {
             let before = self.steps.insert(step.id, step.state);
-            let since = self.since;
+            let since = self.cursor.at;
             let recent = |at: Option<i64>| before.is_some() || at.is_some_and(|a| a >= since);
             let data = json!({
                 "task": id, "step": n + 1, "status": step.status, "attempt": step.attempt,

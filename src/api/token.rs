@@ -91,6 +91,56 @@ pub fn load_or_create(baton_dir: &Path) -> Result<String, String> {
     }
 }
 
+/// The token as its file says now, followed through the operating system's file events
+/// (`baton token rotate` replaces the file); event streams end when it changes.
+pub struct Follow {
+    /// The current token ("" while the file cannot be read).
+    pub now: tokio::sync::watch::Sender<String>,
+    /// Kept for as long as the token is followed.
+    _watcher: Option<notify::RecommendedWatcher>,
+}
+
+impl Follow {
+    /// Follows `file`, starting from `token`. Without file events (none available), the
+    /// token is still read again on each request.
+    pub fn start(file: &Path, token: String) -> Self {
+        use notify::{RecursiveMode, Watcher};
+        let (now, _) = tokio::sync::watch::channel(token);
+        let tx = now.clone();
+        let path = file.to_path_buf();
+        let watcher = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
+            let ours = ev.is_ok_and(|e| e.paths.iter().any(|p| p.file_name() == path.file_name()));
+            if ours {
+                let read = std::fs::read_to_string(&path).unwrap_or_default();
+                tx.send_if_modified(|t| {
+                    let changed = *t != read.trim();
+                    if changed {
+                        *t = read.trim().to_string();
+                    }
+                    changed
+                });
+            }
+        });
+        let dir = file.parent().unwrap_or(Path::new("."));
+        let watcher = watcher
+            .and_then(|mut w| w.watch(dir, RecursiveMode::NonRecursive).map(|()| w))
+            .map_err(|e| tracing::warn!("cannot watch {} for token rotation: {e}", dir.display()))
+            .ok();
+        Self {
+            now,
+            _watcher: watcher,
+        }
+    }
+
+    /// A token that never changes (no file).
+    pub fn fixed(token: String) -> Self {
+        Self {
+            now: tokio::sync::watch::channel(token).0,
+            _watcher: None,
+        }
+    }
+}
+
 /// True when `given` is the token, compared in constant time.
 pub fn matches(token: &str, given: &str) -> bool {
     use subtle::ConstantTimeEq;

@@ -56,12 +56,16 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 /// A GitHub delivery.
 #[utoipa::path(post, path = "/hooks/github", request_body(content = Object,
     description = "GitHub's push payload; signed in X-Hub-Signature-256"),
-    responses((status = 200, body = Object), (status = 401, body = super::schema::ErrorBody)))]
+    responses((status = 200, body = Object),
+        (status = 400, body = super::schema::ErrorBody, description = "X-GitHub-Delivery is missing"),
+        (status = 401, body = super::schema::ErrorBody, description = "the signature does not match"),
+        (status = 404, body = super::schema::ErrorBody, description = "no secret is set, so GitHub webhooks are off")))]
 pub async fn github(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
     let env = s.github_secret_env.as_str();
     let Some(secret) = std::env::var(env).ok().filter(|v| !v.is_empty()) else {
+        // Off rather than failing: the endpoint is not there until a secret is set.
         return error(
-            StatusCode::SERVICE_UNAVAILABLE,
+            StatusCode::NOT_FOUND,
             format!(
                 "GitHub webhooks are off: the secret is read from ${env}, which is not set — export it where baton serve runs (the name is `github_secret_env` under [serve] in config.toml)"
             ),
@@ -140,7 +144,10 @@ async fn poke(s: &AppState) {
 #[utoipa::path(post, path = "/hooks/trigger/{pipeline}",
     params(("pipeline" = String, Path, description = "pipeline id")),
     request_body = super::schema::TriggerBody,
-    responses((status = 201, body = super::schema::ShowTask), (status = 404, body = super::schema::ErrorBody)),
+    responses((status = 201, body = super::schema::ShowTask),
+        (status = 404, body = super::schema::ErrorBody, description = "no such pipeline"),
+        (status = 409, body = super::schema::ErrorBody, description = "the pipeline does not let the task start"),
+        (status = 422, body = super::schema::ErrorBody, description = "`title` or `prompt` is not a string, or the body is not a JSON object")),
     security(("bearer" = [])))]
 pub async fn trigger(
     State(s): State<AppState>,
@@ -155,15 +162,35 @@ pub async fn trigger(
             Err(r) => return *r,
         }
     };
+    // The body is the payload, whatever else it holds; but `title` and `prompt`, when
+    // given, must be text, as the document says.
+    if !payload.is_object() {
+        return error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "the body must be a JSON object like {\"title\": \"…\", \"prompt\": \"…\"}",
+        );
+    }
+    for k in ["title", "prompt"] {
+        if payload
+            .get(k)
+            .is_some_and(|v| !v.is_string() && !v.is_null())
+        {
+            return error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("`{k}` must be a string — the task's {k} as text"),
+            );
+        }
+    }
     let text = |k: &str| payload.get(k).and_then(Value::as_str).map(String::from);
     let new = NewTask {
         title: text("title").unwrap_or_else(|| format!("{pipeline} (webhook)")),
         prompt: text("prompt"),
         pipeline: Some(pipeline.clone()),
         start: false,
+        idempotency_key: None,
     };
     let created = match s.ops.create_task(new).await {
-        Ok(v) => v,
+        Ok(c) => c.task,
         Err(e) => return op_error(e),
     };
     let Some(id) = created["id"].as_i64() else {

@@ -31,12 +31,13 @@ async fn stop_signal() {
 
 /// `baton mcp`: an MCP server on stdin/stdout. Logs go to `.baton/logs/mcp.log`.
 pub fn mcp(ws: &Workspace) -> Outcome {
+    let max_line = ws.config()?.serve.max_body_bytes;
     let _guard = crate::workspace::logging::init(ws, "mcp.log");
     let rt = runtime()?;
     rt.block_on(async {
         let ops = Arc::new(Ops::open(ws).await.map_err(Failure::new)?);
         let served = tokio::select! {
-            r = crate::api::serve_stdio(ops.clone()) => r,
+            r = crate::api::serve_stdio(ops.clone(), max_line) => r,
             _ = stop_signal() => Ok(()),
         };
         if let Ok(ops) = Arc::try_unwrap(ops) {
@@ -62,6 +63,8 @@ pub fn serve(ws: &Workspace, listen: &str) -> Outcome {
     }
     let cfg = ws.config()?;
     let token = crate::api::token::load_or_create(&ws.dir()).map_err(Failure::new)?;
+    // Before any thread starts, so every one inherits the higher limit.
+    crate::api::conns::raise_nofile_limit();
     let _guard = crate::workspace::logging::init(ws, "serve.log");
     let rt = runtime()?;
     rt.block_on(async {

@@ -3,7 +3,7 @@
 use super::{Command, Failure, Outcome, exit, json, open_store, open_store_to_read};
 use crate::engine::MAX_TITLE;
 use crate::engine::client::{Submitted, submit};
-use crate::engine::{Action, Request, actions::create_task, pipeline_of};
+use crate::engine::{Action, Request, pipeline_of};
 use crate::pipeline::{Catalog, Pipeline, StatusKind, load_catalog};
 use crate::store::{Store, Stream, TaskFilter, TaskState, rfc3339};
 use crate::workspace::{EngineLock, Workspace};
@@ -119,25 +119,18 @@ fn create(
     if let Some(b) = &branch {
         check_branch(ws, b)?;
     }
-    let id = store.write(|db| {
-        let id = create_task(db, &pipeline, title, &prompt)?;
-        if let Some(b) = &branch {
-            db.set_base_branch(id, b)?;
-        }
-        Ok::<_, crate::engine::EngineError>(id)
-    })?;
-    // A running engine (and the boards it serves) learns of the new card at once.
-    crate::engine::wake::poke(&ws.dir());
-    if start {
-        let req = Request {
-            task_id: id,
-            action: Action::Start,
-            expected_status: None,
-            actor: "user".into(),
-        };
-        submit(ws, store, &req)?;
-    }
-    Ok(id)
+    // Created and started in one transaction: a crash or a refused start leaves no task
+    // behind whose id was never printed.
+    let new = crate::engine::NewTask {
+        pipeline: &pipeline,
+        title,
+        prompt: &prompt,
+        actor: "user",
+        start,
+        base_branch: branch.as_deref(),
+        idempotency_key: None,
+    };
+    Ok(crate::engine::client::create(ws, store, &new)?.id)
 }
 
 /// `new --branch B`: B must be a branch of the workspace's repository.

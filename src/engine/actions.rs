@@ -419,6 +419,84 @@ pub fn create_task_by(
     Ok(id)
 }
 
+/// A task as a front end asks for it: created, and started when asked, in one transaction.
+#[derive(Debug, Clone, Copy)]
+pub struct NewTask<'a> {
+    pub pipeline: &'a Pipeline,
+    pub title: &'a str,
+    pub prompt: &'a str,
+    /// Who asks (`user`, `api`, `tui`), as the history records it.
+    pub actor: &'a str,
+    /// Start it in the same transaction.
+    pub start: bool,
+    /// The branch its worktree starts from (default: the workspace's base branch).
+    pub base_branch: Option<&'a str>,
+    /// A client's key for this creation: a retry with the same key returns the first task.
+    pub idempotency_key: Option<&'a str>,
+}
+
+/// What [`create_and_start`] did.
+#[derive(Debug, Clone)]
+pub struct Created {
+    pub id: i64,
+    /// The idempotency key named a task made before: nothing new was made.
+    pub existed: bool,
+    /// The start, when one was asked for and made.
+    pub started: Option<Applied>,
+}
+
+/// Creates a task and, when asked, starts it, inside the caller's write transaction: a
+/// crash leaves either both or neither, and a start that is refused takes the new task
+/// with it. A key already used returns the task it made, if the request is the same one.
+pub fn create_and_start(db: &Db, new: &NewTask) -> Result<Created> {
+    if let Some(key) = new.idempotency_key
+        && let Some(id) = db.task_by_idempotency_key(key)?
+    {
+        let made = db.task(id)?;
+        if made.title != new.title
+            || made.prompt != new.prompt
+            || made.pipeline_id != new.pipeline.id
+        {
+            return Err(EngineError::Refused {
+                task: id,
+                message: format!(
+                    "the idempotency key `{key}` was used to create this task with another title, prompt or pipeline — use a new key for a new task"
+                ),
+            });
+        }
+        return Ok(Created {
+            id,
+            existed: true,
+            started: None,
+        });
+    }
+    let id = create_task_by(db, new.pipeline, new.title, new.prompt, new.actor)?;
+    if let Some(key) = new.idempotency_key {
+        db.set_idempotency_key(id, key)?;
+    }
+    if let Some(b) = new.base_branch {
+        db.set_base_branch(id, b)?;
+    }
+    // A pipeline whose first status is a step has queued it already.
+    let queued = new.pipeline.statuses.first().map(|s| s.kind) == Some(StatusKind::Step);
+    let started = if new.start && !queued {
+        let req = Request {
+            task_id: id,
+            action: Action::Start,
+            expected_status: None,
+            actor: new.actor.to_string(),
+        };
+        Some(apply(db, &req, &Outside::NONE)?)
+    } else {
+        None
+    };
+    Ok(Created {
+        id,
+        existed: false,
+        started,
+    })
+}
+
 /// The human moves available from where a task is, with the guards that block the others
 /// (for the TUI's move menu).
 pub fn move_options(db: &Db, task_id: i64) -> Result<Vec<crate::pipeline::MoveOption>> {

@@ -1,7 +1,7 @@
 //! Requests from a process that is not the engine (the CLI, an attached TUI): handed to a
 //! running engine through the commands table, or applied directly when none runs.
 
-use super::actions::{Request, apply};
+use super::actions::{Created, NewTask, Request, apply, create_and_start};
 use super::error::{EngineError, Result};
 use crate::store::{CommandState, Store};
 use crate::workspace::{EngineLock, Workspace};
@@ -31,23 +31,57 @@ impl Submitted {
     }
 }
 
+/// The engine lock, unless an engine is running and listening (None then; also when
+/// another command held the lock past the patience).
+fn lock_unless_engine(ws: &Workspace) -> Option<EngineLock> {
+    let until = Instant::now() + ANSWER_WITHIN;
+    loop {
+        if EngineLock::is_held(ws) && super::wake::listening(&ws.dir()) {
+            return None;
+        }
+        match EngineLock::acquire(ws, Duration::from_millis(50)) {
+            Ok(lock) => return Some(lock),
+            Err(_) if Instant::now() < until => continue,
+            Err(_) => return None,
+        }
+    }
+}
+
+/// Creates a task, and starts it when asked, in one transaction. A running engine is woken
+/// to run the step and the start's hooks; with none running, the hooks run here (as
+/// [`submit`] runs a request's) and the step waits, queued, for the next engine.
+pub fn create(ws: &Workspace, store: &mut Store, new: &NewTask) -> Result<Created> {
+    let lock = if new.start {
+        lock_unless_engine(ws)
+    } else {
+        None
+    };
+    let created = store.write(|db| create_and_start(db, new))?;
+    let followups = created
+        .started
+        .as_ref()
+        .and_then(|a| a.moved.as_ref())
+        .map(|m| m.followups.clone())
+        .unwrap_or_default();
+    if lock.is_some() && !followups.is_empty() {
+        let cfg = ws.config()?;
+        let git = super::GitCtx::detect(ws, &cfg, &store.read())
+            .ok()
+            .flatten();
+        super::followups::run_here(ws, git, cfg.kill_grace, followups);
+    }
+    drop(lock);
+    super::wake::poke(&ws.dir());
+    Ok(created)
+}
+
 /// Submits a request: to the running engine if there is one, else applied here.
 pub fn submit(ws: &Workspace, store: &mut Store, req: &Request) -> Result<Submitted> {
     // Applying here takes the engine lock for the while, so no engine starts meanwhile and
     // runs the same hooks or kills the step this request ends. A lock held by a process that
     // does not listen on the socket is another command applying itself: wait for it.
     // An engine takes the lock a moment before it listens: look again until one of the two.
-    let until = Instant::now() + ANSWER_WITHIN;
-    let lock = loop {
-        if EngineLock::is_held(ws) && super::wake::listening(&ws.dir()) {
-            break None;
-        }
-        match EngineLock::acquire(ws, Duration::from_millis(50)) {
-            Ok(lock) => break Some(lock),
-            Err(_) if Instant::now() < until => continue,
-            Err(_) => break None,
-        }
-    };
+    let lock = lock_unless_engine(ws);
     if lock.is_none() {
         let body = serde_json::to_value(req).map_err(|e| EngineError::Other(e.to_string()))?;
         let id = store.write(|db| db.insert_command(Some(req.task_id), &body))?;

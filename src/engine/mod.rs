@@ -30,9 +30,10 @@ pub mod triggers;
 pub mod wake;
 
 pub use actions::{
-    Action, Applied, MAX_TITLE, MergeGate, Outside, Request, create_task, move_options,
+    Action, Applied, Created, MAX_TITLE, MergeGate, NewTask, Outside, Request, create_and_start,
+    create_task, move_options,
 };
-pub use effects::GitCtx;
+pub use effects::{GitCtx, safe_url};
 pub use error::{EngineError, Result};
 pub use recovery::Recovered;
 pub use results::{MAX_AUTOMATIC_VISITS, ResultDecision, ResultFacts, StepReport, on_result};

@@ -23,6 +23,29 @@ impl Db<'_> {
         Ok(self.conn.last_insert_rowid())
     }
 
+    /// Notes a webhook delivery id; false when it was noted before. Only the newest `keep`
+    /// ids, none older than `max_age_ms`, are kept: replays cannot grow the database.
+    pub fn note_delivery(&self, id: &str, keep: i64, max_age_ms: i64) -> Result<bool> {
+        let now = now_ms();
+        let new = self.exec(
+            "INSERT OR IGNORE INTO webhook_deliveries (id, at) VALUES (?1, ?2)",
+            params![id, now],
+        )? == 1;
+        if new {
+            self.exec(
+                "DELETE FROM webhook_deliveries WHERE at < ?1 OR seq <= \
+                 (SELECT seq FROM webhook_deliveries ORDER BY seq DESC LIMIT 1 OFFSET ?2)",
+                params![now - max_age_ms, keep],
+            )?;
+        }
+        Ok(new)
+    }
+
+    /// How many webhook delivery ids are kept.
+    pub fn deliveries_kept(&self) -> Result<i64> {
+        Ok(self.one("SELECT COUNT(*) FROM webhook_deliveries", [], |r| r.get(0))?)
+    }
+
     /// A task's events, oldest first.
     pub fn events(&self, task_id: i64) -> Result<Vec<Event>> {
         self.events_where("task_id = ?1", task_id)

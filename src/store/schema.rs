@@ -180,6 +180,45 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE step_runs ADD COLUMN executor_json TEXT;
     "#,
+    // A change sequence: every insert or update of a task takes the next number in its own
+    // transaction, so readers can resume "after change N" without missing a change (times
+    // are taken before commit and can arrive out of order). An idempotency key per task, so
+    // a client's retried create returns the task the first try made. Recent webhook
+    // deliveries.
+    r#"
+    CREATE TABLE change_counter (
+        id  INTEGER PRIMARY KEY CHECK (id = 1),
+        seq INTEGER NOT NULL
+    );
+    ALTER TABLE tasks ADD COLUMN change_seq INTEGER NOT NULL DEFAULT 0;
+    UPDATE tasks SET change_seq = id;
+    INSERT INTO change_counter (id, seq) VALUES (1, COALESCE((SELECT MAX(id) FROM tasks), 0));
+    CREATE INDEX tasks_change_seq ON tasks(change_seq);
+    CREATE TRIGGER tasks_change_insert AFTER INSERT ON tasks BEGIN
+        UPDATE change_counter SET seq = seq + 1 WHERE id = 1;
+        UPDATE tasks SET change_seq = (SELECT seq FROM change_counter WHERE id = 1)
+            WHERE id = NEW.id;
+    END;
+    CREATE TRIGGER tasks_change_update AFTER UPDATE ON tasks
+        WHEN NEW.change_seq = OLD.change_seq BEGIN
+        UPDATE change_counter SET seq = seq + 1 WHERE id = 1;
+        UPDATE tasks SET change_seq = (SELECT seq FROM change_counter WHERE id = 1)
+            WHERE id = NEW.id;
+    END;
+    ALTER TABLE tasks ADD COLUMN idempotency_key TEXT;
+    CREATE UNIQUE INDEX tasks_idempotency_key ON tasks(idempotency_key)
+        WHERE idempotency_key IS NOT NULL;
+
+    -- Webhook delivery ids seen lately, a bounded window (they were meta rows, one per
+    -- delivery for ever). Push triggers are also keyed by commit, so a replay older than
+    -- the window fires nothing either.
+    CREATE TABLE webhook_deliveries (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id  TEXT NOT NULL UNIQUE,
+        at  INTEGER NOT NULL
+    );
+    DELETE FROM meta WHERE key LIKE 'github-delivery:%';
+    "#,
 ];
 
 /// The schema version this build writes.

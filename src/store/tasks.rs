@@ -91,6 +91,48 @@ impl Db<'_> {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    /// The newest task change number (0 on an empty board). Every change of a task takes
+    /// the next one inside its own transaction, so once a reader sees change N, every
+    /// change before N is visible too.
+    pub fn last_change(&self) -> Result<i64> {
+        Ok(
+            self.one("SELECT seq FROM change_counter WHERE id = 1", [], |r| {
+                r.get(0)
+            })?,
+        )
+    }
+
+    /// Up to `limit` tasks (archived ones too) whose latest change comes after change
+    /// `after`, oldest change first, each with its change number.
+    pub fn tasks_changed_after(&self, after: i64, limit: i64) -> Result<Vec<(i64, Task)>> {
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "SELECT {TASK_COLS}, change_seq FROM tasks WHERE change_seq > ?1 \
+             ORDER BY change_seq LIMIT ?2"
+        ))?;
+        let rows = stmt.query_map(params![after, limit], |r| Ok((r.get(13)?, task_row(r)?)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// The task a client's idempotency key made, if any.
+    pub fn task_by_idempotency_key(&self, key: &str) -> Result<Option<i64>> {
+        Ok(self
+            .one(
+                "SELECT id FROM tasks WHERE idempotency_key = ?1",
+                [key],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
+    /// Records the idempotency key a client gave with the task's creation (unique).
+    pub fn set_idempotency_key(&self, id: i64, key: &str) -> Result<()> {
+        self.exec(
+            "UPDATE tasks SET idempotency_key = ?1 WHERE id = ?2",
+            params![key, id],
+        )?;
+        Ok(())
+    }
+
     /// Sets a task's status and state.
     pub fn set_task_status(&self, id: i64, status: &str, state: TaskState) -> Result<()> {
         self.exec(

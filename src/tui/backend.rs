@@ -4,9 +4,7 @@
 
 use super::app::Mode;
 use super::event::{AppEvent, NewTask};
-use crate::engine::{
-    self, Action, Engine, EngineError, EngineEvent, EngineHandle, Request, RunOptions,
-};
+use crate::engine::{self, Engine, EngineError, EngineEvent, EngineHandle, Request, RunOptions};
 use crate::store::Store;
 use crate::workspace::{EngineLock, Workspace, WorkspaceError};
 use std::sync::Arc;
@@ -162,33 +160,32 @@ impl Backend {
 
     /// Creates a task (and starts it if asked); the id arrives as [`AppEvent::Created`].
     pub fn create(&self, ws: &Workspace, new: NewTask, tx: UnboundedSender<AppEvent>) {
-        let db = ws.db_path();
-        let ws_dir = ws.dir();
-        let this = self.sender();
+        let ws = ws.clone();
         tokio::spawn(async move {
+            // Created and started in one transaction; other boards and the engine are woken.
             let created = tokio::task::spawn_blocking(move || {
-                let mut store = Store::open(&db).map_err(|e| e.to_string())?;
-                let id = store
-                    .write(|db| engine::create_task(db, &new.pipeline, &new.title, &new.prompt))
-                    .map_err(|e| e.to_string())?;
-                // Other boards learn of it through the engine.
-                engine::wake::poke(&ws_dir);
-                Ok((id, new.start, store))
+                let mut store = Store::open(&ws.db_path()).map_err(|e| e.to_string())?;
+                let spec = engine::NewTask {
+                    pipeline: &new.pipeline,
+                    title: &new.title,
+                    prompt: &new.prompt,
+                    actor: "tui",
+                    start: new.start,
+                    base_branch: None,
+                    idempotency_key: None,
+                };
+                let made =
+                    engine::client::create(&ws, &mut store, &spec).map_err(|e| e.to_string())?;
+                let summary = made.started.map(|a| a.summary);
+                Ok((made.id, summary))
             })
             .await
             .unwrap_or_else(|e| Err(format!("creating the task panicked: {e}")));
             match created {
-                Ok((id, start, _store)) => {
+                Ok((id, summary)) => {
                     let _ = tx.send(AppEvent::Created(Ok(id)));
-                    if start {
-                        let req = Request {
-                            task_id: id,
-                            action: Action::Start,
-                            expected_status: None,
-                            actor: "tui".into(),
-                        };
-                        let reply = this.send(req).await;
-                        let _ = tx.send(AppEvent::Replied(reply));
+                    if let Some(summary) = summary {
+                        let _ = tx.send(AppEvent::Replied(Ok(summary)));
                     }
                 }
                 Err(e) => {
@@ -196,13 +193,6 @@ impl Backend {
                 }
             }
         });
-    }
-
-    fn sender(&self) -> Sender {
-        match self {
-            Self::Embedded { handle, .. } => Sender::Embedded(handle.clone()),
-            Self::Attached { ws, .. } => Sender::Attached(ws.clone()),
-        }
     }
 
     /// Stops an embedded engine (interrupting running steps so they can be resumed) and
@@ -215,26 +205,6 @@ impl Backend {
                 Ok(Ok(Err(e))) => tracing::error!("the engine stopped with an error: {e}"),
                 Ok(Err(e)) => tracing::error!("the engine task failed: {e}"),
                 Err(_) => tracing::error!("the engine did not stop within {patience:?}"),
-            }
-        }
-    }
-}
-
-/// A cloneable way to send a request from a spawned task.
-enum Sender {
-    Embedded(EngineHandle),
-    Attached(Workspace),
-}
-
-impl Sender {
-    async fn send(&self, req: Request) -> Result<String, String> {
-        match self {
-            Self::Embedded(h) => h.send(req).await,
-            Self::Attached(ws) => {
-                let ws = ws.clone();
-                tokio::task::spawn_blocking(move || submit(&ws, &req))
-                    .await
-                    .unwrap_or_else(|e| Err(e.to_string()))
             }
         }
     }

@@ -101,13 +101,28 @@ impl Server {
     /// Starts `baton serve --listen 127.0.0.1:0` in `ws` with extra environment, and waits
     /// for the line that says where it listens.
     pub fn start(ws: &Path, env: &[(&str, &str)]) -> Self {
-        use std::io::BufRead;
-        let mut child = Command::new(env!("CARGO_BIN_EXE_baton"))
-            .arg("--dir")
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_baton"));
+        cmd.arg("--dir")
             .arg(ws)
             .args(["serve", "--listen", "127.0.0.1:0"])
-            .env_remove("BATON_GITHUB_SECRET")
-            .envs(env.iter().copied())
+            .envs(env.iter().copied());
+        Self::spawn(cmd)
+    }
+
+    /// Runs `cmd`, a `baton --dir WS serve …` command, and waits for the line that says
+    /// where it listens.
+    pub fn spawn(mut cmd: Command) -> Self {
+        use std::io::BufRead;
+        let ws = cmd
+            .get_args()
+            .skip_while(|a| *a != "--dir")
+            .nth(1)
+            .map(PathBuf::from)
+            .expect("the command names the workspace with --dir");
+        if !cmd.get_envs().any(|(k, _)| k == "BATON_GITHUB_SECRET") {
+            cmd.env_remove("BATON_GITHUB_SECRET");
+        }
+        let mut child = cmd
             .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("baton serve");

@@ -151,19 +151,21 @@ pub async fn run(
             for (stream, text) in batch.drain(..) {
                 let text = redactor.apply(text);
                 scanner.feed(&text);
-                let (stream, text) = match cap.admit(&text) {
+                let verdict = cap.admit(&text);
+                let (stream, text) = match verdict {
                     Verdict::Keep => (stream, text),
                     Verdict::Drop => continue,
-                    Verdict::Reached => {
-                        warn_capped(&capped_store, task_id, step_id, cap.marker());
-                        (Stream::System, cap.marker())
-                    }
+                    Verdict::Reached => (Stream::System, cap.marker()),
                 };
                 if let Some(f) = file.as_mut() {
                     let _ = writeln!(f, "{}", crate::ansi::strip(&text));
                 }
                 if replayed.repeats(stream, &text) {
                     continue;
+                }
+                // Once per step: not again when a restarted engine reads the output again.
+                if verdict == Verdict::Reached {
+                    warn_capped(&capped_store, task_id, step_id, text.clone());
                 }
                 lines.push(NewLogLine {
                     step_run_id: step_id,

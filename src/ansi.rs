@@ -24,7 +24,7 @@ pub fn sanitize(s: &str, colour: bool) -> Cow<'_, str> {
     let mut out = String::with_capacity(s.len());
     // Per line: the segments between carriage returns, and the colours set in dropped ones.
     let mut line: Vec<Vec<Token>> = vec![Vec::new()];
-    for token in tokens {
+    for (_, token) in tokens {
         match token {
             Token::Char('\n') => {
                 flush_line(&mut out, std::mem::replace(&mut line, vec![Vec::new()]));
@@ -72,9 +72,21 @@ fn flush_line(out: &mut String, segments: Vec<Vec<Token>>) {
     }
 }
 
-/// Splits `s` into the characters and SGR sequences that survive; `\r` and `\n` are kept
-/// for [`sanitize`] to lay out.
-fn tokenize(s: &str, colour: bool) -> Vec<Token<'_>> {
+/// The characters of `s` that a terminal would show, each with its byte offset in `s`:
+/// every escape sequence and control character (but `\t`, `\n` and `\r`) left out.
+pub fn visible_chars(s: &str) -> Vec<(usize, char)> {
+    tokenize(s, false)
+        .into_iter()
+        .filter_map(|(at, t)| match t {
+            Token::Char(c) => Some((at, c)),
+            Token::Sgr(_) => None,
+        })
+        .collect()
+}
+
+/// Splits `s` into the characters and SGR sequences that survive, each with its byte
+/// offset; `\r` and `\n` are kept for [`sanitize`] to lay out.
+fn tokenize(s: &str, colour: bool) -> Vec<(usize, Token<'_>)> {
     let mut out = Vec::new();
     let mut it = s.char_indices().peekable();
     while let Some((start, c)) = it.next() {
@@ -86,7 +98,7 @@ fn tokenize(s: &str, colour: bool) -> Vec<Token<'_>> {
                         && colour
                         && is_sgr(&s[start + 2..=end])
                     {
-                        out.push(Token::Sgr(&s[start..=end]));
+                        out.push((start, Token::Sgr(&s[start..=end])));
                     }
                 }
                 Some(']' | 'P' | 'X' | '^' | '_') => {
@@ -108,9 +120,9 @@ fn tokenize(s: &str, colour: bool) -> Vec<Token<'_>> {
                 csi(&mut it);
             }
             '\u{90}' | '\u{98}' | '\u{9d}' | '\u{9e}' | '\u{9f}' => control_string(&mut it),
-            '\n' | '\r' | '\t' => out.push(Token::Char(c)),
+            '\n' | '\r' | '\t' => out.push((start, Token::Char(c))),
             c if c.is_control() => {}
-            c => out.push(Token::Char(c)),
+            c => out.push((start, Token::Char(c))),
         }
     }
     out

@@ -69,3 +69,64 @@ fn short_secret_values_of_four_characters_and_more_are_redacted() {
     assert!(logs.contains("pw=[redacted] pin=42"), "{logs}");
     assert_nowhere(&ws, &["hu7!x"]);
 }
+
+#[test]
+fn the_engines_baton_secrets_never_reach_a_step_or_its_log() {
+    let ws = Ws::new();
+    // `env` prints everything the step inherited; the step's own `BATON_*` secret is
+    // printed by name.
+    let json = serde_json::json!({
+        "id": "leak",
+        "statuses": [
+            {"id": "todo", "kind": "queue"},
+            {"id": "work", "step": {
+                "run": "env; echo \"own=$BATON_DEPLOY_TOKEN\"; echo \"gh=${BATON_GITHUB_SECRET:-unset}\"",
+                "env": {"BATON_DEPLOY_TOKEN": "deploy-4b1e7c"}
+            }},
+            {"id": "done", "kind": "done"},
+            {"id": "failed", "kind": "failed"}
+        ]
+    });
+    ws.pipeline("leak.json", &json.to_string());
+    let (gh, api) = ("gh-hook-7d2f9a1c", "api-token-e3b0c442");
+    let out = ws
+        .baton(&["run", "leak", "--title", "t", "--wait"])
+        .env("BATON_GITHUB_SECRET", gh)
+        .env("BATON_TOKEN", api)
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let logs = ws.ok(&["logs", "1"]);
+    assert!(logs.contains("gh=unset"), "not handed to the step: {logs}");
+    assert!(logs.contains("own=[redacted]"), "{logs}");
+    assert!(
+        logs.contains("BATON_TASK_ID=1"),
+        "baton's own names are kept: {logs}"
+    );
+    assert_nowhere(&ws, &[gh, api]);
+    // (The step's own value is in the pipeline, so in the task's snapshot of it.)
+    assert!(!logs.contains("deploy-4b1e7c"), "{logs}");
+    let context_log =
+        std::fs::read_to_string(ws.root().join(".baton/context/1/id_work_001.log")).unwrap();
+    for n in [gh, api, "deploy-4b1e7c"] {
+        assert!(!context_log.contains(n), "{n:?} is in the context log");
+    }
+}
+
+#[test]
+fn a_secret_split_by_a_colour_code_is_redacted() {
+    let ws = Ws::new();
+    // The script names no part of the secret: it is in the task's snapshot of the pipeline.
+    leak_pipeline(&ws, "printf 'tok-\\033[0m%s\\n' \"${DEPLOY_TOKEN#tok-}\"");
+    let out = ws
+        .baton(&["run", "leak", "--title", "t", "--wait"])
+        .env("DEPLOY_TOKEN", "tok-DEPLOY-5f3a9e")
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let logs = ws.ok(&["logs", "1"]);
+    assert!(logs.contains("[redacted]"), "{logs}");
+    assert_nowhere(&ws, &["tok-DEPLOY-5f3a9e", "DEPLOY-5f3a9e"]);
+}

@@ -10,6 +10,7 @@ mod effects;
 mod error;
 mod fixup;
 mod followups;
+mod log_cap;
 mod log_replay;
 mod logwriter;
 mod notify_hook;

@@ -1,12 +1,13 @@
 //! Running one claimed step: environment, executor, log forwarding, and the report.
 
+use super::log_cap::Verdict;
 use super::log_replay::Replayed;
 use super::logwriter::LogMsg;
 use super::results::StepReport;
 use crate::agents::TemplateVars;
 use crate::exec::agent::{AgentStep, Hooks};
 use crate::exec::executor::{Identity, Labels, Placement, Program, drive};
-use crate::exec::{self, Finish, StepEnv};
+use crate::exec::{self, Finish, StepEnv, safe_file};
 use crate::pipeline::{StepAction, StepSpec, Trigger};
 use crate::store::{NewLogLine, StepResult, StepRun, StepState, StoreHandle, Stream, Task, now_ms};
 use crate::testcounts::TestScanner;
@@ -37,6 +38,8 @@ pub struct Job {
     pub default_executor: Option<crate::pipeline::ExecutorSpec>,
     /// The engine restarted while this step ran: find it rather than start it again.
     pub reattach: bool,
+    /// Bytes of the step's log kept (`max_step_log`).
+    pub max_step_log: u64,
 }
 
 /// Prompts up to this size are also passed in `BATON_TASK_PROMPT`.
@@ -67,8 +70,11 @@ pub fn step_vars(job: &Job) -> Vec<(String, String)> {
     // The prompt is always in a file; in the environment too unless it is too large for
     // one (the kernel caps a single variable at 128 KiB).
     let prompt_file = job.context_dir.join("prompt.md");
-    let same = std::fs::read(&prompt_file).is_ok_and(|old| old == t.prompt.as_bytes());
-    if same || std::fs::write(&prompt_file, &t.prompt).is_ok() {
+    // A step can write the context folder: the file is read and made without following
+    // a link it may have left under the name.
+    let same = safe_file::read_plain(&prompt_file, t.prompt.len() as u64)
+        .is_ok_and(|old| old == t.prompt.as_bytes());
+    if same || safe_file::write_fresh(&prompt_file, t.prompt.as_bytes()).is_ok() {
         vars.push((
             "BATON_TASK_PROMPT_FILE".into(),
             prompt_file.display().to_string(),
@@ -117,6 +123,8 @@ pub async fn run(
         true => Replayed::load(&store, step_id).await,
         false => Replayed::default(),
     };
+    let mut cap = super::log_cap::LogCap::new(job.max_step_log);
+    let capped_store = store.clone();
     let forwarder = tokio::spawn(async move {
         // The step's log also goes to a plain file in the context folder, for later steps;
         // made at the first line, so a silent step costs no file.
@@ -136,18 +144,28 @@ pub async fn run(
             let ts = now_ms();
             let mut lines = Vec::with_capacity(batch.len());
             if file.is_none() {
-                file = std::fs::File::create(&log_file)
+                file = safe_file::create_fresh(&log_file)
                     .ok()
                     .map(std::io::BufWriter::new);
             }
             for (stream, text) in batch.drain(..) {
                 let text = redactor.apply(text);
                 scanner.feed(&text);
+                let verdict = cap.admit(&text);
+                let (stream, text) = match verdict {
+                    Verdict::Keep => (stream, text),
+                    Verdict::Drop => continue,
+                    Verdict::Reached => (Stream::System, cap.marker()),
+                };
                 if let Some(f) = file.as_mut() {
                     let _ = writeln!(f, "{}", crate::ansi::strip(&text));
                 }
                 if replayed.repeats(stream, &text) {
                     continue;
+                }
+                // Once per step: not again when a restarted engine reads the output again.
+                if verdict == Verdict::Reached {
+                    warn_capped(&capped_store, task_id, step_id, text.clone());
                 }
                 lines.push(NewLogLine {
                     step_run_id: step_id,
@@ -231,6 +249,22 @@ pub async fn run(
         let _ = done.await;
     }
     report
+}
+
+/// Records the one warning event of a step whose log reached its cap.
+fn warn_capped(store: &StoreHandle, task_id: i64, step_id: i64, marker: String) {
+    store.write_detached("the log cap's event", move |db| {
+        db.insert_event(&crate::store::NewEvent {
+            task_id: Some(task_id),
+            category: "lifecycle",
+            kind: "step.log_capped",
+            summary: marker,
+            data: serde_json::json!({ "step_run_id": step_id }),
+            actor: "engine",
+            level: "warn",
+        })
+        .map(|_| ())
+    });
 }
 
 /// Where a job's step runs, before its agent profile is known.

@@ -223,6 +223,7 @@ impl Engine {
             kill_grace: self.cfg.kill_grace,
             default_executor: self.cfg.default_executor.clone(),
             reattach,
+            max_step_log: self.cfg.max_step_log,
         };
         let store = self.store.clone();
         let logs = self.logs.clone();
@@ -239,7 +240,8 @@ impl Engine {
                     let path = job
                         .context_dir
                         .join(format!("id_{}_{:03}.md", h.status, h.seq));
-                    std::fs::write(&path, h.handoff_content.unwrap_or_default()).ok()?;
+                    let text = h.handoff_content.unwrap_or_default();
+                    crate::exec::safe_file::write_fresh(&path, text.as_bytes()).ok()?;
                     Some(path)
                 });
                 let made = match &git {

@@ -6,6 +6,7 @@ pub mod executor;
 mod lines;
 pub mod process;
 pub mod redact;
+pub mod safe_file;
 mod script;
 
 pub use script::run_shell;

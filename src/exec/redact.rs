@@ -1,6 +1,8 @@
 //! Keeps known secret values out of logs: the values of environment variables whose names
 //! say they are secrets are replaced by `[redacted]` in every line a step prints.
 //!
+//! A value is found in the text as a terminal shows it: colour codes, other escape
+//! sequences and control characters inside it (`tok-\e[0mDEPLOY`) do not hide it.
 //! Only the exact value is masked: an encoded (base64, URL-escaped) or partial copy is not.
 
 /// Names that mark an environment variable as a secret.
@@ -18,11 +20,42 @@ const MARKERS: &[&str] = &[
 /// would blank out ordinary words all over the log while protecting nothing worth the name.
 pub const MIN_LEN: usize = 4;
 
-/// True when a variable of this name holds a secret: its name contains one of the markers.
-/// baton's own `BATON_*` variables (`BATON_EXECUTION_KEY` is an id) never do.
+/// The variables baton sets for steps and hooks: ids, paths and task text, none of them a
+/// secret (`BATON_EXECUTION_KEY` is an id). Every other name, `BATON_*` ones included
+/// (`BATON_GITHUB_SECRET`, a `BATON_TOKEN` for the API), is judged by its markers.
+const OWN_VARS: &[&str] = &[
+    "BATON_TASK_ID",
+    "BATON_TASK_TITLE",
+    "BATON_TASK_PROMPT",
+    "BATON_TASK_PROMPT_FILE",
+    "BATON_PIPELINE",
+    "BATON_STATUS",
+    "BATON_RUN_ID",
+    "BATON_ATTEMPT",
+    "BATON_EXECUTION_KEY",
+    "BATON_CONTEXT_DIR",
+    "BATON_WORKSPACE",
+    "BATON_NOTE",
+    "BATON_BRANCH",
+    "BATON_HANDOFF_FILE",
+    "BATON_TRIGGER_PAYLOAD_FILE",
+    "BATON_FROM",
+    "BATON_TO",
+    "BATON_TRIGGER",
+    "BATON_HOOK_ATTEMPT",
+];
+
+/// True when a variable of this name holds a secret: its name contains one of the markers
+/// and it is not one of baton's own.
 fn is_secret_name(name: &str) -> bool {
-    let name = name.to_ascii_uppercase();
-    !name.starts_with("BATON_") && MARKERS.iter().any(|m| name.contains(m))
+    let upper = name.to_ascii_uppercase();
+    !OWN_VARS.contains(&upper.as_str()) && MARKERS.iter().any(|m| upper.contains(m))
+}
+
+/// True for a secret of the engine's own (`BATON_GITHUB_SECRET`, `BATON_TOKEN`): a step
+/// needs none of them, so a step's process does not inherit them.
+pub fn is_engine_secret(name: &str) -> bool {
+    name.to_ascii_uppercase().starts_with("BATON_") && is_secret_name(name)
 }
 
 /// A set of secret values to mask.
@@ -71,17 +104,70 @@ impl Redactor {
         if held >= chunk.len() { 0 } else { held }
     }
 
-    /// The line with every known secret replaced.
+    /// The line with every known secret replaced, also where escape sequences or control
+    /// characters split it on screen.
     pub fn apply(&self, line: String) -> String {
-        if self.secrets.iter().all(|s| !line.contains(s.as_str())) {
+        let mut out = line;
+        if self.secrets.iter().any(|s| out.contains(s.as_str())) {
+            for s in &self.secrets {
+                out = out.replace(s.as_str(), "[redacted]");
+            }
+        }
+        if self.secrets.is_empty() || !out.chars().any(hides) {
+            return out;
+        }
+        self.mask_shown(out)
+    }
+
+    /// Masks secrets in the text a terminal shows: the visible characters of a secret are
+    /// replaced by one `[redacted]`; the escape sequences between them are kept, so colours
+    /// stay as the step set them.
+    fn mask_shown(&self, line: String) -> String {
+        let shown = crate::ansi::visible_chars(&line);
+        let text: String = shown.iter().map(|&(_, c)| c).collect();
+        // The index in `shown` of each character of `text`, by byte offset.
+        let mut index = vec![0; text.len() + 1];
+        for (i, (b, _)) in text.char_indices().enumerate() {
+            index[b] = i;
+        }
+        let mut hidden = vec![false; shown.len()];
+        let mut marker = vec![false; shown.len()];
+        for s in &self.secrets {
+            for (b, _) in text.match_indices(s.as_str()) {
+                let first = index[b];
+                let span = first..first + s.chars().count();
+                if !hidden[first] {
+                    marker[first] = true;
+                }
+                hidden[span].fill(true);
+            }
+        }
+        if !hidden.contains(&true) {
             return line;
         }
-        let mut out = line;
-        for s in &self.secrets {
-            out = out.replace(s.as_str(), "[redacted]");
+        let mut out = String::with_capacity(line.len());
+        let mut next = 0;
+        for (at, c) in line.char_indices() {
+            if shown.get(next).is_some_and(|&(b, _)| b == at) {
+                if marker[next] {
+                    out.push_str("[redacted]");
+                }
+                if !hidden[next] {
+                    out.push(c);
+                }
+                next += 1;
+            } else {
+                out.push(c);
+            }
         }
         out
     }
+}
+
+/// A character that can sit inside a secret without being shown: an escape sequence's
+/// start or a control character.
+fn hides(c: char) -> bool {
+    c.is_control() && c != '\n' && c != '\t'
 }
 
 #[cfg(test)]
@@ -134,6 +220,52 @@ mod tests {
         );
         assert_eq!(r.partial_tail(b"...xyz"), 0);
         assert_eq!(r.partial_tail(b"abc"), 0, "nothing would be left to send");
+    }
+
+    #[test]
+    fn only_batons_own_names_are_exempt() {
+        let r = Redactor::from_vars(vars(&[
+            ("BATON_GITHUB_SECRET", "hook-secret-1"),
+            ("BATON_TOKEN", "api-token-2"),
+            ("BATON_EXECUTION_KEY", "3:build:1"),
+        ]));
+        assert_eq!(
+            r.apply("hook-secret-1 api-token-2 3:build:1".into()),
+            "[redacted] [redacted] 3:build:1"
+        );
+        assert!(is_engine_secret("BATON_GITHUB_SECRET"));
+        assert!(is_engine_secret("baton_token"));
+        assert!(!is_engine_secret("BATON_EXECUTION_KEY"));
+        assert!(
+            !is_engine_secret("OPENAI_API_KEY"),
+            "the step's own keys pass on"
+        );
+    }
+
+    #[test]
+    fn a_secret_split_by_escapes_or_controls_is_masked_as_shown() {
+        let r = Redactor::from_vars(vars(&[("DEPLOY_TOKEN", "tok-DEPLOY-5f3a9e")]));
+        let cases = [
+            // (printed, stored)
+            ("tok-\x1b[0mDEPLOY-5f3a9e", "[redacted]\x1b[0m"),
+            (
+                "a \x1b[31mtok-\x1b[1mDEP\x1b[0mLOY-5f3a9e\x1b[0m b",
+                "a \x1b[31m[redacted]\x1b[1m\x1b[0m\x1b[0m b",
+            ),
+            (
+                "tok-\x07DEPLOY-\x1b]0;t\x075f3a9e!",
+                "[redacted]\x07\x1b]0;t\x07!",
+            ),
+            ("tok-DEPLOY-5f3a9e \x1b[0m", "[redacted] \x1b[0m"),
+            // What a terminal does not show joined is not a secret shown.
+            ("tok-DEPLOY\n-5f3a9e", "tok-DEPLOY\n-5f3a9e"),
+            ("\x1b[32mtok-DEPLOY\x1b[0m", "\x1b[32mtok-DEPLOY\x1b[0m"),
+        ];
+        for (printed, stored) in cases {
+            assert_eq!(r.apply(printed.into()), stored, "{printed:?}");
+            let shown = crate::ansi::strip(stored);
+            assert!(!shown.contains("tok-DEPLOY-5f3a9e"), "{printed:?}");
+        }
     }
 
     #[test]

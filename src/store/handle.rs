@@ -32,6 +32,20 @@ const GROUP: usize = 64;
 /// The writer asks for a checkpoint after this many commits.
 const CHECKPOINT_EVERY: u32 = 64;
 
+/// After this long without a write, the write-ahead log is copied into the database and
+/// cut to nothing. The writer waits with this timeout only while there is something to
+/// checkpoint: an idle store does not wake up.
+const IDLE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The write-ahead log is cut back to this size whenever a checkpoint has emptied it, so
+/// a burst of writes (or a reader that held checkpoints back) does not leave a log of
+/// hundreds of megabytes behind for good.
+const WAL_LIMIT: i64 = 16 * 1024 * 1024;
+
+/// How long the idle checkpoint waits for readers to move off the log before it gives up
+/// (and tries again after the next write): it must not hold up a write for long.
+const TRUNCATE_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// A cloneable handle to the store's threads. The threads end when the last handle drops.
 #[derive(Clone)]
 pub struct StoreHandle {
@@ -67,6 +81,14 @@ impl StoreHandle {
         writer
             .conn
             .pragma_update(None, "wal_autocheckpoint", 0)
+            .map_err(StoreError::from)?;
+        for conn in [&writer.conn, &checkpointer.conn] {
+            conn.pragma_update(None, "journal_size_limit", WAL_LIMIT)
+                .map_err(StoreError::from)?;
+        }
+        checkpointer
+            .conn
+            .busy_timeout(TRUNCATE_WAIT)
             .map_err(StoreError::from)?;
         let checkpoints = spawn_thread("baton-store-c", checkpointer, None)?;
         let writer = spawn_thread("baton-store-w", writer, Some(checkpoints))?;
@@ -326,13 +348,34 @@ fn spawn_thread(
         .spawn(move || {
             let mut next: Option<Job> = None;
             let mut commits = 0u32;
+            // Commits since the log was last cut to nothing.
+            let mut dirty = false;
             let pending = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
             loop {
                 let job = match next.take() {
                     Some(j) => j,
-                    None => match rx.recv() {
-                        Ok(j) => j,
-                        Err(_) => return,
+                    None => match (&checkpoints, dirty) {
+                        (Some(c), true) => match rx.recv_timeout(IDLE) {
+                            Ok(j) => j,
+                            Err(std_mpsc::RecvTimeoutError::Timeout) => {
+                                dirty = false;
+                                let _ = c.send(Job::Raw(Box::new(truncate)));
+                                continue;
+                            }
+                            Err(std_mpsc::RecvTimeoutError::Disconnected) => {
+                                truncate(&mut store);
+                                return;
+                            }
+                        },
+                        _ => match rx.recv() {
+                            Ok(j) => j,
+                            Err(_) => {
+                                if dirty {
+                                    truncate(&mut store);
+                                }
+                                return;
+                            }
+                        },
                     },
                 };
                 match job {
@@ -358,6 +401,7 @@ fn spawn_thread(
                         }
                         run_group(&mut store, bodies);
                         commits += 1;
+                        dirty = true;
                         if let Some(c) = &checkpoints
                             && commits.is_multiple_of(CHECKPOINT_EVERY)
                             && !pending.swap(true, std::sync::atomic::Ordering::AcqRel)
@@ -381,44 +425,15 @@ fn spawn_thread(
     Ok(tx)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test(flavor = "current_thread")]
-    async fn writes_are_seen_by_later_reads_and_run_in_order() {
-        let dir = tempfile::tempdir().unwrap();
-        let h = StoreHandle::open(&dir.path().join("t.db")).unwrap();
-        for i in 0..20 {
-            h.write_detached("meta", move |db| db.set_meta("k", &i.to_string()));
-        }
-        let last = h
-            .write(|db| db.meta("k").map(|v| v.unwrap_or_default()))
-            .await
-            .unwrap();
-        assert_eq!(last, "19", "detached writes run before a later write");
-        let read = h.read(|db| db.meta("k")).await.unwrap();
-        assert_eq!(read.as_deref(), Some("19"));
-    }
-
-    #[tokio::test(flavor = "current_thread")]
-    async fn a_failed_write_rolls_back_and_a_panicking_job_does_not_stop_the_store() {
-        let dir = tempfile::tempdir().unwrap();
-        let h = StoreHandle::open(&dir.path().join("t.db")).unwrap();
-        let failed: Result<()> = h
-            .write(|db| {
-                db.set_meta("k", "v")?;
-                Err(StoreError::Conflict("no".into()))
-            })
-            .await;
-        assert!(failed.is_err());
-        let panicked: Result<()> = h.write(|_| panic!("boom")).await;
-        assert!(matches!(panicked, Err(StoreError::Closed)));
-        assert_eq!(h.read(|db| db.meta("k")).await.unwrap(), None);
-        h.write(|db| db.set_meta("k", "w")).await.unwrap();
-        assert_eq!(
-            h.read(|db| db.meta("k")).await.unwrap().as_deref(),
-            Some("w")
-        );
+/// Copies the whole write-ahead log into the database and cuts the log file to nothing.
+/// A reader still on the log makes it give up after a short wait; the next idle time
+/// tries again.
+fn truncate(store: &mut Store) {
+    if let Err(e) = store.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)") {
+        tracing::debug!("the idle checkpoint did not finish: {e}");
     }
 }
+
+#[cfg(test)]
+#[path = "handle_tests.rs"]
+mod tests;

@@ -40,6 +40,10 @@ pub struct Config {
     /// at most this old; older slots are skipped with an event.
     #[serde(with = "humantime_serde_compat")]
     pub schedule_grace: Duration,
+    /// Bytes of one step's log kept (database and context folder); later lines are dropped
+    /// with a marker and a warning event. A number of bytes or a size like `"100MiB"`.
+    #[serde(deserialize_with = "super::config_size::deserialize")]
+    pub max_step_log: u64,
     /// The `[executor]` table as written (see `config_executor.rs`).
     #[serde(rename = "executor")]
     pub executor_table: Option<toml::Table>,
@@ -69,6 +73,11 @@ impl Default for ServeConfig {
     }
 }
 
+/// 100 MiB: a build's or a test suite's log is a few MiB at most; a hundred times that is
+/// output nobody reads (a loop printing), and the cap bounds what one step costs on disk
+/// (the database keeps it once more in its write-ahead log until a checkpoint).
+pub const DEFAULT_MAX_STEP_LOG: u64 = 100 << 20;
+
 impl Default for Config {
     fn default() -> Self {
         Self {
@@ -80,6 +89,7 @@ impl Default for Config {
             worktree_root: None,
             base_branch: None,
             schedule_grace: Duration::from_secs(60 * 60),
+            max_step_log: DEFAULT_MAX_STEP_LOG,
             executor_table: None,
             default_executor: None,
             serve: ServeConfig::default(),
@@ -134,6 +144,12 @@ impl Config {
                 "must be more than zero (leave it out for 1h)",
             ));
         }
+        if cfg.max_step_log == 0 {
+            return Err(refuse(
+                "max_step_log",
+                "must be more than zero (leave it out for 100MiB)",
+            ));
+        }
         if let Some(table) = &cfg.executor_table {
             cfg.default_executor = super::config_executor::default_executor(table)
                 .map_err(|m| refuse("[executor]", &m))?;
@@ -179,6 +195,11 @@ pub(super) const EXAMPLE: &str = r#"# baton workspace configuration. Every setti
 # A schedule trigger missed while no engine ran fires once at start if its time is at most
 # this old; older runs are skipped (an event says so).
 # schedule_grace = "1h"
+
+# The most of one step's log that is kept (in the database and the context folder); past
+# it, lines are dropped with one marker line and a warning event, and the step goes on.
+# max_step_log = "100MiB"
+
 # Where steps run when neither the step nor its agent profile names an executor
 # (docs/executors.md): "local" (the default), "docker", "ssh" or "kubernetes", with that
 # executor's settings in the table below it.

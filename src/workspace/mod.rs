@@ -2,6 +2,7 @@
 
 mod config;
 mod config_executor;
+pub mod config_size;
 pub mod git;
 pub mod git_queue;
 mod git_retry;

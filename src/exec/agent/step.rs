@@ -7,6 +7,7 @@ use super::{AgentFinish, AgentJob, Hooks};
 use crate::agents::Backend;
 use crate::agents::{TemplateVars, load_agents, render_argv, render_prompt};
 use crate::exec::executor::{Place, Placement};
+use crate::exec::safe_file::write_fresh_async;
 use crate::exec::{LogSender, StepEnv};
 use std::path::Path;
 use std::time::Duration;
@@ -80,7 +81,10 @@ pub async fn run_step(
         humantime::format_duration(timeout)
     ))
     .await;
-    if tokio::fs::write(&prompt_file, &prompt).await.is_ok() {
+    if write_fresh_async(prompt_file.clone(), prompt.clone())
+        .await
+        .is_ok()
+    {
         say.system(format!(
             "prompt ({} chars) in {}",
             prompt.chars().count(),
@@ -143,7 +147,7 @@ pub async fn run_step(
     let rep = report(&finish, &profile, timeout);
     if let AgentFinish::Done(run) = &finish {
         let path = step.context_dir.join(&stem);
-        match tokio::fs::write(&path, &run.text).await {
+        match write_fresh_async(path.clone(), run.text.clone()).await {
             Ok(()) => say.system(format!("handoff in {}", path.display())).await,
             Err(e) => {
                 say.err(format!("could not write {}: {e}", path.display()))

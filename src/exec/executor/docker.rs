@@ -49,11 +49,13 @@ impl Executor for Docker {
             let docker = connect().await?;
             ensure_image(&docker, &self.spec).await?;
             let (worktree, ctx) = (launch.worktree.clone(), launch.context_dir.clone());
-            let mounts = tokio::task::spawn_blocking(move || host_mounts(&worktree, &ctx))
-                .await
-                .map_err(|e| {
-                    ExecError(format!("preparing the container's mounts failed: {e}"))
-                })??;
+            let workspace = std::path::PathBuf::from(&launch.labels.workspace);
+            let mounts =
+                tokio::task::spawn_blocking(move || host_mounts(&worktree, &ctx, &workspace))
+                    .await
+                    .map_err(|e| {
+                        ExecError(format!("preparing the container's mounts failed: {e}"))
+                    })??;
             let body = container_body(launch, &self.spec, mounts)?;
             let name = container_name(&launch.labels);
             let opts = CreateContainerOptions {
@@ -321,8 +323,15 @@ fn container_body(
         ),
         (LABEL_WORKSPACE.to_string(), launch.labels.workspace.clone()),
     ]);
+    // An empty, read-only tmpfs: nothing of the host shows through, nothing can be written.
+    let covers: HashMap<String, String> = mounts
+        .covers
+        .into_iter()
+        .map(|path| (path, "ro,size=4k".to_string()))
+        .collect();
     let host = HostConfig {
         binds: Some(mounts.binds),
+        tmpfs: (!covers.is_empty()).then_some(covers),
         network_mode: spec.network.clone(),
         memory: spec.memory.map(|m| m as i64),
         nano_cpus: spec.cpus.map(|c| (c * 1e9) as i64),

@@ -8,21 +8,34 @@
 //! step's changes are committed on the task branch by baton, on the host, like any
 //! uncommitted work.
 //!
+//! The workspace's own `.baton` folder is hidden under an empty read-only cover when it lies
+//! inside the step's working tree (a workspace that is not a git repository runs its steps
+//! in its root): pipelines, agents, config and database there are what the engine on the
+//! host acts on, so a step that rewrote them would run its own code on the host. The
+//! context folder, which lives under `.baton`, is mounted on its own at its host path.
+//!
 //! Everything here touches the filesystem: call it off the async workers.
 
 use super::ExecError;
 use super::docker::WORKSPACE;
 use std::path::{Path, PathBuf};
 
-/// The container's `HOME` (made under the context folder) and its bind mounts.
+/// The container's `HOME` (made under the context folder), its bind mounts and the paths
+/// covered by an empty read-only folder.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mounts {
     pub home: PathBuf,
     pub binds: Vec<String>,
+    pub covers: Vec<String>,
 }
 
-/// Makes the container's home and lists the mounts for a step in `worktree`.
-pub fn host_mounts(worktree: &Path, context_dir: &Path) -> Result<Mounts, ExecError> {
+/// Makes the container's home and lists the mounts for a step in `worktree` of the
+/// workspace at `workspace`.
+pub fn host_mounts(
+    worktree: &Path,
+    context_dir: &Path,
+    workspace: &Path,
+) -> Result<Mounts, ExecError> {
     let home = context_dir.join("home");
     std::fs::create_dir_all(&home).map_err(|e| {
         ExecError(format!(
@@ -49,7 +62,27 @@ pub fn host_mounts(worktree: &Path, context_dir: &Path) -> Result<Mounts, ExecEr
         binds.push(format!("{0}:{0}:ro", linked.common.display()));
         binds.push(format!("{}:{}:ro", dot_git.display(), inside.display()));
     }
-    Ok(Mounts { home, binds })
+    let covers = baton_inside(worktree, workspace).into_iter().collect();
+    Ok(Mounts {
+        home,
+        binds,
+        covers,
+    })
+}
+
+/// Where the workspace's `.baton` folder appears in the container, when the worktree holds
+/// it (the workspace root, or a folder above it).
+fn baton_inside(worktree: &Path, workspace: &Path) -> Option<String> {
+    let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let (worktree, workspace) = (real(worktree), real(workspace));
+    let rel = workspace.strip_prefix(&worktree).ok()?;
+    Some(
+        Path::new(WORKSPACE)
+            .join(rel)
+            .join(".baton")
+            .display()
+            .to_string(),
+    )
 }
 
 /// The repository's common git folder, seen from a linked worktree.

@@ -39,7 +39,7 @@ fn the_container_runs_the_pipelines_command_with_task_text_only_in_env() {
         pull: PullPolicy::Never,
     };
     let l = launch(dir.path(), Program::Shell("make test".into()));
-    let mounts = host_mounts(&l.worktree, &l.context_dir).unwrap();
+    let mounts = host_mounts(&l.worktree, &l.context_dir, &l.worktree).unwrap();
     let body = container_body(&l, &spec, mounts.clone()).unwrap();
     assert_eq!(
         body.entrypoint.unwrap(),
@@ -148,7 +148,7 @@ fn the_git_folder_is_mounted_read_only_as_a_whole() {
     );
     let ctx = dir.path().join("ctx");
     let common = std::fs::canonicalize(repo.join(".git")).unwrap();
-    let binds = host_mounts(&wt, &ctx).unwrap().binds;
+    let binds = host_mounts(&wt, &ctx, &repo).unwrap().binds;
     let c = common.display();
     let expected = [
         format!("{c}:{c}:ro"),
@@ -165,9 +165,29 @@ fn the_git_folder_is_mounted_read_only_as_a_whole() {
     );
 
     // A step in the repository's own checkout: its git folder is under /workspace.
-    let binds = host_mounts(&repo, &ctx).unwrap().binds;
+    let binds = host_mounts(&repo, &ctx, &repo).unwrap().binds;
     let g = repo.join(".git");
     assert!(binds.contains(&format!("{}:/workspace/.git:ro", g.display())));
+}
+
+#[test]
+fn the_workspaces_baton_folder_is_covered_only_where_the_worktree_holds_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    let ctx = ws.join(".baton/context/1");
+    std::fs::create_dir_all(&ctx).unwrap();
+    // No git: the step runs in the workspace root.
+    let m = host_mounts(&ws, &ctx, &ws).unwrap();
+    assert_eq!(m.covers, vec!["/workspace/.baton".to_string()]);
+    let c = ctx.display();
+    assert!(m.binds.contains(&format!("{c}:{c}")), "{:?}", m.binds);
+    // A workspace in a sub-folder of the tree the step runs in.
+    let m = host_mounts(dir.path(), &ctx, &ws).unwrap();
+    assert_eq!(m.covers, vec!["/workspace/ws/.baton".to_string()]);
+    // A task worktree elsewhere holds no live `.baton`: its committed copy stays visible.
+    let wt = dir.path().join("worktrees/1");
+    std::fs::create_dir_all(wt.join(".baton/pipelines")).unwrap();
+    assert!(host_mounts(&wt, &ctx, &ws).unwrap().covers.is_empty());
 }
 
 #[test]

@@ -65,6 +65,15 @@ fn spawn(launch: &Launch, log: LogSender) -> Result<LocalStep, ExecError> {
             (c, program.clone())
         }
     };
+    // The engine's own secrets (a webhook secret, an API token) are none of a step's
+    // business: it does not inherit them. One the step's `env` names is its own.
+    for (name, _) in std::env::vars_os() {
+        if let Some(name) = name.to_str()
+            && crate::exec::redact::is_engine_secret(name)
+        {
+            cmd.env_remove(name);
+        }
+    }
     cmd.current_dir(&env.workdir)
         .envs(env.vars.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())

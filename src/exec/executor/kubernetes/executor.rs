@@ -98,10 +98,9 @@ const MAX_PAYLOAD: u64 = 256 * 1024;
 /// The trigger payload file's content, when the step has one that is small enough.
 fn trigger_payload(vars: &[(String, String)]) -> Option<String> {
     let path = std::path::Path::new(var(vars, "BATON_TRIGGER_PAYLOAD_FILE")?);
-    if std::fs::metadata(path).ok()?.len() > MAX_PAYLOAD {
-        return None;
-    }
-    std::fs::read_to_string(path).ok()
+    // Never a link an earlier step left in the context folder.
+    let bytes = crate::exec::safe_file::read_plain(path, MAX_PAYLOAD).ok()?;
+    String::from_utf8(bytes).ok()
 }
 
 /// Settings (and the trigger payload) read off the async workers.

@@ -74,13 +74,12 @@ fn context_files(vars: &[(String, String)]) -> Vec<ContextFile> {
     .iter()
     .filter_map(|name| {
         let path = std::path::Path::new(var(vars, name)?);
-        if std::fs::metadata(path).ok()?.len() > MAX_CONTEXT_FILE {
-            return None;
-        }
+        // Never a link an earlier step left in the context folder.
+        let bytes = crate::exec::safe_file::read_plain(path, MAX_CONTEXT_FILE).ok()?;
         Some(ContextFile {
             var: name.to_string(),
             name: path.file_name()?.to_string_lossy().into_owned(),
-            content: std::fs::read_to_string(path).ok()?,
+            content: String::from_utf8(bytes).ok()?,
         })
     })
     .collect()

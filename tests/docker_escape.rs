@@ -1,0 +1,114 @@
+//! A step in a container cannot reach past its sandbox through what baton does on the host:
+//! links it plants in the context folder are never written through, and the workspace's own
+//! `.baton` folder is out of its reach when the workspace is not a git repository.
+//!
+//! These need a daemon (`.ci/run` starts one); where none answers they say so and pass.
+
+mod common;
+mod docker_support;
+mod infra;
+use common::Ws;
+use docker_support::{Cleanup, IMAGE, image, run_wait};
+
+/// A workspace without git whose `d` pipeline runs `first` then `second` in containers.
+fn two_steps(first: &str, second: &str) -> Ws {
+    let ws = Ws::new();
+    let step = |script: &str| {
+        serde_json::json!({
+            "run": script,
+            "executor": {"docker": {"image": IMAGE, "network": "none"}},
+        })
+    };
+    let json = serde_json::json!({
+        "id": "d",
+        "statuses": [
+            {"id": "todo", "kind": "queue"},
+            {"id": "s1", "step": step(first)},
+            {"id": "s2", "step": step(second)},
+            {"id": "review", "kind": "gate"},
+            {"id": "done", "kind": "done"},
+            {"id": "failed", "kind": "failed"},
+            {"id": "cancelled", "kind": "cancelled"}
+        ]
+    });
+    ws.pipeline("d.json", &json.to_string());
+    ws
+}
+
+#[test]
+fn links_a_step_plants_in_the_context_folder_are_never_written_through() {
+    let Some(_) = image() else { return };
+    // Host files the engine's user may write, outside anything the container sees.
+    let host = tempfile::tempdir().unwrap();
+    let victims = ["own-log", "next-log", "prompt"].map(|n| {
+        let p = host.path().join(n);
+        std::fs::write(&p, "original\n").unwrap();
+        p
+    });
+    // The container sees the host files' paths only as names: the links point at them on
+    // the host. The step's own log, the next step's log and the prompt file are planted.
+    let plant = format!(
+        "ln -s {} \"$BATON_CONTEXT_DIR/id_s1_001.log\"; ln -s {} \"$BATON_CONTEXT_DIR/id_s2_002.log\"; rm -f \"$BATON_CONTEXT_DIR/prompt.md\"; ln -s {} \"$BATON_CONTEXT_DIR/prompt.md\"; echo planted-X",
+        victims[0].display(),
+        victims[1].display(),
+        victims[2].display()
+    );
+    let ws = two_steps(&plant, "echo second-Y; cat \"$BATON_TASK_PROMPT_FILE\"");
+    let _cleanup = Cleanup(ws.root().to_path_buf());
+    let (code, shown) = run_wait(&ws, "plant links");
+    assert_eq!(code, Some(2), "waits at review: {shown}");
+    let logs = ws.ok(&["logs", "1", "--step", "1"]);
+    assert!(logs.contains("planted-X"), "{logs}");
+    let logs = ws.ok(&["logs", "1", "--step", "2"]);
+    assert!(logs.contains("second-Y"), "{logs}");
+    for v in &victims {
+        assert_eq!(
+            std::fs::read_to_string(v).unwrap(),
+            "original\n",
+            "{} was written through a planted link",
+            v.display()
+        );
+    }
+    // baton's own files are there, fresh, as plain files.
+    let ctx = ws.root().join(".baton/context/1");
+    for name in ["id_s1_001.log", "id_s2_002.log", "prompt.md"] {
+        let meta = std::fs::symlink_metadata(ctx.join(name)).unwrap();
+        assert!(meta.file_type().is_file(), "{name} is a plain file");
+    }
+    let own = std::fs::read_to_string(ctx.join("id_s1_001.log")).unwrap();
+    assert!(own.contains("planted-X"), "{own}");
+}
+
+#[test]
+fn a_step_in_a_workspace_without_git_cannot_touch_its_baton_folder() {
+    let Some(_) = image() else { return };
+    let pipeline = r#"{"id": "evil", "statuses": [{"id": "a", "kind": "queue"}, {"id": "d", "kind": "done"}]}"#;
+    let script = format!(
+        "mkdir -p /workspace/.baton/pipelines && printf '%s' '{pipeline}' > /workspace/.baton/pipelines/evil.json && echo wrote-pipeline; echo x >> /workspace/.baton/config.toml && echo wrote-config; echo ok > /workspace/made.txt; echo ctx > \"$BATON_CONTEXT_DIR/mine.txt\"; echo done"
+    );
+    let ws = two_steps(&script, "true");
+    let _cleanup = Cleanup(ws.root().to_path_buf());
+    let config = std::fs::read_to_string(ws.root().join(".baton/config.toml")).unwrap();
+    let (code, shown) = run_wait(&ws, "rewrite .baton");
+    assert_eq!(code, Some(2), "waits at review: {shown}");
+    let logs = ws.ok(&["logs", "1", "--step", "1"]);
+    // (The first line quotes the command: only whole lines are the step's output.)
+    let printed = |what: &str| logs.lines().any(|l| l == what);
+    assert!(printed("done"), "{logs}");
+    assert!(!printed("wrote-pipeline"), "{logs}");
+    assert!(!printed("wrote-config"), "{logs}");
+    assert!(!ws.root().join(".baton/pipelines/evil.json").exists());
+    assert_eq!(
+        std::fs::read_to_string(ws.root().join(".baton/config.toml")).unwrap(),
+        config
+    );
+    // The rest of the workspace and the context folder stay writable.
+    assert_eq!(
+        std::fs::read_to_string(ws.root().join("made.txt")).unwrap(),
+        "ok\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.root().join(".baton/context/1/mine.txt")).unwrap(),
+        "ctx\n"
+    );
+}

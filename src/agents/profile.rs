@@ -53,6 +53,8 @@ pub enum Format {
     ClaudeStreamJson,
     /// `codex exec --json`.
     CodexJson,
+    /// `gemini -p --output-format stream-json`.
+    GeminiStreamJson,
     /// `replay` only: an OpenAI-compatible stream, one SSE `data` payload per line.
     OpenaiSse,
     /// `replay` only: OpenCode `/event` payloads, one JSON object per line.
@@ -66,6 +68,7 @@ impl Format {
             Self::Text => "text",
             Self::ClaudeStreamJson => "claude-stream-json",
             Self::CodexJson => "codex-json",
+            Self::GeminiStreamJson => "gemini-stream-json",
             Self::OpenaiSse => "openai-sse",
             Self::OpencodeEvents => "opencode-events",
         }

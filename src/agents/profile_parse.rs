@@ -174,6 +174,7 @@ fn build(d: &mut Diags, obj: &Map<String, Value>) -> Option<Profile> {
         None | Some("text") => Format::Text,
         Some("claude-stream-json") => Format::ClaudeStreamJson,
         Some("codex-json") => Format::CodexJson,
+        Some("gemini-stream-json") => Format::GeminiStreamJson,
         Some("openai-sse") if backend == Some(Backend::Replay) => Format::OpenaiSse,
         Some("opencode-events") if backend == Some(Backend::Replay) => Format::OpencodeEvents,
         Some(other) => {
@@ -184,7 +185,7 @@ fn build(d: &mut Diags, obj: &Map<String, Value>) -> Option<Profile> {
             };
             d.error(
                 Some("format"),
-                format!("agent `{id}`: unknown format `{other}` (expected text, claude-stream-json, codex-json{replay})"),
+                format!("agent `{id}`: unknown format `{other}` (expected text, claude-stream-json, codex-json, gemini-stream-json{replay})"),
             );
             Format::Text
         }

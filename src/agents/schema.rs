@@ -117,6 +117,8 @@ pub enum FormatName {
     ClaudeStreamJson,
     /// `codex exec --json`.
     CodexJson,
+    /// `gemini -p --output-format stream-json`.
+    GeminiStreamJson,
     /// `replay` only: OpenAI-compatible stream chunks, one `data:` payload per line.
     OpenaiSse,
     /// `replay` only: OpenCode `/event` payloads, one JSON object per line.

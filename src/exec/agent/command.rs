@@ -4,6 +4,7 @@
 
 use super::claude::ClaudeStream;
 use super::codex::CodexStream;
+use super::gemini::GeminiStream;
 use super::log::Log;
 use super::{AgentFinish, AgentJob, AgentRun, Hooks};
 use crate::agents::Format;
@@ -47,6 +48,7 @@ pub(super) enum Reader {
     Text(String),
     Claude(ClaudeStream),
     Codex(CodexStream),
+    Gemini(GeminiStream),
 }
 
 impl Reader {
@@ -55,6 +57,7 @@ impl Reader {
         match format {
             Format::ClaudeStreamJson => Self::Claude(ClaudeStream::default()),
             Format::CodexJson => Self::Codex(CodexStream::default()),
+            Format::GeminiStreamJson => Self::Gemini(GeminiStream::default()),
             _ => Self::Text(String::new()),
         }
     }
@@ -75,6 +78,7 @@ impl Reader {
             }
             Self::Claude(c) => c.feed(&line),
             Self::Codex(c) => c.feed(&line),
+            Self::Gemini(g) => g.feed(&line),
         }
     }
 
@@ -83,6 +87,7 @@ impl Reader {
             Self::Text(_) => None,
             Self::Claude(c) => c.session.as_deref(),
             Self::Codex(c) => c.session.as_deref(),
+            Self::Gemini(g) => g.session.as_deref(),
         }
     }
 }
@@ -254,6 +259,7 @@ pub(super) fn finish(who: &str, reader: Reader, exit: i32, stderr_tail: &str) ->
                 ),
             }
         }
+        Reader::Gemini(g) => g.finish(who, exit, exited),
         Reader::Codex(c) => {
             let run = AgentRun {
                 text: c.answer.clone().unwrap_or_default(),

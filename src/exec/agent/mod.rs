@@ -7,6 +7,7 @@
 mod claude;
 mod codex;
 mod command;
+mod gemini;
 mod http;
 mod log;
 mod openai;
@@ -17,6 +18,7 @@ mod step;
 
 pub use claude::ClaudeStream;
 pub use codex::CodexStream;
+pub use gemini::GeminiStream;
 pub use command::find_program;
 pub use http::{Health, check};
 pub use log::LineBuf;

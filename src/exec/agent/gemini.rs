@@ -265,7 +265,10 @@ mod tests {
         assert_eq!(g.session.as_deref(), Some("76c808a9-1615"));
         match g.finish("a", 0, |s| s.to_string()) {
             AgentFinish::Done(run) => {
-                assert_eq!(run.text, "## What Was Done\nWrote hello.txt.\n\nOUTCOME: success");
+                assert_eq!(
+                    run.text,
+                    "## What Was Done\nWrote hello.txt.\n\nOUTCOME: success"
+                );
                 assert_eq!(
                     run.usage,
                     Some(json!({"input_tokens":200,"output_tokens":40,"cache_read_tokens":20}))
@@ -287,7 +290,12 @@ mod tests {
             && t == "gemini reported an error: Error: [API Error: API key not valid. Please pass a valid API key.]"));
         match g.finish("agent `g`", 1, |s| s.to_string()) {
             AgentFinish::Failed { error, .. } => {
-                assert!(error.starts_with("agent `g`: gemini reported an error: Error: [API Error: API key not valid"), "{error}");
+                assert!(
+                    error.starts_with(
+                        "agent `g`: gemini reported an error: Error: [API Error: API key not valid"
+                    ),
+                    "{error}"
+                );
             }
             other => panic!("{other:?}"),
         }
@@ -326,6 +334,9 @@ mod tests {
         let shown = g.feed(r#"{"type":"message","role":"assistant","content":"All done"}"#);
         assert_eq!(shown, [(Stream::Stdout, "All done".to_string())]);
         assert_eq!(g.answer, "All done\n");
-        assert_eq!(g.feed("not json"), [(Stream::Stdout, "not json".to_string())]);
+        assert_eq!(
+            g.feed("not json"),
+            [(Stream::Stdout, "not json".to_string())]
+        );
     }
 }

@@ -18,8 +18,8 @@ mod step;
 
 pub use claude::ClaudeStream;
 pub use codex::CodexStream;
-pub use gemini::GeminiStream;
 pub use command::find_program;
+pub use gemini::GeminiStream;
 pub use http::{Health, check};
 pub use log::LineBuf;
 pub use openai::ChatStream;

@@ -526,3 +526,53 @@ fn within(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     }
     true
 }
+
+#[test]
+fn a_200_kib_prompt_reaches_codex_on_stdin() {
+    let Some(s) = Setup::new(Script {
+        answer: answer("success"),
+        ..Script::default()
+    }) else {
+        return;
+    };
+    // Linux caps one argv element at 128 KiB: the prompt goes on stdin (`codex exec -`).
+    let file = s.ws.root().join(".baton/agents/coder.json");
+    let mut coder: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    coder["prompt_via"] = "stdin".into();
+    coder["argv"] = serde_json::json!([
+        "codex",
+        "exec",
+        "--json",
+        "--sandbox",
+        "workspace-write",
+        "-"
+    ]);
+    std::fs::write(&file, coder.to_string()).unwrap();
+    let mut big = "A line of a long task description, repeated.\n".repeat(200 * 1024 / 45 + 1);
+    big.push_str("END-OF-THE-LONG-PROMPT\n");
+    s.baton(&[
+        "new",
+        "Big",
+        "--pipeline",
+        "code",
+        "--prompt",
+        "-",
+        "--start",
+    ])
+    .write_stdin(big.clone())
+    .assert()
+    .success();
+    s.baton(&["engine", "--exit-when-idle"])
+        .timeout(LIMIT)
+        .assert()
+        .success();
+    let shown = s.ws.show(1);
+    assert_eq!(step(&shown)["state"], "succeeded", "{shown}");
+    let asked = s.stub.user_text(0);
+    assert!(
+        asked.len() > 200 * 1024,
+        "{} bytes reached the model",
+        asked.len()
+    );
+    assert!(asked.contains("END-OF-THE-LONG-PROMPT"));
+}

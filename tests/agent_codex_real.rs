@@ -207,7 +207,7 @@ stream_idle_timeout_ms = 300000
                 continue;
             };
             let vars: Vec<&[u8]> = env.split(|b| *b == 0).collect();
-            let has = |w: &str| vars.iter().any(|v| *v == w.as_bytes());
+            let has = |w: &str| vars.contains(&w.as_bytes());
             if has(&want_key) && has(&want_home) && common::alive(pid) {
                 let comm = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
                 found.push((pid, comm.trim().to_string()));

@@ -2,8 +2,8 @@
 //! the step runs, its commit comes back; abort ends the remote process group; a cut
 //! connection is an error.
 
-mod infra;
 mod common;
+mod infra;
 mod support_sshd;
 
 use baton::exec::executor::ssh::{Ssh, SshHost};
@@ -79,6 +79,7 @@ async fn run_ssh(
             execution_key: String::new(),
             workspace: String::new(),
         },
+        stdin: None,
     };
     let ssh = Ssh::with_host(host.clone());
     match ssh.start(&launch, log).await {

@@ -5,9 +5,9 @@
 //! The docker tests need a daemon (`.ci/run` starts one) and say so on stderr where none
 //! answers; the others need none.
 
+mod infra;
 mod common;
 mod docker_support;
-mod infra;
 mod support_kube;
 
 use baton::store::{Store, TaskState};

@@ -177,6 +177,7 @@ impl GeminiStream {
             usage: self.result.as_ref().and_then(|r| r.usage.clone()),
             cost: None,
             session: self.session.clone(),
+            events: Vec::new(),
         };
         match &self.result {
             Some(r) if r.failed() => AgentFinish::Failed {

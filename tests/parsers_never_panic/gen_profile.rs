@@ -43,8 +43,14 @@ pub fn profile_doc() -> impl Strategy<Value = Value> {
         member(
             "format",
             or_any(
-                prop::sample::select(vec!["text", "claude-stream-json", "codex-json", "xml"])
-                    .prop_map(Value::from),
+                prop::sample::select(vec![
+                    "text",
+                    "claude-stream-json",
+                    "codex-json",
+                    "gemini-stream-json",
+                    "xml",
+                ])
+                .prop_map(Value::from),
             ),
         ),
         member("prompt_template", or_any(s())),

@@ -3,6 +3,9 @@
 //! records what it was asked so tests can assert on it. Included by the `agent_*` tests.
 #![allow(dead_code)]
 
+pub mod gemini;
+pub mod responses;
+
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};

@@ -1,5 +1,7 @@
 //! `codex exec --json`: JSONL events turned into log lines. The answer is the last
-//! `agent_message`; the session is the `thread_id`. Pure.
+//! `agent_message`; the session is the `thread_id`. Only a failed turn fails the run: codex
+//! reports a dropped stream as a top-level `error` ("Reconnecting... 1/5 (…)"), reconnects and
+//! may still complete the turn. Pure.
 
 use super::claude::tool_args;
 use super::log::one_line;
@@ -13,8 +15,11 @@ pub struct CodexStream {
     pub session: Option<String>,
     /// The last agent message.
     pub answer: Option<String>,
-    /// `turn.failed` or a top-level `error`.
+    /// Why the run failed: `turn.failed`, or a top-level `error` that no completed turn
+    /// followed.
     pub error: Option<String>,
+    /// The error came from `turn.failed`, so a later `turn.completed` does not clear it.
+    turn_failed: bool,
     /// Summed over turns, in baton's shape.
     pub usage: Option<Value>,
 }
@@ -38,6 +43,10 @@ impl CodexStream {
                 ));
             }
             "turn.completed" => {
+                // An error before a completed turn was recovered from.
+                if !self.turn_failed {
+                    self.error = None;
+                }
                 if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
                     self.add_usage(u);
                     out.push((Stream::System, format!("usage: {u}")));
@@ -48,13 +57,23 @@ impl CodexStream {
                     .pointer("/error/message")
                     .and_then(Value::as_str)
                     .unwrap_or("the turn failed");
+                // Codex prints the same message as an `error` just before; say it once.
+                if self.error.as_deref() != Some(msg) {
+                    out.push((Stream::Stderr, format!("codex: turn failed: {msg}")));
+                }
                 self.error = Some(msg.to_string());
-                out.push((Stream::Stderr, format!("codex: turn failed: {msg}")));
+                self.turn_failed = true;
             }
             "error" => {
                 let msg = v["message"].as_str().unwrap_or("unknown error");
-                self.error = Some(msg.to_string());
-                out.push((Stream::Stderr, format!("codex: {msg}")));
+                if msg.starts_with("Reconnecting") {
+                    out.push((Stream::System, format!("codex: {msg}")));
+                } else {
+                    if !self.turn_failed {
+                        self.error = Some(msg.to_string());
+                    }
+                    out.push((Stream::Stderr, format!("codex: {msg}")));
+                }
             }
             "item.started" | "item.updated" | "item.completed" => {
                 out.extend(self.item(kind, &v["item"]));
@@ -197,5 +216,76 @@ mod tests {
         let shown = c.feed(r#"{"type":"turn.failed","error":{"message":"stream disconnected"}}"#);
         assert_eq!(c.error.as_deref(), Some("stream disconnected"));
         assert_eq!(shown[0].0, Stream::Stderr);
+    }
+
+    /// Recorded from codex 0.169 against a server that cut the first stream short.
+    const RECOVERED: &[&str] = &[
+        r#"{"type":"thread.started","thread_id":"01a21745-969d-7063-a0ca-ba9b94430f8d"}"#,
+        r#"{"type":"turn.started"}"#,
+        r#"{"type":"error","message":"Reconnecting... 1/2 (stream disconnected before completion: stream closed before response.completed)"}"#,
+        r#"{"type":"item.started","item":{"id":"item_1","type":"command_execution","command":"/bin/bash -lc \"printf 'hello\\\\n' > hello.txt\"","aggregated_output":"","exit_code":null,"status":"in_progress"}}"#,
+        r#"{"type":"item.completed","item":{"id":"item_1","type":"command_execution","command":"/bin/bash -lc \"printf 'hello\\\\n' > hello.txt\"","aggregated_output":"","exit_code":0,"status":"completed"}}"#,
+        r###"{"type":"item.completed","item":{"id":"item_2","type":"agent_message","text":"## What Was Done\nWrote hello.txt.\n\nOUTCOME: success"}}"###,
+        r#"{"type":"turn.completed","usage":{"input_tokens":200,"cached_input_tokens":40,"cache_write_input_tokens":0,"output_tokens":60,"reasoning_output_tokens":10}}"#,
+    ];
+
+    #[test]
+    fn a_reconnect_that_recovers_is_a_log_line_not_a_failure() {
+        let mut c = CodexStream::default();
+        let shown: Vec<(Stream, String)> = RECOVERED.iter().flat_map(|l| c.feed(l)).collect();
+        assert!(c.error.is_none(), "{:?}", c.error);
+        assert_eq!(
+            shown[1],
+            (
+                Stream::System,
+                "codex: Reconnecting... 1/2 (stream disconnected before completion: stream closed before response.completed)".to_string()
+            )
+        );
+        assert!(c.answer.as_deref().unwrap().ends_with("OUTCOME: success"));
+        assert_eq!(
+            c.usage,
+            Some(
+                json!({"input_tokens":200,"output_tokens":60,"cache_read_tokens":40,"reasoning_tokens":10})
+            )
+        );
+    }
+
+    #[test]
+    fn an_error_with_no_completed_turn_after_it_fails() {
+        let mut c = CodexStream::default();
+        c.feed(RECOVERED[0]);
+        c.feed(RECOVERED[1]);
+        c.feed(r#"{"type":"error","message":"stream disconnected before completion"}"#);
+        assert_eq!(
+            c.error.as_deref(),
+            Some("stream disconnected before completion")
+        );
+        // Another error after a failed turn does not replace the turn's reason.
+        let mut c = CodexStream::default();
+        c.feed(r#"{"type":"turn.failed","error":{"message":"quota"}}"#);
+        c.feed(r#"{"type":"error","message":"later"}"#);
+        c.feed(r#"{"type":"turn.completed","usage":{}}"#);
+        assert_eq!(c.error.as_deref(), Some("quota"));
+    }
+
+    /// Recorded from codex 0.169 against a server answering 401: reconnects, then the error,
+    /// then the failed turn with the same message, shown once.
+    #[test]
+    fn a_refused_key_fails_with_one_line() {
+        let lines = [
+            r#"{"type":"turn.started"}"#,
+            r#"{"type":"error","message":"Reconnecting... 1/2 (unexpected status 401 Unauthorized: Incorrect API key provided, url: http://127.0.0.1:18765/v1/responses)"}"#,
+            r#"{"type":"error","message":"unexpected status 401 Unauthorized: Incorrect API key provided, url: http://127.0.0.1:18765/v1/responses"}"#,
+            r#"{"type":"turn.failed","error":{"message":"unexpected status 401 Unauthorized: Incorrect API key provided, url: http://127.0.0.1:18765/v1/responses"}}"#,
+        ];
+        let mut c = CodexStream::default();
+        let errors: Vec<String> = lines
+            .iter()
+            .flat_map(|l| c.feed(l))
+            .filter(|(s, _)| *s == Stream::Stderr)
+            .map(|(_, t)| t)
+            .collect();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(c.error.as_deref().unwrap().contains("401 Unauthorized"));
     }
 }

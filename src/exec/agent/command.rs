@@ -4,10 +4,11 @@
 
 use super::claude::ClaudeStream;
 use super::codex::CodexStream;
+use super::gemini::GeminiStream;
 use super::log::Log;
 use super::{AgentFinish, AgentJob, AgentRun, Hooks};
-use crate::agents::Format;
-use crate::exec::executor::{Identity, Program};
+use crate::agents::{Format, PromptVia};
+use crate::exec::executor::{Identity, Program, Stdin};
 use crate::exec::{Finish, Spawned};
 use crate::store::Stream;
 use std::collections::VecDeque;
@@ -47,6 +48,7 @@ pub(super) enum Reader {
     Text(String),
     Claude(ClaudeStream),
     Codex(CodexStream),
+    Gemini(GeminiStream),
 }
 
 impl Reader {
@@ -55,6 +57,7 @@ impl Reader {
         match format {
             Format::ClaudeStreamJson => Self::Claude(ClaudeStream::default()),
             Format::CodexJson => Self::Codex(CodexStream::default()),
+            Format::GeminiStreamJson => Self::Gemini(GeminiStream::default()),
             _ => Self::Text(String::new()),
         }
     }
@@ -75,6 +78,7 @@ impl Reader {
             }
             Self::Claude(c) => c.feed(&line),
             Self::Codex(c) => c.feed(&line),
+            Self::Gemini(g) => g.feed(&line),
         }
     }
 
@@ -83,6 +87,7 @@ impl Reader {
             Self::Text(_) => None,
             Self::Claude(c) => c.session.as_deref(),
             Self::Codex(c) => c.session.as_deref(),
+            Self::Gemini(g) => g.session.as_deref(),
         }
     }
 }
@@ -128,9 +133,10 @@ pub(super) async fn run(
     let (tx, mut rx) = mpsc::channel(1024);
     // `stop` also fires at the step's time limit, so a slow start (an image pull) ends then.
     let program = Program::Argv(argv.clone());
+    let stdin = (p.prompt_via == PromptVia::Stdin).then(|| Stdin(job.prompt.as_bytes().into()));
     let mut child = match job
         .place
-        .start_until(program, &env, tx, stop.cancelled())
+        .start_fed_until(program, stdin, &env, tx, stop.cancelled())
         .await
     {
         Ok(Ok(c)) => c,
@@ -232,6 +238,7 @@ pub(super) fn finish(who: &str, reader: Reader, exit: i32, stderr_tail: &str) ->
                 usage: c.result.as_ref().and_then(|r| r.usage.clone()),
                 cost: c.result.as_ref().and_then(|r| r.cost),
                 session: c.session.clone(),
+                events: c.result.iter().filter_map(|r| r.denial_event()).collect(),
             };
             match &c.result {
                 Some(r) if r.failed() => AgentFinish::Failed {
@@ -254,12 +261,14 @@ pub(super) fn finish(who: &str, reader: Reader, exit: i32, stderr_tail: &str) ->
                 ),
             }
         }
+        Reader::Gemini(g) => g.finish(who, exit, exited),
         Reader::Codex(c) => {
             let run = AgentRun {
                 text: c.answer.clone().unwrap_or_default(),
                 usage: c.usage.clone(),
                 cost: None,
                 session: c.session.clone(),
+                events: Vec::new(),
             };
             match (&c.error, &c.answer) {
                 (Some(e), _) => AgentFinish::Failed {

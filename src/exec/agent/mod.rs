@@ -7,6 +7,7 @@
 mod claude;
 mod codex;
 mod command;
+mod gemini;
 mod http;
 mod log;
 mod openai;
@@ -18,6 +19,7 @@ mod step;
 pub use claude::ClaudeStream;
 pub use codex::CodexStream;
 pub use command::find_program;
+pub use gemini::GeminiStream;
 pub use http::{Health, check};
 pub use log::LineBuf;
 pub use openai::ChatStream;
@@ -43,6 +45,9 @@ pub struct AgentRun {
     pub cost: Option<f64>,
     /// The backend's session (OpenCode session, Claude session, Codex thread).
     pub session: Option<String>,
+    /// What the backend noticed that the task's history should keep (Claude's refused tool
+    /// calls), recorded as events with the step's result.
+    pub events: Vec<AgentEvent>,
 }
 
 /// How an agent backend ended.

@@ -542,6 +542,7 @@ async fn converse(
         usage,
         cost,
         session: Some(id.to_string()),
+        events: Vec::new(),
     })
 }
 

@@ -37,6 +37,8 @@ pub struct Job {
     pub default_executor: Option<crate::pipeline::ExecutorSpec>,
     /// The engine restarted while this step ran: find it rather than start it again.
     pub reattach: bool,
+    /// The workspace's OpenCode server (profiles with `"serve": true`).
+    pub opencode: Option<std::sync::Arc<crate::exec::agent::opencode_serve::OpencodeServer>>,
 }
 
 /// Prompts up to this size are also passed in `BATON_TASK_PROMPT`.
@@ -436,6 +438,7 @@ async fn agent_step(
         context_dir: &job.context_dir,
         attempt: job.seq,
         placement,
+        opencode: job.opencode.as_deref(),
     };
     let hooks = Hooks {
         session: &session,

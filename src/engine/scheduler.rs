@@ -223,6 +223,7 @@ impl Engine {
             kill_grace: self.cfg.kill_grace,
             default_executor: self.cfg.default_executor.clone(),
             reattach,
+            opencode: Some(self.opencode.clone()),
         };
         let store = self.store.clone();
         let logs = self.logs.clone();

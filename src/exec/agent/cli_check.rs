@@ -9,8 +9,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// The longest a `--version` or login-status call may take.
-const PROBE: Duration = Duration::from_secs(5);
+/// The longest a `--version` or login-status call may take: they answer in well under a
+/// second on an idle machine, but a loaded one (or a first run) can take several.
+const PROBE: Duration = Duration::from_secs(15);
 
 /// The CLIs whose `--version` and login state baton knows.
 const KNOWN: &[&str] = &["claude", "codex", "gemini", "opencode", "aider"];

@@ -215,8 +215,10 @@ fn served_processes(root: &Path) -> Vec<i32> {
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
         .filter(|pid| common::alive(*pid))
         .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ"))
-                .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| marks.iter().any(|m| kv == m)))
+            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
+                env.split(|b| *b == 0)
+                    .any(|kv| marks.iter().any(|m| kv == m))
+            })
         })
         .collect()
 }
@@ -242,8 +244,8 @@ fn baton_starts_the_server_restarts_it_and_stops_it_with_the_engine() {
         oc.apply(&mut cmd, &infra::agent_clis_dir());
         cmd
     };
-    let said = String::from_utf8_lossy(&baton(&["agents", "check"]).output().unwrap().stdout)
-        .into_owned();
+    let said =
+        String::from_utf8_lossy(&baton(&["agents", "check"]).output().unwrap().stdout).into_owned();
     assert!(
         said.lines().any(|l| l.starts_with("ok")
             && l.contains("oc")
@@ -264,11 +266,16 @@ fn baton_starts_the_server_restarts_it_and_stops_it_with_the_engine() {
     let status = |ws: &Ws| -> serde_json::Value {
         serde_json::from_str(&ws.ok(&["show", id, "--json"])).unwrap()
     };
-    common::wait_within("the plan step to reach the gate", Duration::from_secs(180), || {
-        status(&ws)["status"] == "check"
-    });
+    common::wait_within(
+        "the plan step to reach the gate",
+        Duration::from_secs(180),
+        || status(&ws)["status"] == "check",
+    );
     let log = ws.ok(&["logs", id, "--step", "1"]);
-    assert!(log.contains("started `opencode serve` at http://127.0.0.1:"), "{log}");
+    assert!(
+        log.contains("started `opencode serve` at http://127.0.0.1:"),
+        "{log}"
+    );
     assert!(!log.contains("OPENCODE_SERVER_PASSWORD"), "{log}");
 
     // The server dies between two steps: the next step starts another.
@@ -280,7 +287,9 @@ fn baton_starts_the_server_restarts_it_and_stops_it_with_the_engine() {
             nix::sys::signal::Signal::SIGKILL,
         );
     }
-    common::wait_for("the server to die", || first.iter().all(|p| !common::alive(*p)));
+    common::wait_for("the server to die", || {
+        first.iter().all(|p| !common::alive(*p))
+    });
     ws.ok(&["approve", id]);
     common::wait_within("the task to end", Duration::from_secs(180), || {
         matches!(status(&ws)["state"].as_str(), Some("done" | "failed"))
@@ -303,5 +312,8 @@ fn baton_starts_the_server_restarts_it_and_stops_it_with_the_engine() {
     .unwrap();
     engine.0.wait().unwrap();
     let left = served_processes(ws.root());
-    assert!(left.is_empty(), "left running after the engine stopped: {left:?}");
+    assert!(
+        left.is_empty(),
+        "left running after the engine stopped: {left:?}"
+    );
 }

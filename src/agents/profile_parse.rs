@@ -366,7 +366,10 @@ fn build(d: &mut Diags, obj: &Map<String, Value>) -> Option<Profile> {
             false
         }
         Some(_) => {
-            d.error(Some("serve"), format!("agent `{id}`: `serve` must be true or false"));
+            d.error(
+                Some("serve"),
+                format!("agent `{id}`: `serve` must be true or false"),
+            );
             false
         }
     };

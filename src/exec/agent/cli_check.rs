@@ -66,8 +66,8 @@ async fn probe(program: &Path, args: &[&str], env: &Env) -> Result<(bool, String
         Ok(Err(e)) => return Err(e.to_string()),
         Err(_) => return Err(format!("no answer within {} s", PROBE.as_secs())),
     };
-    let text = String::from_utf8_lossy(&out.stdout).into_owned()
-        + &String::from_utf8_lossy(&out.stderr);
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     let first = text
         .lines()
         .map(str::trim)
@@ -174,8 +174,9 @@ async fn auth(name: &str, path: &Path, env: &Env) -> Result<String, String> {
             if let Some(var) = env.any(&["CODEX_API_KEY"]) {
                 return Ok(format!("key in ${var}"));
             }
+            // Its words are not repeated: they can hold part of a key, and warnings.
             match probe(path, &["login", "status"], env).await {
-                Ok((true, how)) => Ok(how),
+                Ok((true, _)) => Ok("logged in (`codex login status`)".into()),
                 _ => Err("it is not logged in (`codex login status` failed) — run `codex login`, or set CODEX_API_KEY where the engine runs".into()),
             }
         }

@@ -189,7 +189,10 @@ pub async fn check(p: &Profile) -> Health {
             let h = super::cli_check::check_cli(p, super::opencode_serve::PROGRAM).await;
             Health {
                 detail: if h.ok {
-                    format!("{} — baton starts `opencode serve` when a step needs it", h.detail)
+                    format!(
+                        "{} — baton starts `opencode serve` when a step needs it",
+                        h.detail
+                    )
                 } else {
                     h.detail
                 },

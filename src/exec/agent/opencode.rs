@@ -353,7 +353,12 @@ impl Server {
 
     async fn delete(&self, id: &str, log: &Log) {
         let url = self.url(&format!("/session/{id}"));
-        match self.auth(self.http.delete(&url)).timeout(SHORT).send().await {
+        match self
+            .auth(self.http.delete(&url))
+            .timeout(SHORT)
+            .send()
+            .await
+        {
             Ok(r) if r.status().is_success() => {}
             Ok(r) => {
                 log.err(format!(
@@ -383,7 +388,10 @@ pub(super) async fn run(
     let (base, password) = if p.serve {
         let Some(served) = job.opencode else {
             return AgentFinish::error(
-                format!("agent `{}`: `\"serve\": true` needs an engine to run the OpenCode server, and none is here", p.id),
+                format!(
+                    "agent `{}`: `\"serve\": true` needs an engine to run the OpenCode server, and none is here",
+                    p.id
+                ),
                 false,
             );
         };
@@ -482,7 +490,11 @@ async fn converse(
     }
     let url = server.url(&format!("/session/{id}/message"));
     let send = async {
-        let r = server.auth(server.patient.post(&url)).json(&body).send().await?;
+        let r = server
+            .auth(server.patient.post(&url))
+            .json(&body)
+            .send()
+            .await?;
         let status = r.status();
         Ok::<_, reqwest::Error>((status, r.text().await?))
     };

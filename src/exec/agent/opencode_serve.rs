@@ -182,7 +182,10 @@ impl OpencodeServer {
                         Ok(Some(status)) => format!("it exited ({status})"),
                         _ => "it closed its output".into(),
                     },
-                    Err(_) => format!("it did not say where it listens within {} s", START.as_secs()),
+                    Err(_) => format!(
+                        "it did not say where it listens within {} s",
+                        START.as_secs()
+                    ),
                 };
                 stop_child(&mut child, pgid, GRACE).await;
                 return Err(format!(

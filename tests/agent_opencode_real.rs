@@ -263,13 +263,13 @@ fn baton_starts_the_server_restarts_it_and_stops_it_with_the_engine() {
     let engine = Group(engine.spawn().expect("engine starts"));
     let id = ws.ok(&["new", "Hello", "--pipeline", "real", "--start"]);
     let id = id.trim();
-    let status = |ws: &Ws| -> serde_json::Value {
+    let status = |ws: &Ws, id: &str| -> serde_json::Value {
         serde_json::from_str(&ws.ok(&["show", id, "--json"])).unwrap()
     };
     common::wait_within(
         "the plan step to reach the gate",
         Duration::from_secs(180),
-        || status(&ws)["status"] == "check",
+        || status(&ws, id)["status"] == "check",
     );
     let log = ws.ok(&["logs", id, "--step", "1"]);
     assert!(
@@ -292,9 +292,9 @@ fn baton_starts_the_server_restarts_it_and_stops_it_with_the_engine() {
     });
     ws.ok(&["approve", id]);
     common::wait_within("the task to end", Duration::from_secs(180), || {
-        matches!(status(&ws)["state"].as_str(), Some("done" | "failed"))
+        matches!(status(&ws, id)["state"].as_str(), Some("done" | "failed"))
     });
-    let shown = status(&ws);
+    let shown = status(&ws, id);
     assert_eq!(shown["status"], "done", "{shown}");
     let log = ws.ok(&["logs", id, "--step", "2"]);
     assert!(
@@ -303,8 +303,31 @@ fn baton_starts_the_server_restarts_it_and_stops_it_with_the_engine() {
     );
     assert!(!served_processes(ws.root()).is_empty());
 
+    // An engine killed outright leaves its server; the next engine ends it before starting
+    // its own.
+    let left = served_processes(ws.root());
+    drop(engine); // SIGKILL, and reaped
+    assert!(!left.is_empty());
+    assert_eq!(served_processes(ws.root()), left, "a killed engine cannot stop its server");
+    let mut engine = baton(&["engine"]);
+    engine
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0);
+    let mut engine = Group(engine.spawn().expect("engine starts"));
+    let id = ws.ok(&["new", "Again", "--pipeline", "real", "--start"]);
+    let id = id.trim();
+    common::wait_within("the plan step to reach the gate", Duration::from_secs(180), || {
+        status(&ws, id)["status"] == "check"
+    });
+    let now = served_processes(ws.root());
+    assert!(!now.is_empty());
+    assert!(
+        left.iter().all(|p| !now.contains(p)),
+        "the stale server is gone: {left:?} {now:?}"
+    );
+
     // Stopping the engine ends the server and everything it started.
-    let mut engine = engine;
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(engine.0.id() as i32),
         nix::sys::signal::Signal::SIGTERM,

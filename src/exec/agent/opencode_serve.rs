@@ -263,4 +263,37 @@ mod tests {
         assert_eq!(listening_url("Warning: something"), None);
         assert_eq!(listening_url("listening on nothing"), None);
     }
+
+    #[test]
+    fn serve_is_for_opencode_profiles_and_replaces_the_url() {
+        use crate::agents::parse_profile;
+        use crate::pipeline::Severity;
+        let (p, d) = parse_profile(
+            "oc.json",
+            r#"{"id": "oc", "backend": "opencode", "serve": true}"#,
+        );
+        assert!(d.is_empty(), "{d:?}");
+        let p = p.unwrap();
+        assert!(p.serve);
+        assert_eq!(p.target(), "opencode serve (started by baton)");
+        let (p, d) = parse_profile(
+            "oc.json",
+            r#"{"id": "oc", "backend": "opencode", "serve": true, "url": "http://127.0.0.1:1"}"#,
+        );
+        assert!(p.is_some());
+        assert_eq!(d[0].severity, Severity::Warning);
+        assert!(d[0].message.contains("`url` is not used"), "{d:?}");
+        let (p, d) = parse_profile(
+            "c.json",
+            r#"{"id": "c", "backend": "command", "argv": ["x"], "serve": true}"#,
+        );
+        assert!(p.is_none());
+        assert!(d[0].message.contains("for the opencode backend only"), "{d:?}");
+        let (p, d) = parse_profile(
+            "oc.json",
+            r#"{"id": "oc", "backend": "opencode", "serve": "yes"}"#,
+        );
+        assert!(p.is_none());
+        assert!(d[0].message.contains("must be true or false"), "{d:?}");
+    }
 }

@@ -86,6 +86,7 @@ fn launch(s: &Setup, script: &str, title: &str, step_run_id: i64) -> Launch {
             execution_key: format!("1:build:{step_run_id}"),
             workspace: s.tmp.path().display().to_string(),
         },
+        stdin: None,
     }
 }
 

@@ -79,6 +79,7 @@ async fn run_ssh(
             execution_key: String::new(),
             workspace: String::new(),
         },
+        stdin: None,
     };
     let ssh = Ssh::with_host(host.clone());
     match ssh.start(&launch, log).await {

@@ -13,6 +13,6 @@ mod template;
 pub use live::LiveAgents;
 pub use load::{AgentCatalog, ProfileError, load_agents};
 pub use profile::{
-    Backend, DEFAULT_OPENCODE_URL, DEFAULT_TEMPLATE, Format, Profile, parse_profile,
+    Backend, DEFAULT_OPENCODE_URL, DEFAULT_TEMPLATE, Format, Profile, PromptVia, parse_profile,
 };
 pub use template::{TemplateVars, fill, render_argv, render_prompt, unknown_placeholders};

@@ -72,6 +72,27 @@ impl Format {
     }
 }
 
+/// How a `command` agent receives its rendered prompt.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PromptVia {
+    /// As the argv element written `{{message}}`.
+    #[default]
+    Argv,
+    /// On the process's standard input, closed after it (no length limit).
+    Stdin,
+}
+
+impl PromptVia {
+    /// The name used in profile files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Argv => "argv",
+            Self::Stdin => "stdin",
+        }
+    }
+}
+
 /// One agent profile.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Profile {
@@ -99,6 +120,8 @@ pub struct Profile {
     pub argv: Vec<String>,
     /// How a `command` agent's output is read.
     pub format: Format,
+    /// How a `command` agent receives the prompt.
+    pub prompt_via: PromptVia,
     /// The prompt, with `{{title}}`, `{{prompt}}`, `{{handoff}}`, … placeholders.
     pub prompt_template: String,
     /// The outcomes the agent may name, normalised (`needs-info` is kept as `needs_info`).
@@ -214,6 +237,37 @@ mod tests {
         assert!(p.is_none());
         assert!(d[0].message.contains("outcome `**` names nothing"), "{d:?}");
         assert!(d[0].line.is_some());
+    }
+
+    #[test]
+    fn the_prompt_goes_on_stdin_only_without_a_message_argument() {
+        let (p, d) = parse(
+            r#"{"id": "c", "backend": "command", "argv": ["claude", "-p"], "prompt_via": "stdin"}"#,
+        );
+        assert!(d.is_empty(), "{d:?}");
+        assert_eq!(p.unwrap().prompt_via, PromptVia::Stdin);
+        let (p, _) = parse(r#"{"id": "c", "backend": "command", "argv": ["x", "{{message}}"]}"#);
+        assert_eq!(p.unwrap().prompt_via, PromptVia::Argv);
+        let (p, d) = parse(
+            "{\"id\": \"c\", \"backend\": \"command\",\n \"argv\": [\"x\", \"--m={{message}}\"],\n \"prompt_via\": \"stdin\"}",
+        );
+        assert!(p.is_none());
+        let text = d[0].to_string();
+        assert!(
+            text.starts_with(".baton/agents/x.json:2:2: error:"),
+            "{text}"
+        );
+        assert!(
+            text.contains("`{{message}}`") && text.contains("stdin"),
+            "{text}"
+        );
+        let (p, d) =
+            parse(r#"{"id": "c", "backend": "command", "argv": ["x"], "prompt_via": "pipe"}"#);
+        assert!(p.is_none());
+        assert!(d[0].message.contains("unknown prompt_via `pipe`"), "{d:?}");
+        let (p, d) = parse(r#"{"id": "o", "backend": "opencode", "prompt_via": "stdin"}"#);
+        assert!(p.is_none());
+        assert!(d[0].message.contains("only a `command` agent"), "{d:?}");
     }
 
     #[test]

@@ -15,6 +15,7 @@ const KNOWN: &[&str] = &[
     "system",
     "argv",
     "format",
+    "prompt_via",
     "prompt_template",
     "outcomes",
     "timeout",
@@ -190,6 +191,7 @@ fn build(d: &mut Diags, obj: &Map<String, Value>) -> Option<Profile> {
             Format::Text
         }
     };
+    let prompt_via = prompt_via(d, obj, &id, backend, &argv);
     let recordings = match obj.get("recording") {
         Some(Value::String(one)) => vec![one.clone()],
         _ => string_list(d, obj, "recording").unwrap_or_default(),
@@ -389,6 +391,7 @@ fn build(d: &mut Diags, obj: &Map<String, Value>) -> Option<Profile> {
         system: string(d, obj, "system"),
         argv,
         format,
+        prompt_via,
         prompt_template,
         outcomes,
         timeout,
@@ -399,6 +402,45 @@ fn build(d: &mut Diags, obj: &Map<String, Value>) -> Option<Profile> {
         pace,
     };
     Some(profile)
+}
+
+/// `prompt_via`: only for `command` agents, and with `stdin` the argv must not also carry
+/// the prompt.
+fn prompt_via(
+    d: &mut Diags,
+    obj: &Map<String, Value>,
+    id: &str,
+    backend: Option<Backend>,
+    argv: &[String],
+) -> PromptVia {
+    let via = match string(d, obj, "prompt_via").as_deref() {
+        None => return PromptVia::Argv,
+        Some("argv") => PromptVia::Argv,
+        Some("stdin") => PromptVia::Stdin,
+        Some(other) => {
+            d.error(
+                Some("prompt_via"),
+                format!("agent `{id}`: unknown prompt_via `{other}` (expected argv or stdin)"),
+            );
+            return PromptVia::Argv;
+        }
+    };
+    if backend.is_some_and(|b| b != Backend::Command) {
+        d.error(
+            Some("prompt_via"),
+            format!("agent `{id}`: only a `command` agent takes `prompt_via`; the others send the prompt over HTTP — remove it"),
+        );
+    } else if via == PromptVia::Stdin
+        && argv
+            .iter()
+            .any(|a| unknown_placeholders(a, &[]).iter().any(|n| n == "message"))
+    {
+        d.error(
+            Some("argv"),
+            format!("agent `{id}`: `{{{{message}}}}` in argv sends the prompt a second time when `prompt_via` is \"stdin\" — remove it from argv, or set `prompt_via` to \"argv\""),
+        );
+    }
+    via
 }
 
 /// An optional string member; a value of another type is an error.

@@ -59,6 +59,10 @@ pub struct AgentFile {
     argv: Option<Vec<String>>,
     /// `command` and `replay`: how the output is read.
     format: Option<FormatName>,
+    /// `command`: how the agent gets the rendered prompt (default `argv`). With `stdin` the
+    /// prompt is written to the process's standard input, which is then closed, and `argv`
+    /// must not contain `{{message}}`.
+    prompt_via: Option<PromptViaName>,
     /// `replay`: the recorded output, relative to the profile's folder; a list plays one
     /// recording per attempt of the status (the last one repeats).
     recording: Option<Recording>,
@@ -98,6 +102,16 @@ pub enum BackendName {
     Command,
     /// Plays a recorded output back: no network, no keys (the demo, pipeline tests).
     Replay,
+}
+
+/// How a `command` agent gets its prompt.
+#[derive(JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PromptViaName {
+    /// As the argv element written `{{message}}` (at most 128 KiB on Linux).
+    Argv,
+    /// On standard input, then closed (any length).
+    Stdin,
 }
 
 /// One recording, or one per attempt.

@@ -2,6 +2,7 @@
 //! (assistant text, `[tool] Name args`, the final result and cost). Pure.
 
 use super::log::one_line;
+use super::outcome::AgentEvent;
 use crate::store::Stream;
 use serde_json::{Value, json};
 
@@ -19,6 +20,11 @@ pub struct ClaudeResult {
     pub cost: Option<f64>,
     /// Usage in baton's shape.
     pub usage: Option<Value>,
+    /// `api_error_status`: the model API's HTTP status when the run ended on an API error.
+    pub api_status: Option<u64>,
+    /// `permission_denials`: the tool calls the permission mode refused, as
+    /// `(tool, telling argument)`.
+    pub denials: Vec<(String, String)>,
 }
 
 impl ClaudeResult {
@@ -27,14 +33,51 @@ impl ClaudeResult {
         self.is_error || self.subtype.starts_with("error")
     }
 
-    /// A one-line reason for a failed run.
+    /// A one-line reason for a failed run: `HTTP 401: Invalid API key`,
+    /// `error_max_turns: Reached max turns (3)`. An API error comes with the subtype
+    /// `success`, which says nothing and is left out.
     pub fn reason(&self) -> String {
-        let mut parts = vec![self.subtype.clone()];
+        let mut parts = Vec::new();
+        match self.api_status {
+            Some(status) => parts.push(format!("HTTP {status}")),
+            None if self.subtype != "success" => parts.push(self.subtype.clone()),
+            None => {}
+        }
         if !self.text.trim().is_empty() {
             parts.push(one_line(&self.text, 300));
         }
         parts.extend(self.errors.iter().map(|e| one_line(e, 300)));
+        if parts.is_empty() {
+            parts.push(self.subtype.clone());
+        }
         parts.join(": ")
+    }
+
+    /// The warning event for the tool calls Claude's permission mode refused, if any.
+    pub fn denial_event(&self) -> Option<AgentEvent> {
+        if self.denials.is_empty() {
+            return None;
+        }
+        let calls: Vec<String> = self
+            .denials
+            .iter()
+            .map(|(tool, arg)| format!("{tool} {arg}").trim_end().to_string())
+            .collect();
+        Some(AgentEvent {
+            category: "agent",
+            kind: "permission_denied",
+            summary: one_line(
+                &format!(
+                    "claude was not allowed {} tool call{}: {} — widen `--permission-mode` in the profile's argv if it needs them",
+                    calls.len(),
+                    if calls.len() == 1 { "" } else { "s" },
+                    calls.join("; ")
+                ),
+                600,
+            ),
+            data: json!({ "denials": self.denials.iter().map(|(tool, arg)| json!({"tool": tool, "target": arg})).collect::<Vec<_>>() }),
+            level: "warn",
+        })
     }
 }
 
@@ -65,16 +108,7 @@ impl ClaudeStream {
                 .map(String::from);
         }
         match v.get("type").and_then(Value::as_str) {
-            Some("system") if v["subtype"] == "init" => {
-                out.push((
-                    Stream::System,
-                    format!(
-                        "claude session {} · model {}",
-                        v["session_id"].as_str().unwrap_or("?"),
-                        v["model"].as_str().unwrap_or("?")
-                    ),
-                ));
-            }
+            Some("system") => out.extend(system_line(&v)),
             Some("assistant") => {
                 for block in v
                     .pointer("/message/content")
@@ -139,6 +173,18 @@ impl ClaudeStream {
                         .get("usage")
                         .filter(|u| u.is_object())
                         .map(normalise_usage),
+                    api_status: v["api_error_status"].as_u64(),
+                    denials: v["permission_denials"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(|d| {
+                            (
+                                d["tool_name"].as_str().unwrap_or("?").to_string(),
+                                tool_args(&d["tool_input"]),
+                            )
+                        })
+                        .collect(),
                 };
                 let mut summary = format!("result: {}", r.subtype);
                 if let Some(n) = v["num_turns"].as_u64() {
@@ -171,6 +217,71 @@ impl ClaudeStream {
             _ => self.assistant_text.join("\n\n"),
         }
     }
+}
+
+/// The log line of a `system` event that tells the user something: the session starting,
+/// a retry of the model API, the conversation being compacted, a model fallback, a refused
+/// tool call. Bookkeeping events show nothing.
+fn system_line(v: &Value) -> Option<(Stream, String)> {
+    let text = |key: &str| v[key].as_str().map(|t| one_line(t, 300));
+    let line = match v["subtype"].as_str()? {
+        "init" => format!(
+            "claude session {} · model {}",
+            v["session_id"].as_str().unwrap_or("?"),
+            v["model"].as_str().unwrap_or("?")
+        ),
+        "api_retry" => {
+            let cause = match (v["error_status"].as_u64(), v["error"].as_str()) {
+                (Some(status), _) => format!("HTTP {status}"),
+                (None, Some(e)) => one_line(e, 120),
+                (None, None) => "an API error".into(),
+            };
+            let mut line = format!("retrying after {cause}");
+            let attempt = v["attempt"].as_u64();
+            let delay = v["retry_delay_ms"].as_f64();
+            let detail: Vec<String> = [
+                attempt.map(|a| match v["max_retries"].as_u64() {
+                    Some(max) => format!("attempt {a} of {max}"),
+                    None => format!("attempt {a}"),
+                }),
+                delay.map(|ms| format!("in {:.1} s", ms / 1000.0)),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            if !detail.is_empty() {
+                line.push_str(&format!(" ({})", detail.join(", ")));
+            }
+            return Some((Stream::Stderr, line));
+        }
+        "compact_boundary" => {
+            let meta = &v["compact_metadata"];
+            let mut line = "conversation compacted".to_string();
+            if let Some(t) = meta["trigger"].as_str() {
+                line.push_str(&format!(" ({t})"));
+            }
+            if let Some(n) = meta["pre_tokens"].as_u64() {
+                line.push_str(&format!(" from {n} tokens"));
+            }
+            line
+        }
+        "status" if v["status"] == "compacting" => "compacting the conversation…".into(),
+        "model_fallback" | "model_refusal_fallback" => {
+            let to = v["fallback_model"].as_str().unwrap_or("another model");
+            return Some((
+                Stream::Stderr,
+                text("content").unwrap_or_else(|| format!("falling back to {to}")),
+            ));
+        }
+        "permission_denied" => {
+            let tool = v["tool_name"].as_str().unwrap_or("a tool");
+            let why = text("message").unwrap_or_else(|| "not allowed".into());
+            return Some((Stream::Stderr, format!("[denied] {tool}: {why}")));
+        }
+        "notification" => text("text")?,
+        _ => return None,
+    };
+    Some((Stream::System, line))
 }
 
 /// The telling argument of a tool call: a command, a path, a pattern; else compact JSON.
@@ -271,6 +382,81 @@ mod tests {
         let r = c.result.unwrap();
         assert!(r.failed());
         assert_eq!(r.reason(), "error_max_turns: Reached max turns (3)");
+    }
+
+    #[test]
+    fn an_api_error_reads_as_its_http_status() {
+        let mut c = ClaudeStream::default();
+        let shown = c.feed(r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":401,"result":"Invalid API key","session_id":"s"}"#);
+        assert_eq!(
+            c.result.as_ref().unwrap().reason(),
+            "HTTP 401: Invalid API key"
+        );
+        assert!(
+            shown.iter().any(|(s, t)| *s == Stream::Stderr
+                && t == "claude reported an error: HTTP 401: Invalid API key"),
+            "{shown:?}"
+        );
+    }
+
+    #[test]
+    fn retries_and_compaction_are_shown_and_bookkeeping_is_not() {
+        let mut c = ClaudeStream::default();
+        let shown: Vec<(Stream, String)> = [
+            r#"{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":612.3,"error_status":500,"error":"server_error","session_id":"s"}"#,
+            r#"{"type":"system","subtype":"api_retry","attempt":2,"max_retries":10,"retry_delay_ms":1200,"error_status":null,"error":"connection_error","session_id":"s"}"#,
+            r#"{"type":"system","subtype":"status","status":"compacting","session_id":"s"}"#,
+            r#"{"type":"system","subtype":"compact_boundary","compact_metadata":{"trigger":"auto","pre_tokens":160123},"session_id":"s"}"#,
+            r#"{"type":"system","subtype":"session_state_changed","state":"idle","session_id":"s"}"#,
+            r#"{"type":"system","subtype":"status","status":null,"session_id":"s"}"#,
+        ]
+        .iter()
+        .flat_map(|l| c.feed(l))
+        .collect();
+        assert_eq!(
+            shown,
+            [
+                (
+                    Stream::Stderr,
+                    "retrying after HTTP 500 (attempt 1 of 10, in 0.6 s)".into()
+                ),
+                (
+                    Stream::Stderr,
+                    "retrying after connection_error (attempt 2 of 10, in 1.2 s)".into()
+                ),
+                (Stream::System, "compacting the conversation…".into()),
+                (
+                    Stream::System,
+                    "conversation compacted (auto) from 160123 tokens".into()
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn refused_tool_calls_become_one_warning_event() {
+        let mut c = ClaudeStream::default();
+        c.feed(r#"{"type":"result","subtype":"success","is_error":false,"result":"done","permission_denials":[{"tool_name":"Bash","tool_use_id":"t1","tool_input":{"command":"git commit -m x"}},{"tool_name":"Write","tool_use_id":"t2","tool_input":{"file_path":"/w/a.txt","content":"hi"}}]}"#);
+        let r = c.result.unwrap();
+        let ev = r.denial_event().expect("an event");
+        assert_eq!(
+            (ev.category, ev.kind, ev.level),
+            ("agent", "permission_denied", "warn")
+        );
+        assert!(
+            ev.summary.starts_with(
+                "claude was not allowed 2 tool calls: Bash git commit -m x; Write /w/a.txt"
+            ),
+            "{}",
+            ev.summary
+        );
+        assert_eq!(
+            ev.data["denials"][1],
+            json!({"tool": "Write", "target": "/w/a.txt"})
+        );
+        let mut c = ClaudeStream::default();
+        c.feed(RUN[7]);
+        assert_eq!(c.result.unwrap().denial_event(), None);
     }
 
     #[test]

@@ -6,8 +6,8 @@ use super::claude::ClaudeStream;
 use super::codex::CodexStream;
 use super::log::Log;
 use super::{AgentFinish, AgentJob, AgentRun, Hooks};
-use crate::agents::Format;
-use crate::exec::executor::{Identity, Program};
+use crate::agents::{Format, PromptVia};
+use crate::exec::executor::{Identity, Program, Stdin};
 use crate::exec::{Finish, Spawned};
 use crate::store::Stream;
 use std::collections::VecDeque;
@@ -128,9 +128,10 @@ pub(super) async fn run(
     let (tx, mut rx) = mpsc::channel(1024);
     // `stop` also fires at the step's time limit, so a slow start (an image pull) ends then.
     let program = Program::Argv(argv.clone());
+    let stdin = (p.prompt_via == PromptVia::Stdin).then(|| Stdin(job.prompt.as_bytes().into()));
     let mut child = match job
         .place
-        .start_until(program, &env, tx, stop.cancelled())
+        .start_fed_until(program, stdin, &env, tx, stop.cancelled())
         .await
     {
         Ok(Ok(c)) => c,
@@ -232,6 +233,7 @@ pub(super) fn finish(who: &str, reader: Reader, exit: i32, stderr_tail: &str) ->
                 usage: c.result.as_ref().and_then(|r| r.usage.clone()),
                 cost: c.result.as_ref().and_then(|r| r.cost),
                 session: c.session.clone(),
+                events: c.result.iter().filter_map(|r| r.denial_event()).collect(),
             };
             match &c.result {
                 Some(r) if r.failed() => AgentFinish::Failed {
@@ -260,6 +262,7 @@ pub(super) fn finish(who: &str, reader: Reader, exit: i32, stderr_tail: &str) ->
                 usage: c.usage.clone(),
                 cost: None,
                 session: c.session.clone(),
+                events: Vec::new(),
             };
             match (&c.error, &c.answer) {
                 (Some(e), _) => AgentFinish::Failed {

@@ -45,6 +45,9 @@ pub struct AgentRun {
     pub cost: Option<f64>,
     /// The backend's session (OpenCode session, Claude session, Codex thread).
     pub session: Option<String>,
+    /// What the backend noticed that the task's history should keep (Claude's refused tool
+    /// calls), recorded as events with the step's result.
+    pub events: Vec<AgentEvent>,
 }
 
 /// How an agent backend ended.

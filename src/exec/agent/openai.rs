@@ -254,6 +254,7 @@ pub(super) async fn run(job: &AgentJob<'_>, log: &Log, stop: &CancellationToken)
         usage: chat.usage,
         cost: chat.cost,
         session: chat.id,
+        events: Vec::new(),
     })
 }
 

@@ -582,6 +582,7 @@ async fn converse(
         usage,
         cost,
         session: Some(id.to_string()),
+        events: Vec::new(),
     })
 }
 

@@ -13,7 +13,8 @@ use std::time::Duration;
 pub struct AgentEvent {
     /// `handoff` or `agent`.
     pub category: &'static str,
-    /// `handoff_created`, `handoff_extraction_failed`, `outcome_undeclared`.
+    /// `handoff_created`, `handoff_extraction_failed`, `outcome_undeclared`,
+    /// `permission_denied`.
     pub kind: &'static str,
     pub summary: String,
     pub data: Value,
@@ -60,6 +61,9 @@ pub fn report(finish: &AgentFinish, profile: &Profile, timeout: Duration) -> Age
         events: Vec::new(),
         retryable: false,
     };
+    if let AgentFinish::Done(run) | AgentFinish::Failed { run, .. } = finish {
+        rep.events.extend(run.events.iter().cloned());
+    }
     match finish {
         AgentFinish::Done(run) => {
             let h = handoff::extract(&run.text);
@@ -185,6 +189,7 @@ mod tests {
             usage: Some(json!({"input_tokens": 3})),
             cost: Some(0.25),
             session: None,
+            events: Vec::new(),
         };
         report(&AgentFinish::Done(run), &profile(), Duration::from_secs(60))
     }
@@ -339,5 +344,30 @@ mod tests {
         assert!(r.result.error.unwrap().contains("1m 30s"));
         let r = report(&AgentFinish::Cancelled, &p, t);
         assert_eq!((r.state, r.trigger), (StepState::Cancelled, Trigger::Abort));
+    }
+
+    #[test]
+    fn events_a_backend_noticed_are_recorded_whether_it_succeeded_or_failed() {
+        let warning = AgentEvent {
+            category: "agent",
+            kind: "permission_denied",
+            summary: "claude was not allowed 1 tool call: Bash git commit".into(),
+            data: json!({}),
+            level: "warn",
+        };
+        let run = AgentRun {
+            text: "## What Was Done\nx\n".into(),
+            events: vec![warning.clone()],
+            ..AgentRun::default()
+        };
+        let t = Duration::from_secs(60);
+        let r = report(&AgentFinish::Done(run.clone()), &profile(), t);
+        assert!(r.events.contains(&warning), "{:?}", r.events);
+        let failed = AgentFinish::Failed {
+            error: "x".into(),
+            exit_code: Some(1),
+            run,
+        };
+        assert!(report(&failed, &profile(), t).events.contains(&warning));
     }
 }

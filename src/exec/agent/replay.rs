@@ -253,6 +253,7 @@ impl Player {
                 usage: chat.usage,
                 cost: chat.cost,
                 session: chat.id,
+                events: Vec::new(),
             }),
             Self::Openai(_) => AgentFinish::error(
                 format!("{who}: the recorded stream ends early (no finish_reason, no [DONE])"),
@@ -274,6 +275,7 @@ impl Player {
                     usage,
                     cost,
                     session: oc.session.clone(),
+                    events: Vec::new(),
                 };
                 match oc.progress.as_ref().and_then(|p| p.error.clone()) {
                     Some(e) => AgentFinish::Failed {

@@ -40,6 +40,11 @@ impl Executor for Docker {
         "docker"
     }
 
+    /// The context folder is mounted at its host path.
+    fn stdin(&self) -> super::StdinWay {
+        super::StdinWay::ContextFile
+    }
+
     fn start<'a>(
         &'a self,
         launch: &'a Launch,

@@ -25,6 +25,7 @@ fn launch(dir: &Path, program: Program) -> Launch {
             execution_key: "3:build:1".into(),
             workspace: "/ws".into(),
         },
+        stdin: None,
     }
 }
 

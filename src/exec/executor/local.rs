@@ -2,7 +2,9 @@
 //! process group of its own, its output streamed line by line.
 
 use super::drain::drain_readers;
-use super::{BoxFuture, ExecError, Executor, Found, Identity, Labels, Launch, Program, Started};
+use super::{
+    BoxFuture, ExecError, Executor, Found, Identity, Labels, Launch, Program, Started, StdinWay,
+};
 use crate::exec::lines::pump;
 use crate::exec::process::{signal_group, start_time, stop_child};
 use crate::exec::redact::Redactor;
@@ -37,6 +39,10 @@ impl Executor for Local {
         Box::pin(async move { spawn(launch, log).map(|s| Box::new(s) as Box<dyn Started>) })
     }
 
+    fn stdin(&self) -> StdinWay {
+        StdinWay::Pipe
+    }
+
     /// A local step's process group is found by the engine's recovery from its recorded pid;
     /// it is never reattached (its pipes died with the engine).
     fn find<'a>(
@@ -67,7 +73,10 @@ fn spawn(launch: &Launch, log: LogSender) -> Result<LocalStep, ExecError> {
     };
     cmd.current_dir(&env.workdir)
         .envs(env.vars.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
+        .stdin(match launch.stdin {
+            Some(_) => Stdio::piped(),
+            None => Stdio::null(),
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
@@ -81,6 +90,16 @@ fn spawn(launch: &Launch, log: LogSender) -> Result<LocalStep, ExecError> {
     let Some(pid) = child.id() else {
         return Err(ExecError("the step's process vanished at start".into()));
     };
+    // Written from a task of its own, so a program that prints before it has read all its
+    // input cannot deadlock against the output pipes. A program that exits without reading
+    // it all closes the pipe: that is its business, not an error.
+    if let (Some(bytes), Some(mut input)) = (launch.stdin.clone(), child.stdin.take()) {
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            let _ = input.write_all(&bytes.0).await;
+            let _ = input.shutdown().await;
+        });
+    }
     // The same secrets the engine masks in the step's lines: long lines are cut around them.
     let secrets = Arc::new(Redactor::from_vars(
         std::env::vars().chain(env.vars.iter().cloned()),

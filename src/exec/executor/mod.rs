@@ -76,6 +76,31 @@ pub struct Launch {
     /// The task's context folder (`BATON_CONTEXT_DIR`).
     pub context_dir: PathBuf,
     pub labels: Labels,
+    /// Bytes for the process's standard input, which is closed after them; `None` for an
+    /// empty one. Set only for executors whose [`Executor::stdin`] is [`StdinWay::Pipe`].
+    pub stdin: Option<Stdin>,
+}
+
+/// Bytes a step reads on its standard input (an agent's prompt).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Stdin(pub Arc<[u8]>);
+
+impl std::fmt::Debug for Stdin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Stdin({} bytes)", self.0.len())
+    }
+}
+
+/// How an executor gives a step the bytes meant for its standard input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StdinWay {
+    /// It writes [`Launch::stdin`] to the process itself.
+    Pipe,
+    /// The step sees the context folder at the host's path: the bytes go into a file there
+    /// and the command is wrapped in `sh -c 'exec "$@" <"$0"' FILE ARGV…` (argv elements only).
+    ContextFile,
+    /// It cannot.
+    Unsupported,
 }
 
 /// How a started step can be found again, recorded as soon as it exists.
@@ -140,6 +165,11 @@ pub trait Executor: Send + Sync {
         labels: &'a Labels,
         log: LogSender,
     ) -> BoxFuture<'a, Result<Found, ExecError>>;
+    /// How this executor feeds a step's standard input ([`StdinWay::Unsupported`] unless
+    /// it says otherwise).
+    fn stdin(&self) -> StdinWay {
+        StdinWay::Unsupported
+    }
     /// Removes what a start of the step run `labels` names, cut off part-way, may have
     /// left behind (a container with no owner). Nothing to do by default.
     fn discard<'a>(&'a self, _labels: &'a Labels) -> BoxFuture<'a, ()> {
@@ -231,6 +261,17 @@ impl Place {
         env: &StepEnv,
         log: LogSender,
     ) -> Result<Box<dyn Started>, ExecError> {
+        self.start_fed(program, None, env, log).await
+    }
+
+    /// [`Place::start`] with bytes for the program's standard input.
+    pub async fn start_fed(
+        &self,
+        program: Program,
+        stdin: Option<Stdin>,
+        env: &StepEnv,
+        log: LogSender,
+    ) -> Result<Box<dyn Started>, ExecError> {
         if self.reattach {
             return match self.executor.find(&self.labels, log).await? {
                 Found::Running(s) => Ok(s),
@@ -241,14 +282,55 @@ impl Place {
                 ))),
             };
         }
+        let (program, stdin) = match stdin {
+            None => (program, None),
+            Some(bytes) => match self.executor.stdin() {
+                StdinWay::Pipe => (program, Some(bytes)),
+                StdinWay::ContextFile => (self.stdin_from_file(program, &bytes).await?, None),
+                StdinWay::Unsupported => {
+                    return Err(ExecError(format!(
+                        "the {} executor cannot give a command its prompt on standard input — set `\"prompt_via\": \"argv\"` in the agent profile, or run the agent on the local or docker executor",
+                        self.executor.name()
+                    )));
+                }
+            },
+        };
         let launch = Launch {
             program,
             env: env.clone(),
             worktree: self.worktree.clone(),
             context_dir: self.context_dir.clone(),
             labels: self.labels.clone(),
+            stdin,
         };
         self.executor.start(&launch, log).await
+    }
+
+    /// Writes `bytes` to a file in the context folder and wraps `program` so that its
+    /// standard input is that file. The file's path and the program travel as argv
+    /// elements; nothing is spliced into the shell's script.
+    async fn stdin_from_file(&self, program: Program, bytes: &Stdin) -> Result<Program, ExecError> {
+        let file = self
+            .context_dir
+            .join(format!("stdin-{}.txt", self.labels.step_run_id));
+        tokio::fs::write(&file, &bytes.0).await.map_err(|e| {
+            ExecError(format!(
+                "could not write the step's standard input to {}: {e}",
+                file.display()
+            ))
+        })?;
+        let argv = match program {
+            Program::Shell(script) => vec!["/bin/sh".into(), "-c".into(), script],
+            Program::Argv(argv) => argv,
+        };
+        let mut wrapped: Vec<String> = vec![
+            "/bin/sh".into(),
+            "-c".into(),
+            r#"exec "$@" <"$0""#.into(),
+            file.display().to_string(),
+        ];
+        wrapped.extend(argv);
+        Ok(Program::Argv(wrapped))
     }
 
     /// [`Place::start`], given up when `stop` completes first (an abort, the step's time
@@ -260,10 +342,22 @@ impl Place {
         log: LogSender,
         stop: impl Future<Output = T>,
     ) -> Result<Result<Box<dyn Started>, ExecError>, T> {
+        self.start_fed_until(program, None, env, log, stop).await
+    }
+
+    /// [`Place::start_until`] with bytes for the program's standard input.
+    pub async fn start_fed_until<T>(
+        &self,
+        program: Program,
+        stdin: Option<Stdin>,
+        env: &StepEnv,
+        log: LogSender,
+        stop: impl Future<Output = T>,
+    ) -> Result<Result<Box<dyn Started>, ExecError>, T> {
         let started = tokio::select! {
             biased;
             why = stop => Err(why),
-            started = self.start(program, env, log) => Ok(started),
+            started = self.start_fed(program, stdin, env, log) => Ok(started),
         };
         if started.is_err() {
             self.executor.discard(&self.labels).await;

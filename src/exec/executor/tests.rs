@@ -204,3 +204,103 @@ async fn a_start_that_hangs_is_given_up_on_abort_and_cleaned_up() {
     assert!(matches!(starting.await, Err(())), "the start is given up");
     assert_eq!(discarded.load(std::sync::atomic::Ordering::SeqCst), 1);
 }
+
+/// The local executor under another way of feeding standard input.
+struct FedAs(StdinWay);
+
+impl Executor for FedAs {
+    fn name(&self) -> &'static str {
+        "fed"
+    }
+    fn start<'a>(
+        &'a self,
+        launch: &'a Launch,
+        log: LogSender,
+    ) -> BoxFuture<'a, Result<Box<dyn Started>, ExecError>> {
+        Local.start(launch, log)
+    }
+    fn find<'a>(
+        &'a self,
+        _labels: &'a Labels,
+        _log: LogSender,
+    ) -> BoxFuture<'a, Result<Found, ExecError>> {
+        Box::pin(async { Ok(Found::Gone) })
+    }
+    fn stdin(&self) -> StdinWay {
+        self.0
+    }
+}
+
+/// Runs `argv` fed `input` on `place`; its stdout lines.
+async fn fed(place: &Place, argv: &[&str], input: &[u8]) -> Result<Vec<String>, ExecError> {
+    let (tx, rx) = mpsc::channel(64);
+    let collected = tokio::spawn(lines(rx));
+    let e = env(&place.worktree, &[]);
+    let argv = argv.iter().map(|a| a.to_string()).collect();
+    let mut s = place
+        .start_fed(Program::Argv(argv), Some(Stdin(input.into())), &e, tx)
+        .await?;
+    let f = drive(
+        s.as_mut(),
+        e.timeout,
+        e.kill_grace,
+        &CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(f, Finish::Exited(0));
+    drop(s);
+    let got = collected.await.unwrap();
+    Ok(got
+        .into_iter()
+        .filter(|(s, _)| *s == Stream::Stdout)
+        .map(|(_, l)| l)
+        .collect())
+}
+
+#[tokio::test]
+async fn a_large_input_reaches_a_program_that_prints_while_it_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    // 1 MiB through `cat`: far more than a pipe holds in either direction, so writing it
+    // all before reading the output would deadlock.
+    let mut input = Vec::new();
+    for i in 0..40_000 {
+        input.extend_from_slice(format!("line {i:07} $(x) '\"\n").as_bytes());
+    }
+    let out = fed(&Place::local(dir.path().into()), &["cat"], &input)
+        .await
+        .expect("starts");
+    assert_eq!(out.len(), 40_000);
+    assert_eq!(out[39_999], "line 0039999 $(x) '\"");
+}
+
+#[tokio::test]
+async fn an_executor_that_sees_the_context_folder_feeds_a_file_through_argv() {
+    let dir = tempfile::tempdir().unwrap();
+    let place = Place {
+        executor: Arc::new(FedAs(StdinWay::ContextFile)),
+        ..Place::local(dir.path().to_path_buf())
+    };
+    let out = fed(
+        &place,
+        &["sh", "-c", "cat; echo \"[$0]\"", "a b"],
+        b"it's \"$(rm -rf /)\"\n",
+    )
+    .await
+    .expect("starts");
+    assert_eq!(out, ["it's \"$(rm -rf /)\"", "[a b]"]);
+}
+
+#[tokio::test]
+async fn an_executor_that_cannot_feed_input_refuses_in_one_sentence() {
+    let dir = tempfile::tempdir().unwrap();
+    let place = Place {
+        executor: Arc::new(FedAs(StdinWay::Unsupported)),
+        ..Place::local(dir.path().to_path_buf())
+    };
+    let err = fed(&place, &["cat"], b"hi").await.unwrap_err().0;
+    assert!(
+        err.starts_with("the fed executor cannot give a command its prompt on standard input")
+            && err.contains("\"prompt_via\": \"argv\""),
+        "{err}"
+    );
+}

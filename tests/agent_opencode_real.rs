@@ -308,7 +308,11 @@ fn baton_starts_the_server_restarts_it_and_stops_it_with_the_engine() {
     let left = served_processes(ws.root());
     drop(engine); // SIGKILL, and reaped
     assert!(!left.is_empty());
-    assert_eq!(served_processes(ws.root()), left, "a killed engine cannot stop its server");
+    assert_eq!(
+        served_processes(ws.root()),
+        left,
+        "a killed engine cannot stop its server"
+    );
     let mut engine = baton(&["engine"]);
     engine
         .stdout(Stdio::null())
@@ -317,9 +321,11 @@ fn baton_starts_the_server_restarts_it_and_stops_it_with_the_engine() {
     let mut engine = Group(engine.spawn().expect("engine starts"));
     let id = ws.ok(&["new", "Again", "--pipeline", "real", "--start"]);
     let id = id.trim();
-    common::wait_within("the plan step to reach the gate", Duration::from_secs(180), || {
-        status(&ws, id)["status"] == "check"
-    });
+    common::wait_within(
+        "the plan step to reach the gate",
+        Duration::from_secs(180),
+        || status(&ws, id)["status"] == "check",
+    );
     let now = served_processes(ws.root());
     assert!(!now.is_empty());
     assert!(

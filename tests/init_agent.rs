@@ -1,8 +1,10 @@
 //! `baton init --agent …` for each backend: the files it writes validate, and the check that
 //! follows says what is missing and how to fix it. Fake binaries and loopback stub servers
-//! stand in for the real agents.
+//! stand in for the agents, and the real CLIs from npm show that `agents check` reads their
+//! versions and login state.
 
 mod common;
+mod infra;
 mod stubs;
 use common::Ws;
 use std::os::unix::fs::PermissionsExt;
@@ -417,4 +419,92 @@ fn an_unknown_backend_is_one_sentence() {
         "{said}"
     );
     assert!(!ws.root().join(".baton/agents/planner.json").exists());
+}
+
+/// The real CLIs from npm: `agents check` reads their versions and their login state, with
+/// a HOME of their own (no login) and then with a key.
+#[test]
+fn agents_check_runs_the_real_clis() {
+    let clis = ["claude", "codex", "gemini", "opencode"];
+    if clis.iter().any(|c| infra::agent_cli(c).is_none()) {
+        return;
+    }
+    let ws = Ws::new();
+    for cli in clis {
+        std::fs::write(
+            ws.root().join(format!(".baton/agents/real-{cli}.json")),
+            format!(
+                r#"{{"id": "real-{cli}", "backend": "command", "argv": ["{cli}", "-p", "x"]}}"#
+            ),
+        )
+        .unwrap();
+    }
+    let home = ws.dir.path().join("home");
+    let check = |vars: &[(&str, &str)]| -> String {
+        let mut cmd = ws.baton(&["agents", "check"]);
+        cmd.env(
+            "PATH",
+            format!("{}:/usr/bin:/bin", infra::agent_clis_dir().display()),
+        )
+        .env("HOME", &home)
+        .env("CODEX_HOME", home.join(".codex"))
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("OPENCODE_DISABLE_AUTOUPDATE", "1")
+        .env("OPENCODE_DISABLE_MODELS_FETCH", "1");
+        for var in [
+            "ANTHROPIC_API_KEY",
+            "CODEX_API_KEY",
+            "GEMINI_API_KEY",
+            "GOOGLE_API_KEY",
+        ] {
+            cmd.env_remove(var);
+        }
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+        let out = cmd
+            .timeout(std::time::Duration::from_secs(120))
+            .output()
+            .unwrap();
+        text(&out)
+    };
+    let line = |said: &str, cli: &str| -> String {
+        said.lines()
+            .find(|l| l.contains(&format!("real-{cli} ")))
+            .unwrap_or_else(|| panic!("{said}"))
+            .to_string()
+    };
+    let version = |l: &str| {
+        l.split(['`', ' '])
+            .any(|w| w.split('.').count() == 3 && w.split('.').all(|n| n.parse::<u32>().is_ok()))
+    };
+    std::fs::create_dir_all(home.join(".codex")).unwrap();
+    let said = check(&[]);
+    for cli in clis {
+        let l = line(&said, cli);
+        assert!(version(&l), "{cli} --version: {l}");
+    }
+    assert!(
+        line(&said, "claude").starts_with("FAIL") && said.contains("set ANTHROPIC_API_KEY"),
+        "{said}"
+    );
+    assert!(
+        line(&said, "codex").starts_with("FAIL") && said.contains("run `codex login`"),
+        "{said}"
+    );
+    assert!(
+        line(&said, "gemini").starts_with("FAIL") && said.contains("set GEMINI_API_KEY"),
+        "{said}"
+    );
+    assert!(line(&said, "opencode").starts_with("ok"), "{said}");
+
+    let said = check(&[
+        ("ANTHROPIC_API_KEY", "sk-ant-never-shown"),
+        ("CODEX_API_KEY", "sk-never-shown"),
+        ("GEMINI_API_KEY", "never-shown"),
+    ]);
+    for cli in clis {
+        assert!(line(&said, cli).starts_with("ok"), "{said}");
+    }
+    assert!(!said.contains("never-shown"), "{said}");
 }

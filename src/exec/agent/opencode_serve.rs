@@ -288,7 +288,10 @@ mod tests {
             r#"{"id": "c", "backend": "command", "argv": ["x"], "serve": true}"#,
         );
         assert!(p.is_none());
-        assert!(d[0].message.contains("for the opencode backend only"), "{d:?}");
+        assert!(
+            d[0].message.contains("for the opencode backend only"),
+            "{d:?}"
+        );
         let (p, d) = parse_profile(
             "oc.json",
             r#"{"id": "oc", "backend": "opencode", "serve": "yes"}"#,

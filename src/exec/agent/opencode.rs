@@ -395,7 +395,11 @@ pub(super) async fn run(
                 false,
             );
         };
-        match served.get().await {
+        let got = tokio::select! {
+            got = served.get() => got,
+            _ = stop.cancelled() => return AgentFinish::Cancelled,
+        };
+        match got {
             Ok((s, said)) => {
                 if let Some(line) = said {
                     log.system(line).await;

@@ -295,8 +295,8 @@ fn baton_starts_the_server_restarts_it_and_stops_it_with_the_engine() {
         matches!(status(&ws, id)["state"].as_str(), Some("done" | "failed"))
     });
     let shown = status(&ws, id);
-    assert_eq!(shown["status"], "done", "{shown}");
     let log = ws.ok(&["logs", id, "--step", "2"]);
+    assert_eq!(shown["status"], "done", "{shown}\n{log}");
     assert!(
         log.contains("the OpenCode server had stopped") && log.contains("started `opencode serve`"),
         "{log}"

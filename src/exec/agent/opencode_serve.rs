@@ -87,7 +87,7 @@ impl OpencodeServer {
             }
             *running = None;
         }
-        let r = self.start().await?;
+        let r = self.start_checked().await?;
         let started = format!(
             "started `opencode serve` at {} (pid {}) in {}",
             r.served.url,
@@ -108,6 +108,26 @@ impl OpencodeServer {
         if let Some(mut r) = self.running.lock().await.take() {
             stop_child(&mut r.child, r.pgid, GRACE).await;
         }
+    }
+
+    /// Starts a server and makes sure the port it names answers as that server (with its
+    /// password): a port picked as free can be taken by another process before OpenCode
+    /// binds it. Tries three ports.
+    async fn start_checked(&self) -> Result<Running, String> {
+        let mut last = String::new();
+        for _ in 0..3 {
+            let mut r = self.start().await?;
+            match healthy(&r.served).await {
+                Ok(()) => return Ok(r),
+                Err(e) => {
+                    last = e;
+                    stop_child(&mut r.child, r.pgid, GRACE).await;
+                }
+            }
+        }
+        Err(format!(
+            "`opencode serve` started but its port did not answer as it: {last}"
+        ))
     }
 
     async fn start(&self) -> Result<Running, String> {
@@ -204,6 +224,31 @@ impl OpencodeServer {
             pgid,
             served: Served { url, password },
         })
+    }
+}
+
+/// `GET /global/health` with the server's password, until it answers (10 s at most).
+async fn healthy(served: &Served) -> Result<(), String> {
+    let url = format!("{}/global/health", served.url);
+    let http = super::http::client(&served.url);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let res = http
+            .get(&url)
+            .basic_auth("opencode", Some(&served.password))
+            .timeout(Duration::from_secs(3))
+            .send()
+            .await;
+        let why = match res {
+            Ok(r) if r.status().is_success() => return Ok(()),
+            // Another server on that port, with another password (or none).
+            Ok(r) => return Err(format!("{url} answered HTTP {}", r.status())),
+            Err(e) => super::http::chain(&e),
+        };
+        if tokio::time::Instant::now() > deadline {
+            return Err(format!("{url}: {why}"));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

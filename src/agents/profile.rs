@@ -108,6 +108,9 @@ pub struct Profile {
     pub backend: Backend,
     /// Base URL (`openai`: up to and including `/v1`; `opencode`: the server).
     pub url: Option<String>,
+    /// `opencode`: baton starts `opencode serve` itself (one per workspace) and `url` is
+    /// not used.
+    pub serve: bool,
     /// Model id (`openai`), or `provider/model` (`opencode`).
     pub model: Option<String>,
     /// The environment variable holding the API key (its value is never stored or logged).
@@ -162,6 +165,7 @@ impl Profile {
         match self.backend {
             Backend::Command => self.argv.first().cloned().unwrap_or_default(),
             Backend::Replay => self.recordings.join(", "),
+            Backend::Opencode if self.serve => "opencode serve (started by baton)".into(),
             _ => self.base_url(),
         }
     }

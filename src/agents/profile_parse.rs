@@ -25,6 +25,7 @@ const KNOWN: &[&str] = &[
     "executor",
     "recording",
     "pace",
+    "serve",
 ];
 
 /// Collects diagnostics for one file.
@@ -360,12 +361,31 @@ fn build(d: &mut Diags, obj: &Map<String, Value>) -> Option<Profile> {
             .map_err(|p| d.error(Some("executor"), format!("agent `{id}`: {}", p.message)))
             .ok(),
     };
+    let serve = match obj.get("serve") {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => false,
+        Some(Value::Bool(true)) if backend == Some(Backend::Opencode) => true,
+        Some(Value::Bool(true)) => {
+            d.error(Some("serve"), format!("agent `{id}`: `serve` starts an OpenCode server and is for the opencode backend only — remove it"));
+            false
+        }
+        Some(_) => {
+            d.error(
+                Some("serve"),
+                format!("agent `{id}`: `serve` must be true or false"),
+            );
+            false
+        }
+    };
+    if serve && url.is_some() {
+        d.push(Severity::Warning, Some("url"), format!("agent `{id}`: `url` is not used with `\"serve\": true` (baton starts the server on a free port) — remove it"));
+    }
     let profile = Profile {
         name: string(d, obj, "name").unwrap_or_else(|| id.clone()),
         id,
         file: d.file.to_string(),
         backend: backend?,
         url,
+        serve,
         model,
         api_key_env: string(d, obj, "api_key_env"),
         agent: string(d, obj, "agent"),

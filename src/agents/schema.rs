@@ -42,6 +42,9 @@ pub struct AgentFile {
     /// (default http://127.0.0.1:4096).
     #[schemars(pattern(r"^https?://"))]
     url: Option<String>,
+    /// `opencode`: baton starts `opencode serve` itself, one per workspace, and stops it with
+    /// the engine; `url` is then not used.
+    serve: Option<bool>,
     /// `openai`: the model id; `opencode`: `provider/model`.
     model: Option<String>,
     /// The environment variable holding the API key (its value is never stored or logged).

@@ -49,7 +49,10 @@ const KINDS: &str = "claude, codex, opencode[=URL] or openai[=URL]";
 /// Closing words of every prompt: the handoff headings the next agent reads.
 const HANDOFF: &str = "End with the headings `What Was Done`, `Decisions Made`, `Open Questions` and `Next Agent Context`.";
 
-/// The three roles of the `feature` pipeline: id, what it is told, its outcomes.
+/// The three roles of the `feature` pipeline: id, what it is told, its outcomes. The coder
+/// is not told to commit: the CLIs' sandboxes forbid it (a codex `workspace-write` sandbox
+/// cannot write the worktree's git folder; claude under `acceptEdits` refuses `git commit`),
+/// and baton commits what a step leaves anyway.
 const ROLES: [(&str, &str, &[&str]); 3] = [
     (
         "planner",
@@ -58,40 +61,65 @@ const ROLES: [(&str, &str, &[&str]); 3] = [
     ),
     (
         "coder",
-        "Implement this change in the current working tree and commit it.",
+        "Implement this change in the current working tree. Leave your changes there and do not commit them: baton commits what this step leaves.",
         &["success", "failure", "needs_info"],
     ),
     (
         "reviewer",
-        "Review the change on this branch (`git diff` against its base). List concrete problems with file and line, most serious first. End with `OUTCOME: success` if it can be merged as is, or `OUTCOME: changes_requested`.",
+        "Review the change on this branch (`git diff` against its base). Do not edit files. List concrete problems with file and line, most serious first. End with `OUTCOME: success` if it can be merged as is, or `OUTCOME: changes_requested`.",
         &["success", "failure", "changes_requested"],
     ),
 ];
+
+/// The model `init --agent openai` names (Ollama's tag; change it in the files).
+const OPENAI_MODEL: &str = "qwen2.5-coder";
+
+/// The provider name under which `.baton/opencode.json` gives OpenCode the user's
+/// OpenAI-compatible server.
+const OPENCODE_PROVIDER: &str = "baton";
+
+/// `spec` split into the backend kind and its URL, if any.
+fn split_spec(spec: &str) -> (&str, Option<&str>) {
+    match spec.split_once('=') {
+        Some((k, u)) => (k.trim(), Some(u.trim())),
+        None => (spec.trim(), None),
+    }
+}
+
+/// The URL `openai[=URL]` talks to.
+fn openai_url(url: Option<&str>) -> &str {
+    url.unwrap_or("http://127.0.0.1:11434/v1")
+}
+
+/// True for a server on this machine, which needs no key.
+fn is_local(url: &str) -> bool {
+    ["//127.0.0.1", "//localhost", "//[::1]"]
+        .iter()
+        .any(|h| url.contains(h))
+}
 
 /// The profile of `role` for backend `spec` (`claude`, `codex`, `opencode[=URL]`,
 /// `openai[=URL]`), or why `spec` is not one.
 pub fn profile(spec: &str, role: &str) -> Result<serde_json::Value, String> {
     use serde_json::json;
-    let (kind, url) = match spec.split_once('=') {
-        Some((k, u)) => (k.trim(), Some(u.trim())),
-        None => (spec.trim(), None),
-    };
+    let (kind, url) = split_spec(spec);
     let (instructions, outcomes) = ROLES
         .iter()
         .find(|(id, _, _)| *id == role)
         .map(|(_, i, o)| (*i, *o))
         .ok_or_else(|| format!("no role `{role}`"))?;
+    let edits = role == "coder";
     let template = format!(
         "{instructions}\n\n# {{{{title}}}}\n\n{{{{prompt}}}}\n\n{{{{handoff}}}}\n\n{{{{note}}}}\n\n{HANDOFF} If you cannot go on without more information, end with the line `OUTCOME: needs_info`."
     );
-    let edits = role == "coder";
     let mut p = json!({"$schema": AGENT_SCHEMA, "id": role});
     let backend = match (kind, url) {
+        // The prompt goes on stdin: one argv element is capped at 128 KiB on Linux.
         ("claude", None) => {
             let mode = if edits { "acceptEdits" } else { "plan" };
-            json!({"backend": "command", "format": "claude-stream-json",
+            json!({"backend": "command", "format": "claude-stream-json", "prompt_via": "stdin",
                 "argv": ["claude", "-p", "--output-format", "stream-json", "--verbose",
-                         "--permission-mode", mode, "{{message}}"]})
+                         "--permission-mode", mode]})
         }
         ("codex", None) => {
             let sandbox = if edits {
@@ -99,19 +127,21 @@ pub fn profile(spec: &str, role: &str) -> Result<serde_json::Value, String> {
             } else {
                 "read-only"
             };
-            json!({"backend": "command", "format": "codex-json",
-                "argv": ["codex", "exec", "--json", "--sandbox", sandbox, "{{message}}"]})
+            json!({"backend": "command", "format": "codex-json", "prompt_via": "stdin",
+                "argv": ["codex", "exec", "--json", "--skip-git-repo-check", "--sandbox", sandbox, "-"]})
         }
-        ("opencode", url) => json!({"backend": "opencode",
-            "url": url.unwrap_or(crate::agents::DEFAULT_OPENCODE_URL),
+        ("opencode", None) => json!({"backend": "opencode", "serve": true,
             "agent": if edits { "build" } else { "plan" }}),
+        ("opencode", Some(url)) => json!({"backend": "opencode", "url": url,
+            "agent": if edits { "build" } else { "plan" }}),
+        // A chat endpoint has no tool loop and cannot edit files: the coder is OpenCode,
+        // started by baton, with the same server as its model provider.
+        ("openai", _) if edits => json!({"backend": "opencode", "serve": true, "agent": "build",
+            "model": format!("{OPENCODE_PROVIDER}/{OPENAI_MODEL}")}),
         ("openai", url) => {
-            let url = url.unwrap_or("http://127.0.0.1:11434/v1");
-            let local = ["//127.0.0.1", "//localhost", "//[::1]"]
-                .iter()
-                .any(|h| url.contains(h));
-            let mut b = json!({"backend": "openai", "url": url, "model": "qwen2.5-coder"});
-            if !local {
+            let url = openai_url(url);
+            let mut b = json!({"backend": "openai", "url": url, "model": OPENAI_MODEL});
+            if !is_local(url) {
                 b["api_key_env"] = json!("OPENAI_API_KEY");
             }
             b
@@ -127,6 +157,47 @@ pub fn profile(spec: &str, role: &str) -> Result<serde_json::Value, String> {
     p["prompt_template"] = json!(template);
     p["outcomes"] = json!(outcomes);
     Ok(p)
+}
+
+/// `.baton/opencode.json` for `init --agent openai`: the OpenCode configuration baton's
+/// OpenCode server reads, naming the user's OpenAI-compatible server as a provider.
+pub fn opencode_config(spec: &str) -> Option<serde_json::Value> {
+    let (kind, url) = split_spec(spec);
+    if kind != "openai" {
+        return None;
+    }
+    let url = openai_url(url);
+    let mut options = serde_json::json!({"baseURL": url});
+    if !is_local(url) {
+        options["apiKey"] = serde_json::json!("{env:OPENAI_API_KEY}");
+    }
+    Some(serde_json::json!({
+        "$schema": "https://opencode.ai/config.json",
+        "model": format!("{OPENCODE_PROVIDER}/{OPENAI_MODEL}"),
+        "small_model": format!("{OPENCODE_PROVIDER}/{OPENAI_MODEL}"),
+        "permission": {"edit": "allow", "bash": "allow"},
+        "provider": {OPENCODE_PROVIDER: {
+            "npm": "@ai-sdk/openai-compatible",
+            "name": "baton: your OpenAI-compatible server",
+            "options": options,
+            "models": {OPENAI_MODEL: {"name": OPENAI_MODEL}}
+        }}
+    }))
+}
+
+/// What `init --agent SPEC` set up, in a sentence or two.
+fn summary(spec: &str) -> String {
+    let (kind, url) = split_spec(spec);
+    match (kind, url) {
+        ("claude", _) => "planner and reviewer run `claude -p` in plan mode; the coder runs it with `--permission-mode acceptEdits`; prompts go on stdin, and baton commits what the coder leaves.".into(),
+        ("codex", _) => "planner and reviewer run `codex exec` in a read-only sandbox; the coder in a `workspace-write` sandbox; prompts go on stdin, and baton commits what the coder leaves.".into(),
+        ("opencode", None) => "baton starts `opencode serve` itself when a step needs it (one per workspace, stopped with the engine); planner and reviewer use OpenCode's `plan` agent, the coder its `build` agent.".into(),
+        ("opencode", Some(u)) => format!("the agents talk to the OpenCode server you run at {u} (start it in the repository with `opencode serve`)."),
+        (_, url) => format!(
+            "planner and reviewer talk to {} directly; that backend has no tools and cannot edit files, so the coder is OpenCode (baton starts `opencode serve`) using the same server as its model provider, set in .baton/opencode.json (model `{OPENAI_MODEL}`: change it there and in the profiles). Install OpenCode (`npm install -g opencode-ai`) for the coder.",
+            openai_url(url)
+        ),
+    }
 }
 
 /// The `feature` pipeline `init --agent` writes: plan, a human look at the plan, build, an
@@ -169,6 +240,9 @@ pub fn write_agent_setup(ws: &Workspace, spec: &str) -> Result<(), Failure> {
         files.push((ws.agents_dir().join(format!("{role}.json")), p));
     }
     files.push((ws.pipelines_dir().join("feature.json"), feature_pipeline()));
+    if let Some(config) = opencode_config(spec) {
+        files.push((ws.dir().join("opencode.json"), config));
+    }
     for (path, doc) in files {
         let shown = path
             .strip_prefix(ws.root())
@@ -185,6 +259,7 @@ pub fn write_agent_setup(ws: &Workspace, spec: &str) -> Result<(), Failure> {
             .map_err(|e| Failure::new(format!("cannot write {}: {e}", path.display())))?;
         println!("wrote {shown}");
     }
+    println!("{}", summary(spec));
     Ok(())
 }
 

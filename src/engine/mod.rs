@@ -189,6 +189,9 @@ pub struct Engine {
     pub recovered: Recovered,
     /// Later looks for the steps whose executor did not answer at start-up.
     recovery_rx: Option<mpsc::UnboundedReceiver<Recovered>>,
+    /// The OpenCode server `"serve": true` profiles use, started when a step needs it and
+    /// stopped when the engine ends.
+    opencode: Arc<crate::exec::agent::opencode_serve::OpencodeServer>,
 }
 
 impl Engine {
@@ -295,6 +298,9 @@ impl Engine {
             trigger_errors,
             recovered,
             recovery_rx: None,
+            opencode: Arc::new(crate::exec::agent::opencode_serve::OpencodeServer::new(
+                ws.root(),
+            )),
         })
     }
 
@@ -378,6 +384,7 @@ impl Engine {
             look = self.wait(&mut stopping).await;
         }
         while self.followups.join_next().await.is_some() {}
+        self.opencode.stop().await;
         drop(self.logs);
         let _ = self.log_writer.await;
         Ok(())

@@ -146,6 +146,7 @@ pub async fn try_agent(
         ("BATON_CONTEXT_DIR".into(), context.display().to_string()),
         ("BATON_WORKSPACE".into(), root.display().to_string()),
     ];
+    let opencode = crate::exec::agent::opencode_serve::OpencodeServer::owned_by(&root, "try");
     let step = AgentStep {
         profile_id: &req.agent,
         agents_dir: &ws.agents_dir(),
@@ -182,12 +183,15 @@ pub async fn try_agent(
             },
             reattach: false,
         },
+        opencode: Some(&opencode),
     };
     let hooks = Hooks {
         session: &|_| {},
         spawned: &|_| {},
     };
     let report = run_step(step, lines, cancel, &hooks).await;
+    // A try's OpenCode server lives as long as the try.
+    opencode.stop().await;
     let handoff = report.result.handoff_content.as_deref().map(|raw| {
         let h = crate::handoff::extract(raw);
         if h.structured {

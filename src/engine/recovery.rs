@@ -339,6 +339,10 @@ fn abort_agent_session(
     if profile.backend != crate::agents::Backend::Opencode {
         return None;
     }
+    if profile.serve {
+        // The session lives in the server the dead engine started: ending it ends both.
+        return crate::exec::agent::opencode_serve::end_left_behind(ws.root());
+    }
     let dir = task
         .worktree
         .clone()

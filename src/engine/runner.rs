@@ -40,6 +40,8 @@ pub struct Job {
     pub reattach: bool,
     /// Bytes of the step's log kept (`max_step_log`).
     pub max_step_log: u64,
+    /// The workspace's OpenCode server (profiles with `"serve": true`).
+    pub opencode: Option<std::sync::Arc<crate::exec::agent::opencode_serve::OpencodeServer>>,
 }
 
 /// Prompts up to this size are also passed in `BATON_TASK_PROMPT`.
@@ -470,6 +472,7 @@ async fn agent_step(
         context_dir: &job.context_dir,
         attempt: job.seq,
         placement,
+        opencode: job.opencode.as_deref(),
     };
     let hooks = Hooks {
         session: &session,

@@ -224,6 +224,7 @@ impl Engine {
             default_executor: self.cfg.default_executor.clone(),
             reattach,
             max_step_log: self.cfg.max_step_log,
+            opencode: Some(self.opencode.clone()),
         };
         let store = self.store.clone();
         let logs = self.logs.clone();

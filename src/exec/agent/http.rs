@@ -144,17 +144,6 @@ pub(super) fn body_message(body: &str) -> String {
     super::log::one_line(&text, 300)
 }
 
-/// How to install the well-known CLI agents, for the "not on PATH" message.
-fn install_hint(program: &str) -> &'static str {
-    match program {
-        "claude" => " (`npm install -g @anthropic-ai/claude-code`)",
-        "codex" => " (`npm install -g @openai/codex`)",
-        "gemini" => " (`npm install -g @google/gemini-cli`)",
-        "opencode" => " (`npm install -g opencode-ai`)",
-        _ => "",
-    }
-}
-
 /// Whether a profile's backend answers, for `baton agents check`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Health {
@@ -165,7 +154,8 @@ pub struct Health {
 }
 
 /// Asks a profile's backend whether it is there: `GET /global/health` for OpenCode,
-/// `GET {url}/models` for OpenAI-compatible servers (3 s limit), `PATH` for commands.
+/// `GET {url}/models` for OpenAI-compatible servers (3 s limit); for CLIs and an OpenCode
+/// server baton starts itself, the program, its version and its credentials.
 pub async fn check(p: &Profile) -> Health {
     let short = Duration::from_secs(3);
     match p.backend {
@@ -194,21 +184,21 @@ pub async fn check(p: &Profile) -> Health {
                 },
             }
         }
-        Backend::Command => match super::command::find_program(&p.argv[0], None) {
-            Some(path) => Health {
-                ok: true,
-                detail: format!("`{}` found at {}", p.argv[0], path.display()),
-            },
-            None => Health {
-                ok: false,
-                detail: format!(
-                    "`{}` is not on PATH — install it{} or put its full path in `argv` {}",
-                    p.argv[0],
-                    install_hint(&p.argv[0]),
-                    p.fix_in()
-                ),
-            },
-        },
+        Backend::Command => super::cli_check::check_cli(p, &p.argv[0]).await,
+        Backend::Opencode if p.serve => {
+            let h = super::cli_check::check_cli(p, super::opencode_serve::PROGRAM).await;
+            Health {
+                detail: if h.ok {
+                    format!(
+                        "{} — baton starts `opencode serve` when a step needs it",
+                        h.detail
+                    )
+                } else {
+                    h.detail
+                },
+                ..h
+            }
+        }
         Backend::Opencode => {
             let url = format!("{}/global/health", p.base_url());
             let res = client(&url).get(&url).timeout(short).send().await;

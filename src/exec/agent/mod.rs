@@ -5,6 +5,7 @@
 //! backend into a whole agent step: profile, prompt, handoff, outcome.
 
 mod claude;
+mod cli_check;
 mod codex;
 mod command;
 mod gemini;
@@ -12,6 +13,7 @@ mod http;
 mod log;
 mod openai;
 mod opencode;
+pub mod opencode_serve;
 mod outcome;
 mod replay;
 mod step;
@@ -92,6 +94,8 @@ pub struct AgentJob<'a> {
     pub env: StepEnv,
     /// Where a `command` agent's process runs.
     pub place: super::executor::Place,
+    /// The workspace's OpenCode server, for profiles with `"serve": true`.
+    pub opencode: Option<&'a opencode_serve::OpencodeServer>,
 }
 
 /// Callbacks that record what must survive a crash the moment it exists.

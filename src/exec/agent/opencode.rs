@@ -283,9 +283,19 @@ struct Server {
     http: reqwest::Client,
     /// For `/message`, silent until the turn ends.
     patient: reqwest::Client,
+    /// The password of a server baton started (HTTP Basic, user `opencode`).
+    password: Option<String>,
 }
 
 impl Server {
+    /// `req` with the server's credentials, when it has any.
+    fn auth(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.password {
+            Some(pw) => req.basic_auth("opencode", Some(pw)),
+            None => req,
+        }
+    }
+
     /// `path` on the server, scoped to the step's working directory.
     fn url(&self, path: &str) -> String {
         match reqwest::Url::parse(&format!("{}{path}", self.base)) {
@@ -301,8 +311,7 @@ impl Server {
         let url = self.url("/event");
         let resp = tokio::time::timeout(
             SHORT,
-            self.http
-                .get(&url)
+            self.auth(self.http.get(&url))
                 .header("accept", "text/event-stream")
                 .send(),
         )
@@ -321,7 +330,7 @@ impl Server {
 
     async fn abort(&self, id: &str, log: &Log) {
         let url = self.url(&format!("/session/{id}/abort"));
-        match self.http.post(&url).timeout(ABORT).send().await {
+        match self.auth(self.http.post(&url)).timeout(ABORT).send().await {
             Ok(r) if r.status().is_success() => {
                 log.system(format!("aborted OpenCode session {id}")).await
             }
@@ -344,7 +353,12 @@ impl Server {
 
     async fn delete(&self, id: &str, log: &Log) {
         let url = self.url(&format!("/session/{id}"));
-        match self.http.delete(&url).timeout(SHORT).send().await {
+        match self
+            .auth(self.http.delete(&url))
+            .timeout(SHORT)
+            .send()
+            .await
+        {
             Ok(r) if r.status().is_success() => {}
             Ok(r) => {
                 log.err(format!(
@@ -371,8 +385,34 @@ pub(super) async fn run(
     hooks: &Hooks<'_>,
 ) -> AgentFinish {
     let p = job.profile;
-    let base = p.base_url();
+    let (base, password) = if p.serve {
+        let Some(served) = job.opencode else {
+            return AgentFinish::error(
+                format!(
+                    "agent `{}`: `\"serve\": true` needs an engine to run the OpenCode server, and none is here",
+                    p.id
+                ),
+                false,
+            );
+        };
+        let got = tokio::select! {
+            got = served.get() => got,
+            _ = stop.cancelled() => return AgentFinish::Cancelled,
+        };
+        match got {
+            Ok((s, said)) => {
+                if let Some(line) = said {
+                    log.system(line).await;
+                }
+                (s.url, Some(s.password))
+            }
+            Err(e) => return AgentFinish::error(format!("agent `{}`: {e}", p.id), true),
+        }
+    } else {
+        (p.base_url(), None)
+    };
     let server = Server {
+        password,
         http: client(&base),
         patient: patient_client(&base),
         dir: job.env.workdir.display().to_string(),
@@ -380,7 +420,7 @@ pub(super) async fn run(
     };
     let url = server.url("/session");
     let created = tokio::select! {
-        r = server.http.post(&url).timeout(SHORT).json(&json!({"title": job.title})).send() => r,
+        r = server.auth(server.http.post(&url)).timeout(SHORT).json(&json!({"title": job.title})).send() => r,
         _ = stop.cancelled() => return AgentFinish::Cancelled,
     };
     let created = match created {
@@ -454,7 +494,11 @@ async fn converse(
     }
     let url = server.url(&format!("/session/{id}/message"));
     let send = async {
-        let r = server.patient.post(&url).json(&body).send().await?;
+        let r = server
+            .auth(server.patient.post(&url))
+            .json(&body)
+            .send()
+            .await?;
         let status = r.status();
         Ok::<_, reqwest::Error>((status, r.text().await?))
     };

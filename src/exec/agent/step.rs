@@ -34,6 +34,8 @@ pub struct AgentStep<'a> {
     pub attempt: i64,
     /// Where a `command` agent runs.
     pub placement: Placement,
+    /// The workspace's OpenCode server, for profiles with `"serve": true`.
+    pub opencode: Option<&'a super::opencode_serve::OpencodeServer>,
 }
 
 /// The handoff file of a step run in the context folder: `id_<status>_<NNN>.md`.
@@ -123,6 +125,7 @@ pub async fn run_step(
     };
     let job = AgentJob {
         place,
+        opencode: step.opencode,
         profile: &profile,
         prompt,
         argv,

@@ -2,8 +2,8 @@
 //! the step runs, its commit comes back; abort ends the remote process group; a cut
 //! connection is an error.
 
-mod infra;
 mod common;
+mod infra;
 mod support_sshd;
 
 use baton::exec::executor::ssh::{Ssh, SshHost};

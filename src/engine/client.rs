@@ -50,7 +50,19 @@ pub fn submit(ws: &Workspace, store: &mut Store, req: &Request) -> Result<Submit
     };
     if lock.is_none() {
         let body = serde_json::to_value(req).map_err(|e| EngineError::Other(e.to_string()))?;
-        let id = store.write(|db| db.insert_command(Some(req.task_id), &body))?;
+        let id = match store.write(|db| db.insert_command(Some(req.task_id), &body)) {
+            Ok(id) => id,
+            // The command cannot be queued (a full disk): an abort goes to the engine on its
+            // socket instead, which stops the step at once and records the abort later.
+            Err(e) if matches!(req.action, super::Action::Abort { .. }) => {
+                return match super::wake::abort(&ws.dir(), req, ANSWER_WITHIN) {
+                    Some(Ok(summary)) => Ok(Submitted::ByEngine(summary)),
+                    Some(Err(reason)) => Err(EngineError::Other(reason)),
+                    None => Err(e.into()),
+                };
+            }
+            Err(e) => return Err(e.into()),
+        };
         let deadline = Instant::now() + ANSWER_WITHIN;
         // The engine answers on its socket once it has applied the queued commands; without
         // a socket (or an answer), the row is looked at again every so often.

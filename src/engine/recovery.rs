@@ -1,11 +1,12 @@
 //! Start-up recovery: steps left `running` by a dead engine become `interrupted`, and a
-//! process group that outlived its engine is ended once it is proven to be that step's.
+//! process group that outlived its engine is ended once it is proven to be that step's,
+//! with every process still holding the step's execution key.
 //! A step on an executor that keeps it (a container, a Job) is looked for there and picked
 //! back up; one whose executor does not answer stays `running` until it does.
 
 use super::actions::{Action, Request, apply};
 use super::results::interrupt_step;
-use crate::exec::process::{Orphan, classify_orphan, group_alive, signal_group};
+use crate::exec::process::{Orphan, classify_orphan, end_key_blocking, group_alive, signal_group};
 use crate::pipeline::{ExecutorSpec, Pipeline, StepAction};
 use crate::store::{NewEvent, StepRun, Store, StoreHandle, Task, TaskFilter, TaskState};
 use crate::workspace::Workspace;
@@ -97,8 +98,14 @@ pub(super) async fn look(
                     orphan_group(&step)
                 } else {
                     recorded_group(&step)
-                }?;
-                Some((i64::from(group.0), end_group_of(group, grace)))
+                };
+                let ended = group.map(|g| (i64::from(g.0), end_group_of(g, grace)));
+                // What left the group (a command in a session of its own) still holds
+                // the step's key.
+                if local {
+                    end_key_blocking(&step.execution_key, grace);
+                }
+                ended
             })
             .await
             .ok()
@@ -287,12 +294,15 @@ fn what_ran(spec: &ExecutorSpec) -> String {
 }
 
 /// Ends the process group a step recorded, if it is still that step's (pid reuse is checked
-/// against the recorded start time). Returns what was found.
+/// against the recorded start time), then whatever else holds the step's execution key.
+/// Returns what was found of the group.
 pub fn end_orphan(step: &crate::store::StepRun, grace: Duration) -> Orphan {
-    match orphan_group(step) {
+    let verdict = match orphan_group(step) {
         Some(group) => end_group_of(group, grace),
         None => Orphan::Gone,
-    }
+    };
+    end_key_blocking(&step.execution_key, grace);
+    verdict
 }
 
 /// Ends a recorded group if it is still the step's.

@@ -1,4 +1,7 @@
-//! Process groups: identity and signalling.
+//! Process groups and execution keys: identity and signalling. A step's process group is
+//! not all of it: a program may start a child in a session of its own (Claude runs each
+//! shell command so), which no group signal reaches. Every process a step starts inherits
+//! its `BATON_EXECUTION_KEY`, so the key finds them all.
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
@@ -67,6 +70,70 @@ pub fn find_group_by_env(name: &str, value: &str) -> Option<(u32, Option<u64>)> 
         .map(|pid| (pid, start_time(pid)))
 }
 
+/// The variable every process of a step (or `run` hook) carries in its environment.
+pub const KEY_VAR: &str = "BATON_EXECUTION_KEY";
+
+/// Every live process of this user, other than this one, whose environment holds
+/// `BATON_EXECUTION_KEY=key`. Other users' environments cannot be read, and a step's
+/// processes are all this user's.
+pub fn pids_with_key(key: &str) -> Vec<u32> {
+    let needle = format!("{KEY_VAR}={key}");
+    let me = std::process::id();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| *pid != me && !is_zombie(*pid))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()))
+        })
+        .collect()
+}
+
+/// True for a process that has exited and waits to be reaped (or is gone already).
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let rest = &stat[stat.rfind(')')? + 2..];
+            Some(rest.starts_with('Z') || rest.starts_with('X'))
+        })
+        .unwrap_or(true)
+}
+
+/// Sends `sig` to every process holding the key; how many there were.
+pub fn signal_key(key: &str, sig: Signal) -> usize {
+    let pids = pids_with_key(key);
+    for pid in &pids {
+        let _ = nix::sys::signal::kill(Pid::from_raw(*pid as i32), sig);
+    }
+    pids.len()
+}
+
+/// SIGTERM to every process holding the key, up to `grace` for them to go, then SIGKILL to
+/// what is left. Blocks: for recovery's and the guard's threads.
+pub fn end_key_blocking(key: &str, grace: std::time::Duration) {
+    if signal_key(key, Signal::SIGTERM) == 0 {
+        return;
+    }
+    let deadline = std::time::Instant::now() + grace;
+    while std::time::Instant::now() < deadline {
+        if pids_with_key(key).is_empty() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    signal_key(key, Signal::SIGKILL);
+}
+
+/// [`end_key_blocking`] off the async threads.
+pub async fn end_key(key: &str, grace: std::time::Duration) {
+    let key = key.to_string();
+    let _ = tokio::task::spawn_blocking(move || end_key_blocking(&key, grace)).await;
+}
+
 /// What recovery may do with a group recorded by a dead engine.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Orphan {
@@ -124,6 +191,31 @@ pub async fn stop_child(child: &mut tokio::process::Child, pgid: u32, grace: std
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_finds_a_process_in_another_session_and_ends_it() {
+        let key = format!("test-key-{}", std::process::id());
+        // `setsid` puts the sleeper out of reach of any group signal.
+        let mut child = std::process::Command::new("setsid")
+            .args(["sleep", "300"])
+            .env(KEY_VAR, &key)
+            .spawn()
+            .expect("setsid runs");
+        let pid = child.id();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !pids_with_key(&key).contains(&pid) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the key was never found"
+            );
+            std::thread::yield_now();
+        }
+        end_key_blocking(&key, std::time::Duration::from_secs(5));
+        let status = child.wait().unwrap();
+        assert!(!status.success(), "the sleeper was ended, not finished");
+        assert!(pids_with_key(&key).is_empty());
+        assert!(pids_with_key(&format!("{key}-other")).is_empty());
+    }
 
     #[test]
     fn reads_own_start_time() {

@@ -25,16 +25,24 @@ fn pipeline(step: serde_json::Value) -> String {
     .to_string()
 }
 
-/// Every process of this user whose environment holds the key.
-fn holders(key: &str) -> Vec<u32> {
-    let needle = format!("BATON_EXECUTION_KEY={key}");
+/// Every process of this user whose environment holds the key of a step of `ws` (keys are
+/// unique only within a workspace, and tests run side by side).
+fn holders(ws: &Ws, key: &str) -> Vec<u32> {
+    let root = std::fs::canonicalize(ws.root()).unwrap();
+    let needles = [
+        format!("BATON_EXECUTION_KEY={key}"),
+        format!("BATON_WORKSPACE={}", root.display()),
+    ];
     std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| alive(*pid as i32))
         .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ"))
-                .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()))
+            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
+                needles
+                    .iter()
+                    .all(|n| env.split(|b| *b == 0).any(|kv| kv == n.as_bytes()))
+            })
         })
         .collect()
 }
@@ -55,14 +63,16 @@ fn started(ws: &Ws, n: usize) -> String {
     let keys = std::fs::read_to_string(root.join("keys")).unwrap();
     let key = keys.lines().nth(n - 1).unwrap().to_string();
     assert!(
-        !holders(&key).is_empty(),
+        !holders(ws, &key).is_empty(),
         "the step's processes carry its key"
     );
     key
 }
 
-fn gone(key: &str, what: &str) {
-    wait_within(what, Duration::from_secs(15), || holders(key).is_empty());
+fn gone(ws: &Ws, key: &str, what: &str) {
+    wait_within(what, Duration::from_secs(15), || {
+        holders(ws, key).is_empty()
+    });
 }
 
 #[test]
@@ -79,7 +89,11 @@ fn abort_ends_a_grandchild_in_its_own_session() {
     let key = started(&ws, 1);
     let said = ws.ok(&["abort", &id.to_string()]);
     assert!(said.contains("cancelled"), "{said}");
-    gone(&key, "every process with the step's key to end after abort");
+    gone(
+        &ws,
+        &key,
+        "every process with the step's key to end after abort",
+    );
     assert_eq!(ws.show(id)["state"], "cancelled");
     stop(engine);
 }
@@ -100,6 +114,7 @@ fn a_time_out_ends_a_grandchild_in_its_own_session() {
         ws.show(id)["steps"][0]["state"] == "timed_out"
     });
     gone(
+        &ws,
         &key,
         "every process with the step's key to end at the time-out",
     );
@@ -123,7 +138,7 @@ fn a_killed_engine_takes_its_steps_with_it_and_resume_runs_them_again() {
     let key = started(&ws, 1);
     engine.kill().unwrap();
     engine.wait().unwrap();
-    gone(&key, "the step's processes to end with their engine");
+    gone(&ws, &key, "the step's processes to end with their engine");
 
     ws.drain();
     assert_eq!(ws.show(id)["state"], "interrupted");
@@ -134,7 +149,7 @@ fn a_killed_engine_takes_its_steps_with_it_and_resume_runs_them_again() {
     let keys = std::fs::read_to_string(ws.root().join("keys")).unwrap();
     let second = keys.lines().nth(1).expect("the step ran again");
     assert!(
-        holders(second).is_empty(),
+        holders(&ws, second).is_empty(),
         "a finished step leaves no process behind"
     );
 }
@@ -232,6 +247,7 @@ fn abort_stops_the_step_while_the_database_cannot_be_written() {
     let said = ws.ok(&["abort", &id.to_string(), "--note", "out of space"]);
     assert!(said.contains("stopped"), "{said}");
     gone(
+        &ws,
         &key,
         "the step's processes to end though nothing could be written",
     );

@@ -157,7 +157,7 @@ pub fn submit(ws: &Workspace, store: &mut Store, req: &Request) -> Result<Submit
     if let Some(moved) = &applied.moved {
         // Steps recorded as running with no engine alive belong to a dead engine: end them.
         for step in &moved.stop {
-            super::recovery::end_orphan(step, cfg.kill_grace);
+            super::recovery::end_orphan(ws, step, cfg.kill_grace);
         }
         if !moved.followups.is_empty() {
             super::followups::run_here(ws, git, cfg.kill_grace, moved.followups.clone());

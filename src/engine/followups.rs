@@ -181,7 +181,9 @@ async fn run_rows(ctx: &Ctx, rows: Vec<FollowupRow>) {
         // guard ends it with the engine, but a guard can be killed too) goes before this
         // one starts, so two never run at once.
         if attempt > 1 {
-            crate::exec::process::end_key(&row.key, ctx.kill_grace).await;
+            let root = ctx.ws.root().display().to_string();
+            let mark = crate::exec::process::Mark::new(&row.key, &root);
+            crate::exec::process::end_marked(&mark, ctx.kill_grace).await;
         }
         let body: Option<FollowUp> = serde_json::from_value(row.body.clone()).ok();
         let hook_index = match &body {

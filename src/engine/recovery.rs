@@ -6,7 +6,9 @@
 
 use super::actions::{Action, Request, apply};
 use super::results::interrupt_step;
-use crate::exec::process::{Orphan, classify_orphan, end_key_blocking, group_alive, signal_group};
+use crate::exec::process::{
+    Mark, Orphan, classify_orphan, end_marked_blocking, group_alive, signal_group,
+};
 use crate::pipeline::{ExecutorSpec, Pipeline, StepAction};
 use crate::store::{NewEvent, StepRun, Store, StoreHandle, Task, TaskFilter, TaskState};
 use crate::workspace::Workspace;
@@ -90,6 +92,7 @@ pub(super) async fn look(
             None
         } else {
             let step = step.clone();
+            let root = ws.root().display().to_string();
             tokio::task::spawn_blocking(move || {
                 // A step on another executor is ended here only by the pid it recorded:
                 // looking for the key in every process's environment would find a local
@@ -103,7 +106,7 @@ pub(super) async fn look(
                 // What left the group (a command in a session of its own) still holds
                 // the step's key.
                 if local {
-                    end_key_blocking(&step.execution_key, grace);
+                    end_marked_blocking(&Mark::new(&step.execution_key, &root), grace);
                 }
                 ended
             })
@@ -296,12 +299,13 @@ fn what_ran(spec: &ExecutorSpec) -> String {
 /// Ends the process group a step recorded, if it is still that step's (pid reuse is checked
 /// against the recorded start time), then whatever else holds the step's execution key.
 /// Returns what was found of the group.
-pub fn end_orphan(step: &crate::store::StepRun, grace: Duration) -> Orphan {
+pub fn end_orphan(ws: &Workspace, step: &crate::store::StepRun, grace: Duration) -> Orphan {
     let verdict = match orphan_group(step) {
         Some(group) => end_group_of(group, grace),
         None => Orphan::Gone,
     };
-    end_key_blocking(&step.execution_key, grace);
+    let root = ws.root().display().to_string();
+    end_marked_blocking(&Mark::new(&step.execution_key, &root), grace);
     verdict
 }
 

@@ -12,20 +12,21 @@
 //!   so the engine sees what it would have seen without it;
 //! - the read end `<fd>` of a pipe whose write end only the engine holds reaches its end:
 //!   the engine is gone (`kill -9`, a crash), so no one reads the step any more. The guard
-//!   ends every process holding the step's `BATON_EXECUTION_KEY` (SIGTERM, the grace
+//!   ends every process holding the step's `BATON_EXECUTION_KEY` (of its workspace) (SIGTERM, the grace
 //!   period, SIGKILL), its own child included, and exits. A pipe rather than a parent-death
 //!   signal: that fires when the engine *thread* that forked exits, which tokio's blocking
 //!   threads do;
 //!
 //! It blocks in two threads (pipe read, `waitpid`) and never polls.
 
-use crate::exec::process::{KEY_VAR, end_key_blocking};
+use crate::exec::process::{Mark, end_marked_blocking};
 use nix::sys::signal::{SigSet, Signal, kill};
 use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::Pid;
 use std::ffi::OsString;
 use std::io::Read;
 use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -66,7 +67,8 @@ pub fn main(args: Vec<OsString>) -> ! {
         std::process::exit(2);
     };
     let grace = Duration::from_millis(grace);
-    let key = std::env::var(KEY_VAR).ok();
+    let vars: Vec<(String, String)> = std::env::vars().collect();
+    let mark = Mark::from_vars(vars.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     // Orphaned descendants, even those in a session of their own, become our children.
     let _ = nix::sys::prctl::set_child_subreaper(true);
     // SAFETY: the engine passes the read end of its pipe under this number and nothing
@@ -79,13 +81,26 @@ pub fn main(args: Vec<OsString>) -> ! {
     );
     // The group's SIGTERM (abort) is for the program: blocked here (before any thread
     // exists, so all inherit the mask), it waits pending until the guard exits the way the
-    // program did. The program starts with an empty mask (the standard library resets it).
+    // program did. The program starts with an empty mask (set between fork and exec).
     let mut signals = SigSet::empty();
     for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
         signals.add(s);
     }
     let _ = signals.thread_block();
-    let child = match std::process::Command::new(program).args(&argv[1..]).spawn() {
+    let mut command = std::process::Command::new(program);
+    command.args(&argv[1..]);
+    // SAFETY: only sigprocmask, which is async-signal-safe, runs between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            nix::sys::signal::sigprocmask(
+                nix::sys::signal::SigmaskHow::SIG_SETMASK,
+                Some(&SigSet::empty()),
+                None,
+            )?;
+            Ok(())
+        });
+    }
+    let child = match command.spawn() {
         Ok(c) => c,
         Err(e) => {
             eprintln!(
@@ -112,26 +127,22 @@ pub fn main(args: Vec<OsString>) -> ! {
         let _ = engine.send(Event::EngineGone);
     });
     std::thread::spawn(move || reap(child, &tx));
-    let mut ending = false;
     for event in rx {
         match event {
             Event::Exited(code) => std::process::exit(code),
             Event::Killed(sig) => exit_by(sig),
-            Event::EngineGone if !ending => {
-                ending = true;
-                // Everything holding the key, and the program itself for one that
-                // cleared its environment; the guard stays to reap it and exits then.
-                let key = key.clone();
-                std::thread::spawn(move || {
-                    let _ = kill(child, Signal::SIGTERM);
-                    match &key {
-                        Some(key) => end_key_blocking(key, grace),
-                        None => std::thread::sleep(grace),
-                    }
-                    let _ = kill(child, Signal::SIGKILL);
-                });
+            Event::EngineGone => {
+                // No one reads the step any more. Everything holding its key goes (the
+                // program itself by pid too, for one that cleared its environment), and
+                // only then the guard: the reaper thread reaps meanwhile.
+                let _ = kill(child, Signal::SIGTERM);
+                match &mark {
+                    Some(mark) => end_marked_blocking(mark, grace),
+                    None => std::thread::sleep(grace),
+                }
+                let _ = kill(child, Signal::SIGKILL);
+                std::process::exit(1);
             }
-            Event::EngineGone => {}
         }
     }
     std::process::exit(1)

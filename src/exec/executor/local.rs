@@ -6,7 +6,7 @@
 use super::drain::drain_readers;
 use super::{BoxFuture, ExecError, Executor, Found, Identity, Labels, Launch, Program, Started};
 use crate::exec::lines::pump;
-use crate::exec::process::{KEY_VAR, end_key, signal_group, signal_key, start_time, stop_child};
+use crate::exec::process::{Mark, end_marked, signal_group, signal_marked, start_time, stop_child};
 use crate::exec::redact::Redactor;
 use crate::exec::{Finish, LogSender};
 use crate::store::Stream;
@@ -109,11 +109,7 @@ fn spawn(launch: &Launch, log: LogSender) -> Result<LocalStep, ExecError> {
     ];
     Ok(LocalStep {
         start_time: start_time(pid),
-        key: env
-            .vars
-            .iter()
-            .find(|(k, _)| k == KEY_VAR)
-            .map(|(_, v)| v.clone()),
+        mark: Mark::from_vars(env.vars.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
         _engine_end: engine_end,
         child,
         pid,
@@ -179,8 +175,8 @@ struct LocalStep {
     child: Child,
     pid: u32,
     start_time: Option<u64>,
-    /// Its `BATON_EXECUTION_KEY`: stopping it ends every process that holds it.
-    key: Option<String>,
+    /// Its execution key and workspace: stopping it ends every process that carries them.
+    mark: Option<Mark>,
     /// The engine's end of the guard's pipe: closed when the engine dies (or this is
     /// dropped), which ends the step.
     _engine_end: Option<OwnedFd>,
@@ -197,8 +193,9 @@ impl LocalStep {
         drain_readers(&mut self.readers, &mut self.drain_until, DRAIN_AFTER_EXIT).await;
         signal_group(self.pid, Signal::SIGKILL);
         // What left the group (a `setsid` child) goes too: nothing outlives its step.
-        if let Some(key) = self.key.clone() {
-            let _ = tokio::task::spawn_blocking(move || signal_key(&key, Signal::SIGKILL)).await;
+        if let Some(mark) = self.mark.clone() {
+            let _ =
+                tokio::task::spawn_blocking(move || signal_marked(&mark, Signal::SIGKILL)).await;
         }
     }
 }
@@ -236,8 +233,8 @@ impl Started for LocalStep {
                 stop_child(&mut self.child, self.pid, grace).await;
                 self.exited = Some(Finish::Cancelled);
                 // The processes out of the group's reach get what is left of the grace.
-                if let Some(key) = &self.key {
-                    end_key(key, grace.saturating_sub(started.elapsed())).await;
+                if let Some(mark) = &self.mark {
+                    end_marked(mark, grace.saturating_sub(started.elapsed())).await;
                 }
             }
             self.drain().await;

@@ -127,25 +127,24 @@ pub fn main(args: Vec<OsString>) -> ! {
         let _ = engine.send(Event::EngineGone);
     });
     std::thread::spawn(move || reap(child, &tx));
-    for event in rx {
-        match event {
-            Event::Exited(code) => std::process::exit(code),
-            Event::Killed(sig) => exit_by(sig),
-            Event::EngineGone => {
-                // No one reads the step any more. Everything holding its key goes (the
-                // program itself by pid too, for one that cleared its environment), and
-                // only then the guard: the reaper thread reaps meanwhile.
-                let _ = kill(child, Signal::SIGTERM);
-                match &mark {
-                    Some(mark) => end_marked_blocking(mark, grace),
-                    None => std::thread::sleep(grace),
-                }
-                let _ = kill(child, Signal::SIGKILL);
-                std::process::exit(1);
+    // Every event ends the guard; a closed channel cannot happen while `reap` holds `tx`.
+    match rx.recv() {
+        Ok(Event::Exited(code)) => std::process::exit(code),
+        Ok(Event::Killed(sig)) => exit_by(sig),
+        Ok(Event::EngineGone) => {
+            // No one reads the step any more. Everything holding its key goes (the
+            // program itself by pid too, for one that cleared its environment), and only
+            // then the guard: the reaper thread reaps meanwhile.
+            let _ = kill(child, Signal::SIGTERM);
+            match &mark {
+                Some(mark) => end_marked_blocking(mark, grace),
+                None => std::thread::sleep(grace),
             }
+            let _ = kill(child, Signal::SIGKILL);
+            std::process::exit(1)
         }
+        Err(_) => std::process::exit(1),
     }
-    std::process::exit(1)
 }
 
 /// Reaps every child (the program, and the orphans handed to us as subreaper) and reports

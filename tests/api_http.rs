@@ -2,8 +2,8 @@
 //! following a task to its gate and on to done, signed GitHub pushes fired once, trigger
 //! webhooks, body limits, and the Python MCP client over `/mcp`.
 
-mod api_common;
 mod infra;
+mod api_common;
 
 use api_common::Server;
 use reqwest::StatusCode;

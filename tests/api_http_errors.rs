@@ -3,8 +3,8 @@
 //! JSON sentence with the status that fits; the GitHub webhook takes a tunnel's `Host`; an old
 //! workspace's `.gitignore` learns to ignore the token.
 
-mod api_common;
 mod infra;
+mod api_common;
 
 use api_common::Server;
 use reqwest::StatusCode;

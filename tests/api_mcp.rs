@@ -2,8 +2,8 @@
 //! created and started, approved at its gate (waited for through resource notifications),
 //! its log read; bad input answered with the CLI's sentence.
 
-mod api_common;
 mod infra;
+mod api_common;
 
 #[test]
 fn python_client_drives_a_task_through_baton_mcp_on_stdio() {

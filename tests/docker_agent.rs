@@ -2,9 +2,9 @@
 //! fake CLI agent baked into an image runs sandboxed, and `[executor]` in config.toml puts
 //! plain steps in containers. Skipped, with a message, where no daemon answers.
 
+mod infra;
 mod common;
 mod docker_support;
-mod infra;
 use common::Ws;
 use docker_support::{AGENT_IMAGE, IMAGE, agent_image, image, pipeline_of, run_wait};
 use std::time::Duration;

@@ -5,9 +5,9 @@
 //! These need a daemon (`.ci/run` starts one) and build their image themselves (see
 //! `docker_support`). Where no daemon answers they say so on stderr and pass.
 
+mod infra;
 mod common;
 mod docker_support;
-mod infra;
 use common::{Ws, git, spawn_engine, wait_for, wait_within};
 use docker_support::{Cleanup, IMAGE, containers, image, pipeline, run_wait};
 use std::time::{Duration, Instant};

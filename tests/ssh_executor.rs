@@ -2,8 +2,8 @@
 //! the step runs, its commit comes back; abort ends the remote process group; a cut
 //! connection is an error.
 
-mod common;
 mod infra;
+mod common;
 mod support_sshd;
 
 use baton::exec::executor::ssh::{Ssh, SshHost};

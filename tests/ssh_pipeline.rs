@@ -2,8 +2,8 @@
 //! loopback host (a real sshd), its commit landing on the task branch; a connection lost
 //! mid-step is an `error`, retried per the step's `retries`.
 
-mod common;
 mod infra;
+mod common;
 mod support_sshd;
 
 use common::{Ws, git, wait_within};

@@ -12,6 +12,11 @@ fn main() {
             nix::sys::signal::SigHandler::SigDfl,
         );
     }
+    // A step's guard (started by the engine, see `exec::guard`): no command line to parse.
+    let mut args = std::env::args_os().skip(1);
+    if args.next().is_some_and(|a| a == baton::exec::guard::ARG) {
+        baton::exec::guard::main(args.collect());
+    }
     let _ = color_eyre::install();
     // Usage errors exit 1 like every other error (2 means "waiting at a gate" for `run --wait`).
     let cli = match Cli::try_parse() {

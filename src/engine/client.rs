@@ -84,7 +84,19 @@ pub fn submit(ws: &Workspace, store: &mut Store, req: &Request) -> Result<Submit
     let lock = lock_unless_engine(ws);
     if lock.is_none() {
         let body = serde_json::to_value(req).map_err(|e| EngineError::Other(e.to_string()))?;
-        let id = store.write(|db| db.insert_command(Some(req.task_id), &body))?;
+        let id = match store.write(|db| db.insert_command(Some(req.task_id), &body)) {
+            Ok(id) => id,
+            // The command cannot be queued (a full disk): an abort goes to the engine on its
+            // socket instead, which stops the step at once and records the abort later.
+            Err(e) if matches!(req.action, super::Action::Abort { .. }) => {
+                return match super::wake::abort(&ws.dir(), req, ANSWER_WITHIN) {
+                    Some(Ok(summary)) => Ok(Submitted::ByEngine(summary)),
+                    Some(Err(reason)) => Err(EngineError::Other(reason)),
+                    None => Err(e.into()),
+                };
+            }
+            Err(e) => return Err(e.into()),
+        };
         let deadline = Instant::now() + ANSWER_WITHIN;
         // The engine answers on its socket once it has applied the queued commands; without
         // a socket (or an answer), the row is looked at again every so often.
@@ -179,7 +191,7 @@ pub fn submit(ws: &Workspace, store: &mut Store, req: &Request) -> Result<Submit
     if let Some(moved) = &applied.moved {
         // Steps recorded as running with no engine alive belong to a dead engine: end them.
         for step in &moved.stop {
-            super::recovery::end_orphan(step, cfg.kill_grace);
+            super::recovery::end_orphan(ws, step, cfg.kill_grace);
         }
         if !moved.followups.is_empty() {
             super::followups::run_here(ws, git, cfg.kill_grace, moved.followups.clone());

@@ -177,6 +177,14 @@ async fn run_rows(ctx: &Ctx, rows: Vec<FollowupRow>) {
                 continue;
             }
         };
+        // An earlier attempt was cut off by a dead engine: whatever of it still runs (its
+        // guard ends it with the engine, but a guard can be killed too) goes before this
+        // one starts, so two never run at once.
+        if attempt > 1 {
+            let root = ctx.ws.root().display().to_string();
+            let mark = crate::exec::process::Mark::new(&row.key, &root);
+            crate::exec::process::end_marked(&mark, ctx.kill_grace).await;
+        }
         let body: Option<FollowUp> = serde_json::from_value(row.body.clone()).ok();
         let hook_index = match &body {
             Some(FollowUp::Hook { index, .. }) => Some(*index),

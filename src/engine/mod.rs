@@ -51,6 +51,8 @@ use tokio_util::sync::CancellationToken;
 /// Without a wake socket (its path too long for the OS, say), the engine looks at the
 /// database this often instead.
 const FALLBACK_SWEEP: Duration = Duration::from_secs(1);
+/// An abort whose record failed (a full disk) is tried again this often.
+const ABORT_RETRY: Duration = Duration::from_secs(1);
 
 /// Something that happened, for subscribers such as the TUI.
 #[derive(Debug, Clone)]
@@ -192,6 +194,10 @@ pub struct Engine {
     /// The OpenCode server `"serve": true` profiles use, started when a step needs it and
     /// stopped when the engine ends.
     opencode: Arc<crate::exec::agent::opencode_serve::OpencodeServer>,
+    /// Aborts applied to their steps but not yet recorded (the write failed).
+    pending_aborts: Vec<Request>,
+    /// An abort (one of those, or a queued command) waits to be recorded: look again soon.
+    abort_retry: bool,
 }
 
 impl Engine {
@@ -301,6 +307,8 @@ impl Engine {
             opencode: Arc::new(crate::exec::agent::opencode_serve::OpencodeServer::new(
                 ws.root(),
             )),
+            pending_aborts: Vec::new(),
+            abort_retry: false,
         })
     }
 
@@ -390,8 +398,8 @@ impl Engine {
         Ok(())
     }
 
-    /// The next time something is due by the clock: a delayed step, a trigger, or the
-    /// fallback sweep when other processes cannot wake the engine.
+    /// The next time something is due by the clock: a delayed step, a trigger, an abort to
+    /// record again, or the fallback sweep when other processes cannot wake the engine.
     fn next_timer(&self) -> Option<tokio::time::Instant> {
         let now = tokio::time::Instant::now();
         let due = self.next_due.map(|at| {
@@ -403,7 +411,8 @@ impl Engine {
             .next_wake()
             .map(tokio::time::Instant::from_std);
         let sweep = self._wake.is_none().then(|| now + FALLBACK_SWEEP);
-        [due, trigger, sweep].into_iter().flatten().min()
+        let abort = self.abort_retry.then(|| now + ABORT_RETRY);
+        [due, trigger, sweep, abort].into_iter().flatten().min()
     }
 
     /// Waits for the next thing to happen; true when the database should be looked at.
@@ -423,18 +432,28 @@ impl Engine {
                 true
             }
             Some(w) = self.wake_rx.recv() => {
+                use tokio::io::AsyncWriteExt;
                 let mut waiters = Vec::new();
+                let mut aborts = Vec::new();
                 let mut w = Some(w);
                 // Coalesce a burst of wake-ups into one look.
                 while let Some(next) = w.take().or_else(|| self.wake_rx.try_recv().ok()) {
-                    if let wake::Wake::Wait(stream) = next {
-                        waiters.push(stream);
+                    match next {
+                        wake::Wake::Wait(stream) => waiters.push(stream),
+                        wake::Wake::Abort(req, stream) => aborts.push((req, stream)),
+                        wake::Wake::Poke => {}
                     }
+                }
+                for (req, mut s) in aborts {
+                    let line = match self.apply_command(*req, None).await {
+                        Ok(summary) => format!("ok {}\n", summary.replace('\n', " ")),
+                        Err(e) => format!("error {}\n", e.replace('\n', " ")),
+                    };
+                    let _ = s.write_all(line.as_bytes()).await;
                 }
                 let _ = self.events.send(EngineEvent::Changed);
                 self.drain_commands().await;
                 for mut s in waiters {
-                    use tokio::io::AsyncWriteExt;
                     let _ = s.write_all(b"ok\n").await;
                 }
                 true
@@ -497,6 +516,12 @@ impl Engine {
         command: Option<i64>,
     ) -> std::result::Result<String, String> {
         let task_id = req.task_id;
+        // An abort stops the task's step before anything is written: a write that fails
+        // (a full disk) must not leave it running. It is recorded once the write succeeds.
+        let abort = matches!(req.action, Action::Abort { .. });
+        if abort {
+            self.stop_steps_of(task_id);
+        }
         let clean = self.worktree_clean_for(task_id).await;
         let mut merged: Option<std::result::Result<(), String>> = None;
         let out = loop {
@@ -529,6 +554,18 @@ impl Engine {
             Ok(applied) => {
                 self.after(&applied).await;
                 Ok(applied.summary)
+            }
+            Err(EngineError::Store(e)) if abort => {
+                tracing::warn!("recording the abort of task {task_id} failed: {e}; trying again");
+                // A queued command stays pending and is applied again by the next look;
+                // a request from elsewhere is kept for it.
+                if command.is_none() && !self.pending_aborts.iter().any(|r| r.task_id == task_id) {
+                    self.pending_aborts.push(req);
+                }
+                self.abort_retry = true;
+                Ok(format!(
+                    "task {task_id}: its step is stopped; the abort could not be recorded yet ({e}) and is recorded as soon as the database can be written"
+                ))
             }
             Err(e) => {
                 let text = e.to_string();
@@ -622,7 +659,21 @@ impl Engine {
         }
     }
 
+    /// Stops the running steps of a task (an abort, before it is recorded).
+    fn stop_steps_of(&mut self, task_id: i64) {
+        for r in self.running.values_mut().filter(|r| r.task_id == task_id) {
+            r.reason = Some(StopReason::Moved);
+            r.cancel.cancel();
+        }
+    }
+
     async fn drain_commands(&mut self) {
+        // Aborts whose steps were stopped but whose record failed: recorded now if the
+        // database takes them (one that fails again is kept again).
+        self.abort_retry = false;
+        for req in std::mem::take(&mut self.pending_aborts) {
+            let _ = self.apply_command(req, None).await;
+        }
         let pending = match self.store.read(|db| db.pending_commands()).await {
             Ok(p) => p,
             Err(e) => {

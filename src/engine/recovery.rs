@@ -1,11 +1,14 @@
 //! Start-up recovery: steps left `running` by a dead engine become `interrupted`, and a
-//! process group that outlived its engine is ended once it is proven to be that step's.
+//! process group that outlived its engine is ended once it is proven to be that step's,
+//! with every process still holding the step's execution key.
 //! A step on an executor that keeps it (a container, a Job) is looked for there and picked
 //! back up; one whose executor does not answer stays `running` until it does.
 
 use super::actions::{Action, Request, apply};
 use super::results::interrupt_step;
-use crate::exec::process::{Orphan, classify_orphan, group_alive, signal_group};
+use crate::exec::process::{
+    Mark, Orphan, classify_orphan, end_marked_blocking, group_alive, signal_group,
+};
 use crate::pipeline::{ExecutorSpec, Pipeline, StepAction};
 use crate::store::{NewEvent, StepRun, Store, StoreHandle, Task, TaskFilter, TaskState};
 use crate::workspace::Workspace;
@@ -89,6 +92,7 @@ pub(super) async fn look(
             None
         } else {
             let step = step.clone();
+            let root = ws.root().display().to_string();
             tokio::task::spawn_blocking(move || {
                 // A step on another executor is ended here only by the pid it recorded:
                 // looking for the key in every process's environment would find a local
@@ -97,8 +101,14 @@ pub(super) async fn look(
                     orphan_group(&step)
                 } else {
                     recorded_group(&step)
-                }?;
-                Some((i64::from(group.0), end_group_of(group, grace)))
+                };
+                let ended = group.map(|g| (i64::from(g.0), end_group_of(g, grace)));
+                // What left the group (a command in a session of its own) still holds
+                // the step's key.
+                if local {
+                    end_marked_blocking(&Mark::new(&step.execution_key, &root), grace);
+                }
+                ended
             })
             .await
             .ok()
@@ -287,12 +297,16 @@ fn what_ran(spec: &ExecutorSpec) -> String {
 }
 
 /// Ends the process group a step recorded, if it is still that step's (pid reuse is checked
-/// against the recorded start time). Returns what was found.
-pub fn end_orphan(step: &crate::store::StepRun, grace: Duration) -> Orphan {
-    match orphan_group(step) {
+/// against the recorded start time), then whatever else holds the step's execution key.
+/// Returns what was found of the group.
+pub fn end_orphan(ws: &Workspace, step: &crate::store::StepRun, grace: Duration) -> Orphan {
+    let verdict = match orphan_group(step) {
         Some(group) => end_group_of(group, grace),
         None => Orphan::Gone,
-    }
+    };
+    let root = ws.root().display().to_string();
+    end_marked_blocking(&Mark::new(&step.execution_key, &root), grace);
+    verdict
 }
 
 /// Ends a recorded group if it is still the step's.

@@ -4,6 +4,9 @@
 //! - `poke`: something changed in the database (a queued command, a new task): look now.
 //! - `wait`: like `poke`, and the engine answers `ok` once it has applied the queued
 //!   commands, so the client can read its command's result at once.
+//! - `abort <request as JSON>`: an abort the client could not queue (the database cannot
+//!   be written, a full disk): the engine stops the task's step at once and records the
+//!   abort as soon as it can, answering `ok <summary>` or `error <reason>`.
 //! - `subscribe`: the connection stays open and receives a line per change (`task N`,
 //!   `log N`, `all`); it ends when the engine stops, so an attached board also learns that.
 //!
@@ -29,6 +32,8 @@ pub enum Wake {
     Poke,
     /// Look, then answer `ok` on this connection.
     Wait(UnixStream),
+    /// Apply this abort, then answer with its result on this connection.
+    Abort(Box<super::Request>, UnixStream),
 }
 
 /// The engine's end: the listening socket, removed when dropped.
@@ -98,6 +103,17 @@ async fn serve(
         "wait" => {
             let _ = wake.send(Wake::Wait(stream));
         }
+        l if l.starts_with("abort ") => match serde_json::from_str(&l["abort ".len()..]) {
+            Ok(req) => {
+                let _ = wake.send(Wake::Abort(Box::new(req), stream));
+            }
+            Err(e) => {
+                let mut stream = stream;
+                let _ = stream
+                    .write_all(format!("error the abort request is malformed ({e})\n").as_bytes())
+                    .await;
+            }
+        },
         "subscribe" => {
             tokio::select! {
                 _ = subscribe(stream, events) => {}
@@ -148,6 +164,28 @@ pub fn listening(baton_dir: &Path) -> bool {
     std::os::unix::net::UnixStream::connect(socket_path(baton_dir))
         .and_then(|mut s| s.write_all(b"poke\n"))
         .is_ok()
+}
+
+/// Hands an abort straight to the running engine, for when it cannot be queued in the
+/// database. None when no engine listens or it did not answer within `timeout`; else the
+/// engine's summary, or its reason for refusing.
+pub fn abort(
+    baton_dir: &Path,
+    req: &super::Request,
+    timeout: Duration,
+) -> Option<Result<String, String>> {
+    let body = serde_json::to_string(req).ok()?;
+    let mut s = std::os::unix::net::UnixStream::connect(socket_path(baton_dir)).ok()?;
+    s.write_all(format!("abort {body}\n").as_bytes()).ok()?;
+    s.set_read_timeout(Some(timeout)).ok()?;
+    let mut line = String::new();
+    BufReader::new(s).read_line(&mut line).ok()?;
+    let line = line.trim_end();
+    if let Some(summary) = line.strip_prefix("ok ") {
+        Some(Ok(summary.to_string()))
+    } else {
+        line.strip_prefix("error ").map(|e| Err(e.to_string()))
+    }
 }
 
 /// A connection on which the engine will say `ok` once it has applied queued commands.

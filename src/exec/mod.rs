@@ -3,6 +3,7 @@
 
 pub mod agent;
 pub mod executor;
+pub mod guard;
 mod lines;
 pub mod process;
 pub mod redact;

@@ -1,4 +1,7 @@
-//! Process groups: identity and signalling.
+//! Process groups and execution keys: identity and signalling. A step's process group is
+//! not all of it: a program may start a child in a session of its own (Claude runs each
+//! shell command so), which no group signal reaches. Every process a step starts inherits
+//! its `BATON_EXECUTION_KEY`, so the key finds them all.
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
@@ -67,6 +70,111 @@ pub fn find_group_by_env(name: &str, value: &str) -> Option<(u32, Option<u64>)> 
         .map(|pid| (pid, start_time(pid)))
 }
 
+/// The variable every process of a step (or `run` hook) carries in its environment.
+pub const KEY_VAR: &str = "BATON_EXECUTION_KEY";
+/// The workspace root, also in every step's environment: keys are unique only within one.
+pub const WORKSPACE_VAR: &str = "BATON_WORKSPACE";
+
+/// What marks the processes of one step (or hook) of one workspace: its execution key and
+/// its workspace's root, as found in their environments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mark {
+    needles: Vec<Vec<u8>>,
+}
+
+impl Mark {
+    /// The mark of `key` in the workspace whose root is `workspace`.
+    pub fn new(key: &str, workspace: &str) -> Self {
+        Self {
+            needles: vec![
+                format!("{KEY_VAR}={key}").into_bytes(),
+                format!("{WORKSPACE_VAR}={workspace}").into_bytes(),
+            ],
+        }
+    }
+
+    /// The mark a step's environment gives its processes (the key alone where it names
+    /// no workspace); None without a key.
+    pub fn from_vars<'a>(vars: impl IntoIterator<Item = (&'a str, &'a str)>) -> Option<Self> {
+        let (mut key, mut workspace) = (None, None);
+        for (k, v) in vars {
+            match k {
+                KEY_VAR => key = Some(v),
+                WORKSPACE_VAR => workspace = Some(v),
+                _ => {}
+            }
+        }
+        let mut mark = Self::new(key?, workspace.unwrap_or_default());
+        if workspace.is_none() {
+            mark.needles.truncate(1);
+        }
+        Some(mark)
+    }
+
+    /// True when a process environment (`/proc/<pid>/environ`) carries the mark.
+    fn on(&self, environ: &[u8]) -> bool {
+        self.needles
+            .iter()
+            .all(|n| environ.split(|b| *b == 0).any(|kv| kv == n.as_slice()))
+    }
+}
+
+/// Every live process of this user, other than this one, that carries `mark`. Other
+/// users' environments cannot be read, and a step's processes are all this user's.
+pub fn marked(mark: &Mark) -> Vec<u32> {
+    let me = std::process::id();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| *pid != me && !is_zombie(*pid))
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|e| mark.on(&e)))
+        .collect()
+}
+
+/// True for a process that has exited and waits to be reaped (or is gone already).
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let rest = &stat[stat.rfind(')')? + 2..];
+            Some(rest.starts_with('Z') || rest.starts_with('X'))
+        })
+        .unwrap_or(true)
+}
+
+/// Sends `sig` to every process that carries `mark`; how many there were.
+pub fn signal_marked(mark: &Mark, sig: Signal) -> usize {
+    let pids = marked(mark);
+    for pid in &pids {
+        let _ = nix::sys::signal::kill(Pid::from_raw(*pid as i32), sig);
+    }
+    pids.len()
+}
+
+/// SIGTERM to every process that carries `mark`, up to `grace` for them to go, then
+/// SIGKILL to what is left. Blocks: for recovery's and the guard's threads.
+pub fn end_marked_blocking(mark: &Mark, grace: std::time::Duration) {
+    if signal_marked(mark, Signal::SIGTERM) == 0 {
+        return;
+    }
+    let deadline = std::time::Instant::now() + grace;
+    while std::time::Instant::now() < deadline {
+        if marked(mark).is_empty() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    signal_marked(mark, Signal::SIGKILL);
+}
+
+/// [`end_marked_blocking`] off the async threads.
+pub async fn end_marked(mark: &Mark, grace: std::time::Duration) {
+    let mark = mark.clone();
+    let _ = tokio::task::spawn_blocking(move || end_marked_blocking(&mark, grace)).await;
+}
+
 /// What recovery may do with a group recorded by a dead engine.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Orphan {
@@ -124,6 +232,34 @@ pub async fn stop_child(child: &mut tokio::process::Child, pgid: u32, grace: std
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_mark_finds_a_process_in_another_session_and_ends_it() {
+        let key = format!("test-key-{}", std::process::id());
+        // `setsid` puts the sleeper out of reach of any group signal.
+        let mut child = std::process::Command::new("setsid")
+            .args(["sleep", "300"])
+            .env(KEY_VAR, &key)
+            .env(WORKSPACE_VAR, "/ws/a")
+            .spawn()
+            .expect("setsid runs");
+        let pid = child.id();
+        let mark = Mark::new(&key, "/ws/a");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !marked(&mark).contains(&pid) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the mark was never found"
+            );
+            std::thread::yield_now();
+        }
+        // The same key in another workspace is another step.
+        assert!(marked(&Mark::new(&key, "/ws/b")).is_empty());
+        end_marked_blocking(&mark, std::time::Duration::from_secs(5));
+        let status = child.wait().unwrap();
+        assert!(!status.success(), "the sleeper was ended, not finished");
+        assert!(marked(&mark).is_empty());
+    }
 
     #[test]
     fn reads_own_start_time() {

@@ -1,17 +1,21 @@
 //! The `local` executor: the step's process on this machine, in the task's worktree, in a
-//! process group of its own, its output streamed line by line.
+//! process group of its own, its output streamed line by line. From the `baton` binary it
+//! runs under a guard (`exec::guard`) that ends it when the engine dies; stopping it ends
+//! every process holding its execution key, in whatever session.
 
 use super::drain::drain_readers;
 use super::{
     BoxFuture, ExecError, Executor, Found, Identity, Labels, Launch, Program, Started, StdinWay,
 };
 use crate::exec::lines::pump;
-use crate::exec::process::{signal_group, start_time, stop_child};
+use crate::exec::process::{Mark, end_marked, signal_group, signal_marked, start_time, stop_child};
 use crate::exec::redact::Redactor;
 use crate::exec::{Finish, LogSender};
 use crate::store::Stream;
 use nix::sys::signal::Signal;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,21 +60,27 @@ impl Executor for Local {
 
 fn spawn(launch: &Launch, log: LogSender) -> Result<LocalStep, ExecError> {
     let env = &launch.env;
-    let (mut cmd, what) = match &launch.program {
-        Program::Shell(script) => {
-            let mut c = Command::new("sh");
-            c.arg("-c").arg(script);
-            (c, "sh".to_string())
-        }
-        Program::Argv(argv) => {
-            let Some(program) = argv.first() else {
-                return Err(ExecError("the command line is empty".into()));
-            };
-            let mut c = Command::new(program);
-            c.args(&argv[1..]);
-            (c, program.clone())
-        }
+    let argv: Vec<String> = match &launch.program {
+        Program::Shell(script) => vec!["sh".into(), "-c".into(), script.clone()],
+        Program::Argv(argv) => argv.clone(),
     };
+    let Some(what) = argv.first().cloned() else {
+        return Err(ExecError("the command line is empty".into()));
+    };
+    let (mut cmd, engine_end) = guarded(&argv, env.kill_grace)?;
+    // Under a guard a missing program would only show as its exit: say it as before.
+    if engine_end.is_some() {
+        let path = env.vars.iter().rev().find(|(k, _)| k == "PATH");
+        let path = path
+            .map(|(_, v)| v.into())
+            .or_else(|| std::env::var_os("PATH"));
+        runnable(&what, &env.workdir, path.as_deref()).map_err(|e| {
+            ExecError(format!(
+                "could not start `{what}` in {}: {e}",
+                env.workdir.display()
+            ))
+        })?;
+    }
     // The engine's own secrets (a webhook secret, an API token) are none of a step's
     // business: it does not inherit them. One the step's `env` names is its own.
     for (name, _) in std::env::vars_os() {
@@ -89,7 +99,9 @@ fn spawn(launch: &Launch, log: LogSender) -> Result<LocalStep, ExecError> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
-        .kill_on_drop(true);
+        // A guard ends the step itself when its pipe closes, after the grace period; a
+        // SIGKILL would leave the program running without it.
+        .kill_on_drop(engine_end.is_none());
     let mut child = cmd.spawn().map_err(|e| {
         ExecError(format!(
             "could not start `{what}` in {}: {e}",
@@ -125,6 +137,8 @@ fn spawn(launch: &Launch, log: LogSender) -> Result<LocalStep, ExecError> {
     ];
     Ok(LocalStep {
         start_time: start_time(pid),
+        mark: Mark::from_vars(env.vars.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
+        _engine_end: engine_end,
         child,
         pid,
         readers: readers.into_iter().flatten().collect(),
@@ -133,11 +147,67 @@ fn spawn(launch: &Launch, log: LogSender) -> Result<LocalStep, ExecError> {
     })
 }
 
+/// The command that starts `argv`: under a guard when this is the `baton` binary, with
+/// the write end of the guard's pipe, which only this process holds; else `argv` itself.
+fn guarded(argv: &[String], grace: Duration) -> Result<(Command, Option<OwnedFd>), ExecError> {
+    let Some(exe) = crate::exec::guard::exe() else {
+        let mut c = Command::new(&argv[0]);
+        c.args(&argv[1..]);
+        return Ok((c, None));
+    };
+    // Both ends close on exec: no other child ever holds them. The guard's copy of the
+    // read end is opened up in its own process only, just before it starts.
+    let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| ExecError(format!("could not make the step's guard pipe: {e}")))?;
+    let fd = read.as_raw_fd();
+    let mut c = Command::new(exe);
+    c.arg0("baton")
+        .arg(crate::exec::guard::ARG)
+        .arg(fd.to_string())
+        .arg(grace.as_millis().to_string())
+        .args(argv);
+    // SAFETY: only fcntl, which is async-signal-safe, runs between fork and exec; `read`
+    // stays open in the parent (it is moved into the closure) until the command is dropped.
+    unsafe {
+        c.pre_exec(move || {
+            let fd = std::os::fd::BorrowedFd::borrow_raw(read.as_raw_fd());
+            nix::fcntl::fcntl(
+                fd,
+                nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
+            )?;
+            Ok(())
+        });
+    }
+    Ok((c, Some(write)))
+}
+
+/// Whether `program` can be started in `dir` with the search path `path`.
+fn runnable(program: &str, dir: &Path, path: Option<&std::ffi::OsStr>) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    let found = if program.contains('/') {
+        executable(&dir.join(program))
+    } else {
+        path.is_some_and(|path| std::env::split_paths(path).any(|d| executable(&d.join(program))))
+    };
+    match found {
+        true => Ok(()),
+        false => Err(std::io::Error::from_raw_os_error(nix::libc::ENOENT)),
+    }
+}
+
 /// A local step's process group.
 struct LocalStep {
     child: Child,
     pid: u32,
     start_time: Option<u64>,
+    /// Its execution key and workspace: stopping it ends every process that carries them.
+    mark: Option<Mark>,
+    /// The engine's end of the guard's pipe: closed when the engine dies (or this is
+    /// dropped), which ends the step.
+    _engine_end: Option<OwnedFd>,
     readers: Vec<JoinHandle<()>>,
     exited: Option<Finish>,
     drain_until: Option<tokio::time::Instant>,
@@ -150,6 +220,11 @@ impl LocalStep {
     async fn drain(&mut self) {
         drain_readers(&mut self.readers, &mut self.drain_until, DRAIN_AFTER_EXIT).await;
         signal_group(self.pid, Signal::SIGKILL);
+        // What left the group (a `setsid` child) goes too: nothing outlives its step.
+        if let Some(mark) = self.mark.clone() {
+            let _ =
+                tokio::task::spawn_blocking(move || signal_marked(&mark, Signal::SIGKILL)).await;
+        }
     }
 }
 
@@ -182,8 +257,13 @@ impl Started for LocalStep {
     fn abort(&mut self, grace: Duration) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             if self.exited.is_none() {
+                let started = tokio::time::Instant::now();
                 stop_child(&mut self.child, self.pid, grace).await;
                 self.exited = Some(Finish::Cancelled);
+                // The processes out of the group's reach get what is left of the grace.
+                if let Some(mark) = &self.mark {
+                    end_marked(mark, grace.saturating_sub(started.elapsed())).await;
+                }
             }
             self.drain().await;
         })

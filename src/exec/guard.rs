@@ -1,0 +1,179 @@
+//! The guard: a small process between the engine and a local step (or `run` hook), so that
+//! nothing the step started outlives the engine that reads it.
+//!
+//! The engine starts `baton __guard <fd> <grace-ms> <program> <args…>` instead of the
+//! program, as the leader of the step's process group. The guard makes itself the
+//! subreaper of everything below it (so descendants that leave their session still end up
+//! as its children, not init's), starts the program in the same group, and waits. What the
+//! engine does to the group (abort, time-out) reaches the program as it always did; the
+//! guard only keeps the signals it gets from ending itself early. Two things end it:
+//!
+//! - the program exits: the guard exits the same way (the same code, or the same signal),
+//!   so the engine sees what it would have seen without it;
+//! - the read end `<fd>` of a pipe whose write end only the engine holds reaches its end:
+//!   the engine is gone (`kill -9`, a crash), so no one reads the step any more. The guard
+//!   ends every process holding the step's `BATON_EXECUTION_KEY` (of its workspace) (SIGTERM, the grace
+//!   period, SIGKILL), its own child included, and exits. A pipe rather than a parent-death
+//!   signal: that fires when the engine *thread* that forked exits, which tokio's blocking
+//!   threads do;
+//!
+//! It blocks in two threads (pipe read, `waitpid`) and never polls.
+
+use crate::exec::process::{Mark, end_marked_blocking};
+use nix::sys::signal::{SigSet, Signal, kill};
+use nix::sys::wait::{WaitStatus, waitpid};
+use nix::unistd::Pid;
+use std::ffi::OsString;
+use std::io::Read;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The hidden first argument that makes `baton` a guard.
+pub const ARG: &str = "__guard";
+
+/// The program to start as a guard: this very binary when it is `baton` (under tests the
+/// current program is a test harness, which cannot be one: steps then start directly).
+/// `BATON_STEP_GUARD=off` in the engine's environment starts steps without one (tests of
+/// recovery use it to leave a step behind a killed engine).
+pub fn exe() -> Option<PathBuf> {
+    if std::env::var_os("BATON_STEP_GUARD").is_some_and(|v| v == "off") {
+        return None;
+    }
+    let me = std::env::current_exe().ok()?;
+    let name = me.file_name()?.to_str()?;
+    // A rebuilt binary reads `baton (deleted)`; its image is still there to start again.
+    (name == "baton" || name == "baton (deleted)").then(|| PathBuf::from("/proc/self/exe"))
+}
+
+/// What the guard's threads report.
+enum Event {
+    /// The program ended: its exit code, or the signal that ended it.
+    Exited(i32),
+    Killed(Signal),
+    /// The engine's end of the pipe is closed.
+    EngineGone,
+}
+
+/// Runs the guard: `args` are what follows `__guard`. Never returns.
+pub fn main(args: Vec<OsString>) -> ! {
+    let mut args = args.into_iter();
+    let fd = args.next().and_then(|a| a.to_str()?.parse::<i32>().ok());
+    let grace = args.next().and_then(|a| a.to_str()?.parse::<u64>().ok());
+    let argv: Vec<OsString> = args.collect();
+    let (Some(fd), Some(grace), Some(program)) = (fd, grace, argv.first()) else {
+        eprintln!("baton: `{ARG}` is started by the engine, not by hand");
+        std::process::exit(2);
+    };
+    let grace = Duration::from_millis(grace);
+    let vars: Vec<(String, String)> = std::env::vars().collect();
+    let mark = Mark::from_vars(vars.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    // Orphaned descendants, even those in a session of their own, become our children.
+    let _ = nix::sys::prctl::set_child_subreaper(true);
+    // SAFETY: the engine passes the read end of its pipe under this number and nothing
+    // else in this process owns it.
+    let watch = unsafe { OwnedFd::from_raw_fd(fd) };
+    // The program must not hold the engine's pipe.
+    let _ = nix::fcntl::fcntl(
+        &watch,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+    );
+    // The group's SIGTERM (abort) is for the program: blocked here (before any thread
+    // exists, so all inherit the mask), it waits pending until the guard exits the way the
+    // program did. The program starts with an empty mask (set between fork and exec).
+    let mut signals = SigSet::empty();
+    for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+        signals.add(s);
+    }
+    let _ = signals.thread_block();
+    let mut command = std::process::Command::new(program);
+    command.args(&argv[1..]);
+    // SAFETY: only sigprocmask, which is async-signal-safe, runs between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            nix::sys::signal::sigprocmask(
+                nix::sys::signal::SigmaskHow::SIG_SETMASK,
+                Some(&SigSet::empty()),
+                None,
+            )?;
+            Ok(())
+        });
+    }
+    let child = match command.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!(
+                "baton: could not start `{}`: {e}",
+                program.to_string_lossy()
+            );
+            std::process::exit(127);
+        }
+    };
+    let child = Pid::from_raw(child.id() as i32);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let engine = tx.clone();
+    std::thread::spawn(move || {
+        let mut pipe = std::fs::File::from(watch);
+        let mut buf = [0u8; 64];
+        loop {
+            match pipe.read(&mut buf) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        let _ = engine.send(Event::EngineGone);
+    });
+    std::thread::spawn(move || reap(child, &tx));
+    // Every event ends the guard; a closed channel cannot happen while `reap` holds `tx`.
+    match rx.recv() {
+        Ok(Event::Exited(code)) => std::process::exit(code),
+        Ok(Event::Killed(sig)) => exit_by(sig),
+        Ok(Event::EngineGone) => {
+            // No one reads the step any more. Everything holding its key goes (the
+            // program itself by pid too, for one that cleared its environment), and only
+            // then the guard: the reaper thread reaps meanwhile.
+            let _ = kill(child, Signal::SIGTERM);
+            match &mark {
+                Some(mark) => end_marked_blocking(mark, grace),
+                None => std::thread::sleep(grace),
+            }
+            let _ = kill(child, Signal::SIGKILL);
+            std::process::exit(1)
+        }
+        Err(_) => std::process::exit(1),
+    }
+}
+
+/// Reaps every child (the program, and the orphans handed to us as subreaper) and reports
+/// how the program ended.
+fn reap(child: Pid, tx: &std::sync::mpsc::Sender<Event>) {
+    loop {
+        match waitpid(None, None) {
+            Ok(WaitStatus::Exited(pid, code)) if pid == child => {
+                let _ = tx.send(Event::Exited(code));
+            }
+            Ok(WaitStatus::Signaled(pid, sig, _)) if pid == child => {
+                let _ = tx.send(Event::Killed(sig));
+            }
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            // No child left: the program was reaped and reported.
+            Err(_) => return,
+        }
+    }
+}
+
+/// Ends this process by `sig`, as the program was ended, so the engine reads the same.
+fn exit_by(sig: Signal) -> ! {
+    // SAFETY: restoring the default action; no handler of ours is replaced.
+    unsafe {
+        let _ = nix::sys::signal::signal(sig, nix::sys::signal::SigHandler::SigDfl);
+    }
+    let mut only = SigSet::empty();
+    only.add(sig);
+    let _ = only.thread_unblock();
+    let _ = nix::sys::signal::raise(sig);
+    std::process::exit(128 + sig as i32)
+}

@@ -21,10 +21,7 @@ pub fn missing(what: &str, how: &str) {
     }
     static SAID: Mutex<Option<HashSet<String>>> = Mutex::new(None);
     let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
-    if said
-        .get_or_insert_with(HashSet::new)
-        .insert(what.to_string())
-    {
+    if said.get_or_insert_with(HashSet::new).insert(what.to_string()) {
         eprintln!("SKIPPED: {what} is missing ({how}); set BATON_REQUIRE_INFRA=1 to fail instead");
     }
 }

@@ -479,6 +479,10 @@ fn abort_while_claude_runs_a_shell_command_leaves_no_process() {
         return;
     };
     coder_with_bash(rig.ws.root());
+    // No grace: claude is killed at once and cannot end the command itself, which runs in
+    // a session of its own (as after an OOM kill or a grace period that ran out).
+    rig.ws
+        .config("worktree_root = \"../worktrees\"\nkill_grace = \"1ms\"\n");
     let _engine = rig.engine();
     let id = new_task(&rig, "Tail", "Run tail.");
     let key = step_key(&rig);

@@ -363,3 +363,4 @@ async fn oc_message(
          "tokens": {"input": 120, "output": 30, "reasoning": 0, "cache": {"read": 5, "write": 0}}}
     ]}))
 }
+pub mod anthropic;

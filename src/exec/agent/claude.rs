@@ -38,13 +38,20 @@ impl ClaudeResult {
     /// `success`, which says nothing and is left out.
     pub fn reason(&self) -> String {
         let mut parts = Vec::new();
+        let mut text = self.text.trim();
         match self.api_status {
-            Some(status) => parts.push(format!("HTTP {status}")),
+            Some(status) => {
+                parts.push(format!("HTTP {status}"));
+                // Claude's own text repeats the status: "API Error: 500 Internal server error".
+                text = text
+                    .strip_prefix(&format!("API Error: {status}"))
+                    .map_or(text, str::trim_start);
+            }
             None if self.subtype != "success" => parts.push(self.subtype.clone()),
             None => {}
         }
-        if !self.text.trim().is_empty() {
-            parts.push(one_line(&self.text, 300));
+        if !text.is_empty() {
+            parts.push(one_line(text, 300));
         }
         parts.extend(self.errors.iter().map(|e| one_line(e, 300)));
         if parts.is_empty() {
@@ -231,10 +238,11 @@ fn system_line(v: &Value) -> Option<(Stream, String)> {
             v["model"].as_str().unwrap_or("?")
         ),
         "api_retry" => {
+            // A cut connection reports no status and the error `unknown`.
             let cause = match (v["error_status"].as_u64(), v["error"].as_str()) {
                 (Some(status), _) => format!("HTTP {status}"),
-                (None, Some(e)) => one_line(e, 120),
-                (None, None) => "an API error".into(),
+                (None, Some(e)) if e != "unknown" => one_line(&e.replace('_', " "), 120),
+                (None, _) => "a failed request".into(),
             };
             let mut line = format!("retrying after {cause}");
             let attempt = v["attempt"].as_u64();
@@ -392,6 +400,12 @@ mod tests {
             c.result.as_ref().unwrap().reason(),
             "HTTP 401: Invalid API key"
         );
+        let mut c = ClaudeStream::default();
+        c.feed(r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":500,"result":"API Error: 500 Internal server error. Try again."}"#);
+        assert_eq!(
+            c.result.unwrap().reason(),
+            "HTTP 500: Internal server error. Try again."
+        );
         assert!(
             shown.iter().any(|(s, t)| *s == Stream::Stderr
                 && t == "claude reported an error: HTTP 401: Invalid API key"),
@@ -422,7 +436,7 @@ mod tests {
                 ),
                 (
                     Stream::Stderr,
-                    "retrying after connection_error (attempt 2 of 10, in 1.2 s)".into()
+                    "retrying after connection error (attempt 2 of 10, in 1.2 s)".into()
                 ),
                 (Stream::System, "compacting the conversation…".into()),
                 (

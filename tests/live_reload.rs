@@ -222,3 +222,41 @@ fn a_broken_agent_profile_keeps_its_last_good_version_for_new_steps() {
         run.await.unwrap().unwrap();
     });
 }
+
+#[test]
+fn a_profile_saved_just_before_its_task_starts_is_found() {
+    use baton::engine::{Action, Request};
+    let ws = Ws::new();
+    let agents = ws.root().join(".baton/agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    ws.pipeline("ag.json", AGENT_PIPELINE);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let workspace = baton::workspace::Workspace::at(ws.root());
+        let engine = Engine::start(&workspace).await.expect("the engine starts");
+        let handle = engine.handle();
+        let mut events = handle.subscribe();
+        let run = tokio::spawn(engine.run(RunOptions::default()));
+        // The profile appears and its task starts at once, well inside the file watcher's
+        // quiet period: the engine's catalog has not reloaded it yet.
+        std::fs::write(agents.join("mine.json"), GOOD_AGENT).unwrap();
+        let id = ws.new_task("ag", "think now");
+        handle
+            .send(Request {
+                task_id: id,
+                action: Action::Start,
+                expected_status: None,
+                actor: "test".into(),
+            })
+            .await
+            .expect("start is applied");
+        until(&mut events, "the agent step to end", || {
+            let t = ws.show(id);
+            t["state"] != "running" && t["state"] != "queued"
+        })
+        .await;
+        assert_eq!(ws.show(id)["status"], "done", "{:#}", ws.show(id));
+        handle.shutdown();
+        run.await.unwrap().unwrap();
+    });
+}

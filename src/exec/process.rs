@@ -155,14 +155,31 @@ pub fn signal_marked(mark: &Mark, sig: Signal) -> usize {
 
 /// SIGTERM to every process that carries `mark`, up to `grace` for them to go, then
 /// SIGKILL to what is left. Blocks: for recovery's and the guard's threads.
+///
+/// Each process gets one SIGTERM (a second could cut its clean-up short), and the scan is
+/// repeated: a process in the middle of `exec` reads as having no environment for a moment,
+/// and one found only then still gets its SIGTERM. Ends after two empty scans in a row.
 pub fn end_marked_blocking(mark: &Mark, grace: std::time::Duration) {
-    if signal_marked(mark, Signal::SIGTERM) == 0 {
-        return;
-    }
     let deadline = std::time::Instant::now() + grace;
-    while std::time::Instant::now() < deadline {
-        if marked(mark).is_empty() {
-            return;
+    let mut told = std::collections::HashSet::new();
+    let mut empty = 0;
+    loop {
+        let pids = marked(mark);
+        if pids.is_empty() {
+            empty += 1;
+            if empty == 2 {
+                return;
+            }
+        } else {
+            empty = 0;
+        }
+        for pid in pids {
+            if told.insert(pid) {
+                let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
+            }
+        }
+        if std::time::Instant::now() >= deadline {
+            break;
         }
         std::thread::sleep(std::time::Duration::from_millis(25));
     }
@@ -244,6 +261,17 @@ mod tests {
             .spawn()
             .expect("setsid runs");
         let pid = child.id();
+        // Until `setsid` has become `sleep`, its pid may read as unmarked mid-exec.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|c| c.trim().to_string())
+            != Ok("sleep".to_string())
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "setsid never ran sleep"
+            );
+            std::thread::yield_now();
+        }
         let mark = Mark::new(&key, "/ws/a");
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while !marked(&mark).contains(&pid) {

@@ -62,8 +62,20 @@ pub async fn run_step(
     let profile = match catalog.get(step.profile_id) {
         Ok(p) => p.clone(),
         Err(e) => {
-            say.err(e.to_string()).await;
-            return AgentReport::error(e.to_string(), false);
+            // A profile saved a moment before its task started may not be in the engine's
+            // catalog yet (the file watcher waits for writes to settle): the folder is read
+            // once more before the step fails.
+            let again = match step.catalog {
+                Some(_) => reread(step.agents_dir, step.profile_id).await,
+                None => None,
+            };
+            match again {
+                Some(p) => p,
+                None => {
+                    say.err(e.to_string()).await;
+                    return AgentReport::error(e.to_string(), false);
+                }
+            }
         }
     };
     let timeout = step
@@ -188,4 +200,13 @@ fn price_run(finish: &mut AgentFinish, profile: &crate::agents::Profile) -> Opti
         "cost ${cost:.4} (usage at ${} / ${} per million input / output tokens)",
         price.input, price.output
     ))
+}
+
+/// Profile `id` as the agents folder has it now, read off the async threads.
+async fn reread(agents_dir: &Path, id: &str) -> Option<crate::agents::Profile> {
+    let (dir, id) = (agents_dir.to_path_buf(), id.to_string());
+    tokio::task::spawn_blocking(move || load_agents(Some(&dir)).get(&id).ok().cloned())
+        .await
+        .ok()
+        .flatten()
 }

@@ -85,18 +85,26 @@ fn the_headless_engine_prints_each_move_once() {
 }
 
 #[test]
-fn quiet_prints_no_moves() {
-    let ws = Ws::new();
-    ws.pipeline("gate.json", GATE);
-    let id = ws.new_task("gate", "Quiet");
-    ws.ok(&["start", &id.to_string()]);
-    let (engine, rx) = engine(&ws, &["--quiet", "--exit-when-idle"]);
-    let mut engine = engine;
-    assert!(engine.wait().unwrap().success());
-    let lines: Vec<String> = rx
-        .try_iter()
-        .filter(|l| !l.starts_with("stderr:"))
-        .collect();
-    assert!(lines.is_empty(), "{lines:#?}");
-    assert_eq!(ws.show(id)["status"], "review");
+fn exit_when_idle_prints_the_last_move_and_quiet_prints_none() {
+    for quiet in [false, true] {
+        let ws = Ws::new();
+        ws.pipeline("gate.json", GATE);
+        let id = ws.new_task("gate", "Quiet");
+        ws.ok(&["start", &id.to_string()]);
+        let mut args = vec!["--exit-when-idle"];
+        if quiet {
+            args.push("--quiet");
+        }
+        let (mut engine, rx) = engine(&ws, &args);
+        assert!(engine.wait().unwrap().success());
+        assert_eq!(ws.show(id)["status"], "review");
+        // Both pipes end with the engine, and with them the channel.
+        let lines: Vec<String> = rx.iter().filter(|l| !l.starts_with("stderr:")).collect();
+        // The move that made the engine idle is printed before it exits, unless quiet.
+        let last = lines.iter().any(|l| l.contains("build → review (success)"));
+        assert_eq!(last, !quiet, "quiet {quiet}: {lines:#?}");
+        if quiet {
+            assert!(lines.is_empty(), "{lines:#?}");
+        }
+    }
 }

@@ -36,21 +36,39 @@ pub const TOO_LARGE: i64 = -32600;
 /// `"id": "a"`); null otherwise.
 fn request_id(start: &[u8]) -> Value {
     let start = &start[..start.len().min(4096)];
-    let Some(at) = start.windows(4).position(|w| w == b"\"id\"") else {
-        return Value::Null;
-    };
-    let rest = &start[at + 4..];
-    let rest = rest.trim_ascii_start();
-    let Some(rest) = rest.strip_prefix(b":") else {
-        return Value::Null;
-    };
-    match serde_json::Deserializer::from_slice(rest.trim_ascii_start())
-        .into_iter::<Value>()
-        .next()
-    {
-        Some(Ok(v @ (Value::Number(_) | Value::String(_)))) => v,
-        _ => Value::Null,
+    // Only the top-level object's `"id"` names the request: a nested one (a tool argument
+    // called `id`) must not, or the caller would wait for an answer that never comes.
+    let (mut depth, mut i) = (0usize, 0usize);
+    while i < start.len() {
+        match start[i] {
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            b'"' => {
+                let from = i + 1;
+                i = from;
+                while i < start.len() && start[i] != b'"' {
+                    i += if start[i] == b'\\' { 2 } else { 1 };
+                }
+                let key = &start[from..i.min(start.len())];
+                let rest = start.get(i + 1..).unwrap_or_default().trim_ascii_start();
+                if depth == 1
+                    && key == b"id"
+                    && let Some(value) = rest.strip_prefix(b":")
+                {
+                    return match serde_json::Deserializer::from_slice(value.trim_ascii_start())
+                        .into_iter::<Value>()
+                        .next()
+                    {
+                        Some(Ok(v @ (Value::Number(_) | Value::String(_)))) => v,
+                        _ => Value::Null,
+                    };
+                }
+            }
+            _ => {}
+        }
+        i += 1;
     }
+    Value::Null
 }
 
 /// The answer to a line over the limit.
@@ -184,5 +202,24 @@ mod tests {
         assert_eq!(v["error"]["code"], -32600);
         let fine = r#"{"jsonrpc":"2.0","id":1,"result":{"message":"Invalid request"}}"#;
         assert_eq!(rewrite(fine), fine);
+    }
+
+    #[test]
+    fn the_answer_to_a_long_line_carries_the_top_level_id() {
+        for (start, id) in [
+            (r#"{"jsonrpc":"2.0","id":9,"method":"x"#, json!(9)),
+            (
+                r#"{"method":"tools/call","params":{"arguments":{"id":3}},"id":9,"x":"#,
+                json!(9),
+            ),
+            (
+                r#"{"params":{"name":"a \"id\": 4"},"id":"r-1","#,
+                json!("r-1"),
+            ),
+            (r#"{"params":{"id":3},"x":"aaaa"#, Value::Null),
+            (r#"["id", 2]"#, Value::Null),
+        ] {
+            assert_eq!(request_id(start.as_bytes()), id, "{start}");
+        }
     }
 }

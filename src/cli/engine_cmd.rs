@@ -60,19 +60,22 @@ pub fn run(ws: &Workspace, exit_when_idle: bool, quiet: bool) -> Outcome {
             shutdown.cancel();
         });
         let mut events = engine.handle().subscribe();
-        let mut moves = match quiet {
+        let moves = match quiet {
             true => None,
-            false => Some(MovePrinter::start(engine.store()).await),
+            false => Some(std::sync::Arc::new(tokio::sync::Mutex::new(
+                MovePrinter::start(engine.store()).await,
+            ))),
         };
+        let printer = moves.clone();
         tokio::spawn(async move {
             use crate::engine::EngineEvent;
             loop {
                 let ev = events.recv().await;
                 if let (Some(m), Ok(EngineEvent::TaskChanged { .. } | EngineEvent::Changed))
                 | (Some(m), Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) =
-                    (moves.as_mut(), &ev)
+                    (printer.as_ref(), &ev)
                 {
-                    m.print_new().await;
+                    m.lock().await.print_new().await;
                 }
                 match ev {
                     Ok(EngineEvent::Notice { task_id, text }) => {
@@ -107,6 +110,11 @@ pub fn run(ws: &Workspace, exit_when_idle: bool, quiet: bool) -> Outcome {
                 stop_when: None,
             })
             .await?;
+        // The last moves (the one that made the engine idle, say) may not have been read
+        // when it stopped.
+        if let Some(m) = &moves {
+            m.lock().await.print_new().await;
+        }
         tracing::info!("engine stopped");
         Ok::<_, Failure>(exit::OK)
     })

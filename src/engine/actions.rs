@@ -422,8 +422,11 @@ pub fn create_task_by(
 /// A task as a front end asks for it: created, and started when asked, in one transaction.
 #[derive(Debug, Clone, Copy)]
 pub struct NewTask<'a> {
+    /// The pipeline it goes on (its snapshot is taken now).
     pub pipeline: &'a Pipeline,
+    /// Its title, checked against [`MAX_TITLE`].
     pub title: &'a str,
+    /// Its prompt (markdown).
     pub prompt: &'a str,
     /// Who asks (`user`, `api`, `tui`), as the history records it.
     pub actor: &'a str,
@@ -438,6 +441,7 @@ pub struct NewTask<'a> {
 /// What [`create_and_start`] did.
 #[derive(Debug, Clone)]
 pub struct Created {
+    /// The task's id.
     pub id: i64,
     /// The idempotency key named a task made before: nothing new was made.
     pub existed: bool,

@@ -263,9 +263,8 @@ mod tests {
         let pid = child.id();
         // Until `setsid` has become `sleep`, its pid may read as unmarked mid-exec.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|c| c.trim().to_string())
-            != Ok("sleep".to_string())
-        {
+        let comm = || std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        while comm().trim() != "sleep" {
             assert!(
                 std::time::Instant::now() < deadline,
                 "setsid never ran sleep"

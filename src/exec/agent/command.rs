@@ -246,7 +246,6 @@ pub(super) fn finish(who: &str, reader: Reader, exit: i32, stderr_tail: &str) ->
                     exit_code: Some(exit.into()),
                     run,
                 },
-                Some(_) if exit == 0 => AgentFinish::Done(run),
                 _ if exit != 0 => AgentFinish::Failed {
                     error: exited(&format!("exited with code {exit}")),
                     exit_code: Some(exit.into()),

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 /// The longest a `--version` or login-status call may take: they answer in well under a
 /// second on an idle machine, but a loaded one (or a first run) can take several.
-const PROBE: Duration = Duration::from_secs(15);
+const PROBE: Duration = Duration::from_secs(30);
 
 /// The CLIs whose `--version` and login state baton knows.
 const KNOWN: &[&str] = &["claude", "codex", "gemini", "opencode", "aider"];

@@ -240,25 +240,17 @@ pub(super) fn finish(who: &str, reader: Reader, exit: i32, stderr_tail: &str) ->
                 session: c.session.clone(),
                 events: c.result.iter().filter_map(|r| r.denial_event()).collect(),
             };
-            match &c.result {
-                Some(r) if r.failed() => AgentFinish::Failed {
-                    error: format!("{who}: claude reported an error: {}", r.reason()),
-                    exit_code: Some(exit.into()),
-                    run,
-                },
-                _ if exit != 0 => AgentFinish::Failed {
-                    error: exited(&format!("exited with code {exit}")),
-                    exit_code: Some(exit.into()),
-                    run,
-                },
-                Some(_) => AgentFinish::Done(run),
-                None => AgentFinish::error(
-                    exited(
-                        "ended without a `result` event — does `argv` include `--output-format stream-json --verbose`?",
-                    ),
-                    false,
-                ),
-            }
+            let said = c.result.as_ref().map(|r| {
+                r.failed()
+                    .then(|| format!("{who}: claude reported an error: {}", r.reason()))
+            });
+            result_finish(
+                run,
+                said,
+                exit,
+                exited,
+                "--output-format stream-json --verbose",
+            )
         }
         Reader::Gemini(g) => g.finish(who, exit, exited),
         Reader::Codex(c) => {
@@ -287,6 +279,38 @@ pub(super) fn finish(who: &str, reader: Reader, exit: i32, stderr_tail: &str) ->
                 ),
             }
         }
+    }
+}
+
+/// The end of a CLI whose stream closes with a `result` event (Claude Code, Gemini CLI):
+/// `said` is `None` when no such event came, else the CLI's own error sentence if it
+/// reported one. Its error wins, then a non-zero exit; a missing result names the `flags`
+/// that make the CLI print one.
+pub(super) fn result_finish(
+    run: AgentRun,
+    said: Option<Option<String>>,
+    exit: i32,
+    exited: impl Fn(&str) -> String,
+    flags: &str,
+) -> AgentFinish {
+    match said {
+        Some(Some(error)) => AgentFinish::Failed {
+            error,
+            exit_code: Some(exit.into()),
+            run,
+        },
+        _ if exit != 0 => AgentFinish::Failed {
+            error: exited(&format!("exited with code {exit}")),
+            exit_code: Some(exit.into()),
+            run,
+        },
+        Some(None) => AgentFinish::Done(run),
+        None => AgentFinish::error(
+            exited(&format!(
+                "ended without a `result` event — does `argv` include `{flags}`?"
+            )),
+            false,
+        ),
     }
 }
 

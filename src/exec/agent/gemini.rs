@@ -179,25 +179,11 @@ impl GeminiStream {
             session: self.session.clone(),
             events: Vec::new(),
         };
-        match &self.result {
-            Some(r) if r.failed() => AgentFinish::Failed {
-                error: format!("{who}: gemini reported an error: {}", self.reason(r)),
-                exit_code: Some(exit.into()),
-                run,
-            },
-            _ if exit != 0 => AgentFinish::Failed {
-                error: exited(&format!("exited with code {exit}")),
-                exit_code: Some(exit.into()),
-                run,
-            },
-            Some(_) => AgentFinish::Done(run),
-            None => AgentFinish::error(
-                exited(
-                    "ended without a `result` event — does `argv` include `--output-format stream-json`?",
-                ),
-                false,
-            ),
-        }
+        let said = self.result.as_ref().map(|r| {
+            r.failed()
+                .then(|| format!("{who}: gemini reported an error: {}", self.reason(r)))
+        });
+        super::command::result_finish(run, said, exit, exited, "--output-format stream-json")
     }
 }
 

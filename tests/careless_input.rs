@@ -137,3 +137,26 @@ fn listing_an_unknown_pipeline_says_it_is_unknown() {
             .contains("no tasks match")
     );
 }
+
+#[test]
+fn a_title_of_only_escape_codes_or_a_nul_byte_is_refused() {
+    let ws = Ws::new();
+    ws.pipeline("p.json", &pipeline("p", "work"));
+    let out = ws
+        .baton(&["new", "\x1b[31m\x07", "-p", "p"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("a task needs a title"), "{err}");
+    // A NUL cannot travel in argv: it comes through the prompt on stdin.
+    let out = ws
+        .baton(&["new", "fine", "-p", "p", "--prompt", "-"])
+        .write_stdin("before\0after")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("the prompt holds a NUL byte"), "{err}");
+    assert_eq!(ws.ok(&["list", "--json"]).trim(), "[]");
+}

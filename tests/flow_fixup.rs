@@ -296,6 +296,10 @@ fn new_with_a_branch_bases_the_worktree_on_it() {
     let said = String::from_utf8_lossy(&purged.stdout);
     assert!(purged.status.success(), "{purged:?}");
     assert!(said.contains("removed branch baton/1-x"), "{said}");
+    assert!(
+        !ws.root().join(".baton/context/1").exists(),
+        "the task's prompt and log copies go with it"
+    );
     assert_eq!(git(ws.root(), &["branch", "--list", "baton/1-x"]), "");
     assert!(!ws.root().join("../worktrees/1-x").exists());
 }

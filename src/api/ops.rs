@@ -205,11 +205,16 @@ impl Ops {
                 ),
             ));
         }
-        if title.trim().is_empty() {
+        if crate::engine::blank_title(&title) {
             return Err(OpError::new(
                 Kind::Invalid,
                 "a task needs a title — give `title`, one line saying what to do",
             ));
+        }
+        if let Some(problem) =
+            crate::engine::nul_problem(&title, new.prompt.as_deref().unwrap_or(""))
+        {
+            return Err(OpError::new(Kind::Invalid, problem));
         }
         if title.chars().count() > MAX_TITLE {
             return Err(OpError::new(

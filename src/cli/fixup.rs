@@ -34,6 +34,16 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
         Command::Delete { id, purge } => {
             let task = store.read().task(id)?;
             let code = act(ws, &mut store, id, Action::Delete)?;
+            // Its prompt and the copies of its step logs go with it, as its history did.
+            let context = ws.context_dir(id);
+            if let Err(e) = std::fs::remove_dir_all(&context)
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                eprintln!(
+                    "the task is deleted, but its folder {} could not be removed: {e} — remove it by hand",
+                    context.display()
+                );
+            }
             match (&task.branch, purge) {
                 (Some(branch), true) => purge_git(ws, task.worktree.as_deref(), branch)?,
                 (Some(branch), false) => println!(

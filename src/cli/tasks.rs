@@ -103,7 +103,7 @@ fn create(
     start: bool,
     branch: Option<String>,
 ) -> Result<i64, Failure> {
-    if title.trim().is_empty() {
+    if crate::engine::blank_title(title) {
         return Err(Failure::new(
             "a task needs a title — `baton new \"what to do\"`",
         ));
@@ -116,6 +116,9 @@ fn create(
     }
     let pipeline = find_pipeline(ws, pipeline)?;
     let prompt = read_prompt(prompt)?;
+    if let Some(problem) = crate::engine::nul_problem(title, &prompt) {
+        return Err(Failure::new(problem));
+    }
     if let Some(b) = &branch {
         check_branch(ws, b)?;
     }

@@ -367,6 +367,29 @@ fn explain(
 /// the prompt.
 pub const MAX_TITLE: usize = 500;
 
+/// True when a title shows nothing: blank, or only escape sequences and control characters
+/// (which the board and the CLI drop before they show it).
+pub fn blank_title(title: &str) -> bool {
+    crate::ansi::strip(title)
+        .chars()
+        .all(|c| c.is_whitespace() || c.is_control())
+}
+
+/// Why a new task's text cannot be given to a step, in one sentence: a NUL byte ends an
+/// environment variable or an argument, so no step could start.
+pub fn nul_problem(title: &str, prompt: &str) -> Option<String> {
+    let field = if title.contains('\0') {
+        "title"
+    } else if prompt.contains('\0') {
+        "prompt"
+    } else {
+        return None;
+    };
+    Some(format!(
+        "the {field} holds a NUL byte, which no step can be given — remove it"
+    ))
+}
+
 /// Creates a task at the first status of `pipeline` (snapshotting the definition) and
 /// records its creation. Returns the new id.
 pub fn create_task(db: &Db, pipeline: &Pipeline, title: &str, prompt: &str) -> Result<i64> {
@@ -453,6 +476,14 @@ pub struct Created {
 /// crash leaves either both or neither, and a start that is refused takes the new task
 /// with it. A key already used returns the task it made, if the request is the same one.
 pub fn create_and_start(db: &Db, new: &NewTask) -> Result<Created> {
+    if blank_title(new.title) {
+        return Err(EngineError::Other(
+            "a task needs a title with something to read in it".into(),
+        ));
+    }
+    if let Some(problem) = nul_problem(new.title, new.prompt) {
+        return Err(EngineError::Other(problem));
+    }
     if let Some(key) = new.idempotency_key
         && let Some(id) = db.task_by_idempotency_key(key)?
     {

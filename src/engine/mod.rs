@@ -31,8 +31,8 @@ pub mod triggers;
 pub mod wake;
 
 pub use actions::{
-    Action, Applied, Created, MAX_TITLE, MergeGate, NewTask, Outside, Request, create_and_start,
-    create_task, move_options,
+    Action, Applied, Created, MAX_TITLE, MergeGate, NewTask, Outside, Request, blank_title,
+    create_and_start, create_task, move_options, nul_problem,
 };
 pub use effects::{GitCtx, safe_url};
 pub use error::{EngineError, Result};

@@ -243,6 +243,8 @@ pub fn write_agent_setup(ws: &Workspace, spec: &str) -> Result<(), Failure> {
     if let Some(config) = opencode_config(spec) {
         files.push((ws.dir().join("opencode.json"), config));
     }
+    let mut kept = 0;
+    let total = files.len();
     for (path, doc) in files {
         let shown = path
             .strip_prefix(ws.root())
@@ -251,6 +253,7 @@ pub fn write_agent_setup(ws: &Workspace, spec: &str) -> Result<(), Failure> {
             .to_string();
         if path.exists() {
             println!("kept {shown} (it exists; remove it to have it rewritten)");
+            kept += 1;
             continue;
         }
         let mut text = serde_json::to_string_pretty(&doc).unwrap_or_default();
@@ -259,7 +262,17 @@ pub fn write_agent_setup(ws: &Workspace, spec: &str) -> Result<(), Failure> {
             .map_err(|e| Failure::new(format!("cannot write {}: {e}", path.display())))?;
         println!("wrote {shown}");
     }
-    println!("{}", summary(spec));
+    if kept == 0 {
+        println!("{}", summary(spec));
+    } else if kept < total {
+        println!(
+            "some files were kept as they were, so the agents are not all set up for `{spec}` — the check below says what each one runs"
+        );
+    } else {
+        println!(
+            "every file existed and was kept: nothing is set up for `{spec}` — remove the files above to have them written for it"
+        );
+    }
     Ok(())
 }
 

@@ -264,6 +264,35 @@ fn agents_check_says_how_to_authenticate() {
         text(&out)
     );
 
+    // A model provider of its own in ~/.codex/config.toml reads the key its env_key names.
+    let codex_home = ws.dir.path().join("home/.codex");
+    std::fs::create_dir_all(&codex_home).unwrap();
+    std::fs::write(
+        codex_home.join("config.toml"),
+        "model_provider = \"stub\"\n[model_providers.stub]\nbase_url = \"http://127.0.0.1:9/v1\"\nwire_api = \"responses\"\nenv_key = \"STUB_OPENAI_KEY\"\n",
+    )
+    .unwrap();
+    let out = init_with(&ws, "codex", Some(&bin), &[("FAKE_LOGIN", "1")]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("takes its key from $STUB_OPENAI_KEY, which is not set"),
+        "{}",
+        text(&out)
+    );
+    let out = init_with(
+        &ws,
+        "codex",
+        Some(&bin),
+        &[("FAKE_LOGIN", "1"), ("STUB_OPENAI_KEY", "sk-stub")],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("key in $STUB_OPENAI_KEY"),
+        "{}",
+        text(&out)
+    );
+    assert!(!text(&out).contains("sk-stub"), "{}", text(&out));
+
     // A CLI whose --version fails is broken, whatever PATH says.
     let ws = Ws::new();
     let dir = ws.dir.path().join("bin");

@@ -50,6 +50,25 @@ impl Env {
     }
 }
 
+/// The variable the configured Codex model provider reads its key from: `env_key` of
+/// `[model_providers.<model_provider>]` in `$CODEX_HOME/config.toml` (default
+/// `~/.codex`), when a provider is set and names one.
+fn codex_provider_key(env: &Env) -> Option<String> {
+    let home = match env.0.get("CODEX_HOME").filter(|h| !h.is_empty()) {
+        Some(h) => PathBuf::from(h),
+        None => env.home()?.join(".codex"),
+    };
+    let text = std::fs::read_to_string(home.join("config.toml")).ok()?;
+    let config: toml::Value = toml::from_str(&text).ok()?;
+    let provider = config.get("model_provider")?.as_str()?;
+    let key = config
+        .get("model_providers")?
+        .get(provider)?
+        .get("env_key")?
+        .as_str()?;
+    Some(key.to_string())
+}
+
 /// Runs `program args` without a shell, stdin closed, under [`PROBE`]. Returns the exit
 /// status's success and the first non-empty line of its output, or why it could not run.
 async fn probe(program: &Path, args: &[&str], env: &Env) -> Result<(bool, String), String> {
@@ -173,6 +192,16 @@ async fn auth(name: &str, path: &Path, env: &Env) -> Result<String, String> {
         "codex" => {
             if let Some(var) = env.any(&["CODEX_API_KEY"]) {
                 return Ok(format!("key in ${var}"));
+            }
+            // A model provider of its own (`model_provider` in CODEX_HOME's config.toml)
+            // takes its key from the variable its `env_key` names.
+            if let Some(var) = codex_provider_key(env) {
+                return match env.any(&[var.as_str()]) {
+                    Some(_) => Ok(format!("key in ${var} (its model provider's env_key)")),
+                    None => Err(format!(
+                        "its model provider takes its key from ${var}, which is not set where the engine runs — set it"
+                    )),
+                };
             }
             // Its words are not repeated: they can hold part of a key, and warnings.
             match probe(path, &["login", "status"], env).await {

@@ -263,8 +263,10 @@ mod tests {
         let pid = child.id();
         // Until `setsid` has become `sleep`, its pid may read as unmarked mid-exec.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|c| c.trim().to_string())
-            != Ok("sleep".to_string())
+        while std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .ok()
+            .map(|c| c.trim().to_string())
+            != Some("sleep".to_string())
         {
             assert!(
                 std::time::Instant::now() < deadline,

@@ -166,8 +166,16 @@ fn a_failed_agents_error_and_events_keep_no_secret_of_its_profile() {
     let shown = String::from_utf8_lossy(&out.stdout);
     assert!(shown.contains("\"failed\""), "{out:?}");
     assert!(!shown.contains(secret), "{shown}");
-    let events = ws.ok(&["show", "1", "--json"]);
-    assert!(events.contains("permission_denied"), "{events}");
-    assert!(events.contains("curl -H [redacted]"), "{events}");
+    assert!(shown.contains("rejected [redacted]"), "{shown}");
+    let db = rusqlite::Connection::open(ws.root().join(".baton/baton.db")).unwrap();
+    let (summary, data): (String, String) = db
+        .query_row(
+            "SELECT summary, data_json FROM events WHERE type = 'permission_denied'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert!(summary.contains("Bash curl -H [redacted]"), "{summary}");
+    assert!(data.contains("curl -H [redacted]"), "{data}");
     assert_nowhere(&ws, &[secret]);
 }

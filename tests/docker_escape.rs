@@ -150,16 +150,19 @@ fn a_link_planted_at_the_next_stdin_file_is_not_written_through() {
     });
     ws.pipeline("d.json", &json.to_string());
     let (code, shown) = run_wait(&ws, "prompt-Q on stdin");
-    assert_eq!(code, Some(2), "waits at review: {shown}");
     assert_eq!(
         std::fs::read_to_string(&victim).unwrap(),
         "original\n",
         "the prompt was written through a planted link"
     );
+    assert_eq!(code, Some(2), "waits at review: {shown}");
     let logs = ws.ok(&["logs", "1", "--step", "1"]);
     assert!(logs.contains("planted-X"), "{logs}");
     let logs = ws.ok(&["logs", "1", "--step", "2"]);
-    assert!(logs.contains("prompt-Q on stdin"), "the agent read its prompt: {logs}");
+    assert!(
+        logs.contains("prompt-Q on stdin"),
+        "the agent read its prompt: {logs}"
+    );
 }
 
 #[test]
@@ -174,10 +177,7 @@ fn a_git_file_a_step_writes_mounts_no_host_folder_for_the_next() {
         "g=\"$BATON_CONTEXT_DIR/fakegit\"; mkdir -p \"$g\" && echo {} > \"$g/commondir\" && echo \"gitdir: $g\" > /workspace/.git && echo planted-X",
         host.path().display()
     );
-    let read = format!(
-        "cat {}/id_rsa; echo second-Y",
-        host.path().display()
-    );
+    let read = format!("cat {}/id_rsa; echo second-Y", host.path().display());
     let ws = two_steps(&plant, &read);
     let _cleanup = Cleanup(ws.root().to_path_buf());
     let (code, shown) = run_wait(&ws, "plant .git");

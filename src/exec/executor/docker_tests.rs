@@ -175,7 +175,11 @@ fn the_git_folder_is_mounted_read_only_as_a_whole() {
 fn plant_git_file(worktree: &Path, fake: &Path, target: &Path) {
     std::fs::create_dir_all(fake).unwrap();
     std::fs::write(fake.join("commondir"), target.display().to_string()).unwrap();
-    std::fs::write(worktree.join(".git"), format!("gitdir: {}\n", fake.display())).unwrap();
+    std::fs::write(
+        worktree.join(".git"),
+        format!("gitdir: {}\n", fake.display()),
+    )
+    .unwrap();
 }
 
 #[test]

@@ -318,11 +318,11 @@ impl Place {
         crate::exec::safe_file::write_fresh_async(file.clone(), bytes.0.to_vec())
             .await
             .map_err(|e| {
-            ExecError(format!(
-                "could not write the step's standard input to {}: {e}",
-                file.display()
-            ))
-        })?;
+                ExecError(format!(
+                    "could not write the step's standard input to {}: {e}",
+                    file.display()
+                ))
+            })?;
         let argv = match program {
             Program::Shell(script) => vec!["/bin/sh".into(), "-c".into(), script],
             Program::Argv(argv) => argv,

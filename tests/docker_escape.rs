@@ -112,3 +112,83 @@ fn a_step_in_a_workspace_without_git_cannot_touch_its_baton_folder() {
         "ctx\n"
     );
 }
+
+#[test]
+fn a_link_planted_at_the_next_stdin_file_is_not_written_through() {
+    let Some(_) = image() else { return };
+    let host = tempfile::tempdir().unwrap();
+    let victim = host.path().join("bashrc");
+    std::fs::write(&victim, "original\n").unwrap();
+    let ws = Ws::new();
+    let _cleanup = Cleanup(ws.root().to_path_buf());
+    // An agent that reads its prompt on standard input, in the container.
+    std::fs::write(
+        ws.root().join(".baton/agents/reader.json"),
+        format!(
+            r#"{{"id": "reader", "backend": "command", "format": "text", "prompt_via": "stdin",
+  "argv": ["cat"], "executor": {{"docker": {{"image": "{IMAGE}", "network": "none"}}}}}}"#
+        ),
+    )
+    .unwrap();
+    // The first step plants links at the names the next steps' input files may take.
+    let plant = format!(
+        "for i in $(seq 1 20); do ln -s {} \"$BATON_CONTEXT_DIR/stdin-$i.txt\"; done; echo planted-X",
+        victim.display()
+    );
+    let json = serde_json::json!({
+        "id": "d",
+        "statuses": [
+            {"id": "todo", "kind": "queue"},
+            {"id": "s1", "step": {"run": plant,
+                "executor": {"docker": {"image": IMAGE, "network": "none"}}}},
+            {"id": "s2", "step": {"agent": "reader"}},
+            {"id": "review", "kind": "gate"},
+            {"id": "done", "kind": "done"},
+            {"id": "failed", "kind": "failed"},
+            {"id": "cancelled", "kind": "cancelled"}
+        ]
+    });
+    ws.pipeline("d.json", &json.to_string());
+    let (code, shown) = run_wait(&ws, "prompt-Q on stdin");
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "original\n",
+        "the prompt was written through a planted link"
+    );
+    assert_eq!(code, Some(2), "waits at review: {shown}");
+    let logs = ws.ok(&["logs", "1", "--step", "1"]);
+    assert!(logs.contains("planted-X"), "{logs}");
+    let logs = ws.ok(&["logs", "1", "--step", "2"]);
+    assert!(
+        logs.contains("prompt-Q on stdin"),
+        "the agent read its prompt: {logs}"
+    );
+}
+
+#[test]
+fn a_git_file_a_step_writes_mounts_no_host_folder_for_the_next() {
+    let Some(_) = image() else { return };
+    let host = tempfile::tempdir().unwrap();
+    std::fs::write(host.path().join("id_rsa"), "host-secret-Z\n").unwrap();
+    // The workspace has no git: the first step writes a `.git` file naming a git folder it
+    // makes in the context folder (which it sees at its host path), whose `commondir` names
+    // the host folder.
+    let plant = format!(
+        "g=\"$BATON_CONTEXT_DIR/fakegit\"; mkdir -p \"$g\" && echo {} > \"$g/commondir\" && echo \"gitdir: $g\" > /workspace/.git && echo planted-X",
+        host.path().display()
+    );
+    let read = format!("cat {}/id_rsa; echo second-Y", host.path().display());
+    let ws = two_steps(&plant, &read);
+    let _cleanup = Cleanup(ws.root().to_path_buf());
+    let (code, shown) = run_wait(&ws, "plant .git");
+    assert_eq!(code, Some(2), "waits at review: {shown}");
+    let logs = ws.ok(&["logs", "1", "--step", "1"]);
+    assert!(logs.contains("planted-X"), "{logs}");
+    let logs = ws.ok(&["logs", "1", "--step", "2"]);
+    let printed = |what: &str| logs.lines().any(|l| l == what);
+    assert!(printed("second-Y"), "{logs}");
+    assert!(
+        !printed("host-secret-Z"),
+        "the host folder was mounted into the next step: {logs}"
+    );
+}

@@ -130,3 +130,52 @@ fn a_secret_split_by_a_colour_code_is_redacted() {
     assert!(logs.contains("[redacted]"), "{logs}");
     assert_nowhere(&ws, &["tok-DEPLOY-5f3a9e", "DEPLOY-5f3a9e"]);
 }
+
+#[test]
+fn a_failed_agents_error_and_events_keep_no_secret_of_its_profile() {
+    let ws = Ws::new();
+    let secret = "sk-live-QRSTUVWXYZ012345";
+    // A Claude-format agent that fails, quoting the key in its answer, in a refused tool
+    // call (a `permission_denied` event) and on stderr (the step's error).
+    let script = r#"printf '{"type":"result","subtype":"success","is_error":true,"result":"rejected %s","permission_denials":[{"tool_name":"Bash","tool_input":{"command":"curl -H %s"}}]}\n' "$MY_API_KEY" "$MY_API_KEY"; echo "stderr $MY_API_KEY" >&2; exit 1"#;
+    let profile = serde_json::json!({
+        "id": "leaky", "backend": "command", "format": "claude-stream-json",
+        "prompt_via": "stdin", "argv": ["sh", "-c", script],
+        "env": {"MY_API_KEY": secret},
+    });
+    std::fs::write(
+        ws.root().join(".baton/agents/leaky.json"),
+        profile.to_string(),
+    )
+    .unwrap();
+    let json = serde_json::json!({
+        "id": "leak",
+        "statuses": [
+            {"id": "todo", "kind": "queue"},
+            {"id": "work", "step": {"agent": "leaky"}},
+            {"id": "done", "kind": "done"},
+            {"id": "failed", "kind": "failed"}
+        ]
+    });
+    ws.pipeline("leak.json", &json.to_string());
+    let out = ws
+        .baton(&["run", "leak", "--title", "t", "--wait", "--json"])
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(shown.contains("\"failed\""), "{out:?}");
+    assert!(!shown.contains(secret), "{shown}");
+    assert!(shown.contains("rejected [redacted]"), "{shown}");
+    let db = rusqlite::Connection::open(ws.root().join(".baton/baton.db")).unwrap();
+    let (summary, data): (String, String) = db
+        .query_row(
+            "SELECT summary, data_json FROM events WHERE type = 'permission_denied'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert!(summary.contains("Bash curl -H [redacted]"), "{summary}");
+    assert!(data.contains("curl -H [redacted]"), "{data}");
+    assert_nowhere(&ws, &[secret]);
+}

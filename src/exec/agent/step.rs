@@ -7,6 +7,7 @@ use super::{AgentFinish, AgentJob, Hooks};
 use crate::agents::Backend;
 use crate::agents::{TemplateVars, load_agents, render_argv, render_prompt};
 use crate::exec::executor::{Place, Placement};
+use crate::exec::redact::Redactor;
 use crate::exec::safe_file::write_fresh_async;
 use crate::exec::{LogSender, StepEnv};
 use std::path::Path;
@@ -50,7 +51,7 @@ pub async fn run_step(
     cancel: CancellationToken,
     hooks: &Hooks<'_>,
 ) -> AgentReport {
-    let say = Log::new(log.clone(), crate::exec::redact::Redactor::default());
+    let say = Log::new(log.clone(), Redactor::default());
     let read;
     let catalog = match step.catalog {
         Some(c) => c,
@@ -151,14 +152,10 @@ pub async fn run_step(
     if let Some(line) = price_run(&mut finish, &profile) {
         say.system(line).await;
     }
-    // The answer becomes the handoff (stored, written to a file, sent to the next agent):
-    // mask known secrets in it as in the log.
-    if let AgentFinish::Done(run) = &mut finish {
-        let redactor = crate::exec::redact::Redactor::from_vars(
-            std::env::vars().chain(job.env.vars.iter().cloned()),
-        );
-        run.text = redactor.apply(std::mem::take(&mut run.text));
-    }
+    // The answer becomes the handoff (stored, written to a file, sent to the next agent),
+    // and errors and events are stored and shown by the API: mask known secrets in them as
+    // in the log.
+    redact_finish(&mut finish, &super::log::secrets_for(&profile, &job.env));
     let rep = report(&finish, &profile, timeout);
     if let AgentFinish::Done(run) = &finish {
         let path = step.context_dir.join(&stem);
@@ -181,6 +178,46 @@ pub async fn run_step(
         say.system(format!("outcome: {o} → {}", rep.trigger)).await;
     }
     rep
+}
+
+/// Masks `secrets` in everything of `finish` that is stored or shown: the answer, the
+/// error, and each event's summary and the strings in its data (a refused tool call's
+/// command may carry a token).
+fn redact_finish(finish: &mut AgentFinish, secrets: &Redactor) {
+    let run = match finish {
+        AgentFinish::Done(run) => run,
+        AgentFinish::Failed { error, run, .. } => {
+            *error = secrets.apply(std::mem::take(error));
+            run
+        }
+        AgentFinish::Error { error, .. } => {
+            *error = secrets.apply(std::mem::take(error));
+            return;
+        }
+        AgentFinish::TimedOut | AgentFinish::Cancelled => return,
+    };
+    run.text = secrets.apply(std::mem::take(&mut run.text));
+    for ev in &mut run.events {
+        ev.summary = secrets.apply(std::mem::take(&mut ev.summary));
+        redact_json(&mut ev.data, secrets);
+    }
+}
+
+/// Masks `secrets` in every string of `value`, keys included.
+fn redact_json(value: &mut serde_json::Value, secrets: &Redactor) {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => *s = secrets.apply(std::mem::take(s)),
+        Value::Array(items) => items.iter_mut().for_each(|v| redact_json(v, secrets)),
+        Value::Object(map) => {
+            let fields = std::mem::take(map);
+            for (k, mut v) in fields {
+                redact_json(&mut v, secrets);
+                map.insert(secrets.apply(k), v);
+            }
+        }
+        Value::Null | Value::Bool(_) | Value::Number(_) => {}
+    }
 }
 
 /// A backend that reports usage but no cost gets one from the profile's prices; returns
@@ -209,4 +246,72 @@ async fn reread(agents_dir: &Path, id: &str) -> Option<crate::agents::Profile> {
         .await
         .ok()
         .flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::agent::AgentRun;
+    use crate::exec::agent::outcome::AgentEvent;
+    use serde_json::json;
+
+    const SECRET: &str = "sk-test-0123456789abcdef";
+
+    fn secrets() -> Redactor {
+        Redactor::from_vars([("MY_API_KEY".to_string(), SECRET.to_string())])
+    }
+
+    fn denial() -> AgentEvent {
+        AgentEvent {
+            category: "agent",
+            kind: "permission_denied",
+            summary: format!("claude was not allowed 1 tool call: Bash curl -H {SECRET}"),
+            data: json!({"denials": [{"tool": "Bash", "input": {"command": format!("curl -H {SECRET}")}}],
+                         SECRET: 1}),
+            level: "warn",
+        }
+    }
+
+    fn run() -> AgentRun {
+        AgentRun {
+            text: format!("used {SECRET}"),
+            events: vec![denial()],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_failed_run_keeps_no_secret_in_its_error_text_or_events() {
+        let mut finish = AgentFinish::Failed {
+            error: format!("exit 1: token {SECRET} rejected"),
+            exit_code: Some(1),
+            run: run(),
+        };
+        redact_finish(&mut finish, &secrets());
+        let shown = format!("{finish:?}");
+        assert!(!shown.contains(SECRET), "{shown}");
+        assert!(shown.contains("[redacted]"), "{shown}");
+        let AgentFinish::Failed { run, .. } = &finish else {
+            unreachable!()
+        };
+        assert_eq!(
+            run.events[0].data["denials"][0]["input"]["command"],
+            "curl -H [redacted]"
+        );
+    }
+
+    #[test]
+    fn a_done_run_and_an_error_keep_no_secret() {
+        let mut done = AgentFinish::Done(run());
+        redact_finish(&mut done, &secrets());
+        let mut error = AgentFinish::Error {
+            error: format!("HTTP 401: bad key {SECRET}"),
+            retryable: false,
+        };
+        redact_finish(&mut error, &secrets());
+        for f in [done, error] {
+            let shown = format!("{f:?}");
+            assert!(!shown.contains(SECRET), "{shown}");
+        }
+    }
 }

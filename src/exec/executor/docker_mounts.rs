@@ -58,6 +58,7 @@ pub fn host_mounts(
         binds.push(format!("{}:{}:ro", dot_git.display(), inside.display()));
     } else if meta.as_ref().is_some_and(|m| m.file_type().is_file())
         && let Some(linked) = linked_worktree(&dot_git)
+        && own_repository(worktree, workspace, &linked)
     {
         binds.push(format!("{0}:{0}:ro", linked.common.display()));
         binds.push(format!("{}:{}:ro", dot_git.display(), inside.display()));
@@ -83,6 +84,28 @@ fn baton_inside(worktree: &Path, workspace: &Path) -> Option<String> {
             .display()
             .to_string(),
     )
+}
+
+/// True when `linked` is the git folder of the workspace's own repository, so mounting it
+/// shows the step nothing but its history. A step can write a `.git` file naming any host
+/// folder; it is honoured only in a task worktree (never the workspace root, where git
+/// would read that very file to answer) of a workspace that is a git repository.
+fn own_repository(worktree: &Path, workspace: &Path, linked: &Linked) -> bool {
+    let real = |p: &Path| std::fs::canonicalize(p).ok();
+    if real(worktree).is_none() || real(worktree) == real(workspace) {
+        return false;
+    }
+    let out = std::process::Command::new("git")
+        .args(["rev-parse", "--path-format=absolute", "--git-common-dir"])
+        .current_dir(workspace)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output();
+    let Some(out) = out.ok().filter(|o| o.status.success()) else {
+        return false;
+    };
+    let common = String::from_utf8_lossy(&out.stdout);
+    real(Path::new(common.trim())).is_some_and(|c| c == linked.common)
 }
 
 /// The repository's common git folder, seen from a linked worktree.

@@ -171,6 +171,48 @@ fn the_git_folder_is_mounted_read_only_as_a_whole() {
     assert!(binds.contains(&format!("{}:/workspace/.git:ro", g.display())));
 }
 
+/// A `.git` file naming a git folder whose `commondir` is `target`, as a step could write.
+fn plant_git_file(worktree: &Path, fake: &Path, target: &Path) {
+    std::fs::create_dir_all(fake).unwrap();
+    std::fs::write(fake.join("commondir"), target.display().to_string()).unwrap();
+    std::fs::write(
+        worktree.join(".git"),
+        format!("gitdir: {}\n", fake.display()),
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_git_file_naming_a_folder_not_the_workspaces_repository_mounts_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("ssh");
+    std::fs::create_dir(&secret).unwrap();
+    let ctx = dir.path().join("ctx");
+    let mounted = |binds: &[String]| binds.iter().any(|b| b.contains("ssh"));
+    // No git: the step runs in the workspace root and wrote `.git` there.
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    plant_git_file(&ws, &dir.path().join("fake1"), &secret);
+    let binds = host_mounts(&ws, &ctx, &ws).unwrap().binds;
+    assert!(!mounted(&binds), "{binds:?}");
+    // Even when the named folder is some other repository's git folder.
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    git(&other, &["init", "-q"]);
+    plant_git_file(&ws, &dir.path().join("fake2"), &other.join(".git"));
+    let binds = host_mounts(&ws, &ctx, &ws).unwrap().binds;
+    assert!(!binds.iter().any(|b| b.contains("other")), "{binds:?}");
+    // A git workspace's task worktree whose `.git` names a folder not the repository's.
+    let repo = dir.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "-q"]);
+    let wt = dir.path().join("wt");
+    std::fs::create_dir(&wt).unwrap();
+    plant_git_file(&wt, &dir.path().join("fake3"), &secret);
+    let binds = host_mounts(&wt, &ctx, &repo).unwrap().binds;
+    assert!(!mounted(&binds), "{binds:?}");
+}
+
 #[test]
 fn the_workspaces_baton_folder_is_covered_only_where_the_worktree_holds_it() {
     let dir = tempfile::tempdir().unwrap();

@@ -313,12 +313,16 @@ impl Place {
         let file = self
             .context_dir
             .join(format!("stdin-{}.txt", self.labels.step_run_id));
-        tokio::fs::write(&file, &bytes.0).await.map_err(|e| {
-            ExecError(format!(
-                "could not write the step's standard input to {}: {e}",
-                file.display()
-            ))
-        })?;
+        // A container step can write the context folder: a link planted under this name
+        // must be replaced, never written through.
+        crate::exec::safe_file::write_fresh_async(file.clone(), bytes.0.to_vec())
+            .await
+            .map_err(|e| {
+                ExecError(format!(
+                    "could not write the step's standard input to {}: {e}",
+                    file.display()
+                ))
+            })?;
         let argv = match program {
             Program::Shell(script) => vec!["/bin/sh".into(), "-c".into(), script],
             Program::Argv(argv) => argv,

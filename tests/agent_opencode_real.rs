@@ -255,8 +255,16 @@ fn baton_starts_the_server_restarts_it_and_stops_it_with_the_engine() {
     // Checking starts no server: only an engine does.
     assert!(served_processes(ws.root()).is_empty());
 
+    // The engine's own secrets, one under the name the workspace chose for its webhook
+    // secret: the server does not inherit them.
+    let config = ws.root().join(".baton/config.toml");
+    let mut toml = std::fs::read_to_string(&config).unwrap_or_default();
+    toml.push_str("\n[serve]\ngithub_secret_env = \"HOOK_SIGNING_SECRET\"\n");
+    std::fs::write(&config, toml).unwrap();
     let mut engine = baton(&["engine"]);
     engine
+        .env("BATON_API_TOKEN", "engine-only-token-1234")
+        .env("HOOK_SIGNING_SECRET", "engine-only-hook-5678")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .process_group(0);
@@ -281,6 +289,16 @@ fn baton_starts_the_server_restarts_it_and_stops_it_with_the_engine() {
     // The server dies between two steps: the next step starts another.
     let first = served_processes(ws.root());
     assert!(!first.is_empty(), "the server runs while the engine does");
+    for pid in &first {
+        let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        for name in ["BATON_API_TOKEN=", "HOOK_SIGNING_SECRET="] {
+            assert!(
+                !env.split(|b| *b == 0)
+                    .any(|kv| kv.starts_with(name.as_bytes())),
+                "the server inherited {name}"
+            );
+        }
+    }
     for pid in &first {
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(*pid),
@@ -313,8 +331,16 @@ fn baton_starts_the_server_restarts_it_and_stops_it_with_the_engine() {
         left,
         "a killed engine cannot stop its server"
     );
+    // The engine's own secrets, one under the name the workspace chose for its webhook
+    // secret: the server does not inherit them.
+    let config = ws.root().join(".baton/config.toml");
+    let mut toml = std::fs::read_to_string(&config).unwrap_or_default();
+    toml.push_str("\n[serve]\ngithub_secret_env = \"HOOK_SIGNING_SECRET\"\n");
+    std::fs::write(&config, toml).unwrap();
     let mut engine = baton(&["engine"]);
     engine
+        .env("BATON_API_TOKEN", "engine-only-token-1234")
+        .env("HOOK_SIGNING_SECRET", "engine-only-hook-5678")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .process_group(0);

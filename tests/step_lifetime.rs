@@ -261,3 +261,44 @@ fn abort_stops_the_step_while_the_database_cannot_be_written() {
     });
     stop(engine);
 }
+
+/// An abort the engine refuses (here the task's status is not in its pipeline, as after a
+/// hand edit of the database) is refused in words and leaves the step running: it goes on
+/// to finish, and the task moves on as if no abort had been asked for.
+#[test]
+fn a_refused_abort_leaves_the_step_running() {
+    let ws = Ws::new();
+    let waits = "echo $$ > step.pid\nwhile [ ! -f go ]; do sleep 0.05; done";
+    ws.pipeline(
+        "lasting.json",
+        &pipeline(serde_json::json!({"script": waits})),
+    );
+    ws.config("kill_grace = \"2s\"\n");
+    let id = ws.new_task("lasting", "keep going");
+    let engine = spawn_engine(&ws);
+    wait_for("the engine to listen", || {
+        ws.root().join(".baton/engine.sock").exists()
+    });
+    ws.ok(&["start", &id.to_string()]);
+    wait_for("the step to start", || {
+        pid_in(&ws.root().join("step.pid")).is_some_and(alive)
+    });
+    let raw = rusqlite::Connection::open(ws.root().join(".baton/baton.db")).unwrap();
+    raw.busy_timeout(Duration::from_secs(10)).unwrap();
+    raw.execute("UPDATE tasks SET status = 'nowhere' WHERE id = ?1", [id])
+        .unwrap();
+    let out = ws.baton(&["abort", &id.to_string()]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the abort was refused: {err}");
+    assert!(err.contains("nowhere"), "{err}");
+
+    raw.execute("UPDATE tasks SET status = 'work' WHERE id = ?1", [id])
+        .unwrap();
+    std::fs::write(ws.root().join("go"), "").unwrap();
+    wait_for("the step to finish and the task to move on", || {
+        ws.show(id)["state"] != "running"
+    });
+    let shown = ws.show(id);
+    assert_eq!(shown["state"], "done", "the step ran to its end: {shown:#}");
+    stop(engine);
+}

@@ -2,7 +2,7 @@
 //! the board untouched; `--keep` saves the result as a branch.
 
 mod common;
-use common::{Ws, git, git_init};
+use common::{Ws, alive, git, git_init, wait_for};
 
 /// A git workspace with a replay agent and a command agent that writes a file.
 fn workspace() -> Ws {
@@ -113,4 +113,59 @@ fn an_unknown_agent_or_base_is_one_sentence() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("base branch `nope` does not exist"), "{err}");
+}
+
+/// Ctrl-C on `baton try` stops its agent and everything the agent started, even a process
+/// in a session of its own, which no group signal reaches: the run carries a key of its own.
+#[test]
+fn an_interrupted_try_leaves_no_process_behind() {
+    let ws = workspace();
+    let root = ws.root().to_path_buf();
+    let script = format!(
+        "setsid sh -c 'echo $$ > {0}/detached.pid; exec tail -f /dev/null' >/dev/null 2>&1 &\n\
+         echo \"$BATON_EXECUTION_KEY\" > {0}/key\n\
+         sleep 300",
+        root.display()
+    );
+    std::fs::write(
+        root.join(".baton/agents/lingerer.json"),
+        serde_json::json!({"id": "lingerer", "backend": "command", "argv": ["sh", "-c", script]})
+            .to_string(),
+    )
+    .unwrap();
+    let mut baton = std::process::Command::new(assert_cmd::cargo::cargo_bin("baton"))
+        .current_dir(&root)
+        .env_remove("BATON_DIR")
+        .env("XDG_CONFIG_HOME", ws.dir.path().join("xdg"))
+        .args(["try", "lingerer", "--prompt", "linger"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid_in = |name: &str| -> Option<i32> {
+        std::fs::read_to_string(root.join(name))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    wait_for("the agent and its detached child to start", || {
+        pid_in("detached.pid").is_some_and(alive) && root.join("key").exists()
+    });
+    let detached = pid_in("detached.pid").unwrap();
+    let key = std::fs::read_to_string(root.join("key")).unwrap();
+    assert!(
+        key.trim().starts_with("try:"),
+        "the run has a key of its own: {key:?}"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(baton.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    baton.wait().unwrap();
+    assert!(
+        !alive(detached),
+        "the detached child ended with the interrupted try"
+    );
 }

@@ -62,6 +62,8 @@ pub fn serve(ws: &Workspace, listen: &str) -> Outcome {
         );
     }
     let cfg = ws.config()?;
+    // The webhook secret, under whatever name the workspace gave it, stays with the engine.
+    crate::exec::process::keep_from_children(&cfg.serve.github_secret_env);
     let token = crate::api::token::load_or_create(&ws.dir()).map_err(Failure::new)?;
     // Before any thread starts, so every one inherits the higher limit.
     crate::api::conns::raise_nofile_limit();

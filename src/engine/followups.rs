@@ -400,7 +400,7 @@ async fn run_command(
     });
     let finish = exec::run_shell(cmd, &env, tx, ctx.cancel.child_token(), |_| {}).await;
     let (out, err) = collect.await.unwrap_or_default();
-    let redactor = crate::exec::redact::Redactor::from_vars(std::env::vars());
+    let redactor = crate::exec::redact::Redactor::from_vars(crate::exec::redact::env_vars());
     let first = |lines: &[String]| {
         lines
             .iter()

@@ -214,6 +214,8 @@ impl Engine {
             .map_err(|e| EngineError::Other(e.to_string()))??
         };
         let cfg = ws.config()?;
+        // The webhook secret, under whatever name the workspace gave it, stays with the engine.
+        crate::exec::process::keep_from_children(&cfg.serve.github_secret_env);
         let db = ws.db_path();
         if db.exists() && !crate::store::Store::writable(&db) {
             return Err(EngineError::Other(format!(
@@ -516,12 +518,10 @@ impl Engine {
         command: Option<i64>,
     ) -> std::result::Result<String, String> {
         let task_id = req.task_id;
-        // An abort stops the task's step before anything is written: a write that fails
-        // (a full disk) must not leave it running. It is recorded once the write succeeds.
+        // An abort that is written stops the task's step through `after`; one whose write
+        // fails (a full disk) stops it all the same and is recorded once the database takes
+        // it. One that is refused (a stale expected status) leaves the step running.
         let abort = matches!(req.action, Action::Abort { .. });
-        if abort {
-            self.stop_steps_of(task_id);
-        }
         let clean = self.worktree_clean_for(task_id).await;
         let mut merged: Option<std::result::Result<(), String>> = None;
         let out = loop {
@@ -556,6 +556,7 @@ impl Engine {
                 Ok(applied.summary)
             }
             Err(EngineError::Store(e)) if abort => {
+                self.stop_steps_of(task_id);
                 tracing::warn!("recording the abort of task {task_id} failed: {e}; trying again");
                 // A queued command stays pending and is applied again by the next look;
                 // a request from elsewhere is kept for it.
@@ -659,7 +660,7 @@ impl Engine {
         }
     }
 
-    /// Stops the running steps of a task (an abort, before it is recorded).
+    /// Stops the running steps of a task (an abort the database could not record yet).
     fn stop_steps_of(&mut self, task_id: i64) {
         for r in self.running.values_mut().filter(|r| r.task_id == task_id) {
             r.reason = Some(StopReason::Moved);

@@ -74,6 +74,13 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| format!("the git work panicked: {e}"))?
 }
 
+/// A unique execution key for one `baton try` run: `try:<engine pid>:<n>`.
+fn try_key() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("try:{}:{n}", std::process::id())
+}
+
 /// Runs `req` once. `lines` receives the log as it happens; `cancel` stops the agent.
 pub async fn try_agent(
     ws: &Workspace,
@@ -82,6 +89,8 @@ pub async fn try_agent(
     cancel: CancellationToken,
 ) -> Result<TryResult, String> {
     let cfg = ws.config().map_err(|e| e.to_string())?;
+    // The webhook secret, under whatever name the workspace gave it, stays with the engine.
+    crate::exec::process::keep_from_children(&cfg.serve.github_secret_env);
     let catalog = crate::agents::load_agents(Some(&ws.agents_dir()));
     catalog.get(&req.agent).map_err(|e| e.to_string())?;
     let root = ws.root().to_path_buf();
@@ -145,6 +154,8 @@ pub async fn try_agent(
         ("BATON_ATTEMPT".into(), "1".into()),
         ("BATON_CONTEXT_DIR".into(), context.display().to_string()),
         ("BATON_WORKSPACE".into(), root.display().to_string()),
+        // A key of its own, so stopping it finds the processes that left its group too.
+        (crate::exec::process::KEY_VAR.into(), try_key()),
     ];
     let opencode = crate::exec::agent::opencode_serve::OpencodeServer::owned_by(&root, "try");
     let step = AgentStep {

@@ -117,7 +117,8 @@ pub async fn run(
         .context_dir
         .join(format!("id_{}_{:03}.log", job.step.status, job.seq));
     let redactor = crate::exec::redact::Redactor::from_vars(
-        std::env::vars().chain(job.spec.env.iter().map(|(k, v)| (k.clone(), v.clone()))),
+        crate::exec::redact::env_vars()
+            .chain(job.spec.env.iter().map(|(k, v)| (k.clone(), v.clone()))),
     );
     // After a restart the executor reads the step's output again from its start: what
     // the first engine stored is not stored again (see docs/executors.md).

@@ -42,9 +42,29 @@ pub fn exe() -> Option<PathBuf> {
         return None;
     }
     let me = std::env::current_exe().ok()?;
-    let name = me.file_name()?.to_str()?;
+    let name = me.file_name()?.to_string_lossy();
     // A rebuilt binary reads `baton (deleted)`; its image is still there to start again.
-    (name == "baton" || name == "baton (deleted)").then(|| PathBuf::from("/proc/self/exe"))
+    if name == "baton" || name == "baton (deleted)" {
+        return Some(PathBuf::from("/proc/self/exe"));
+    }
+    // A test harness is expected here; anything else is a renamed binary whose steps would
+    // outlive a killed engine, which its user should hear of once.
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    if !cfg!(test) && !is_test_harness(&me) {
+        WARNED.call_once(|| {
+            tracing::warn!(
+                "steps start without a guard: this program is `{name}`, not `baton`, so a step's processes may outlive an engine that is killed"
+            )
+        });
+    }
+    None
+}
+
+/// Whether `exe` is a cargo test binary (`target/<profile>/deps/<name>-<hash>`).
+fn is_test_harness(exe: &std::path::Path) -> bool {
+    exe.parent()
+        .and_then(|d| d.file_name())
+        .is_some_and(|d| d == "deps")
 }
 
 /// What the guard's threads report.
@@ -67,8 +87,8 @@ pub fn main(args: Vec<OsString>) -> ! {
         std::process::exit(2);
     };
     let grace = Duration::from_millis(grace);
-    let vars: Vec<(String, String)> = std::env::vars().collect();
-    let mark = Mark::from_vars(vars.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    // Raw bytes: a variable that is not UTF-8 is the program's business, not a panic here.
+    let mark = Mark::from_vars(std::env::vars_os());
     // Orphaned descendants, even those in a session of their own, become our children.
     let _ = nix::sys::prctl::set_child_subreaper(true);
     // SAFETY: the engine passes the read end of its pipe under this number and nothing
@@ -171,6 +191,8 @@ fn exit_by(sig: Signal) -> ! {
     unsafe {
         let _ = nix::sys::signal::signal(sig, nix::sys::signal::SigHandler::SigDfl);
     }
+    // The program may have dumped core already; the guard's own copy would only be noise.
+    let _ = nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_CORE, 0, 0);
     let mut only = SigSet::empty();
     only.add(sig);
     let _ = only.thread_unblock();

@@ -5,6 +5,9 @@
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::sync::Mutex;
 
 /// Field 22 of `/proc/<pid>/stat`: the process start time in clock ticks since boot.
 pub fn start_time(pid: u32) -> Option<u64> {
@@ -93,22 +96,23 @@ impl Mark {
         }
     }
 
-    /// The mark a step's environment gives its processes (the key alone where it names
-    /// no workspace); None without a key.
-    pub fn from_vars<'a>(vars: impl IntoIterator<Item = (&'a str, &'a str)>) -> Option<Self> {
+    /// The mark a step's environment gives its processes; None unless it names both its
+    /// key and its workspace (a key alone, such as `1:build:1`, repeats across workspaces).
+    pub fn from_vars<K: AsRef<OsStr>, V: AsRef<OsStr>>(
+        vars: impl IntoIterator<Item = (K, V)>,
+    ) -> Option<Self> {
         let (mut key, mut workspace) = (None, None);
         for (k, v) in vars {
-            match k {
-                KEY_VAR => key = Some(v),
-                WORKSPACE_VAR => workspace = Some(v),
+            match k.as_ref().as_bytes() {
+                b"BATON_EXECUTION_KEY" => key = Some(v.as_ref().as_bytes().to_vec()),
+                b"BATON_WORKSPACE" => workspace = Some(v.as_ref().as_bytes().to_vec()),
                 _ => {}
             }
         }
-        let mut mark = Self::new(key?, workspace.unwrap_or_default());
-        if workspace.is_none() {
-            mark.needles.truncate(1);
-        }
-        Some(mark)
+        let needle = |name: &str, value: Vec<u8>| [format!("{name}=").into_bytes(), value].concat();
+        Some(Self {
+            needles: vec![needle(KEY_VAR, key?), needle(WORKSPACE_VAR, workspace?)],
+        })
     }
 
     /// True when a process environment (`/proc/<pid>/environ`) carries the mark.
@@ -153,6 +157,56 @@ pub fn signal_marked(mark: &Mark, sig: Signal) -> usize {
     pids.len()
 }
 
+/// SIGKILL to every process that carries `mark`, scanning until two scans in a row find
+/// none: one caught mid-`exec` (no environment for a moment) or forked just after a scan is
+/// found by the next. Bounded, so a process that keeps forking cannot hold the caller.
+pub fn kill_marked_blocking(mark: &Mark) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let mut empty = 0;
+    while empty < 2 && std::time::Instant::now() < deadline {
+        if signal_marked(mark, Signal::SIGKILL) == 0 {
+            empty += 1;
+        } else {
+            empty = 0;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// Names of variables beyond the `BATON_…` secrets that the engine holds for itself (the
+/// webhook secret under a name the workspace chose): steps and servers do not inherit them.
+static ENGINE_SECRETS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Marks `name` as one of the engine's own secrets (see [`engine_secret_names`]).
+pub fn keep_from_children(name: &str) {
+    let mut names = ENGINE_SECRETS.lock().unwrap_or_else(|e| e.into_inner());
+    if !names.iter().any(|n| n == name) {
+        names.push(name.to_string());
+    }
+}
+
+/// The variables of this process that its children must not inherit: the engine's own
+/// secrets (a webhook secret, an API token). Pass each to `env_remove` on a std or tokio
+/// `Command`; a value the child's own `env` sets afterwards is its own.
+pub fn engine_secret_names() -> Vec<OsString> {
+    secret_names(std::env::vars_os().map(|(name, _)| name))
+}
+
+/// Which of `names` are the engine's own secrets.
+fn secret_names(names: impl Iterator<Item = OsString>) -> Vec<OsString> {
+    let extra = ENGINE_SECRETS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    names
+        .filter(|name| {
+            name.to_str().is_some_and(|n| {
+                crate::exec::redact::is_engine_secret(n) || extra.iter().any(|e| e == n)
+            })
+        })
+        .collect()
+}
+
 /// SIGTERM to every process that carries `mark`, up to `grace` for them to go, then
 /// SIGKILL to what is left. Blocks: for recovery's and the guard's threads.
 ///
@@ -183,7 +237,7 @@ pub fn end_marked_blocking(mark: &Mark, grace: std::time::Duration) {
         }
         std::thread::sleep(std::time::Duration::from_millis(25));
     }
-    signal_marked(mark, Signal::SIGKILL);
+    kill_marked_blocking(mark);
 }
 
 /// [`end_marked_blocking`] off the async threads.
@@ -286,6 +340,74 @@ mod tests {
         let status = child.wait().unwrap();
         assert!(!status.success(), "the sleeper was ended, not finished");
         assert!(marked(&mark).is_empty());
+    }
+
+    #[test]
+    fn a_mark_needs_both_its_key_and_its_workspace() {
+        use std::os::unix::ffi::OsStringExt;
+        let key = || (OsString::from(KEY_VAR), OsString::from("1:build:1"));
+        let ws = |v: &[u8]| {
+            (
+                OsString::from(WORKSPACE_VAR),
+                OsString::from_vec(v.to_vec()),
+            )
+        };
+        // `1:build:1` alone is a step of every workspace.
+        assert_eq!(Mark::from_vars([key()]), None);
+        assert_eq!(Mark::from_vars([ws(b"/ws/a")]), None);
+        assert_eq!(
+            Mark::from_vars([key(), ws(b"/ws/a")]),
+            Some(Mark::new("1:build:1", "/ws/a"))
+        );
+        // A root that is not UTF-8 is still a root: matched byte for byte.
+        let odd = Mark::from_vars([
+            key(),
+            ws(b"/ws/\xff"),
+            (OsString::from("OTHER"), OsString::from_vec(vec![0xfe])),
+        ])
+        .expect("a mark");
+        assert!(odd.on(b"A=1\0BATON_WORKSPACE=/ws/\xff\0BATON_EXECUTION_KEY=1:build:1\0"));
+        assert!(!odd.on(b"BATON_WORKSPACE=/ws/a\0BATON_EXECUTION_KEY=1:build:1\0"));
+    }
+
+    #[test]
+    fn the_engines_secrets_and_its_webhook_secrets_name_are_kept_from_children() {
+        keep_from_children("TEST_ONLY_HOOK_SIGNING");
+        let names = [
+            "BATON_API_TOKEN",
+            "TEST_ONLY_HOOK_SIGNING",
+            "OPENAI_API_KEY",
+            "BATON_EXECUTION_KEY",
+            "PATH",
+        ];
+        let kept = secret_names(names.iter().map(OsString::from));
+        assert_eq!(kept, ["BATON_API_TOKEN", "TEST_ONLY_HOOK_SIGNING"]);
+    }
+
+    #[test]
+    fn a_kill_by_mark_catches_a_process_started_after_the_first_scan() {
+        let key = format!("test-late-{}", std::process::id());
+        let mark = Mark::new(&key, "/ws/late");
+        // A parent that keeps starting marked children in sessions of their own: one
+        // forked while a scan runs (or caught mid-exec) is missed by it, found by the next.
+        let script = "while :; do setsid sleep 300 & sleep 0.01; done";
+        let mut parent = std::process::Command::new("sh")
+            .args(["-c", script])
+            .env(KEY_VAR, &key)
+            .env(WORKSPACE_VAR, "/ws/late")
+            .spawn()
+            .expect("sh runs");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while marked(&mark).len() < 3 {
+            assert!(std::time::Instant::now() < deadline, "no children started");
+            std::thread::yield_now();
+        }
+        kill_marked_blocking(&mark);
+        let _ = parent.wait();
+        assert!(
+            marked(&mark).is_empty(),
+            "something marked outlived the kill"
+        );
     }
 
     #[test]

@@ -58,6 +58,12 @@ pub fn is_engine_secret(name: &str) -> bool {
     name.to_ascii_uppercase().starts_with("BATON_") && is_secret_name(name)
 }
 
+/// This process's environment as strings, for [`Redactor::from_vars`]: a variable whose
+/// name or value is not UTF-8 is skipped (`std::env::vars` would panic on it).
+pub fn env_vars() -> impl Iterator<Item = (String, String)> {
+    std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+}
+
 /// A set of secret values to mask.
 #[derive(Debug, Clone, Default)]
 pub struct Redactor {

@@ -32,7 +32,7 @@ struct Env(BTreeMap<String, String>);
 
 impl Env {
     fn of(p: &Profile) -> Self {
-        let mut vars: BTreeMap<String, String> = std::env::vars().collect();
+        let mut vars: BTreeMap<String, String> = crate::exec::redact::env_vars().collect();
         vars.extend(p.env.clone());
         Self(vars)
     }

@@ -162,6 +162,10 @@ impl OpencodeServer {
             .stderr(std::process::Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
+        // The engine's own secrets are none of the server's business, as for steps.
+        for name in crate::exec::process::engine_secret_names() {
+            cmd.env_remove(name);
+        }
         let config = config_file(&self.root);
         if config.is_file() && std::env::var_os("OPENCODE_CONFIG").is_none() {
             cmd.env("OPENCODE_CONFIG", &config);

@@ -8,7 +8,10 @@ use super::{
     BoxFuture, ExecError, Executor, Found, Identity, Labels, Launch, Program, Started, StdinWay,
 };
 use crate::exec::lines::pump;
-use crate::exec::process::{Mark, end_marked, signal_group, signal_marked, start_time, stop_child};
+use crate::exec::process::{
+    Mark, end_marked, engine_secret_names, kill_marked_blocking, signal_group, start_time,
+    stop_child,
+};
 use crate::exec::redact::Redactor;
 use crate::exec::{Finish, LogSender};
 use crate::store::Stream;
@@ -83,12 +86,8 @@ fn spawn(launch: &Launch, log: LogSender) -> Result<LocalStep, ExecError> {
     }
     // The engine's own secrets (a webhook secret, an API token) are none of a step's
     // business: it does not inherit them. One the step's `env` names is its own.
-    for (name, _) in std::env::vars_os() {
-        if let Some(name) = name.to_str()
-            && crate::exec::redact::is_engine_secret(name)
-        {
-            cmd.env_remove(name);
-        }
+    for name in engine_secret_names() {
+        cmd.env_remove(name);
     }
     cmd.current_dir(&env.workdir)
         .envs(env.vars.iter().map(|(k, v)| (k, v)))
@@ -123,7 +122,7 @@ fn spawn(launch: &Launch, log: LogSender) -> Result<LocalStep, ExecError> {
     }
     // The same secrets the engine masks in the step's lines: long lines are cut around them.
     let secrets = Arc::new(Redactor::from_vars(
-        std::env::vars().chain(env.vars.iter().cloned()),
+        crate::exec::redact::env_vars().chain(env.vars.iter().cloned()),
     ));
     let readers = [
         child
@@ -222,8 +221,7 @@ impl LocalStep {
         signal_group(self.pid, Signal::SIGKILL);
         // What left the group (a `setsid` child) goes too: nothing outlives its step.
         if let Some(mark) = self.mark.clone() {
-            let _ =
-                tokio::task::spawn_blocking(move || signal_marked(&mark, Signal::SIGKILL)).await;
+            let _ = tokio::task::spawn_blocking(move || kill_marked_blocking(&mark)).await;
         }
     }
 }

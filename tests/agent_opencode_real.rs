@@ -331,12 +331,7 @@ fn baton_starts_the_server_restarts_it_and_stops_it_with_the_engine() {
         left,
         "a killed engine cannot stop its server"
     );
-    // The engine's own secrets, one under the name the workspace chose for its webhook
-    // secret: the server does not inherit them.
-    let config = ws.root().join(".baton/config.toml");
-    let mut toml = std::fs::read_to_string(&config).unwrap_or_default();
-    toml.push_str("\n[serve]\ngithub_secret_env = \"HOOK_SIGNING_SECRET\"\n");
-    std::fs::write(&config, toml).unwrap();
+    // The next engine has the same secrets (config.toml names the webhook's already).
     let mut engine = baton(&["engine"]);
     engine
         .env("BATON_API_TOKEN", "engine-only-token-1234")

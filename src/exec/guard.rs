@@ -25,7 +25,7 @@ use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::Pid;
 use std::ffi::OsString;
 use std::io::Read;
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -65,6 +65,42 @@ fn is_test_harness(exe: &std::path::Path) -> bool {
     exe.parent()
         .and_then(|d| d.file_name())
         .is_some_and(|d| d == "deps")
+}
+
+/// The command that starts `argv` (a step, a hook, a server baton runs): under a guard when
+/// this is the `baton` binary, with the write end of the guard's pipe, which only this process holds; else `argv` itself.
+pub fn command(
+    argv: &[String],
+    grace: Duration,
+) -> std::io::Result<(tokio::process::Command, Option<OwnedFd>)> {
+    let Some(exe) = exe() else {
+        let mut c = tokio::process::Command::new(&argv[0]);
+        c.args(&argv[1..]);
+        return Ok((c, None));
+    };
+    // Both ends close on exec: no other child ever holds them. The guard's copy of the
+    // read end is opened up in its own process only, just before it starts.
+    let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    let fd = read.as_raw_fd();
+    let mut c = tokio::process::Command::new(exe);
+    c.arg0("baton")
+        .arg(ARG)
+        .arg(fd.to_string())
+        .arg(grace.as_millis().to_string())
+        .args(argv);
+    // SAFETY: only fcntl, which is async-signal-safe, runs between fork and exec; `read`
+    // stays open in the parent (it is moved into the closure) until the command is dropped.
+    unsafe {
+        c.pre_exec(move || {
+            let fd = std::os::fd::BorrowedFd::borrow_raw(read.as_raw_fd());
+            nix::fcntl::fcntl(
+                fd,
+                nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
+            )?;
+            Ok(())
+        });
+    }
+    Ok((c, Some(write)))
 }
 
 /// What the guard's threads report.

@@ -8,7 +8,7 @@ use nix::sys::signal::Signal;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 use tokio::sync::Mutex;
 
 /// The program baton starts (looked up on PATH).
@@ -44,6 +44,8 @@ struct Running {
     child: Child,
     pgid: u32,
     served: Served,
+    /// The engine's end of the guard's pipe: while it is open, the server runs on.
+    _engine_end: Option<std::os::fd::OwnedFd>,
 }
 
 /// The OpenCode server of one workspace, started on demand.
@@ -150,18 +152,34 @@ impl OpencodeServer {
             .map(|a| a.port())
             .map_err(|e| format!("cannot find a free port for the OpenCode server: {e}"))?;
         let password = password()?;
-        let mut cmd = Command::new(&program);
-        cmd.args(["serve", "--hostname", "127.0.0.1", "--port"])
-            .arg(port.to_string())
-            .current_dir(&self.root)
+        let argv: Vec<String> = [
+            program.display().to_string(),
+            "serve".into(),
+            "--hostname".into(),
+            "127.0.0.1".into(),
+            "--port".into(),
+            port.to_string(),
+        ]
+        .into();
+        // Under a guard, as steps are: if the engine dies, the server and whatever its
+        // sessions started (all carrying this key) end with it, instead of working on in a
+        // worktree with no one reading.
+        let (mut cmd, engine_end) = crate::exec::guard::command(&argv, GRACE)
+            .map_err(|e| format!("could not make the OpenCode server's guard pipe: {e}"))?;
+        cmd.current_dir(&self.root)
             .env(MARK, &self.mark)
+            .env(
+                crate::exec::process::KEY_VAR,
+                format!("opencode-serve:{}", self.mark),
+            )
+            .env(crate::exec::process::WORKSPACE_VAR, &self.root)
             .env("OPENCODE_SERVER_USERNAME", "opencode")
             .env("OPENCODE_SERVER_PASSWORD", &password)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .process_group(0)
-            .kill_on_drop(true);
+            .kill_on_drop(engine_end.is_none());
         // The engine's own secrets are none of the server's business, as for steps.
         for name in crate::exec::process::engine_secret_names() {
             cmd.env_remove(name);
@@ -227,6 +245,7 @@ impl OpencodeServer {
             child,
             pgid,
             served: Served { url, password },
+            _engine_end: engine_end,
         })
     }
 }

@@ -16,13 +16,13 @@ use crate::exec::redact::Redactor;
 use crate::exec::{Finish, LogSender};
 use crate::store::Stream;
 use nix::sys::signal::Signal;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 use tokio::task::JoinHandle;
 
 /// How long output may keep flowing after the step's process exits (background children
@@ -70,7 +70,8 @@ fn spawn(launch: &Launch, log: LogSender) -> Result<LocalStep, ExecError> {
     let Some(what) = argv.first().cloned() else {
         return Err(ExecError("the command line is empty".into()));
     };
-    let (mut cmd, engine_end) = guarded(&argv, env.kill_grace)?;
+    let (mut cmd, engine_end) = crate::exec::guard::command(&argv, env.kill_grace)
+        .map_err(|e| ExecError(format!("could not make the step's guard pipe: {e}")))?;
     // Under a guard a missing program would only show as its exit: say it as before.
     if engine_end.is_some() {
         let path = env.vars.iter().rev().find(|(k, _)| k == "PATH");
@@ -144,40 +145,6 @@ fn spawn(launch: &Launch, log: LogSender) -> Result<LocalStep, ExecError> {
         exited: None,
         drain_until: None,
     })
-}
-
-/// The command that starts `argv`: under a guard when this is the `baton` binary, with
-/// the write end of the guard's pipe, which only this process holds; else `argv` itself.
-fn guarded(argv: &[String], grace: Duration) -> Result<(Command, Option<OwnedFd>), ExecError> {
-    let Some(exe) = crate::exec::guard::exe() else {
-        let mut c = Command::new(&argv[0]);
-        c.args(&argv[1..]);
-        return Ok((c, None));
-    };
-    // Both ends close on exec: no other child ever holds them. The guard's copy of the
-    // read end is opened up in its own process only, just before it starts.
-    let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-        .map_err(|e| ExecError(format!("could not make the step's guard pipe: {e}")))?;
-    let fd = read.as_raw_fd();
-    let mut c = Command::new(exe);
-    c.arg0("baton")
-        .arg(crate::exec::guard::ARG)
-        .arg(fd.to_string())
-        .arg(grace.as_millis().to_string())
-        .args(argv);
-    // SAFETY: only fcntl, which is async-signal-safe, runs between fork and exec; `read`
-    // stays open in the parent (it is moved into the closure) until the command is dropped.
-    unsafe {
-        c.pre_exec(move || {
-            let fd = std::os::fd::BorrowedFd::borrow_raw(read.as_raw_fd());
-            nix::fcntl::fcntl(
-                fd,
-                nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
-            )?;
-            Ok(())
-        });
-    }
-    Ok((c, Some(write)))
 }
 
 /// Whether `program` can be started in `dir` with the search path `path`.

@@ -174,7 +174,8 @@ fn claude_and_codex_need_their_binary_on_path() {
 #[test]
 fn claude_profiles_can_edit_and_read_their_prompt_on_stdin() {
     let ws = Ws::new();
-    init(&ws, "claude", None);
+    let said = text(&init(&ws, "claude", None));
+    assert!(said.contains("--permission-mode acceptEdits"), "{said}");
     for (role, mode) in [
         ("planner", "plan"),
         ("coder", "acceptEdits"),
@@ -197,8 +198,10 @@ fn claude_profiles_can_edit_and_read_their_prompt_on_stdin() {
         coder.contains("do not commit them: baton commits what this step leaves"),
         "{coder}"
     );
+    // A second init keeps every file and says so instead of describing a setup.
     let said = text(&init(&ws, "claude", None));
-    assert!(said.contains("--permission-mode acceptEdits"), "{said}");
+    assert!(said.contains("every file existed and was kept"), "{said}");
+    assert!(!said.contains("--permission-mode acceptEdits"), "{said}");
 }
 
 #[test]
@@ -344,6 +347,11 @@ fn opencode_by_default_is_a_server_baton_starts() {
     let out = init(&ws, "opencode", None);
     assert!(!out.status.success(), "{}", text(&out));
     assert!(
+        text(&out).contains("baton starts `opencode serve` itself when a step needs it"),
+        "{}",
+        text(&out)
+    );
+    assert!(
         text(&out)
             .contains("`opencode` is not on PATH — install it (`npm install -g opencode-ai`)"),
         "{}",
@@ -365,10 +373,6 @@ fn opencode_by_default_is_a_server_baton_starts() {
     assert!(
         said.contains("`opencode` 1.18.33 at")
             && said.contains("baton starts `opencode serve` when a step needs it"),
-        "{said}"
-    );
-    assert!(
-        said.contains("baton starts `opencode serve` itself when a step needs it"),
         "{said}"
     );
 }

@@ -133,12 +133,11 @@ impl OpencodeServer {
     }
 
     async fn start(&self) -> Result<Running, String> {
-        // A server a killed engine left behind holds a port and a database lock.
-        while let Some((pgid, _)) = find_group_by_env(MARK, &self.mark) {
-            if !signal_group(pgid, Signal::SIGKILL) {
-                break;
-            }
-            tracing::warn!("ended the OpenCode server (pid {pgid}) a stopped engine left");
+        // A server a killed engine left behind holds a port and a database lock. Reading
+        // /proc blocks: off the async threads.
+        let mark = self.mark.clone();
+        if let Ok(Some(said)) = tokio::task::spawn_blocking(move || end_marked(&mark)).await {
+            tracing::warn!("{said}");
         }
         let Some(program) = super::find_program(PROGRAM, None) else {
             return Err(format!(
@@ -293,11 +292,24 @@ fn password() -> Result<String, String> {
 /// Ends the engine's server a stopped engine left behind in the workspace at `root` (its
 /// sessions would go on editing worktrees); says so when there was one. Blocking.
 pub fn end_left_behind(root: &Path) -> Option<String> {
-    let (pgid, _) = find_group_by_env(MARK, &mark(root, "engine"))?;
-    signal_group(pgid, Signal::SIGKILL);
-    Some(format!(
-        "ended the OpenCode server (pid {pgid}) a stopped engine left, with its sessions"
-    ))
+    end_marked(&mark(root, "engine"))
+}
+
+/// Ends every server group carrying `mark`; says so when there was one. Blocking.
+fn end_marked(mark: &str) -> Option<String> {
+    let mut ended = Vec::new();
+    while let Some((pgid, _)) = find_group_by_env(MARK, mark) {
+        if !signal_group(pgid, Signal::SIGKILL) {
+            break;
+        }
+        ended.push(pgid.to_string());
+    }
+    (!ended.is_empty()).then(|| {
+        format!(
+            "ended the OpenCode server (pid {}) a stopped engine left, with its sessions",
+            ended.join(", ")
+        )
+    })
 }
 
 impl Drop for OpencodeServer {

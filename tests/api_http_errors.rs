@@ -49,6 +49,9 @@ fn bad_ids_queries_bodies_and_methods_get_a_json_sentence() {
         assert_eq!(status, StatusCode::BAD_REQUEST, "{query}");
         assert!(m.contains("the query string is wrong"), "{query}: {m}");
     }
+    let (status, m) = refused(get("/api/tasks/1/logs?tail=0"));
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{m}");
+    assert!(m.contains("`tail` counts lines from 1"), "{m}");
     let (status, m) = refused(get("/api/events?task=abc"));
     assert_eq!(status, StatusCode::BAD_REQUEST, "{m}");
 

@@ -298,6 +298,12 @@ impl Ops {
         after: Option<i64>,
         tail: Option<usize>,
     ) -> OpResult {
+        if tail == Some(0) {
+            return Err(OpError::new(
+                Kind::Invalid,
+                "`tail` counts lines from 1: leave it out for the whole log",
+            ));
+        }
         let limit = tail.unwrap_or(MAX_LOG_LINES).clamp(1, MAX_LOG_LINES);
         self.store
             .read(move |db| {

@@ -126,7 +126,7 @@ fn a_link_planted_at_the_next_stdin_file_is_not_written_through() {
         ws.root().join(".baton/agents/reader.json"),
         format!(
             r#"{{"id": "reader", "backend": "command", "format": "text", "prompt_via": "stdin",
-  "argv": ["cat"], "executor": {{"docker": {{"image": "{IMAGE}", "network": "none"}}}}}}"#
+  "argv": ["sh", "-c", "cat > /workspace/got-prompt.txt"], "executor": {{"docker": {{"image": "{IMAGE}", "network": "none"}}}}}}"#
         ),
     )
     .unwrap();
@@ -158,10 +158,12 @@ fn a_link_planted_at_the_next_stdin_file_is_not_written_through() {
     assert_eq!(code, Some(2), "waits at review: {shown}");
     let logs = ws.ok(&["logs", "1", "--step", "1"]);
     assert!(logs.contains("planted-X"), "{logs}");
-    let logs = ws.ok(&["logs", "1", "--step", "2"]);
+    // What the agent read on stdin, kept in its worktree (not its log, so the check does
+    // not hang on how fast a short container's output is followed).
+    let got = std::fs::read_to_string(ws.root().join("got-prompt.txt")).unwrap_or_default();
     assert!(
-        logs.contains("prompt-Q on stdin"),
-        "the agent read its prompt: {logs}"
+        got.contains("prompt-Q on stdin"),
+        "the agent read its prompt: {got:?}"
     );
 }
 

@@ -54,6 +54,14 @@ impl Diags<'_> {
     }
 }
 
+/// Line and column (1-based) where the JSON value begins: its first non-blank character.
+fn value_start(text: &str) -> (usize, usize) {
+    let before = &text[..text.len() - text.trim_start().len()];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
 /// Line and column (1-based) of the first `"key":` in a flat JSON object.
 fn locate_key(text: &str, key: &str) -> Option<(usize, usize)> {
     let needle = format!("\"{key}\"");
@@ -100,10 +108,15 @@ pub fn parse_profile(file: &str, text: &str) -> (Option<Profile>, Vec<Diagnostic
             .push(crate::pipeline::load::duplicate_key(file, &key, pos));
     }
     let Some(obj) = root.as_object() else {
-        d.error(
-            None,
-            "an agent profile is one JSON object ({\"id\": …, \"backend\": …})".into(),
-        );
+        let (line, column) = value_start(text);
+        d.out.push(Diagnostic {
+            file: file.to_string(),
+            line: Some(line),
+            column: Some(column),
+            severity: Severity::Error,
+            message: "an agent profile is one JSON object ({\"id\": …, \"backend\": …})"
+                .into(),
+        });
         return (None, d.out);
     };
     let profile = build(&mut d, obj);

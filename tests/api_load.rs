@@ -151,6 +151,47 @@ fn streams_that_fall_behind_lose_no_task_update() {
     until_all(&resumed, &ids, "done", "done");
 }
 
+/// A change whose time stamp is older than a stream's cursor (a clock stepped back, or a
+/// writer that stamped its row before a later one committed) still reaches a client that
+/// resumes with `Last-Event-ID`: the cursor is the change number, not a time.
+#[test]
+fn a_change_stamped_before_the_cursor_reaches_a_resumed_stream() {
+    let ws = api_common::workspace();
+    let s = Server::start(ws.path(), &[]);
+    let token = s.token();
+    let live = stream(&s, &token, None);
+    let mut ids = Vec::new();
+    for n in 0..2 {
+        let (status, task) = post(
+            &s,
+            "/api/tasks",
+            json!({"title": format!("t{n}"), "pipeline": "fast"}),
+        );
+        assert_eq!(status, StatusCode::CREATED, "{task}");
+        ids.push(task["id"].as_i64().unwrap());
+    }
+    let cursor = until_all(&live, &ids, "backlog", "idle");
+    drop(live);
+    let db = rusqlite::Connection::open(ws.path().join(".baton/baton.db")).unwrap();
+    db.busy_timeout(PATIENCE).unwrap();
+    let changed = db
+        .execute(
+            "UPDATE tasks SET title = 'stamped in the past', updated_at = 1 WHERE id = ?1",
+            [ids[0]],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    let resumed = stream(&s, &token, Some(&cursor));
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        match resumed.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(Said::Task(_, data)) if data["title"] == "stamped in the past" => break,
+            Ok(Said::Task(..)) => {}
+            Ok(Said::Ended) | Err(_) => panic!("the resumed stream never sent the change"),
+        }
+    }
+}
+
 /// `baton token rotate` ends an event stream opened with the old token.
 #[test]
 fn a_rotated_token_ends_the_streams_opened_with_it() {

@@ -1,6 +1,7 @@
 //! The headless command line: argument definitions and dispatch.
 
 mod config_cmd;
+mod db_cmd;
 mod engine_cmd;
 mod executors_check;
 mod fixup;
@@ -207,6 +208,9 @@ pub enum Command {
     /// The API token.
     #[command(subcommand)]
     Token(TokenCmd),
+    /// The board's database: status, migrate, export, import, backup, verify.
+    #[command(subcommand)]
+    Db(db_cmd::DbCmd),
     /// Print a shell completion script: `baton completions bash > ~/.local/share/bash-completion/completions/baton`.
     Completions {
         /// bash, zsh, fish, elvish or powershell.
@@ -368,6 +372,7 @@ pub fn dispatch(dir: Option<&PathBuf>, command: Command) -> Outcome {
         Command::Mcp => serve::mcp(&workspace(dir)?),
         Command::Serve { listen } => serve::serve(&workspace(dir)?, &listen),
         Command::Token(TokenCmd::Rotate) => serve::rotate(&workspace(dir)?),
+        Command::Db(cmd) => db_cmd::run(&workspace(dir)?, cmd),
         other => tasks::run(&workspace(dir)?, other),
     }
 }

@@ -6,6 +6,7 @@
 
 mod cards;
 mod commands;
+mod dump;
 mod events;
 mod fixup;
 mod followups;
@@ -17,13 +18,17 @@ mod step_executor;
 mod steps;
 mod tasks;
 mod types;
+mod verify;
 
 pub use cards::TaskCard;
+pub use dump::Carried;
 pub use followups::FollowupRow;
 pub use handle::StoreHandle;
+pub use schema::SCHEMA_VERSION;
 pub use steps::StepResult;
 pub use tasks::TaskFilter;
 pub use types::*;
+pub use verify::schema_of;
 
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use std::path::{Path, PathBuf};

@@ -1,0 +1,175 @@
+//! `baton db …`: the board's database as a whole — its schema, a copy, an export and an
+//! import, and a check.
+
+use super::{Failure, Outcome, exit, open_store, open_store_to_read};
+use crate::store::{SCHEMA_VERSION, Store, schema_of};
+use crate::workspace::{EngineLock, Workspace};
+use clap::Subcommand;
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// `baton db …`.
+#[derive(Debug, Subcommand)]
+pub enum DbCmd {
+    /// The database's file and schema version, and this baton's.
+    Status,
+    /// Bring the database's schema up to this baton's version.
+    Migrate,
+    /// Every table as JSON lines (a header line, then one line a row), to stdout or FILE.
+    Export {
+        /// Write here instead of stdout (refused when it exists).
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
+    /// Fill an empty board from an export (`-` reads stdin); refuses a board with tasks.
+    Import {
+        file: PathBuf,
+        /// Import into this database file (made if missing) instead of the workspace's.
+        #[arg(long, value_name = "DB")]
+        to: Option<PathBuf>,
+    },
+    /// Copy the database to a new file while it is in use (SQLite's online backup).
+    Backup { to: PathBuf },
+    /// Check the file's integrity, rows that point at nothing, and execution keys; exits 1
+    /// on any finding.
+    Verify,
+}
+
+/// Runs a `baton db` subcommand.
+pub fn run(ws: &Workspace, cmd: DbCmd) -> Outcome {
+    match cmd {
+        DbCmd::Status => status(ws),
+        DbCmd::Migrate => {
+            let before = existing_schema(&ws.db_path())?;
+            open_store(ws)?;
+            match before {
+                Some(v) if v == SCHEMA_VERSION => println!("schema {v}: already current"),
+                Some(v) => println!("schema {v} → {SCHEMA_VERSION}"),
+                None => println!("made a new database at schema {SCHEMA_VERSION}"),
+            }
+            Ok(exit::OK)
+        }
+        DbCmd::Export { out } => export(ws, out.as_deref()),
+        DbCmd::Import { file, to } => import(ws, &file, to.as_deref()),
+        DbCmd::Backup { to } => {
+            let store = open_store_to_read(ws)?;
+            store.backup_to(&to)?;
+            println!("backed up {} to {}", ws.db_path().display(), to.display());
+            Ok(exit::OK)
+        }
+        DbCmd::Verify => {
+            let store = open_store_to_read(ws)?;
+            let found = store.verify()?;
+            for f in &found {
+                println!("{f}");
+            }
+            if found.is_empty() {
+                println!("{}: sound", ws.db_path().display());
+                Ok(exit::OK)
+            } else {
+                Ok(exit::ERROR)
+            }
+        }
+    }
+}
+
+fn existing_schema(path: &Path) -> Result<Option<i64>, Failure> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    Ok(Some(schema_of(path)?))
+}
+
+fn status(ws: &Workspace) -> Outcome {
+    let path = ws.db_path();
+    match existing_schema(&path)? {
+        None => println!(
+            "{}: no database yet (this baton writes schema {SCHEMA_VERSION})",
+            path.display()
+        ),
+        Some(v) => {
+            let note = match v.cmp(&SCHEMA_VERSION) {
+                std::cmp::Ordering::Equal => "current".to_string(),
+                std::cmp::Ordering::Less => "older — `baton db migrate` upgrades it".to_string(),
+                std::cmp::Ordering::Greater => "newer than this baton — upgrade baton".to_string(),
+            };
+            println!(
+                "{}: schema {v}, this baton writes {SCHEMA_VERSION} ({note})",
+                path.display()
+            );
+        }
+    }
+    Ok(exit::OK)
+}
+
+fn export(ws: &Workspace, out: Option<&Path>) -> Outcome {
+    let mut store = open_store_to_read(ws)?;
+    let carried = match out {
+        None => {
+            let stdout = std::io::stdout();
+            let mut w = BufWriter::new(stdout.lock());
+            store.export(&mut w)?
+        }
+        Some(path) => {
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(path)
+                .map_err(|e| {
+                    Failure::new(format!(
+                        "cannot write {}: {e} — give a new file",
+                        path.display()
+                    ))
+                })?;
+            let mut w = BufWriter::new(file);
+            let carried = store.export(&mut w)?;
+            w.into_inner()
+                .map_err(|e| Failure::new(format!("cannot write {}: {e}", path.display())))?
+                .sync_all()
+                .map_err(|e| Failure::new(format!("cannot write {}: {e}", path.display())))?;
+            carried
+        }
+    };
+    eprintln!(
+        "exported {} task(s), {} row(s) in all",
+        carried.tasks(),
+        carried.rows()
+    );
+    Ok(exit::OK)
+}
+
+fn import(ws: &Workspace, file: &Path, to: Option<&Path>) -> Outcome {
+    let mut input: Box<dyn BufRead> = if file == Path::new("-") {
+        Box::new(BufReader::new(std::io::stdin()))
+    } else {
+        let f = std::fs::File::open(file).map_err(|e| {
+            Failure::new(format!(
+                "cannot read {}: {e} — give a file `baton db export` wrote",
+                file.display()
+            ))
+        })?;
+        Box::new(BufReader::new(f))
+    };
+    // The workspace's own board: no engine may run on it while it is filled.
+    let (_lock, mut store) = match to {
+        Some(db) => (None, Store::open(db)?),
+        None => {
+            let lock = EngineLock::acquire(ws, Duration::from_millis(200)).map_err(|_| {
+                Failure::new(
+                    "an engine runs on this board — stop it (quit the board or `baton engine`) before importing",
+                )
+            })?;
+            (Some(lock), open_store(ws)?)
+        }
+    };
+    let carried = store.import(&mut input)?;
+    let mut err = std::io::stderr();
+    let _ = writeln!(
+        err,
+        "imported {} task(s), {} row(s) in all",
+        carried.tasks(),
+        carried.rows()
+    );
+    Ok(exit::OK)
+}

@@ -10,6 +10,10 @@ use std::time::Duration;
 
 /// How much slower a step may get from the short case to the long one.
 const FLAT: f64 = 1.5;
+/// A step against a bare spawn of the same command.
+const MAX_RATIO: f64 = 1.5;
+/// `baton run` of one step, all its fixed costs included, at any board size.
+const MAX_RUN_MS: f64 = 10.0;
 
 pub fn run(ctx: &Ctx, out: &mut Vec<Line>) -> Result<(), String> {
     let (short, long) = (ctx.n(200, 100), ctx.n(2_000, 1_000));
@@ -44,7 +48,12 @@ pub fn run(ctx: &Ctx, out: &mut Vec<Line>) -> Result<(), String> {
         out.push(step_line(&row, floor, baton));
         let once = per_step(ctx, 1, tasks)?;
         let row = format!("`baton run` of 1 step, {} tasks on the board", count(tasks));
-        out.push(step_line(&row, floor, once));
+        let ms_once = millis(once);
+        out.push(
+            Line::new(row, ms(millis(floor)), ms(ms_once))
+                .ratio(ratio(once, floor))
+                .target(format!("≤ {MAX_RUN_MS:.0} ms"), ms_once <= MAX_RUN_MS),
+        );
         at.push(baton);
     }
     out.push(flat_line(
@@ -76,7 +85,10 @@ fn per_step(ctx: &Ctx, n: usize, tasks: usize) -> Result<Duration, String> {
 }
 
 fn step_line(row: &str, floor: Duration, baton: Duration) -> Line {
-    Line::new(row, ms(millis(floor)), ms(millis(baton))).ratio(ratio(baton, floor))
+    let r = ratio(baton, floor);
+    Line::new(row, ms(millis(floor)), ms(millis(baton)))
+        .ratio(r)
+        .target(format!("≤ {MAX_RATIO}×"), r <= MAX_RATIO)
 }
 
 fn flat_line(row: &str, before: Duration, after: Duration) -> Line {

@@ -477,36 +477,41 @@ pub fn rfc3339(ms: i64) -> String {
 
 #[cfg(test)]
 impl Store {
-    /// Runs `f` in a write transaction and counts the SQL statements SQLite started for
-    /// it (each trigger program once, `BEGIN` and `COMMIT` included): for tests that hold
-    /// a path to its number of statements.
+    /// Runs `f` in a write transaction and lists the SQL statements SQLite started for it
+    /// (a trigger's program as `-- TRIGGER name`, `BEGIN` and `COMMIT` included): for
+    /// tests that hold a path to its number of statements.
     pub(crate) fn count_statements<T, E: From<StoreError>>(
         &mut self,
         f: impl FnOnce(&Db) -> Result<T, E>,
-    ) -> (Result<T, E>, usize) {
+    ) -> (Result<T, E>, Vec<String>) {
         use rusqlite::ffi;
-        use std::os::raw::{c_int, c_uint, c_void};
-        unsafe extern "C" fn count(
+        use std::os::raw::{c_char, c_int, c_uint, c_void};
+        type Seen = std::cell::RefCell<Vec<String>>;
+        unsafe extern "C" fn seen(
             _: c_uint,
             ctx: *mut c_void,
             _: *mut c_void,
-            _: *mut c_void,
+            sql: *mut c_void,
         ) -> c_int {
-            // SAFETY: `ctx` is the counter below, alive while the callback is registered.
+            // SAFETY: `ctx` is the list below, alive while the callback is registered, and
+            // `sql` the statement's text, a C string SQLite owns for the call.
             unsafe {
-                (*(ctx as *const std::sync::atomic::AtomicUsize))
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            };
+                let text = std::ffi::CStr::from_ptr(sql as *const c_char);
+                (*(ctx as *const Seen))
+                    .borrow_mut()
+                    .push(text.to_string_lossy().into_owned());
+            }
             0
         }
-        let n = std::sync::atomic::AtomicUsize::new(0);
-        let ctx = &n as *const _ as *mut c_void;
-        // SAFETY: the callback is removed before `n` goes out of scope.
+        let list: Seen = Default::default();
+        let ctx = &list as *const Seen as *mut c_void;
+        // SAFETY: the callback is removed before `list` goes out of scope, and runs only on
+        // this thread (the connection is not shared).
         unsafe {
             ffi::sqlite3_trace_v2(
                 self.conn.handle(),
                 ffi::SQLITE_TRACE_STMT as c_uint,
-                Some(count),
+                Some(seen),
                 ctx,
             );
         }
@@ -514,7 +519,7 @@ impl Store {
         unsafe {
             ffi::sqlite3_trace_v2(self.conn.handle(), 0, None, std::ptr::null_mut());
         }
-        (out, n.into_inner())
+        (out, list.into_inner())
     }
 
     /// Pages this connection had to read from the file (cache misses) since it opened.

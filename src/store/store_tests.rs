@@ -141,7 +141,7 @@ fn a_step_run_is_created_by_one_statement() {
         store.count_statements(|db| db.insert_step_run(task, run, "s", Some("n"), 5));
     let made = made.unwrap();
     // BEGIN, the insert, COMMIT.
-    assert_eq!(statements, 3);
+    assert_eq!(statements.len(), 3, "{statements:#?}");
     let stored = store.read().step_run(made.id).unwrap();
     assert_eq!((made.attempt, made.seq), (2, 2));
     assert_eq!(made.execution_key, format!("{run}:s:2"));

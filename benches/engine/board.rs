@@ -4,7 +4,7 @@
 //!
 //! This depends on the store's schema: the tables `tasks`, `runs`, `step_runs`, `history`
 //! and `events`, their `id`/`task_id`/`run_id` columns and `step_runs.execution_key` of the
-//! form `run:status:attempt`. Every other column is copied as it is, by name, so columns
+//! form `run:status:attempt`, and `step_runs.log_count` (set to 0). Every other column is copied as it is, by name, so columns
 //! added later come along. Log lines are not copied (no board query reads them).
 
 use crate::workspace::{Ws, pipeline};
@@ -86,7 +86,9 @@ fn copy_tasks(conn: &mut Connection, done: i64, idle: i64, n: usize) -> rusqlite
         let r = runs.copy(&tx, "id", &[("task_id", "?2")], (old_run, t))?;
         tx.execute("UPDATE tasks SET run_id = ?1 WHERE id = ?2", [r, t])?;
         let ids = [("task_id", "?2"), ("run_id", "?3"), ("execution_key", key)];
-        steps.copy(&tx, "run_id", &ids, (old_run, t, r))?;
+        // Log lines are not copied: neither is their count.
+        let step_cols = [ids[0], ids[1], ids[2], ("log_count", "0")];
+        steps.copy(&tx, "run_id", &step_cols, (old_run, t, r))?;
         history.copy(&tx, "task_id", &ids[..2], (template, t, r))?;
         events.copy(&tx, "task_id", &[("task_id", "?2")], (template, t))?;
     }

@@ -21,8 +21,16 @@ pub(super) async fn placement(job: &Job, store: &StoreHandle) -> Placement {
         }
         return placement;
     }
-    let json = to_record(&resolved(job, &placement));
-    if let Err(e) = store.write(move |db| db.set_step_executor(id, &json)).await {
+    let spec = resolved(job, &placement);
+    let json = to_record(&spec);
+    // A local process is found again by the process group it records after it starts,
+    // so its record need not be committed before it starts: it is queued (ahead of that
+    // group's record) and the step starts without waiting for the store.
+    if spec == ExecutorSpec::Local {
+        store.write_detached("where a step runs", move |db| {
+            db.set_step_executor(id, &json)
+        });
+    } else if let Err(e) = store.write(move |db| db.set_step_executor(id, &json)).await {
         tracing::warn!("recording where step run {id} runs failed: {e}");
     }
     placement

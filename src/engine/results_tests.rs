@@ -115,3 +115,42 @@ fn step_results_table() {
         }
     }
 }
+
+/// A step's end is recorded in the same handful of statements whatever the board holds:
+/// the step's row, the task's move, its history and event rows, the next step run.
+#[test]
+fn a_steps_end_and_move_to_the_next_step_take_a_fixed_few_statements() {
+    let (pipeline, _) = parse_pipeline("p", P, None);
+    let json = serde_json::to_string(&pipeline.expect("parses")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = crate::store::Store::open(&dir.path().join("t.db")).unwrap();
+    let step = store
+        .write(|db| {
+            let id = db.insert_task("t", "", "p", &json, "build", TaskState::Running)?;
+            let run = db.task(id)?.run_id.unwrap();
+            // The snapshot is parsed once per connection, not per step: warm it.
+            db.pipeline(id)?;
+            let step = db.insert_step_run(id, run, "build", None, 0)?;
+            db.claim_step_run(step.id, now_ms())?;
+            Ok::<_, crate::store::StoreError>(step.id)
+        })
+        .unwrap();
+    let mut done = report("success", true);
+    done.state = StepState::Succeeded;
+    let (applied, statements) =
+        store.count_statements(|db| finish_step(db, step, &done, &Outside::NONE));
+    let moved = applied
+        .unwrap()
+        .and_then(|a| a.moved)
+        .expect("the task moved");
+    assert_eq!((moved.from.as_str(), moved.to.as_str()), ("build", "test"));
+    assert!(moved.step_run.is_some(), "the next step run was made");
+    // BEGIN and COMMIT; reading the step and the task; finishing the step; one visit
+    // count; the open steps ended; the task's move and its change-number trigger (three);
+    // the run's state; history, event and the new step run (one statement each).
+    assert!(
+        statements.len() <= 15,
+        "a step's end took {} statements: {statements:#?}",
+        statements.len()
+    );
+}

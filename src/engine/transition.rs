@@ -148,7 +148,7 @@ impl FactsOwned {
     ) -> Result<Self> {
         let run = task.run_id.unwrap_or_default();
         let mut visits = std::collections::HashMap::new();
-        let (mut handoff, mut cost) = (false, false);
+        let (mut handoff, mut cost, mut running) = (false, false, false);
         for t in pipeline
             .transitions
             .iter()
@@ -161,6 +161,7 @@ impl FactsOwned {
                     }
                     Guard::HasHandoffField(_) => handoff = true,
                     Guard::Budget(_) => cost = true,
+                    Guard::NoRunningStep(true) => running = true,
                     _ => {}
                 }
             }
@@ -176,10 +177,12 @@ impl FactsOwned {
         };
         Ok(Self {
             visits,
-            step_running: db
-                .open_step_runs(task.id)?
-                .iter()
-                .any(|s| s.state == StepState::Running),
+            // Only a `no_running_step` guard looks at it.
+            step_running: running
+                && db
+                    .open_step_runs(task.id)?
+                    .iter()
+                    .any(|s| s.state == StepState::Running),
             handoff_fields,
             worktree_clean,
             run_cost: if cost { db.run_cost(run)? } else { 0.0 },

@@ -56,6 +56,36 @@ struct Inner {
     writer: std_mpsc::Sender<Job>,
     reader: std_mpsc::Sender<Job>,
     path: PathBuf,
+    /// An engine's store: the writer thread, which marks the store closed cleanly once the
+    /// last handle is gone, and its word that it has.
+    /// (A receiver is not `Sync`; the mutex makes the handle shareable.)
+    closing: Option<(
+        std::thread::ThreadId,
+        std::sync::Mutex<std_mpsc::Receiver<()>>,
+    )>,
+}
+
+/// How long dropping an engine's last handle waits for the writer to finish its queue and
+/// mark the store closed cleanly. Past it the mark is missing: the next start checks the
+/// whole file, which is slow but safe.
+const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let Some((writer, closed)) = self.closing.take() else {
+            return;
+        };
+        // Hanging up the writer's queue is what tells it to finish.
+        let (hang_up, _) = std_mpsc::channel();
+        drop(std::mem::replace(&mut self.writer, hang_up));
+        // The process may exit as soon as this returns: wait for the mark (not when the
+        // last handle is dropped by one of the writer's own jobs).
+        if std::thread::current().id() != writer
+            && let Ok(closed) = closed.into_inner()
+        {
+            let _ = closed.recv_timeout(CLOSE_WAIT);
+        }
+    }
 }
 
 impl StoreHandle {
@@ -66,16 +96,22 @@ impl StoreHandle {
     }
 
     /// [`StoreHandle::open`] after `PRAGMA quick_check`: a damaged database is refused
-    /// before anything writes to it (the engine's start).
+    /// before anything writes to it (the engine's start). The check runs only after an
+    /// engine's store did not close cleanly (see [`Store::open_checked`]); this handle's
+    /// store, once its last clone is dropped, is marked closed cleanly.
     pub fn open_checked(path: &Path) -> Result<Self> {
         let writer = Store::open_checked(path)?;
-        Self::from_store(writer, Store::open(path)?)
+        Self::spawn(writer, Store::open(path)?, true)
     }
 
     /// Wraps two open connections to one database: the first writes, the second reads.
     /// A third, opened here, copies the write-ahead log into the database in the
     /// background, so a checkpoint's writes and syncs never hold up a commit.
     pub fn from_store(writer: Store, reader: Store) -> Result<Self> {
+        Self::spawn(writer, reader, false)
+    }
+
+    fn spawn(writer: Store, reader: Store, mark_clean: bool) -> Result<Self> {
         let path = writer.path().to_path_buf();
         let checkpointer = Store::open(&path)?;
         writer
@@ -90,14 +126,17 @@ impl StoreHandle {
             .conn
             .busy_timeout(TRUNCATE_WAIT)
             .map_err(StoreError::from)?;
-        let checkpoints = spawn_thread("baton-store-c", checkpointer, None)?;
-        let writer = spawn_thread("baton-store-w", writer, Some(checkpoints))?;
-        let reader = spawn_thread("baton-store-r", reader, None)?;
+        let (closed_tx, closed_rx) = std_mpsc::channel();
+        let (checkpoints, _) = spawn_thread("baton-store-c", checkpointer, None, None)?;
+        let closed = mark_clean.then_some(closed_tx);
+        let (writer, writer_id) = spawn_thread("baton-store-w", writer, Some(checkpoints), closed)?;
+        let (reader, _) = spawn_thread("baton-store-r", reader, None, None)?;
         Ok(Self {
             inner: Arc::new(Inner {
                 writer,
                 reader,
                 path,
+                closing: mark_clean.then(|| (writer_id, std::sync::Mutex::new(closed_rx))),
             }),
         })
     }
@@ -336,14 +375,24 @@ fn run_one(
 }
 
 /// A thread owning one connection, running jobs until every sender is gone. Writes that
-/// queued up while one ran are committed together.
+/// queued up while one ran are committed together. With `closed`, the thread's last write
+/// marks the store closed cleanly, and it says so on `closed`.
 fn spawn_thread(
     name: &str,
     mut store: Store,
     checkpoints: Option<std_mpsc::Sender<Job>>,
-) -> Result<std_mpsc::Sender<Job>> {
+    closed: Option<std_mpsc::Sender<()>>,
+) -> Result<(std_mpsc::Sender<Job>, std::thread::ThreadId)> {
     let (tx, rx) = std_mpsc::channel::<Job>();
-    std::thread::Builder::new()
+    let close = move |store: &mut Store| {
+        if let Some(closed) = &closed {
+            if let Err(e) = super::mark_closed_cleanly(&store.conn) {
+                tracing::warn!("marking the database closed cleanly failed: {e}");
+            }
+            let _ = closed.send(());
+        }
+    };
+    let thread = std::thread::Builder::new()
         .name(name.into())
         .spawn(move || {
             let mut next: Option<Job> = None;
@@ -363,6 +412,7 @@ fn spawn_thread(
                                 continue;
                             }
                             Err(std_mpsc::RecvTimeoutError::Disconnected) => {
+                                close(&mut store);
                                 truncate(&mut store);
                                 return;
                             }
@@ -370,6 +420,7 @@ fn spawn_thread(
                         _ => match rx.recv() {
                             Ok(j) => j,
                             Err(_) => {
+                                close(&mut store);
                                 if dirty {
                                     truncate(&mut store);
                                 }
@@ -422,7 +473,7 @@ fn spawn_thread(
             }
         })
         .map_err(|e| StoreError::Conflict(format!("cannot start the store's thread: {e}")))?;
-    Ok(tx)
+    Ok((tx, thread.thread().id()))
 }
 
 /// Copies the whole write-ahead log into the database and cuts the log file to nothing.

@@ -91,7 +91,7 @@ impl From<rusqlite::Error> for StoreError {
         use rusqlite::ErrorCode::{DatabaseCorrupt, NotADatabase};
         match e.sqlite_error_code() {
             Some(DatabaseCorrupt | NotADatabase) => StoreError::Damaged {
-                path: PathBuf::from(".baton/baton.db"),
+                path: damage_seen(PathBuf::from(".baton/baton.db")),
                 detail: e.to_string(),
             },
             _ => StoreError::Sql(e),
@@ -130,12 +130,24 @@ impl Store {
 
     /// [`Store::open`] after `PRAGMA quick_check`: a damaged database is refused before
     /// anything writes to it. For the engine's start, where a damaged board must not go on.
+    ///
+    /// The check reads the whole file, so it runs only when the last engine's store did
+    /// not close cleanly (a crash, a kill, a power cut: when damage is likely) or never
+    /// ran; an engine's start then costs the same on a big board as on an empty one. The
+    /// mark is taken away here and put back by a [`StoreHandle`] from
+    /// [`StoreHandle::open_checked`] as its last write.
     pub fn open_checked(path: &Path) -> Result<Self> {
         if refuse_empty(path)? {
             let conn = connect(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
-            quick_check(&conn, path)?;
+            if !closed_cleanly(&conn) {
+                quick_check(&conn, path)?;
+            }
         }
-        Self::open(path)
+        let store = Self::open(path)?;
+        store
+            .conn
+            .execute("DELETE FROM meta WHERE key = ?1", [CLOSED_CLEANLY])?;
+        Ok(store)
     }
 
     /// Opens an existing database for reading only: no file in its folder is created or
@@ -316,9 +328,52 @@ fn refuse_empty(path: &Path) -> Result<bool> {
     }
 }
 
+/// The `meta` key an engine's store leaves when it closes cleanly.
+const CLOSED_CLEANLY: &str = "store.closed_cleanly";
+
+/// True when the last engine's store closed cleanly and nothing has opened one since.
+fn closed_cleanly(conn: &Connection) -> bool {
+    conn.query_row(
+        "SELECT value FROM meta WHERE key = ?1",
+        [CLOSED_CLEANLY],
+        |r| r.get::<_, String>(0),
+    )
+    .is_ok_and(|v| v == "1")
+}
+
+/// Set once this process has met a damaged page: its stores are then never marked closed
+/// cleanly, so the next engine checks the whole file.
+static DAMAGE_SEEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn damage_seen(path: PathBuf) -> PathBuf {
+    DAMAGE_SEEN.store(true, std::sync::atomic::Ordering::Relaxed);
+    path
+}
+
+/// Marks the store as closed cleanly (its owner's last write), unless damage was met.
+fn mark_closed_cleanly(conn: &Connection) -> rusqlite::Result<()> {
+    if DAMAGE_SEEN.load(std::sync::atomic::Ordering::Relaxed) {
+        return Ok(());
+    }
+    conn.execute(
+        "INSERT INTO meta (key, value) VALUES (?1, '1') \
+         ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        [CLOSED_CLEANLY],
+    )
+    .map(|_| ())
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Whole-file checks run on this thread, for tests that prove one was skipped.
+    static QUICK_CHECKS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// `PRAGMA quick_check` on an open connection; a file that is not a database at all is
 /// damaged too.
 fn quick_check(conn: &Connection, path: &Path) -> Result<()> {
+    #[cfg(test)]
+    QUICK_CHECKS.with(|n| n.set(n.get() + 1));
     let mut stmt = conn
         .prepare("PRAGMA quick_check(3)")
         .map_err(|e| damaged_or(path, e))?;
@@ -340,7 +395,7 @@ fn damaged_or(path: &Path, e: rusqlite::Error) -> StoreError {
     use rusqlite::ErrorCode::{DatabaseCorrupt, NotADatabase};
     match e.sqlite_error_code() {
         Some(DatabaseCorrupt | NotADatabase) => StoreError::Damaged {
-            path: path.to_path_buf(),
+            path: damage_seen(path.to_path_buf()),
             detail: e.to_string(),
         },
         _ => StoreError::Open {
@@ -424,3 +479,72 @@ pub fn rfc3339(ms: i64) -> String {
     let t = UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64);
     humantime::format_rfc3339_millis(t).to_string()
 }
+
+#[cfg(test)]
+impl Store {
+    /// Runs `f` in a write transaction and lists the SQL statements SQLite started for it
+    /// (a trigger's program as `-- TRIGGER name`, `BEGIN` and `COMMIT` included): for
+    /// tests that hold a path to its number of statements.
+    pub(crate) fn count_statements<T, E: From<StoreError>>(
+        &mut self,
+        f: impl FnOnce(&Db) -> Result<T, E>,
+    ) -> (Result<T, E>, Vec<String>) {
+        use rusqlite::ffi;
+        use std::os::raw::{c_char, c_int, c_uint, c_void};
+        type Seen = std::cell::RefCell<Vec<String>>;
+        unsafe extern "C" fn seen(
+            _: c_uint,
+            ctx: *mut c_void,
+            _: *mut c_void,
+            sql: *mut c_void,
+        ) -> c_int {
+            // SAFETY: `ctx` is the list below, alive while the callback is registered, and
+            // `sql` the statement's text, a C string SQLite owns for the call.
+            unsafe {
+                let text = std::ffi::CStr::from_ptr(sql as *const c_char);
+                (*(ctx as *const Seen))
+                    .borrow_mut()
+                    .push(text.to_string_lossy().into_owned());
+            }
+            0
+        }
+        let list: Seen = Default::default();
+        let ctx = &list as *const Seen as *mut c_void;
+        // SAFETY: the callback is removed before `list` goes out of scope, and runs only on
+        // this thread (the connection is not shared).
+        unsafe {
+            ffi::sqlite3_trace_v2(
+                self.conn.handle(),
+                ffi::SQLITE_TRACE_STMT as c_uint,
+                Some(seen),
+                ctx,
+            );
+        }
+        let out = self.write(f);
+        unsafe {
+            ffi::sqlite3_trace_v2(self.conn.handle(), 0, None, std::ptr::null_mut());
+        }
+        (out, list.into_inner())
+    }
+
+    /// Pages this connection had to read from the file (cache misses) since it opened.
+    pub(crate) fn pages_read(&self) -> i64 {
+        use rusqlite::ffi;
+        let (mut cur, mut high) = (0, 0);
+        // SAFETY: a status query on this open connection.
+        unsafe {
+            ffi::sqlite3_db_status(
+                self.conn.handle(),
+                ffi::SQLITE_DBSTATUS_CACHE_MISS,
+                &mut cur,
+                &mut high,
+                0,
+            );
+        }
+        i64::from(cur)
+    }
+}
+
+#[cfg(test)]
+#[path = "store_tests.rs"]
+mod tests;

@@ -66,29 +66,19 @@ impl Db<'_> {
         note: Option<&str>,
         not_before: i64,
     ) -> Result<StepRun> {
-        let attempt: i64 = self.one(
-            "SELECT COALESCE(MAX(attempt), 0) + 1 FROM step_runs WHERE run_id = ?1 AND status = ?2",
-            params![run_id, status],
-            |r| r.get(0),
-        )?;
-        // The task's latest step run by id carries the highest position.
-        let seq: i64 = self
-            .one(
-                "SELECT seq FROM step_runs WHERE task_id = ?1 ORDER BY id DESC LIMIT 1",
-                [task_id],
-                |r| r.get(0),
-            )
-            .optional()?
-            .unwrap_or(0)
-            + 1;
-        let key = format!("{run_id}:{status}:{attempt}");
         let now = now_ms();
-        self.exec(
+        // One statement: the attempt follows the status's latest in the run, and the
+        // position the task's latest step run by id.
+        let (attempt, key, seq): (i64, String, i64) = self.one(
             "INSERT INTO step_runs (task_id, run_id, status, attempt, execution_key, state, note, \
-             not_before, created_at, seq) VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?7, ?8, ?9)",
-            params![
-                task_id, run_id, status, attempt, key, note, not_before, now, seq
-            ],
+             not_before, created_at, seq) \
+             SELECT ?1, ?2, ?3, a.n, ?2 || ':' || ?3 || ':' || a.n, 'pending', ?4, ?5, ?6, \
+             COALESCE((SELECT seq FROM step_runs WHERE task_id = ?1 ORDER BY id DESC LIMIT 1), 0) + 1 \
+             FROM (SELECT COALESCE(MAX(attempt), 0) + 1 AS n FROM step_runs \
+                   WHERE run_id = ?2 AND status = ?3) a \
+             RETURNING attempt, execution_key, seq",
+            params![task_id, run_id, status, note, not_before, now],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )?;
         Ok(StepRun {
             id: self.conn.last_insert_rowid(),

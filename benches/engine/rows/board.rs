@@ -5,7 +5,8 @@
 //! `baton` (the TUI) starts: find the workspace, connect the backend (which embeds the
 //! engine, as the TUI does when none runs), start the loader thread, load the board, feed
 //! it to the app and draw one frame on ratatui's `TestBackend` (120×40). The terminal set-up
-//! and the real terminal's write are left out.
+//! and the real terminal's write are left out. Then the same again with a million-line
+//! log on one of the board's finished steps.
 
 use super::sample;
 use crate::report::{Line, millis, ms};
@@ -36,7 +37,40 @@ pub fn run(ctx: &Ctx, out: &mut Vec<Line>) -> Result<(), String> {
     out.push(line("list --json, 10,000 tasks", floor, list));
     let frame = sample(reps, BUDGET, || first_frame(&ws.root, ctx.left()))?;
     out.push(line("TUI first frame, 10,000 tasks", floor, frame));
+    // A long log on the board is not the board's business: the first frame must not read it.
+    long_log(&ws, LOG_LINES)?;
+    let with_log = sample(reps, BUDGET, || first_frame(&ws.root, ctx.left()))?;
+    let (f, b) = (millis(frame), millis(with_log));
+    out.push(
+        Line::new(
+            "TUI first frame, 10,000 tasks and a 1M-line log (floor: without it)",
+            ms(f),
+            ms(b),
+        )
+        .ratio(b / f.max(0.001))
+        .target(format!("≤ {LOG_RATIO}×"), b <= f * LOG_RATIO),
+    );
     Ok(())
+}
+
+/// Lines of the long log added to the board.
+const LOG_LINES: i64 = 1_000_000;
+/// How much slower the first frame may get with it (noise on a shared box).
+const LOG_RATIO: f64 = 1.25;
+
+/// Gives one finished step run on the board a log of `n` 60-byte lines (and its count),
+/// written with SQL as a step printing them would leave it.
+fn long_log(ws: &Ws, n: i64) -> Result<(), String> {
+    let conn = ws.db()?;
+    conn.execute_batch(&format!(
+        "BEGIN;
+         INSERT INTO log_lines (step_run_id, stream, ts, line)
+             WITH RECURSIVE i(k) AS (SELECT 1 UNION ALL SELECT k + 1 FROM i WHERE k < {n})
+             SELECT (SELECT MIN(id) FROM step_runs), 'stdout', 0, printf('%059d', k) FROM i;
+         UPDATE step_runs SET log_count = log_count + {n} WHERE id = (SELECT MIN(id) FROM step_runs);
+         COMMIT;"
+    ))
+    .map_err(|e| format!("adding a {n}-line log: {e}"))
 }
 
 fn line(row: &str, floor: Duration, baton: Duration) -> Line {

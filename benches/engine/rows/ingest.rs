@@ -9,7 +9,7 @@ use crate::workspace::{Ws, pipeline};
 use crate::{Ctx, proc};
 use serde_json::json;
 
-const MAX_RATIO: f64 = 1.25;
+const MAX_RATIO: f64 = 1.1;
 const MAX_RSS_MB: f64 = 64.0;
 
 pub fn run(ctx: &Ctx, out: &mut Vec<Line>) -> Result<(), String> {

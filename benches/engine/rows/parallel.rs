@@ -13,6 +13,8 @@ use crate::{Ctx, floors, proc};
 use std::time::Duration;
 
 const STEPS: usize = 5;
+/// Throughput against `xargs -P` running the same commands.
+const MAX_RATIO: f64 = 1.5;
 
 /// Row 2: a plain (non-git) workspace at P = 16.
 pub fn plain(ctx: &Ctx, out: &mut Vec<Line>) -> Result<(), String> {
@@ -22,7 +24,12 @@ pub fn plain(ctx: &Ctx, out: &mut Vec<Line>) -> Result<(), String> {
     let (baton, ended) = engine_run(ctx, &ws, n, p)?;
     let row = format!("{} tasks × {STEPS} steps, P = {p}", count(n));
     let text = format!("{}{}", rate(n, baton), ended.note());
-    out.push(Line::new(row, rate(n, floor), text).ratio(ratio(baton, floor)));
+    let r = ratio(baton, floor);
+    out.push(
+        Line::new(row, rate(n, floor), text)
+            .ratio(r)
+            .target(format!("≤ {MAX_RATIO}×"), r <= MAX_RATIO),
+    );
     Ok(())
 }
 

@@ -1,0 +1,158 @@
+//! The store's costs that must not grow with what it holds: a log's line count, an
+//! engine's start on a big board, the statements of a step run's creation.
+
+use super::*;
+
+/// A task with one run and `n` step runs on it; their ids.
+fn task_with_steps(db: &Db, n: usize) -> Vec<i64> {
+    let id = db
+        .insert_task("t", "", "p", "{}", "s", TaskState::Running)
+        .unwrap();
+    let run = db.task(id).unwrap().run_id.unwrap();
+    (0..n)
+        .map(|_| db.insert_step_run(id, run, "s", None, 0).unwrap().id)
+        .collect()
+}
+
+fn lines(step_run_id: i64, n: usize) -> Vec<NewLogLine> {
+    (0..n)
+        .map(|i| NewLogLine {
+            step_run_id,
+            stream: Stream::Stdout,
+            ts: 0,
+            text: format!("line {i:060}"),
+        })
+        .collect()
+}
+
+#[test]
+fn a_step_runs_line_count_is_kept_as_lines_are_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&dir.path().join("t.db")).unwrap();
+    let steps = store
+        .write(|db| Ok::<_, StoreError>(task_with_steps(db, 2)))
+        .unwrap();
+    let (a, b) = (steps[0], steps[1]);
+    // Batches mixing both steps, through both insert paths (32 rows a statement, and one).
+    let mut batch = lines(a, 40);
+    batch.extend(lines(b, 3));
+    batch.extend(lines(a, 2));
+    store.write(|db| db.insert_log_lines(&batch)).unwrap();
+    store.write(|db| db.insert_log_lines(&lines(b, 1))).unwrap();
+    let db = store.read();
+    assert_eq!(db.log_count(a).unwrap(), 42);
+    assert_eq!(db.log_count(b).unwrap(), 4);
+    assert_eq!(db.log_count(a + b + 100).unwrap(), 0, "no such step run");
+}
+
+#[test]
+fn counting_a_long_logs_lines_does_not_read_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    let step = {
+        let mut store = Store::open(&path).unwrap();
+        let step = store
+            .write(|db| Ok::<_, StoreError>(task_with_steps(db, 1)[0]))
+            .unwrap();
+        for _ in 0..50 {
+            store
+                .write(|db| db.insert_log_lines(&lines(step, 1000)))
+                .unwrap();
+        }
+        step
+    };
+    // A fresh connection has nothing cached: every page it needs is read from the file.
+    let store = Store::open(&path).unwrap();
+    let before = store.pages_read();
+    assert_eq!(store.read().log_count(step).unwrap(), 50_000);
+    let read = store.pages_read() - before;
+    // Counting 50,000 index entries reads a few hundred pages; a step run's row, a few.
+    assert!(read <= 8, "counting the lines read {read} pages");
+}
+
+#[test]
+fn a_database_from_before_the_count_gets_its_logs_counted_when_upgraded() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    {
+        let mut conn = rusqlite::Connection::open(&path).unwrap();
+        let tx = conn.transaction().unwrap();
+        for sql in &schema::MIGRATIONS[..6] {
+            tx.execute_batch(sql).unwrap();
+        }
+        tx.execute_batch(
+            "PRAGMA user_version = 6;
+             INSERT INTO snapshots (id, fingerprint, json) VALUES (1, 'f', '{}');
+             INSERT INTO tasks (id, title, pipeline_id, snapshot_id, status, state, created_at, updated_at)
+                 VALUES (1, 't', 'p', 1, 's', 'running', 0, 0);
+             INSERT INTO runs (id, task_id, number, state, started_at) VALUES (1, 1, 1, 'running', 0);
+             INSERT INTO step_runs (id, task_id, run_id, status, attempt, execution_key, state, created_at)
+                 VALUES (1, 1, 1, 's', 1, '1:s:1', 'succeeded', 0),
+                        (2, 1, 1, 's', 2, '1:s:2', 'running', 0),
+                        (3, 1, 1, 's', 3, '1:s:3', 'pending', 0);
+             INSERT INTO log_lines (step_run_id, stream, ts, line)
+                 VALUES (1, 'stdout', 0, 'a'), (1, 'stdout', 0, 'b'), (2, 'stdout', 0, 'c');",
+        )
+        .unwrap();
+        tx.commit().unwrap();
+    }
+    let store = Store::open(&path).unwrap();
+    let db = store.read();
+    let counts: Vec<i64> = (1..=3).map(|s| db.log_count(s).unwrap()).collect();
+    assert_eq!(counts, [2, 1, 0]);
+}
+
+/// Whole-file checks this thread has run so far.
+fn checks() -> usize {
+    QUICK_CHECKS.with(|n| n.get())
+}
+
+#[test]
+fn an_engines_store_is_checked_again_only_after_it_did_not_close_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    Store::open(&path).unwrap();
+    // Never opened by an engine: checked.
+    let first = checks();
+    let h = StoreHandle::open_checked(&path).unwrap();
+    assert_eq!(checks(), first + 1);
+    drop(h);
+    // Closed cleanly: the next start reads no more than it needs.
+    let h = StoreHandle::open_checked(&path).unwrap();
+    assert_eq!(checks(), first + 1, "checked after a clean close");
+    // An engine that dies never closes its store (its threads go with the process).
+    std::mem::forget(h);
+    StoreHandle::open_checked(&path).unwrap();
+    assert_eq!(checks(), first + 2, "not checked after an unclean end");
+}
+
+#[test]
+fn a_step_run_is_created_by_one_statement() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&dir.path().join("t.db")).unwrap();
+    let (task, run) = store
+        .write(|db| {
+            let id = db.insert_task("t", "", "p", "{}", "s", TaskState::Running)?;
+            db.insert_step_run(id, db.task(id)?.run_id.unwrap(), "s", None, 0)?;
+            Ok::<_, StoreError>((id, db.task(id)?.run_id.unwrap()))
+        })
+        .unwrap();
+    let (made, statements) =
+        store.count_statements(|db| db.insert_step_run(task, run, "s", Some("n"), 5));
+    let made = made.unwrap();
+    // BEGIN, the insert, COMMIT.
+    assert_eq!(statements.len(), 3, "{statements:#?}");
+    let stored = store.read().step_run(made.id).unwrap();
+    assert_eq!((made.attempt, made.seq), (2, 2));
+    assert_eq!(made.execution_key, format!("{run}:s:2"));
+    assert_eq!(
+        (
+            stored.attempt,
+            stored.seq,
+            stored.execution_key,
+            stored.not_before
+        ),
+        (2, 2, made.execution_key.clone(), 5)
+    );
+    assert_eq!(stored.note.as_deref(), Some("n"));
+}

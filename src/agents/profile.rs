@@ -96,6 +96,31 @@ impl PromptVia {
     }
 }
 
+/// Whether a later step of the same agent on the same task continues the agent's session
+/// (the CLI's own resume, the same OpenCode session) or starts a new conversation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionMode {
+    /// Continue the last session, sending only what is new.
+    Continue,
+    /// A new conversation with the whole prompt every time.
+    #[default]
+    Fresh,
+}
+
+impl SessionMode {
+    /// The name used in profile files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Continue => "continue",
+            Self::Fresh => "fresh",
+        }
+    }
+}
+
+/// The prompt sent to a continued session when a profile gives none: only what is new.
+pub const DEFAULT_CONTINUE_TEMPLATE: &str = "{{failure}}\n\n{{handoff}}\n\n{{note}}";
+
 /// One agent profile.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Profile {
@@ -127,6 +152,13 @@ pub struct Profile {
     pub prompt_via: PromptVia,
     /// The prompt, with `{{title}}`, `{{prompt}}`, `{{handoff}}`, … placeholders.
     pub prompt_template: String,
+    /// Whether a later step of this agent on the same task continues its session.
+    pub session: SessionMode,
+    /// The command line that continues a session (`command` only); `{{session}}` is the
+    /// session id. Empty: a `command` agent cannot continue and starts fresh.
+    pub resume_argv: Vec<String>,
+    /// The prompt sent to a continued session (only what is new).
+    pub continue_template: String,
     /// The outcomes the agent may name, normalised (`needs-info` is kept as `needs_info`).
     pub outcomes: Vec<String>,
     /// Per-attempt limit, unless the pipeline's step sets one.
@@ -153,6 +185,17 @@ impl Profile {
             (None, _) => "",
         };
         url.trim_end_matches('/').to_string()
+    }
+
+    /// True when this profile's steps can continue an earlier session: it asks to, and its
+    /// backend has a way (`resume_argv` for a command, OpenCode's sessions).
+    pub fn continues(&self) -> bool {
+        self.session == SessionMode::Continue
+            && match self.backend {
+                Backend::Command => !self.resume_argv.is_empty(),
+                Backend::Opencode => true,
+                Backend::Openai | Backend::Replay => false,
+            }
     }
 
     /// True when `outcome` is one this profile declares, however it is spelled.

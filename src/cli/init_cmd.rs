@@ -110,7 +110,7 @@ pub fn profile(spec: &str, role: &str) -> Result<serde_json::Value, String> {
         .ok_or_else(|| format!("no role `{role}`"))?;
     let edits = role == "coder";
     let template = format!(
-        "{instructions}\n\n# {{{{title}}}}\n\n{{{{prompt}}}}\n\n{{{{handoff}}}}\n\n{{{{note}}}}\n\n{HANDOFF} If you cannot go on without more information, end with the line `OUTCOME: needs_info`."
+        "{instructions}\n\n# {{{{title}}}}\n\n{{{{prompt}}}}\n\n{{{{handoff}}}}\n\n{{{{failure}}}}\n\n{{{{note}}}}\n\n{HANDOFF} If you cannot go on without more information, end with the line `OUTCOME: needs_info`."
     );
     let mut p = json!({"$schema": AGENT_SCHEMA, "id": role});
     let backend = match (kind, url) {
@@ -119,7 +119,9 @@ pub fn profile(spec: &str, role: &str) -> Result<serde_json::Value, String> {
             let mode = if edits { "acceptEdits" } else { "plan" };
             json!({"backend": "command", "format": "claude-stream-json", "prompt_via": "stdin",
                 "argv": ["claude", "-p", "--output-format", "stream-json", "--verbose",
-                         "--permission-mode", mode]})
+                         "--permission-mode", mode],
+                "resume_argv": ["claude", "-p", "--resume", "{{session}}", "--output-format",
+                                "stream-json", "--verbose", "--permission-mode", mode]})
         }
         ("codex", None) => {
             let sandbox = if edits {
@@ -127,8 +129,11 @@ pub fn profile(spec: &str, role: &str) -> Result<serde_json::Value, String> {
             } else {
                 "read-only"
             };
+            // `exec resume` takes the exec's own options before it (it has no `--sandbox`).
             json!({"backend": "command", "format": "codex-json", "prompt_via": "stdin",
-                "argv": ["codex", "exec", "--json", "--skip-git-repo-check", "--sandbox", sandbox, "-"]})
+                "argv": ["codex", "exec", "--json", "--skip-git-repo-check", "--sandbox", sandbox, "-"],
+                "resume_argv": ["codex", "exec", "--json", "--skip-git-repo-check", "--sandbox",
+                                sandbox, "resume", "{{session}}", "-"]})
         }
         ("opencode", None) => json!({"backend": "opencode", "serve": true,
             "agent": if edits { "build" } else { "plan" }}),
@@ -156,6 +161,14 @@ pub fn profile(spec: &str, role: &str) -> Result<serde_json::Value, String> {
     }
     p["prompt_template"] = json!(template);
     p["outcomes"] = json!(outcomes);
+    // The coder and planner continue their session on rework; a reviewer stays independent,
+    // and a chat endpoint keeps no session.
+    let session = if role == "reviewer" || p["backend"] == "openai" {
+        "fresh"
+    } else {
+        "continue"
+    };
+    p["session"] = json!(session);
     Ok(p)
 }
 

@@ -219,6 +219,10 @@ const MIGRATIONS: &[&str] = &[
     );
     DELETE FROM meta WHERE key LIKE 'github-delivery:%';
     "#,
+    // The agent session a step run continued (null: it started a fresh one).
+    r#"
+    ALTER TABLE step_runs ADD COLUMN continued_from TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.

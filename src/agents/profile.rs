@@ -317,6 +317,52 @@ mod tests {
     }
 
     #[test]
+    fn a_profile_says_how_its_session_carries_on() {
+        let (p, d) = parse(
+            r#"{"id": "c", "backend": "command", "argv": ["claude", "-p"],
+                "session": "continue", "resume_argv": ["claude", "-p", "--resume", "{{session}}"]}"#,
+        );
+        assert!(d.is_empty(), "{d:?}");
+        let p = p.unwrap();
+        assert_eq!(p.session, SessionMode::Continue);
+        assert!(p.continues());
+        assert_eq!(p.continue_template, DEFAULT_CONTINUE_TEMPLATE);
+        // Left out: fresh, as before sessions could carry on.
+        let (p, _) = parse(r#"{"id": "c", "backend": "command", "argv": ["x"]}"#);
+        assert_eq!(p.unwrap().session, SessionMode::Fresh);
+        // A command without resume_argv, or a backend without sessions, cannot continue: a
+        // warning, and the steps start fresh.
+        for text in [
+            r#"{"id": "c", "backend": "command", "argv": ["x"], "session": "continue"}"#,
+            r#"{"id": "c", "backend": "openai", "url": "http://127.0.0.1:1/v1", "model": "m", "session": "continue"}"#,
+        ] {
+            let (p, d) = parse(text);
+            assert!(!p.unwrap().continues());
+            assert_eq!(d[0].severity, Severity::Warning, "{d:?}");
+            assert!(d[0].message.contains("has no effect"), "{d:?}");
+        }
+        let (p, _) = parse(r#"{"id": "o", "backend": "opencode", "session": "continue"}"#);
+        assert!(p.unwrap().continues());
+    }
+
+    #[test]
+    fn a_bad_session_or_resume_argv_is_an_error() {
+        let (p, d) = parse(r#"{"id": "c", "backend": "command", "argv": ["x"], "session": "keep"}"#);
+        assert!(p.is_none());
+        assert!(d[0].message.contains("unknown session `keep`"), "{d:?}");
+        let (p, d) = parse(
+            r#"{"id": "c", "backend": "command", "argv": ["x"], "resume_argv": ["x", "--resume"]}"#,
+        );
+        assert!(p.is_none());
+        assert!(d[0].message.contains("`{{session}}`"), "{d:?}");
+        let (p, d) = parse(
+            r#"{"id": "o", "backend": "opencode", "resume_argv": ["x", "{{session}}"]}"#,
+        );
+        assert!(p.is_none());
+        assert!(d[0].message.contains("only a `command` agent"), "{d:?}");
+    }
+
+    #[test]
     fn not_json_is_located() {
         let (p, d) = parse("{\"id\": \"x\",\n}");
         assert!(p.is_none());

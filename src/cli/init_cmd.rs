@@ -296,3 +296,42 @@ pub fn set_up_agent(ws: &Workspace, spec: &str) -> super::Outcome {
     let root = ws.root().to_path_buf();
     super::pipelines::agents(Some(&root), super::AgentsCmd::Check)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_written_profile_parses_and_says_how_its_session_carries_on() {
+        for kind in ["claude", "codex", "opencode", "opencode=http://127.0.0.1:4096", "openai"] {
+            for (role, _, _) in ROLES {
+                let p = profile(kind, role).unwrap();
+                let file = format!("{kind}/{role}.json");
+                let (parsed, diags) = crate::agents::parse_profile(&file, &p.to_string());
+                assert!(diags.is_empty(), "{file}: {diags:?}");
+                let parsed = parsed.unwrap();
+                // A reviewer stays independent; the others continue where they can.
+                let continues = role != "reviewer" && parsed.backend != crate::agents::Backend::Openai;
+                assert_eq!(parsed.continues(), continues, "{file}: {p}");
+                assert!(
+                    parsed.prompt_template.contains("{{failure}}"),
+                    "{file}: {p}"
+                );
+                if parsed.backend == crate::agents::Backend::Command {
+                    let resume = &parsed.resume_argv;
+                    assert!(resume.iter().any(|a| a == "{{session}}"), "{file}: {p}");
+                    // The same program, permissions and sandbox as a fresh run.
+                    assert_eq!(resume[0], parsed.argv[0], "{file}");
+                    for flag in ["--permission-mode", "--sandbox"] {
+                        let value = |argv: &[String]| {
+                            argv.iter()
+                                .position(|a| a == flag)
+                                .map(|i| argv[i + 1].clone())
+                        };
+                        assert_eq!(value(resume), value(&parsed.argv), "{file}: {flag}");
+                    }
+                }
+            }
+        }
+    }
+}

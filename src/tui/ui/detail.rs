@@ -161,7 +161,7 @@ fn render_left(f: &mut Frame, area: Rect, app: &App, d: &TaskDetail) {
                 None => "fresh",
             };
             after.push(Line::styled(
-                truncate(&format!("session {id} · {how}"), w),
+                truncate(&format!("{how} session {id}"), w),
                 t.dim(),
             ));
         }

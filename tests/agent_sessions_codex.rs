@@ -126,7 +126,15 @@ impl Setup {
     /// first request after the reject.
     fn reject_once(&self, note: &str) -> (i64, usize) {
         let id: i64 = self
-            .ok(&["new", "Hello", "--pipeline", "code", "--prompt", TASK, "--start"])
+            .ok(&[
+                "new",
+                "Hello",
+                "--pipeline",
+                "code",
+                "--prompt",
+                TASK,
+                "--start",
+            ])
             .trim()
             .parse()
             .unwrap();

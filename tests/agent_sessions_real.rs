@@ -88,9 +88,9 @@ impl Rig {
             .success();
     }
 
-    /// An engine in the background.
-    fn engine(&self) -> Child {
-        std::process::Command::new(assert_cmd::cargo::cargo_bin("baton"))
+    /// An engine in the background, stopped when the guard drops.
+    fn engine(&self) -> Engine {
+        let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("baton"))
             .current_dir(self.ws.root())
             .env_remove("BATON_DIR")
             .env("XDG_CONFIG_HOME", self.ws.dir.path().join("xdg"))
@@ -99,7 +99,8 @@ impl Rig {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .unwrap()
+            .unwrap();
+        Engine(Some(child))
     }
 
     fn new_task(&self, args: &[&str]) -> i64 {
@@ -128,6 +129,27 @@ impl Rig {
             }
         }
         found
+    }
+}
+
+/// A background engine: stopped and reaped on drop, unless the test killed it.
+struct Engine(Option<Child>);
+
+impl Engine {
+    /// SIGKILL, as a crash would end it.
+    fn kill9(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.take() {
+            common::stop(c);
+        }
     }
 }
 
@@ -181,7 +203,12 @@ fn a_rejected_change_continues_the_coders_claude_session_with_only_the_note() {
     rig.drain();
     assert_eq!(rig.ws.show(id)["status"], "review");
     let first_turns = rig.turns().len();
-    rig.ok(&["reject", &id.to_string(), "--note", "Say it louder, please."]);
+    rig.ok(&[
+        "reject",
+        &id.to_string(),
+        "--note",
+        "Say it louder, please.",
+    ]);
     rig.drain();
     let shown = rig.ws.show(id);
     assert_eq!(shown["status"], "review", "{shown:#}");
@@ -190,7 +217,9 @@ fn a_rejected_change_continues_the_coders_claude_session_with_only_the_note() {
     // The model got the earlier conversation (the task's prompt and the first answer)…
     assert!(first_user_text(continued).contains(TASK), "{continued:#}");
     assert!(
-        continued["messages"].to_string().contains("Wrote hello.txt."),
+        continued["messages"]
+            .to_string()
+            .contains("Wrote hello.txt."),
         "{continued:#}"
     );
     // …and only the note as the new user message, not the whole prompt again.
@@ -310,8 +339,7 @@ fn resume_after_the_engine_was_killed_continues_the_interrupted_session() {
             .first()
             .is_some_and(|s| s["session"].is_string())
     });
-    let _ = engine.kill();
-    let _ = engine.wait();
+    engine.kill9();
     let interrupted = steps(&rig.ws.show(id))[0]["session"].clone();
     // The next engine finds the step interrupted; `resume` runs it again.
     rig.drain();

@@ -347,7 +347,8 @@ mod tests {
 
     #[test]
     fn a_bad_session_or_resume_argv_is_an_error() {
-        let (p, d) = parse(r#"{"id": "c", "backend": "command", "argv": ["x"], "session": "keep"}"#);
+        let (p, d) =
+            parse(r#"{"id": "c", "backend": "command", "argv": ["x"], "session": "keep"}"#);
         assert!(p.is_none());
         assert!(d[0].message.contains("unknown session `keep`"), "{d:?}");
         let (p, d) = parse(
@@ -355,9 +356,8 @@ mod tests {
         );
         assert!(p.is_none());
         assert!(d[0].message.contains("`{{session}}`"), "{d:?}");
-        let (p, d) = parse(
-            r#"{"id": "o", "backend": "opencode", "resume_argv": ["x", "{{session}}"]}"#,
-        );
+        let (p, d) =
+            parse(r#"{"id": "o", "backend": "opencode", "resume_argv": ["x", "{{session}}"]}"#);
         assert!(p.is_none());
         assert!(d[0].message.contains("only a `command` agent"), "{d:?}");
     }

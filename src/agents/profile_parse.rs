@@ -117,8 +117,7 @@ pub fn parse_profile(file: &str, text: &str) -> (Option<Profile>, Vec<Diagnostic
             line: Some(line),
             column: Some(column),
             severity: Severity::Error,
-            message: "an agent profile is one JSON object ({\"id\": …, \"backend\": …})"
-                .into(),
+            message: "an agent profile is one JSON object ({\"id\": …, \"backend\": …})".into(),
         });
         return (None, d.out);
     };
@@ -468,7 +467,9 @@ fn session(
         d.push(
             Severity::Warning,
             Some("resume_argv"),
-            format!("agent `{id}`: unknown placeholder `{{{{{name}}}}}` in resume_argv stays as written"),
+            format!(
+                "agent `{id}`: unknown placeholder `{{{{{name}}}}}` in resume_argv stays as written"
+            ),
         );
     }
     if mode == SessionMode::Continue {
@@ -488,8 +489,8 @@ fn session(
             );
         }
     }
-    let template = string(d, obj, "continue_template")
-        .unwrap_or_else(|| DEFAULT_CONTINUE_TEMPLATE.into());
+    let template =
+        string(d, obj, "continue_template").unwrap_or_else(|| DEFAULT_CONTINUE_TEMPLATE.into());
     for name in unknown_placeholders(&template, &[]) {
         d.push(
             Severity::Warning,

@@ -303,7 +303,13 @@ mod tests {
 
     #[test]
     fn every_written_profile_parses_and_says_how_its_session_carries_on() {
-        for kind in ["claude", "codex", "opencode", "opencode=http://127.0.0.1:4096", "openai"] {
+        for kind in [
+            "claude",
+            "codex",
+            "opencode",
+            "opencode=http://127.0.0.1:4096",
+            "openai",
+        ] {
             for (role, _, _) in ROLES {
                 let p = profile(kind, role).unwrap();
                 let file = format!("{kind}/{role}.json");
@@ -311,7 +317,8 @@ mod tests {
                 assert!(diags.is_empty(), "{file}: {diags:?}");
                 let parsed = parsed.unwrap();
                 // A reviewer stays independent; the others continue where they can.
-                let continues = role != "reviewer" && parsed.backend != crate::agents::Backend::Openai;
+                let continues =
+                    role != "reviewer" && parsed.backend != crate::agents::Backend::Openai;
                 assert_eq!(parsed.continues(), continues, "{file}: {p}");
                 assert!(
                     parsed.prompt_template.contains("{{failure}}"),

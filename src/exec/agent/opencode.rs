@@ -477,7 +477,6 @@ async fn create_session(
         ));
     };
     Ok(id)
-
 }
 
 /// Checks that the server still has session `id` to continue.

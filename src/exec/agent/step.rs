@@ -58,7 +58,8 @@ pub struct Earlier {
 
 /// The prompt sent to a continued session when its template renders nothing new (a resume
 /// after a crash, a retry).
-const CARRY_ON: &str = "Carry on with the task where you left off: your last run was interrupted before it ended.";
+const CARRY_ON: &str =
+    "Carry on with the task where you left off: your last run was interrupted before it ended.";
 
 /// The prompt and argv of a fresh run.
 fn fresh(profile: &Profile, vars: &TemplateVars) -> (String, Vec<String>) {

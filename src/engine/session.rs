@@ -95,8 +95,8 @@ fn agent_of<'a>(p: &'a Pipeline, status: &str) -> Option<&'a str> {
 }
 
 /// The step whose failure moved the task into `status`: the last move into it, when its
-/// trigger was `failure` or `error`, names the status that failed; its last run before now
-/// is the one.
+/// trigger was `failure`, `error` or `ci_failed`, names the status that failed; its last run
+/// before now is the one.
 fn failed_step<'a>(
     history: &[HistoryEntry],
     before: &[&'a StepRun],
@@ -106,7 +106,7 @@ fn failed_step<'a>(
         .iter()
         .rev()
         .find(|h| h.to == status && h.trigger != "resume")?;
-    if !matches!(entry.trigger.as_str(), "failure" | "error") {
+    if !matches!(entry.trigger.as_str(), "failure" | "error" | "ci_failed") {
         return None;
     }
     let from = entry.from.as_deref()?;

@@ -96,6 +96,31 @@ impl PromptVia {
     }
 }
 
+/// Whether a later step of the same agent on the same task continues the agent's session
+/// (the CLI's own resume, the same OpenCode session) or starts a new conversation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionMode {
+    /// Continue the last session, sending only what is new.
+    Continue,
+    /// A new conversation with the whole prompt every time.
+    #[default]
+    Fresh,
+}
+
+impl SessionMode {
+    /// The name used in profile files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Continue => "continue",
+            Self::Fresh => "fresh",
+        }
+    }
+}
+
+/// The prompt sent to a continued session when a profile gives none: only what is new.
+pub const DEFAULT_CONTINUE_TEMPLATE: &str = "{{failure}}\n\n{{handoff}}\n\n{{note}}";
+
 /// One agent profile.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Profile {
@@ -127,6 +152,13 @@ pub struct Profile {
     pub prompt_via: PromptVia,
     /// The prompt, with `{{title}}`, `{{prompt}}`, `{{handoff}}`, … placeholders.
     pub prompt_template: String,
+    /// Whether a later step of this agent on the same task continues its session.
+    pub session: SessionMode,
+    /// The command line that continues a session (`command` only); `{{session}}` is the
+    /// session id. Empty: a `command` agent cannot continue and starts fresh.
+    pub resume_argv: Vec<String>,
+    /// The prompt sent to a continued session (only what is new).
+    pub continue_template: String,
     /// The outcomes the agent may name, normalised (`needs-info` is kept as `needs_info`).
     pub outcomes: Vec<String>,
     /// Per-attempt limit, unless the pipeline's step sets one.
@@ -153,6 +185,17 @@ impl Profile {
             (None, _) => "",
         };
         url.trim_end_matches('/').to_string()
+    }
+
+    /// True when this profile's steps can continue an earlier session: it asks to, and its
+    /// backend has a way (`resume_argv` for a command, OpenCode's sessions).
+    pub fn continues(&self) -> bool {
+        self.session == SessionMode::Continue
+            && match self.backend {
+                Backend::Command => !self.resume_argv.is_empty(),
+                Backend::Opencode => true,
+                Backend::Openai | Backend::Replay => false,
+            }
     }
 
     /// True when `outcome` is one this profile declares, however it is spelled.
@@ -269,6 +312,52 @@ mod tests {
         assert!(p.is_none());
         assert!(d[0].message.contains("unknown prompt_via `pipe`"), "{d:?}");
         let (p, d) = parse(r#"{"id": "o", "backend": "opencode", "prompt_via": "stdin"}"#);
+        assert!(p.is_none());
+        assert!(d[0].message.contains("only a `command` agent"), "{d:?}");
+    }
+
+    #[test]
+    fn a_profile_says_how_its_session_carries_on() {
+        let (p, d) = parse(
+            r#"{"id": "c", "backend": "command", "argv": ["claude", "-p"],
+                "session": "continue", "resume_argv": ["claude", "-p", "--resume", "{{session}}"]}"#,
+        );
+        assert!(d.is_empty(), "{d:?}");
+        let p = p.unwrap();
+        assert_eq!(p.session, SessionMode::Continue);
+        assert!(p.continues());
+        assert_eq!(p.continue_template, DEFAULT_CONTINUE_TEMPLATE);
+        // Left out: fresh, as before sessions could carry on.
+        let (p, _) = parse(r#"{"id": "c", "backend": "command", "argv": ["x"]}"#);
+        assert_eq!(p.unwrap().session, SessionMode::Fresh);
+        // A command without resume_argv, or a backend without sessions, cannot continue: a
+        // warning, and the steps start fresh.
+        for text in [
+            r#"{"id": "c", "backend": "command", "argv": ["x"], "session": "continue"}"#,
+            r#"{"id": "c", "backend": "openai", "url": "http://127.0.0.1:1/v1", "model": "m", "session": "continue"}"#,
+        ] {
+            let (p, d) = parse(text);
+            assert!(!p.unwrap().continues());
+            assert_eq!(d[0].severity, Severity::Warning, "{d:?}");
+            assert!(d[0].message.contains("has no effect"), "{d:?}");
+        }
+        let (p, _) = parse(r#"{"id": "o", "backend": "opencode", "session": "continue"}"#);
+        assert!(p.unwrap().continues());
+    }
+
+    #[test]
+    fn a_bad_session_or_resume_argv_is_an_error() {
+        let (p, d) =
+            parse(r#"{"id": "c", "backend": "command", "argv": ["x"], "session": "keep"}"#);
+        assert!(p.is_none());
+        assert!(d[0].message.contains("unknown session `keep`"), "{d:?}");
+        let (p, d) = parse(
+            r#"{"id": "c", "backend": "command", "argv": ["x"], "resume_argv": ["x", "--resume"]}"#,
+        );
+        assert!(p.is_none());
+        assert!(d[0].message.contains("`{{session}}`"), "{d:?}");
+        let (p, d) =
+            parse(r#"{"id": "o", "backend": "opencode", "resume_argv": ["x", "{{session}}"]}"#);
         assert!(p.is_none());
         assert!(d[0].message.contains("only a `command` agent"), "{d:?}");
     }

@@ -26,6 +26,9 @@ const KNOWN: &[&str] = &[
     "recording",
     "pace",
     "serve",
+    "session",
+    "resume_argv",
+    "continue_template",
 ];
 
 /// Collects diagnostics for one file.
@@ -346,9 +349,10 @@ fn build(d: &mut Diags, obj: &Map<String, Value>) -> Option<Profile> {
         d.push(
             Severity::Warning,
             Some("prompt_template"),
-            format!("agent `{id}`: unknown placeholder `{{{{{name}}}}}` stays as written (known: title, prompt, handoff, note, branch, status, context_dir)"),
+            format!("agent `{id}`: unknown placeholder `{{{{{name}}}}}` stays as written (known: title, prompt, handoff, note, branch, status, context_dir, failure)"),
         );
     }
+    let (session, resume_argv, continue_template) = session(d, obj, &id, backend);
     for name in argv
         .iter()
         .flat_map(|a| unknown_placeholders(a, &["message"]))
@@ -406,6 +410,9 @@ fn build(d: &mut Diags, obj: &Map<String, Value>) -> Option<Profile> {
         format,
         prompt_via,
         prompt_template,
+        session,
+        resume_argv,
+        continue_template,
         outcomes,
         timeout,
         env,
@@ -415,6 +422,83 @@ fn build(d: &mut Diags, obj: &Map<String, Value>) -> Option<Profile> {
         pace,
     };
     Some(profile)
+}
+
+/// `session`, `resume_argv` and `continue_template`: how a later step continues the
+/// agent's session, checked against what the backend can do.
+fn session(
+    d: &mut Diags,
+    obj: &Map<String, Value>,
+    id: &str,
+    backend: Option<Backend>,
+) -> (SessionMode, Vec<String>, String) {
+    let mode = match string(d, obj, "session").as_deref() {
+        None | Some("fresh") => SessionMode::Fresh,
+        Some("continue") => SessionMode::Continue,
+        Some(other) => {
+            d.error(
+                Some("session"),
+                format!("agent `{id}`: unknown session `{other}` (expected continue or fresh)"),
+            );
+            SessionMode::Fresh
+        }
+    };
+    let resume_argv = string_list(d, obj, "resume_argv").unwrap_or_default();
+    if !resume_argv.is_empty() {
+        if backend.is_some_and(|b| b != Backend::Command) {
+            d.error(
+                Some("resume_argv"),
+                format!("agent `{id}`: only a `command` agent takes `resume_argv`; remove it"),
+            );
+        } else if !resume_argv
+            .iter()
+            .any(|a| crate::agents::template::uses_placeholder(a, "session"))
+        {
+            d.error(
+                Some("resume_argv"),
+                format!("agent `{id}`: `resume_argv` must name the session to continue with `{{{{session}}}}`, e.g. [\"claude\", \"-p\", \"--resume\", \"{{{{session}}}}\"]"),
+            );
+        }
+    }
+    for name in resume_argv
+        .iter()
+        .flat_map(|a| unknown_placeholders(a, &["message"]))
+    {
+        d.push(
+            Severity::Warning,
+            Some("resume_argv"),
+            format!(
+                "agent `{id}`: unknown placeholder `{{{{{name}}}}}` in resume_argv stays as written"
+            ),
+        );
+    }
+    if mode == SessionMode::Continue {
+        let why = match backend {
+            Some(Backend::Command) if resume_argv.is_empty() => {
+                Some("a `command` agent needs `resume_argv` to continue a session")
+            }
+            Some(Backend::Openai) => Some("the openai backend keeps no session"),
+            Some(Backend::Replay) => Some("a replay agent keeps no session"),
+            _ => None,
+        };
+        if let Some(why) = why {
+            d.push(
+                Severity::Warning,
+                Some("session"),
+                format!("agent `{id}`: `\"session\": \"continue\"` has no effect: {why}; every step starts fresh"),
+            );
+        }
+    }
+    let template =
+        string(d, obj, "continue_template").unwrap_or_else(|| DEFAULT_CONTINUE_TEMPLATE.into());
+    for name in unknown_placeholders(&template, &[]) {
+        d.push(
+            Severity::Warning,
+            Some("continue_template"),
+            format!("agent `{id}`: unknown placeholder `{{{{{name}}}}}` in continue_template stays as written"),
+        );
+    }
+    (mode, resume_argv, template)
 }
 
 /// `prompt_via`: only for `command` agents, and with `stdin` the argv must not also carry

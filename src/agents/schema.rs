@@ -68,9 +68,19 @@ pub struct AgentFile {
     recording: Option<Recording>,
     /// `replay`: the pause between two recorded lines, like "50ms" (default: none).
     pace: Option<Duration>,
-    /// The prompt, with `{{title}}`, `{{prompt}}`, `{{handoff}}`, `{{note}}`, `{{branch}}`,
-    /// `{{status}}` and `{{context_dir}}`.
+    /// The prompt, with `{{title}}`, `{{prompt}}`, `{{handoff}}`, `{{note}}`, `{{failure}}`,
+    /// `{{branch}}`, `{{status}}` and `{{context_dir}}`.
     prompt_template: Option<String>,
+    /// Whether a later step of this agent on the same task continues its session (default
+    /// `fresh`).
+    session: Option<SessionName>,
+    /// `command`: the command line that continues a session, `{{session}}` being its id
+    /// (`claude -p --resume {{session}}`, `codex exec resume {{session}} -`).
+    #[schemars(length(min = 1))]
+    resume_argv: Option<Vec<String>>,
+    /// The prompt sent to a continued session: only what is new (default
+    /// `{{failure}} {{handoff}} {{note}}`).
+    continue_template: Option<String>,
     /// The outcomes the agent may name (default: success, failure).
     #[schemars(length(min = 1))]
     outcomes: Option<Vec<String>>,
@@ -102,6 +112,17 @@ pub enum BackendName {
     Command,
     /// Plays a recorded output back: no network, no keys (the demo, pipeline tests).
     Replay,
+}
+
+/// Continue an agent's session or start a new one.
+#[derive(JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionName {
+    /// Continue the last session of this agent on the task (rework, resume, retry), sending
+    /// only what is new.
+    Continue,
+    /// A new conversation with the whole prompt every time.
+    Fresh,
 }
 
 /// How a `command` agent gets its prompt.

@@ -12,6 +12,11 @@ pub struct TemplateVars {
     pub branch: String,
     pub status: String,
     pub context_dir: String,
+    /// What failed before this step, when a failure led here: the step, its error and the
+    /// tail of its log.
+    pub failure: String,
+    /// The session a continued step resumes (`resume_argv` only).
+    pub session: String,
 }
 
 impl TemplateVars {
@@ -24,6 +29,8 @@ impl TemplateVars {
             "branch" => &self.branch,
             "status" => &self.status,
             "context_dir" => &self.context_dir,
+            "failure" => &self.failure,
+            "session" => &self.session,
             _ => return None,
         })
     }
@@ -75,6 +82,16 @@ pub fn render_argv(argv: &[String], vars: &TemplateVars, message: &str) -> Vec<S
         .collect()
 }
 
+/// True when `template` uses the placeholder `{{name}}`.
+pub fn uses_placeholder(template: &str, name: &str) -> bool {
+    let mut found = false;
+    fill(template, |n| {
+        found |= n == name;
+        None
+    });
+    found
+}
+
 /// Placeholder names used in `template` that [`render_prompt`] does not know.
 pub fn unknown_placeholders(template: &str, extra: &[&str]) -> Vec<String> {
     let probe = TemplateVars::default();
@@ -101,6 +118,7 @@ mod tests {
             branch: "baton/1-fix".into(),
             status: "build".into(),
             context_dir: "/tmp/ctx".into(),
+            ..Default::default()
         }
     }
 

@@ -107,6 +107,10 @@ pub struct StepItem {
     pub cost: Option<f64>,
     /// `{"passed", "failed", "skipped"}` when the log held a test summary.
     pub tests: Option<serde_json::Value>,
+    /// The agent's session (claude's session, codex's thread, the OpenCode session).
+    pub session: Option<String>,
+    /// True when the step continued an earlier session of its agent rather than start one.
+    pub continued: bool,
 }
 
 /// A transition in `show --json`.

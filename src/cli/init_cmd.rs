@@ -110,7 +110,7 @@ pub fn profile(spec: &str, role: &str) -> Result<serde_json::Value, String> {
         .ok_or_else(|| format!("no role `{role}`"))?;
     let edits = role == "coder";
     let template = format!(
-        "{instructions}\n\n# {{{{title}}}}\n\n{{{{prompt}}}}\n\n{{{{handoff}}}}\n\n{{{{note}}}}\n\n{HANDOFF} If you cannot go on without more information, end with the line `OUTCOME: needs_info`."
+        "{instructions}\n\n# {{{{title}}}}\n\n{{{{prompt}}}}\n\n{{{{handoff}}}}\n\n{{{{failure}}}}\n\n{{{{note}}}}\n\n{HANDOFF} If you cannot go on without more information, end with the line `OUTCOME: needs_info`."
     );
     let mut p = json!({"$schema": AGENT_SCHEMA, "id": role});
     let backend = match (kind, url) {
@@ -119,7 +119,9 @@ pub fn profile(spec: &str, role: &str) -> Result<serde_json::Value, String> {
             let mode = if edits { "acceptEdits" } else { "plan" };
             json!({"backend": "command", "format": "claude-stream-json", "prompt_via": "stdin",
                 "argv": ["claude", "-p", "--output-format", "stream-json", "--verbose",
-                         "--permission-mode", mode]})
+                         "--permission-mode", mode],
+                "resume_argv": ["claude", "-p", "--resume", "{{session}}", "--output-format",
+                                "stream-json", "--verbose", "--permission-mode", mode]})
         }
         ("codex", None) => {
             let sandbox = if edits {
@@ -127,8 +129,11 @@ pub fn profile(spec: &str, role: &str) -> Result<serde_json::Value, String> {
             } else {
                 "read-only"
             };
+            // `exec resume` takes the exec's own options before it (it has no `--sandbox`).
             json!({"backend": "command", "format": "codex-json", "prompt_via": "stdin",
-                "argv": ["codex", "exec", "--json", "--skip-git-repo-check", "--sandbox", sandbox, "-"]})
+                "argv": ["codex", "exec", "--json", "--skip-git-repo-check", "--sandbox", sandbox, "-"],
+                "resume_argv": ["codex", "exec", "--json", "--skip-git-repo-check", "--sandbox",
+                                sandbox, "resume", "{{session}}", "-"]})
         }
         ("opencode", None) => json!({"backend": "opencode", "serve": true,
             "agent": if edits { "build" } else { "plan" }}),
@@ -156,6 +161,14 @@ pub fn profile(spec: &str, role: &str) -> Result<serde_json::Value, String> {
     }
     p["prompt_template"] = json!(template);
     p["outcomes"] = json!(outcomes);
+    // The coder and planner continue their session on rework; a reviewer stays independent,
+    // and a chat endpoint keeps no session.
+    let session = if role == "reviewer" || p["backend"] == "openai" {
+        "fresh"
+    } else {
+        "continue"
+    };
+    p["session"] = json!(session);
     Ok(p)
 }
 
@@ -282,4 +295,50 @@ pub fn set_up_agent(ws: &Workspace, spec: &str) -> super::Outcome {
     println!("checking the agents (baton agents check):");
     let root = ws.root().to_path_buf();
     super::pipelines::agents(Some(&root), super::AgentsCmd::Check)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_written_profile_parses_and_says_how_its_session_carries_on() {
+        for kind in [
+            "claude",
+            "codex",
+            "opencode",
+            "opencode=http://127.0.0.1:4096",
+            "openai",
+        ] {
+            for (role, _, _) in ROLES {
+                let p = profile(kind, role).unwrap();
+                let file = format!("{kind}/{role}.json");
+                let (parsed, diags) = crate::agents::parse_profile(&file, &p.to_string());
+                assert!(diags.is_empty(), "{file}: {diags:?}");
+                let parsed = parsed.unwrap();
+                // A reviewer stays independent; the others continue where they can.
+                let continues =
+                    role != "reviewer" && parsed.backend != crate::agents::Backend::Openai;
+                assert_eq!(parsed.continues(), continues, "{file}: {p}");
+                assert!(
+                    parsed.prompt_template.contains("{{failure}}"),
+                    "{file}: {p}"
+                );
+                if parsed.backend == crate::agents::Backend::Command {
+                    let resume = &parsed.resume_argv;
+                    assert!(resume.iter().any(|a| a == "{{session}}"), "{file}: {p}");
+                    // The same program, permissions and sandbox as a fresh run.
+                    assert_eq!(resume[0], parsed.argv[0], "{file}");
+                    for flag in ["--permission-mode", "--sandbox"] {
+                        let value = |argv: &[String]| {
+                            argv.iter()
+                                .position(|a| a == flag)
+                                .map(|i| argv[i + 1].clone())
+                        };
+                        assert_eq!(value(resume), value(&parsed.argv), "{file}: {flag}");
+                    }
+                }
+            }
+        }
+    }
 }

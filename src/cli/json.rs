@@ -42,6 +42,8 @@ pub fn show(db: &Db, task_id: i64) -> Result<Value> {
                 "usage": s.usage,
                 "cost": s.cost,
                 "tests": s.tests,
+                "session": s.session_id,
+                "continued": s.continued_from.is_some(),
             })
         })
         .collect();

@@ -25,6 +25,7 @@ mod results;
 mod runner;
 mod schedule_catchup;
 mod scheduler;
+mod session;
 mod transition;
 mod trigger_loop;
 pub mod triggers;

@@ -195,10 +195,12 @@ pub async fn try_agent(
             reattach: false,
         },
         opencode: Some(&opencode),
+        earlier: None,
     };
     let hooks = Hooks {
         session: &|_| {},
         spawned: &|_| {},
+        continued: &|_| {},
     };
     let report = run_step(step, lines, cancel, &hooks).await;
     // A try's OpenCode server lives as long as the try.

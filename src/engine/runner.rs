@@ -441,6 +441,7 @@ async fn agent_step(
 ) -> StepReport {
     let (t, s) = (&job.task, &job.step);
     let step_id = s.id;
+    let carried = super::session::carry(store, s).await;
     let vars = TemplateVars {
         title: t.title.clone(),
         prompt: t.prompt.clone(),
@@ -449,6 +450,8 @@ async fn agent_step(
         branch: t.branch.clone().unwrap_or_default(),
         status: s.status.clone(),
         context_dir: job.context_dir.display().to_string(),
+        failure: carried.failure,
+        session: String::new(),
     };
     let session = |id: &str| {
         let id = id.to_string();
@@ -460,6 +463,12 @@ async fn agent_step(
         let start = sp.start_time.map(|t| t as i64);
         store.write_detached("an agent's process id", move |db| {
             db.set_step_process(step_id, sp.pid as i64, start)
+        });
+    };
+    let continued = |from: Option<&str>| {
+        let from = from.map(str::to_string);
+        store.write_detached("the session a step continues", move |db| {
+            db.set_step_continued(step_id, from.as_deref())
         });
     };
     let agents_dir = crate::workspace::Workspace::at(&job.workspace_root).agents_dir();
@@ -474,10 +483,12 @@ async fn agent_step(
         attempt: job.seq,
         placement,
         opencode: job.opencode.as_deref(),
+        earlier: carried.earlier,
     };
     let hooks = Hooks {
         session: &session,
         spawned: &spawned,
+        continued: &continued,
     };
     let rep = exec::agent::run_step(step, log, cancel, &hooks).await;
     StepReport {

@@ -227,6 +227,10 @@ pub(super) const MIGRATIONS: &[&str] = &[
     UPDATE step_runs SET log_count = (SELECT COUNT(*) FROM log_lines l WHERE l.step_run_id = step_runs.id)
         WHERE id IN (SELECT DISTINCT step_run_id FROM log_lines);
     "#,
+    // The agent session a step run continued (null: it started a fresh one).
+    r#"
+    ALTER TABLE step_runs ADD COLUMN continued_from TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -5,7 +5,8 @@ use rusqlite::{OptionalExtension, Row, params};
 
 const STEP_COLS: &str = "id, task_id, run_id, status, attempt, execution_key, state, exit_code, \
     outcome, error, note, not_before, created_at, started_at, finished_at, pid, pgid, proc_start, \
-    session_id, usage_json, cost, tests_json, handoff_content, handoff_metadata, seq";
+    session_id, usage_json, cost, tests_json, handoff_content, handoff_metadata, seq, \
+    continued_from";
 
 fn json_col(r: &Row, i: usize) -> rusqlite::Result<Option<serde_json::Value>> {
     let text: Option<String> = r.get(i)?;
@@ -39,6 +40,7 @@ fn step_row(r: &Row) -> rusqlite::Result<StepRun> {
         handoff_content: r.get(22)?,
         handoff_metadata: json_col(r, 23)?,
         seq: r.get(24)?,
+        continued_from: r.get(25)?,
     })
 }
 
@@ -106,6 +108,7 @@ impl Db<'_> {
             handoff_content: None,
             handoff_metadata: None,
             seq,
+            continued_from: None,
         })
     }
 
@@ -178,6 +181,15 @@ impl Db<'_> {
         self.exec(
             "UPDATE step_runs SET pid = ?1, pgid = ?1, proc_start = ?2 WHERE id = ?3",
             params![pid, proc_start, id],
+        )?;
+        Ok(())
+    }
+
+    /// Records the session a step run continues (`None`: it fell back to a fresh one).
+    pub fn set_step_continued(&self, id: i64, session: Option<&str>) -> Result<()> {
+        self.exec(
+            "UPDATE step_runs SET continued_from = ?1 WHERE id = ?2",
+            params![session, id],
         )?;
         Ok(())
     }

@@ -169,6 +169,8 @@ pub struct StepRun {
     pub handoff_metadata: Option<serde_json::Value>,
     /// The step run's position among its task's step runs (1 = first), across runs.
     pub seq: i64,
+    /// The agent session this step run continued; `None` when it started a fresh one.
+    pub continued_from: Option<String>,
 }
 
 /// A transition-history row.

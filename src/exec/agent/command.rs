@@ -158,6 +158,9 @@ pub(super) async fn run(
     let mut reader = Reader::new(p.format);
     let mut session_told = false;
     let mut stderr_tail: VecDeque<String> = VecDeque::new();
+    // The line saying a session to continue was not found, kept whatever follows it (codex
+    // prints a backtrace after it).
+    let mut lost_line = None;
     let mut exited = None;
     loop {
         tokio::select! {
@@ -171,6 +174,9 @@ pub(super) async fn run(
                         stderr_tail.pop_front();
                     }
                     stderr_tail.push_back(log.clean(&l));
+                    if job.resume.is_some() && lost_line.is_none() && super::session::says_lost(&l) {
+                        lost_line = Some(log.clean(&l));
+                    }
                     log.err(l).await;
                 }
                 Some((_, l)) => {
@@ -204,7 +210,13 @@ pub(super) async fn run(
         Finish::TimedOut | Finish::Cancelled => return AgentFinish::Cancelled,
     };
     let tail = stderr_tail.into_iter().collect::<Vec<_>>().join(" | ");
-    finish(&who, reader, exit, &tail)
+    let mut end = finish(&who, reader, exit, &tail);
+    if let (AgentFinish::Failed { error, .. }, Some(line)) = (&mut end, lost_line)
+        && !super::session::says_lost(error)
+    {
+        error.push_str(&format!(" — {}", super::log::one_line(&line, 300)));
+    }
+    end
 }
 
 /// The end of a run, from what was read and how the process exited.

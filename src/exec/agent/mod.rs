@@ -16,6 +16,7 @@ mod opencode;
 pub mod opencode_serve;
 mod outcome;
 mod replay;
+mod session;
 mod step;
 
 pub use claude::ClaudeStream;
@@ -27,7 +28,7 @@ pub use log::LineBuf;
 pub use openai::ChatStream;
 pub use opencode::OpencodeProgress;
 pub use outcome::{AgentEvent, AgentReport, report};
-pub use step::{AgentStep, handoff_file_name, run_step};
+pub use step::{AgentStep, Earlier, handoff_file_name, run_step};
 
 use super::{Spawned, StepEnv};
 use crate::agents::{Backend, Profile};
@@ -96,6 +97,8 @@ pub struct AgentJob<'a> {
     pub place: super::executor::Place,
     /// The workspace's OpenCode server, for profiles with `"serve": true`.
     pub opencode: Option<&'a opencode_serve::OpencodeServer>,
+    /// The session this run continues (the prompt is then only what is new).
+    pub resume: Option<String>,
 }
 
 /// Callbacks that record what must survive a crash the moment it exists.
@@ -104,6 +107,8 @@ pub struct Hooks<'a> {
     pub session: &'a (dyn Fn(&str) + Send + Sync),
     /// A `command` agent's process was started.
     pub spawned: &'a (dyn Fn(Spawned) + Send + Sync),
+    /// The step continues this session (`None`: it fell back to a fresh one).
+    pub continued: &'a (dyn Fn(Option<&str>) + Send + Sync),
 }
 
 /// Runs one agent to its end. Stops it (aborting its session or killing its process group)

@@ -418,32 +418,15 @@ pub(super) async fn run(
         dir: job.env.workdir.display().to_string(),
         base,
     };
-    let url = server.url("/session");
-    let created = tokio::select! {
-        r = server.auth(server.http.post(&url)).timeout(SHORT).json(&json!({"title": job.title})).send() => r,
-        _ = stop.cancelled() => return AgentFinish::Cancelled,
-    };
-    let created = match created {
-        Ok(r) if r.status().is_success() => r.json::<Value>().await.ok(),
-        Ok(r) => {
-            let status = r.status();
-            let body = r.text().await.unwrap_or_default();
-            return status_error(p, &server.base, status, &body);
-        }
-        Err(e) => return send_error(p, &server.base, &e),
-    };
-    let Some(id) = created
-        .as_ref()
-        .and_then(|v| v["id"].as_str())
-        .map(String::from)
-    else {
-        return AgentFinish::error(
-            format!(
-                "{}: creating a session returned no id — is this an OpenCode server (1.x)?",
-                who(p, &server.base)
-            ),
-            false,
-        );
+    let id = match &job.resume {
+        Some(id) => match find_session(&server, p, id, stop).await {
+            Ok(()) => id.clone(),
+            Err(finish) => return finish,
+        },
+        None => match create_session(&server, job, stop).await {
+            Ok(id) => id,
+            Err(finish) => return finish,
+        },
     };
     (hooks.session)(&id);
     log.system(format!("OpenCode session {id} at {}", server.base))
@@ -452,8 +435,78 @@ pub(super) async fn run(
     if finish == AgentFinish::Cancelled {
         server.abort(&id, log).await;
     }
-    server.delete(&id, log).await;
+    // A profile that continues its sessions keeps them for the task's next step.
+    if !p.continues() {
+        server.delete(&id, log).await;
+    }
     finish
+}
+
+/// Creates the run's session; its id.
+async fn create_session(
+    server: &Server,
+    job: &AgentJob<'_>,
+    stop: &CancellationToken,
+) -> Result<String, AgentFinish> {
+    let p = job.profile;
+    let url = server.url("/session");
+    let created = tokio::select! {
+        r = server.auth(server.http.post(&url)).timeout(SHORT).json(&json!({"title": job.title})).send() => r,
+        _ = stop.cancelled() => return Err(AgentFinish::Cancelled),
+    };
+    let created = match created {
+        Ok(r) if r.status().is_success() => r.json::<Value>().await.ok(),
+        Ok(r) => {
+            let status = r.status();
+            let body = r.text().await.unwrap_or_default();
+            return Err(status_error(p, &server.base, status, &body));
+        }
+        Err(e) => return Err(send_error(p, &server.base, &e)),
+    };
+    let Some(id) = created
+        .as_ref()
+        .and_then(|v| v["id"].as_str())
+        .map(String::from)
+    else {
+        return Err(AgentFinish::error(
+            format!(
+                "{}: creating a session returned no id — is this an OpenCode server (1.x)?",
+                who(p, &server.base)
+            ),
+            false,
+        ));
+    };
+    Ok(id)
+}
+
+/// Checks that the server still has session `id` to continue.
+async fn find_session(
+    server: &Server,
+    p: &crate::agents::Profile,
+    id: &str,
+    stop: &CancellationToken,
+) -> Result<(), AgentFinish> {
+    let url = server.url(&format!("/session/{id}"));
+    let got = tokio::select! {
+        r = server.auth(server.http.get(&url)).timeout(SHORT).send() => r,
+        _ = stop.cancelled() => return Err(AgentFinish::Cancelled),
+    };
+    match got {
+        Ok(r) if r.status().is_success() => Ok(()),
+        Ok(r) if r.status() == reqwest::StatusCode::NOT_FOUND => Err(AgentFinish::error(
+            format!(
+                "{}: OpenCode session not found: {id} (HTTP 404)",
+                who(p, &server.base)
+            ),
+            false,
+        )),
+        Ok(r) => {
+            let status = r.status();
+            let body = r.text().await.unwrap_or_default();
+            Err(status_error(p, &server.base, status, &body))
+        }
+        Err(e) => Err(send_error(p, &server.base, &e)),
+    }
 }
 
 /// Sends the prompt and follows the session until the answer arrives or `stop` fires.

@@ -2,9 +2,9 @@
 //! the answer to a report, and leave the prompt and handoff as files in the context folder.
 
 use super::log::Log;
-use super::outcome::{AgentReport, report};
+use super::outcome::{AgentEvent, AgentReport, report};
 use super::{AgentFinish, AgentJob, Hooks};
-use crate::agents::Backend;
+use crate::agents::{Backend, Profile};
 use crate::agents::{TemplateVars, load_agents, render_argv, render_prompt};
 use crate::exec::executor::{Place, Placement};
 use crate::exec::redact::Redactor;
@@ -37,6 +37,51 @@ pub struct AgentStep<'a> {
     pub placement: Placement,
     /// The workspace's OpenCode server, for profiles with `"serve": true`.
     pub opencode: Option<&'a super::opencode_serve::OpencodeServer>,
+    /// The session an earlier step of the same agent left, which this step continues when
+    /// its profile says `"session": "continue"`.
+    pub earlier: Option<Earlier>,
+}
+
+/// An earlier step's session and what is new to it since.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Earlier {
+    /// The backend's session id.
+    pub session: String,
+    /// The step run that left it.
+    pub step_run: i64,
+    /// The context header of a handoff made after that step (`{{handoff}}` when continuing),
+    /// else empty.
+    pub handoff: String,
+    /// `{{failure}}` when the failure came after that step, else empty.
+    pub failure: String,
+}
+
+/// The prompt sent to a continued session when its template renders nothing new (a resume
+/// after a crash, a retry).
+const CARRY_ON: &str =
+    "Carry on with the task where you left off: your last run was interrupted before it ended.";
+
+/// The prompt and argv of a fresh run.
+fn fresh(profile: &Profile, vars: &TemplateVars) -> (String, Vec<String>) {
+    let prompt = render_prompt(&profile.prompt_template, vars);
+    let argv = render_argv(&profile.argv, vars, &prompt);
+    (prompt, argv)
+}
+
+/// The prompt (only what is new) and argv of a run that continues `earlier`.
+fn continued(profile: &Profile, vars: &TemplateVars, earlier: &Earlier) -> (String, Vec<String>) {
+    let vars = TemplateVars {
+        handoff: earlier.handoff.clone(),
+        failure: earlier.failure.clone(),
+        session: earlier.session.clone(),
+        ..vars.clone()
+    };
+    let mut prompt = render_prompt(&profile.continue_template, &vars);
+    if prompt.is_empty() {
+        prompt = CARRY_ON.to_string();
+    }
+    let argv = render_argv(&profile.resume_argv, &vars, &prompt);
+    (prompt, argv)
 }
 
 /// The handoff file of a step run in the context folder: `id_<status>_<NNN>.md`.
@@ -83,8 +128,11 @@ pub async fn run_step(
         .step_timeout
         .or(profile.timeout)
         .unwrap_or(step.env.timeout);
-    let prompt = render_prompt(&profile.prompt_template, &step.vars);
-    let argv = render_argv(&profile.argv, &step.vars, &prompt);
+    let resume = step.earlier.as_ref().filter(|_| profile.continues());
+    let (prompt, argv) = match resume {
+        Some(e) => continued(&profile, &step.vars, e),
+        None => fresh(&profile, &step.vars),
+    };
     let status = step.vars.status.clone();
     let stem = handoff_file_name(&status, step.attempt);
     let prompt_file = step.context_dir.join(stem.replace(".md", ".prompt.md"));
@@ -96,17 +144,15 @@ pub async fn run_step(
         humantime::format_duration(timeout)
     ))
     .await;
-    if write_fresh_async(prompt_file.clone(), prompt.clone())
-        .await
-        .is_ok()
-    {
+    if let Some(e) = resume {
         say.system(format!(
-            "prompt ({} chars) in {}",
-            prompt.chars().count(),
-            prompt_file.display()
+            "continuing session {} (the prompt is only what is new)",
+            e.session
         ))
         .await;
+        (hooks.continued)(Some(&e.session));
     }
+    write_prompt(&say, &prompt_file, &prompt).await;
     let place = if profile.backend == Backend::Command {
         match step.placement.place(profile.executor.as_ref()) {
             Ok((spec, place)) => {
@@ -136,7 +182,7 @@ pub async fn run_step(
         }
         Place::local(step.env.workdir.clone())
     };
-    let job = AgentJob {
+    let mut job = AgentJob {
         place,
         opencode: step.opencode,
         profile: &profile,
@@ -147,8 +193,33 @@ pub async fn run_step(
             timeout,
             ..step.env
         },
+        resume: resume.map(|e| e.session.clone()),
     };
-    let mut finish = super::run(&job, log, cancel, hooks).await;
+    let mut finish = super::run(&job, log.clone(), cancel.clone(), hooks).await;
+    let mut lost = None;
+    if let Some(e) = resume
+        && super::session::lost(&finish)
+    {
+        // The CLI no longer has the session (its files were cleaned, another machine): the
+        // step starts over with the whole prompt rather than fail.
+        let line = format!(
+            "the agent could not find session {} to continue; starting a fresh one",
+            e.session
+        );
+        say.err(line.clone()).await;
+        (hooks.continued)(None);
+        (job.prompt, job.argv) = fresh(&profile, &step.vars);
+        job.resume = None;
+        write_prompt(&say, &prompt_file, &job.prompt).await;
+        finish = super::run(&job, log, cancel, hooks).await;
+        lost = Some(AgentEvent {
+            category: "agent",
+            kind: "session_lost",
+            summary: line,
+            data: serde_json::json!({ "session": e.session, "step_run": e.step_run }),
+            level: "warn",
+        });
+    }
     if let Some(line) = price_run(&mut finish, &profile) {
         say.system(line).await;
     }
@@ -156,7 +227,8 @@ pub async fn run_step(
     // and errors and events are stored and shown by the API: mask known secrets in them as
     // in the log.
     redact_finish(&mut finish, &super::log::secrets_for(&profile, &job.env));
-    let rep = report(&finish, &profile, timeout);
+    let mut rep = report(&finish, &profile, timeout);
+    rep.events.extend(lost);
     if let AgentFinish::Done(run) = &finish {
         let path = step.context_dir.join(&stem);
         match write_fresh_async(path.clone(), run.text.clone()).await {
@@ -178,6 +250,21 @@ pub async fn run_step(
         say.system(format!("outcome: {o} → {}", rep.trigger)).await;
     }
     rep
+}
+
+/// Leaves the prompt sent in the context folder and says where.
+async fn write_prompt(say: &Log, file: &Path, prompt: &str) {
+    if write_fresh_async(file.to_path_buf(), prompt.to_string())
+        .await
+        .is_ok()
+    {
+        say.system(format!(
+            "prompt ({} chars) in {}",
+            prompt.chars().count(),
+            file.display()
+        ))
+        .await;
+    }
 }
 
 /// Masks `secrets` in everything of `finish` that is stored or shown: the answer, the

@@ -154,6 +154,17 @@ fn render_left(f: &mut Frame, area: Rect, app: &App, d: &TaskDetail) {
         if let Some(e) = &step.error {
             after.push(Line::styled(truncate(e, w), t.error()));
         }
+        if let Some(id) = &step.session_id {
+            // Whether this run carried on an earlier conversation of its agent.
+            let how = match &step.continued_from {
+                Some(_) => "continued",
+                None => "fresh",
+            };
+            after.push(Line::styled(
+                truncate(&format!("{how} session {id}"), w),
+                t.dim(),
+            ));
+        }
         if let Some(content) = &step.handoff_content {
             after.push(Line::raw(""));
             after.push(Line::styled("Handoff", t.title()));

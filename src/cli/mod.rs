@@ -4,6 +4,7 @@ mod config_cmd;
 mod engine_cmd;
 mod executors_check;
 mod fixup;
+pub mod forge_cmd;
 mod init_cmd;
 pub(crate) mod json;
 mod pipelines;
@@ -207,6 +208,9 @@ pub enum Command {
     /// The API token.
     #[command(subcommand)]
     Token(TokenCmd),
+    /// The forge pull requests go to (`[forge]` in config.toml).
+    #[command(subcommand)]
+    Forge(forge_cmd::ForgeCmd),
     /// Print a shell completion script: `baton completions bash > ~/.local/share/bash-completion/completions/baton`.
     Completions {
         /// bash, zsh, fish, elvish or powershell.
@@ -368,6 +372,7 @@ pub fn dispatch(dir: Option<&PathBuf>, command: Command) -> Outcome {
         Command::Mcp => serve::mcp(&workspace(dir)?),
         Command::Serve { listen } => serve::serve(&workspace(dir)?, &listen),
         Command::Token(TokenCmd::Rotate) => serve::rotate(&workspace(dir)?),
+        Command::Forge(cmd) => forge_cmd::run(dir, cmd),
         other => tasks::run(&workspace(dir)?, other),
     }
 }

@@ -8,7 +8,6 @@ mod stubs;
 
 use baton::forge::{ChecksState, Forge, Kind, PrRequest, PrState, Target};
 use serde_json::json;
-use stubs::forge::ForgeStub;
 
 const TOKEN: &str = "tok-s3cret-value-123";
 

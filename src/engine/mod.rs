@@ -10,6 +10,7 @@ mod effects;
 mod error;
 mod fixup;
 mod followups;
+mod forge_hooks;
 mod log_cap;
 mod log_replay;
 mod logwriter;

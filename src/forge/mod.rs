@@ -7,10 +7,12 @@
 mod gitea;
 mod github;
 mod gitlab;
+pub mod hook;
 mod http;
 pub mod push;
 pub mod remote;
 pub mod settings;
+pub mod webhook;
 
 pub use settings::ForgeSettings;
 

@@ -219,6 +219,20 @@ const MIGRATIONS: &[&str] = &[
     );
     DELETE FROM meta WHERE key LIKE 'github-delivery:%';
     "#,
+    // The task's pull request on the forge: one row per task, written by the `pr` hook and
+    // by what comes back (webhooks, polling).
+    r#"
+    CREATE TABLE task_prs (
+        task_id     INTEGER PRIMARY KEY REFERENCES tasks(id) ON DELETE CASCADE,
+        url         TEXT NOT NULL,
+        number      INTEGER NOT NULL,
+        state       TEXT NOT NULL,
+        checks      TEXT NOT NULL DEFAULT 'none',
+        checks_summary TEXT NOT NULL DEFAULT '',
+        updated_at  INTEGER NOT NULL
+    );
+    CREATE INDEX task_prs_number ON task_prs(number);
+    "#,
 ];
 
 /// The schema version this build writes.

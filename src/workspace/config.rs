@@ -153,7 +153,11 @@ impl Config {
                 "must be more than zero (leave it out for 100MiB)",
             ));
         }
-        if let Some(problem) = cfg.forge.as_ref().and_then(|f| f.problems().into_iter().next()) {
+        if let Some(problem) = cfg
+            .forge
+            .as_ref()
+            .and_then(|f| f.problems().into_iter().next())
+        {
             return Err(WorkspaceError::Config {
                 path: path.to_path_buf(),
                 message: problem,

@@ -176,3 +176,40 @@ fn forge_check_says_what_it_found_and_one_sentence_per_problem() {
         "{err}"
     );
 }
+
+#[test]
+fn forge_triggers_and_hooks_are_validated_like_the_others() {
+    let ws = Ws::new();
+    let good = r#"{"id": "p", "name": "P", "statuses": [
+        {"id": "review", "kind": "gate"}, {"id": "in_pr", "kind": "gate"},
+        {"id": "done", "kind": "done"}, {"id": "failed", "kind": "failed"}],
+      "transitions": [
+        {"from": "review", "to": "in_pr", "on": "approve", "hooks": [{"push": {}}, {"pr": {"draft": true, "labels": ["x"]}}]},
+        {"from": "in_pr", "to": "done", "on": "pr_merged"},
+        {"from": "in_pr", "to": "failed", "on": "pr_closed"},
+        {"from": "in_pr", "to": "review", "on": "ci_failed"},
+        {"from": "in_pr", "to": "review", "on": "changes_requested"}]}"#;
+    let path = ws.pipeline("p.json", good);
+    ws.baton(&["pipelines", "validate", path.to_str().unwrap()])
+        .assert()
+        .success();
+    for (from, to, want) in [
+        ("\"pr_merged\"", "\"pr_merge\"", "unknown trigger `pr_merge`"),
+        (
+            "{\"draft\": true, \"labels\": [\"x\"]}",
+            "{\"draft\": \"yes\"}",
+            "hook `pr`: `draft` takes true or false",
+        ),
+    ] {
+        let bad = ws.pipeline("p.json", &good.replace(from, to));
+        let out = ws
+            .baton(&["pipelines", "validate", bad.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{text}");
+        assert!(text.contains(want), "{text}");
+        assert!(text.contains("pr_merged, pr_closed, ci_failed") || !want.contains("trigger"), "{text}");
+    }
+}

@@ -374,3 +374,74 @@ fn gitlab_token_is_checked_and_a_closed_merge_request_cancels_the_task() {
     let t = wait_status(&ws, id, "cancelled");
     assert_eq!(t["pr"]["state"], "closed");
 }
+
+#[test]
+fn polling_sees_failed_checks_once_and_the_late_webhook_for_them_acts_on_nothing() {
+    let (api, stub) = stubs::forge::start();
+    github_answers(&stub);
+    let (ws, _bare) = setup("github", &api.url);
+    std::fs::write(
+        ws.root().join(".baton/config.toml"),
+        std::fs::read_to_string(ws.root().join(".baton/config.toml")).unwrap() + "poll = \"1s\"\n",
+    )
+    .unwrap();
+    let id = task_at_review(&ws);
+    ws.baton(&["approve", &id.to_string()])
+        .env("FORGE_FLOW_TOKEN", TOKEN)
+        .assert()
+        .success();
+    assert_eq!(show(&ws, id)["status"], "in_pr");
+    // Checks fail on the forge: the poll sends the task back to work, once.
+    stub.answer(
+        "GET",
+        "/repos/acme/app/pulls/12",
+        200,
+        json!({"number": 12, "html_url": "u",
+        "state": "open", "merged": false, "head": {"sha": "abc"}}),
+    );
+    stub.answer(
+        "GET",
+        "/repos/acme/app/commits/abc/check-runs",
+        200,
+        json!({"total_count": 1,
+        "check_runs": [{"name": "lint", "status": "completed", "conclusion": "failure",
+            "output": {"title": "clippy", "summary": "unused variable"}}]}),
+    );
+    let server = Server::start(
+        ws.root(),
+        &[
+            ("FORGE_FLOW_TOKEN", TOKEN),
+            ("FORGE_FLOW_SECRET", SECRET),
+            ("BATON_GITHUB_SECRET", SECRET),
+        ],
+    );
+    let t = wait_status(&ws, id, "review");
+    let ci = t["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h["trigger"] == "ci_failed")
+        .count();
+    assert_eq!(ci, 1, "{t}");
+    assert_eq!(t["pr"]["checks"], "failed");
+    // The webhook for the same failure comes late: nothing more happens.
+    let failed = serde_json::to_vec(&json!({"action": "completed", "check_run": {"name": "lint",
+        "head_sha": "abc", "conclusion": "failure", "output": {},
+        "pull_requests": [{"number": 12}]}}))
+    .unwrap();
+    let late: Value = Client::new()
+        .post(server.url("/hooks/github"))
+        .header("X-GitHub-Event", "check_run")
+        .header("X-GitHub-Delivery", "late-1")
+        .header(
+            "X-Hub-Signature-256",
+            format!("sha256={}", hmac_hex(SECRET, &failed)),
+        )
+        .body(failed)
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(late["duplicate"], true, "{late}");
+    assert_eq!(show(&ws, id)["status"], "review");
+}

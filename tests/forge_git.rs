@@ -194,7 +194,11 @@ fn forge_triggers_and_hooks_are_validated_like_the_others() {
         .assert()
         .success();
     for (from, to, want) in [
-        ("\"pr_merged\"", "\"pr_merge\"", "unknown trigger `pr_merge`"),
+        (
+            "\"pr_merged\"",
+            "\"pr_merge\"",
+            "unknown trigger `pr_merge`",
+        ),
         (
             "{\"draft\": true, \"labels\": [\"x\"]}",
             "{\"draft\": \"yes\"}",
@@ -210,6 +214,9 @@ fn forge_triggers_and_hooks_are_validated_like_the_others() {
             + &String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{text}");
         assert!(text.contains(want), "{text}");
-        assert!(text.contains("pr_merged, pr_closed, ci_failed") || !want.contains("trigger"), "{text}");
+        assert!(
+            text.contains("pr_merged, pr_closed, ci_failed") || !want.contains("trigger"),
+            "{text}"
+        );
     }
 }

@@ -7,10 +7,10 @@
 
 use super::http::{AppState, error};
 use super::webhooks::signature_ok;
-use crate::engine::Action;
+use crate::engine::{Action, forge_events};
 use crate::forge::webhook::{self, ForgeEvent, What};
 use crate::forge::{ForgeSettings, Kind, Target, remote};
-use crate::store::{NewEvent, StoreError};
+use crate::store::StoreError;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -154,15 +154,7 @@ async fn note_for(
 ) -> Option<String> {
     match &ev.what {
         What::Merged | What::Closed => None,
-        What::ChecksFailed { failures, .. } => Some(
-            failures
-                .iter()
-                .map(|f| format!("check `{}` failed: {}", f.name, f.summary))
-                .collect::<Vec<_>>()
-                .join("\n"),
-        )
-        .filter(|n| !n.is_empty())
-        .or_else(|| Some("the checks failed".into())),
+        What::ChecksFailed { .. } => forge_events::failure_note(ev),
         What::ChangesRequested { review, body } => {
             let (settings, review) = (settings.clone(), *review);
             let comments = tokio::task::spawn_blocking(move || {
@@ -268,10 +260,7 @@ async fn handle(
     }
 }
 
-/// Delivery ids and event keys remembered.
-const KEEP: i64 = 10_000;
-/// How long they are remembered.
-const KEEP_MS: i64 = 7 * 24 * 3600 * 1000;
+use forge_events::{KEEP, KEEP_MS};
 
 fn kind_slug(kind: Kind) -> &'static str {
     match kind {
@@ -292,74 +281,18 @@ async fn apply(
     note: Option<String>,
     source: &str,
 ) -> Result<(bool, bool), String> {
-    let key = ev.key(number);
-    let trigger = ev.trigger().to_string();
-    let (summary, state) = match &ev.what {
-        What::Merged => (format!("#{number} was merged"), Some("merged")),
-        What::Closed => (
-            format!("#{number} was closed without merging"),
-            Some("closed"),
-        ),
-        What::ChangesRequested { .. } => (format!("changes requested on #{number}"), None),
-        What::ChecksFailed { failures, .. } => (
-            format!(
-                "checks failed on #{number}: {}",
-                failures
-                    .iter()
-                    .map(|f| f.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            None,
-        ),
-    };
-    let failed = matches!(ev.what, What::ChecksFailed { .. });
-    let (data, source) = (
-        json!({"number": number, "trigger": trigger, "source": source}),
-        source.to_string(),
-    );
+    let (event, source) = (ev.clone(), source.to_string());
     let fresh = s
         .ops
         .store()
-        .write(move |db| {
-            if !db.note_delivery(&key, KEEP, KEEP_MS)? {
-                return Ok::<_, StoreError>(false);
-            }
-            if let Some(mut pr) = db.task_pr(task)? {
-                if let Some(st) = state {
-                    pr.state = st.to_string();
-                }
-                if failed {
-                    pr.checks = "failed".into();
-                }
-                db.set_task_pr(&pr)?;
-            }
-            db.insert_event(&NewEvent {
-                task_id: Some(task),
-                category: "forge",
-                kind: "forge.event",
-                summary: format!("{summary} ({source})"),
-                data,
-                actor: "forge",
-                level: if failed { "warning" } else { "info" },
-            })?;
-            Ok(true)
-        })
+        .write(move |db| forge_events::record(db, task, number, &event, &source))
         .await
         .map_err(|e| e.to_string())?;
     if !fresh {
         return Ok((true, false));
     }
-    let moved = s
-        .ops
-        .act(
-            task,
-            Action::Forge {
-                trigger: ev.trigger().to_string(),
-                note,
-            },
-        )
-        .await;
+    let trigger = ev.trigger().to_string();
+    let moved = s.ops.act(task, Action::Forge { trigger, note }).await;
     if let Err(e) = &moved {
         tracing::info!("forge event for task {task} moved nothing: {e}");
     }

@@ -75,9 +75,9 @@ impl ForgeSettings {
     pub fn poll_every(&self) -> Result<Option<Duration>, String> {
         let Some(p) = &self.poll else { return Ok(None) };
         match humantime::parse_duration(p) {
-            Ok(d) if d >= Duration::from_secs(10) => Ok(Some(d)),
+            Ok(d) if d >= Duration::from_secs(1) => Ok(Some(d)),
             Ok(_) => Err(format!(
-                "[forge] poll = \"{p}\" is too often — poll at most every 10s (\"2m\" is usual)"
+                "[forge] poll = \"{p}\" is too often — poll at most every second (\"2m\" is usual)"
             )),
             Err(_) => Err(format!(
                 "[forge] poll = \"{p}\" is not a duration — write it like \"2m\""

@@ -1,0 +1,81 @@
+//! Forge events reaching a task, whichever path brought them (a webhook, a poll): recorded
+//! once by what they mean, the task's pull request updated, an event written. The caller
+//! then fires the event's trigger.
+
+use crate::forge::webhook::{ForgeEvent, What};
+use crate::store::{Db, NewEvent};
+use serde_json::json;
+
+/// Event keys remembered (in the webhook deliveries' window).
+pub const KEEP: i64 = 10_000;
+/// How long they are remembered.
+pub const KEEP_MS: i64 = 7 * 24 * 3600 * 1000;
+
+/// The note handed to the next step for failed checks.
+pub fn failure_note(ev: &ForgeEvent) -> Option<String> {
+    let What::ChecksFailed { failures, .. } = &ev.what else {
+        return None;
+    };
+    let lines: Vec<String> = failures
+        .iter()
+        .map(|f| format!("check `{}` failed: {}", f.name, f.summary))
+        .collect();
+    Some(if lines.is_empty() {
+        "the checks failed".into()
+    } else {
+        lines.join("\n")
+    })
+}
+
+/// Records `ev` for `task` unless an event with the same meaning was recorded before.
+/// Returns true when it is new (and its trigger should fire).
+pub fn record(
+    db: &Db,
+    task: i64,
+    number: u64,
+    ev: &ForgeEvent,
+    source: &str,
+) -> crate::store::Result<bool> {
+    if !db.note_delivery(&ev.key(number), KEEP, KEEP_MS)? {
+        return Ok(false);
+    }
+    let (summary, state) = match &ev.what {
+        What::Merged => (format!("#{number} was merged"), Some("merged")),
+        What::Closed => (
+            format!("#{number} was closed without merging"),
+            Some("closed"),
+        ),
+        What::ChangesRequested { .. } => (format!("changes requested on #{number}"), None),
+        What::ChecksFailed { failures, .. } => (
+            format!(
+                "checks failed on #{number}: {}",
+                failures
+                    .iter()
+                    .map(|f| f.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            None,
+        ),
+    };
+    let failed = matches!(ev.what, What::ChecksFailed { .. });
+    if let Some(mut pr) = db.task_pr(task)? {
+        if let Some(st) = state {
+            pr.state = st.to_string();
+        }
+        if failed {
+            pr.checks = "failed".into();
+        }
+        db.set_task_pr(&pr)?;
+    }
+    db.insert_event(&NewEvent {
+        task_id: Some(task),
+        category: "forge",
+        kind: "forge.event",
+        summary: format!("{summary} ({source})"),
+        data: json!({"number": number, "trigger": ev.trigger(), "source": source}),
+        actor: "forge",
+        level: if failed { "warning" } else { "info" },
+    })?;
+    Ok(true)
+}

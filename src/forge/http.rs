@@ -72,11 +72,21 @@ impl Http {
         if let Some(b) = body {
             r = r.json(b);
         }
-        let resp = r.send().map_err(|e| ForgeError::Unreachable {
-            kind: self.kind,
-            url: self.origin(),
-            // Without the URL: reqwest's words can carry it, and ours already name it.
-            why: e.without_url().to_string(),
+        let resp = r.send().map_err(|e| {
+            // The innermost cause says most ("Connection refused"); without the URL, which
+            // reqwest's words can carry and ours already name.
+            let e = e.without_url();
+            let mut why = e.to_string();
+            let mut source = std::error::Error::source(&e);
+            while let Some(s) = source {
+                why = s.to_string();
+                source = s.source();
+            }
+            ForgeError::Unreachable {
+                kind: self.kind,
+                url: self.origin(),
+                why,
+            }
         })?;
         let status = resp.status();
         let text = resp.text().unwrap_or_default();

@@ -36,7 +36,7 @@ const PIPELINE: &str = r#"{
   ],
   "transitions": [
     {"from": "review", "to": "in_pr", "on": "approve", "hooks": [{"pr": {"labels": ["baton"]}}]},
-    {"from": "in_pr", "to": "done", "on": "pr_merged"},
+    {"from": "in_pr", "to": "done", "on": "pr_merged", "hooks": [{"comment": {"body": "Task {{id}} ({{title}}) is {{status}}"}}]},
     {"from": "in_pr", "to": "cancelled", "on": "pr_closed"},
     {"from": "in_pr", "to": "build", "on": "ci_failed"},
     {"from": "in_pr", "to": "build", "on": "changes_requested"}
@@ -124,6 +124,12 @@ fn github_answers(stub: &ForgeStub) {
     stub.answer("POST", "/repos/acme/app/pulls", 201, pr.clone());
     stub.answer("PATCH", "/repos/acme/app/pulls/12", 200, pr.clone());
     stub.answer("POST", "/repos/acme/app/issues/12/labels", 200, json!([]));
+    stub.answer(
+        "POST",
+        "/repos/acme/app/issues/12/comments",
+        201,
+        json!({"id": 1}),
+    );
     stub.answer(
         "GET",
         "/repos/acme/app/commits/abc/check-runs",
@@ -254,6 +260,14 @@ fn github_pull_request_loop_fails_ci_reworks_updates_the_same_pr_and_merges() {
     assert_eq!(answer["moved"], true, "{answer}");
     let t = wait_status(&ws, id, "done");
     assert_eq!(t["pr"]["state"], "merged");
+    // The comment hook of the merge posts on the pull request.
+    common::wait_within("the comment", Duration::from_secs(60), || {
+        !stub
+            .calls("POST", "/repos/acme/app/issues/12/comments")
+            .is_empty()
+    });
+    let comment = &stub.calls("POST", "/repos/acme/app/issues/12/comments")[0];
+    assert_eq!(comment.body["body"], "Task 1 (Add login) is done");
     let again: Value = deliver("pull_request", "m2", &merged, SECRET)
         .json()
         .unwrap();

@@ -353,6 +353,7 @@ async fn run_hook(
         Hook::Webhook(spec) => webhook(task, moved, spec, &ctx.cancel).await,
         Hook::Push(_) => super::forge_hooks::push(ctx, task).await,
         Hook::Pr(spec) => super::forge_hooks::pr(ctx, task, spec).await,
+        Hook::Comment(spec) => super::forge_hooks::comment(ctx, task, spec).await,
     }
 }
 

@@ -69,26 +69,7 @@ pub(super) async fn pr(ctx: &Ctx, task: &Task, spec: &Value) -> Result<String, S
     let opts = PrOptions::parse(spec).map_err(|e| format!("hook pr: {e}"))?;
     let (settings, branch) = prepare(ctx, task, "pr").await?;
     push_now(ctx, task, &settings, &branch).await?;
-    let id = task.id;
-    let steps = ctx
-        .store
-        .read(move |db| db.step_runs(id))
-        .await
-        .map_err(|e| e.to_string())?;
-    // The latest handoff and the latest test counts speak for the work as it is now.
-    let handoff = steps
-        .iter()
-        .rev()
-        .find_map(|s| s.handoff_content.as_deref())
-        .map(|raw| crate::handoff::extract(raw).fields);
-    let tests = steps.iter().rev().find_map(|s| {
-        let t = s.tests.as_ref()?;
-        Some(TestCounts {
-            passed: t["passed"].as_u64()?,
-            failed: t["failed"].as_u64().unwrap_or(0),
-            skipped: t["skipped"].as_u64().unwrap_or(0),
-        })
-    });
+    let (handoff, tests) = latest_work(ctx, task.id).await?;
     let base = opts
         .base
         .clone()
@@ -153,4 +134,72 @@ pub(super) async fn pr(ctx: &Ctx, task: &Task, spec: &Value) -> Result<String, S
         .await
         .map_err(|e| e.to_string())?;
     Ok(summary)
+}
+
+/// The latest handoff's fields and the latest test counts: they speak for the work as it is
+/// now.
+async fn latest_work(
+    ctx: &Ctx,
+    id: i64,
+) -> Result<(Option<crate::handoff::HandoffFields>, Option<TestCounts>), String> {
+    let steps = ctx
+        .store
+        .read(move |db| db.step_runs(id))
+        .await
+        .map_err(|e| e.to_string())?;
+    let handoff = steps
+        .iter()
+        .rev()
+        .find_map(|s| s.handoff_content.as_deref())
+        .map(|raw| crate::handoff::extract(raw).fields);
+    let tests = steps.iter().rev().find_map(|s| {
+        let t = s.tests.as_ref()?;
+        Some(TestCounts {
+            passed: t["passed"].as_u64()?,
+            failed: t["failed"].as_u64().unwrap_or(0),
+            skipped: t["skipped"].as_u64().unwrap_or(0),
+        })
+    });
+    Ok((handoff, tests))
+}
+
+/// `comment`: posts the handoff, or the hook's `body` template, on the task's pull request.
+pub(super) async fn comment(ctx: &Ctx, task: &Task, spec: &Value) -> Result<String, String> {
+    let ws = ctx.ws.clone();
+    let settings = tokio::task::spawn_blocking(move || ws.config())
+        .await
+        .map_err(|e| format!("reading config.toml failed: {e}"))?
+        .map_err(|e| e.to_string())?
+        .forge
+        .ok_or("the comment hook needs a [forge] table in .baton/config.toml — add one (docs/forge.md)")?;
+    let id = task.id;
+    let pr = ctx
+        .store
+        .read(move |db| db.task_pr(id))
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| {
+            format!("task {id} has no pull request to comment on — a pr hook opens one first")
+        })?;
+    let (handoff, tests) = latest_work(ctx, id).await?;
+    let default = crate::forge::hook::body(handoff.as_ref(), tests, None, id);
+    let body = match spec.get("body").and_then(Value::as_str) {
+        Some(t) => t
+            .replace("{{id}}", &id.to_string())
+            .replace("{{title}}", &task.title)
+            .replace("{{status}}", &task.status)
+            .replace("{{handoff}}", &default),
+        None => default,
+    };
+    let root = ctx.ws.root().to_path_buf();
+    let number = pr.number as u64;
+    tokio::task::spawn_blocking(move || {
+        let url = remote::url_of(&root, settings.remote());
+        let target = Target::resolve(&settings, url.as_deref())?;
+        let forge = target.connect().map_err(|e| e.to_string())?;
+        forge.comment(number, &body).map_err(|e| e.to_string())
+    })
+    .await
+    .map_err(|e| format!("the comment hook stopped: {e}"))??;
+    Ok(format!("commented on #{number}"))
 }

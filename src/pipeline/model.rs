@@ -308,6 +308,8 @@ pub enum Hook {
     Push(#[serde(default)] serde_json::Value),
     /// Pushes, then opens or updates the branch's pull request.
     Pr(#[serde(default)] serde_json::Value),
+    /// Posts the handoff (or a template) on the task's pull request.
+    Comment(#[serde(default)] serde_json::Value),
 }
 
 impl Hook {
@@ -320,6 +322,7 @@ impl Hook {
             Self::Merge(_) => "merge",
             Self::Push(_) => "push",
             Self::Pr(_) => "pr",
+            Self::Comment(_) => "comment",
         }
     }
 }

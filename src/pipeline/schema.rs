@@ -264,6 +264,17 @@ pub enum Hook {
     Push(MergeHook),
     /// Pushes, then opens the branch's pull request or updates the open one.
     Pr(PrHook),
+    /// Posts the handoff, or a template, on the task's pull request.
+    Comment(CommentHook),
+}
+
+/// `{"body": "Done: {{title}}"}`.
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CommentHook {
+    /// The comment; `{{id}}`, `{{title}}`, `{{status}}` and `{{handoff}}` are filled in.
+    /// Default: the latest handoff's sections and the test counts.
+    body: Option<String>,
 }
 
 /// `{"draft": true, "base": "main", "labels": ["baton"], "reviewers": ["ana"]}`.

@@ -268,6 +268,10 @@ fn github_pull_request_loop_fails_ci_reworks_updates_the_same_pr_and_merges() {
     });
     let comment = &stub.calls("POST", "/repos/acme/app/issues/12/comments")[0];
     assert_eq!(comment.body["body"], "Task 1 (Add login) is done");
+    // The merged branch is deleted on the remote.
+    common::wait_within("the branch deletion", Duration::from_secs(30), || {
+        git(&bare, &["branch", "--list", &branch]).trim().is_empty()
+    });
     let again: Value = deliver("pull_request", "m2", &merged, SECRET)
         .json()
         .unwrap();

@@ -242,8 +242,8 @@ async fn handle(
         return axum::Json(json!({"event": event, "delivery": delivery})).into_response();
     };
     let root = s.ops.workspace().root().to_path_buf();
-    let note = note_for(&settings, root, kind, number, &ev).await;
-    match apply(
+    let note = note_for(&settings, root.clone(), kind, number, &ev).await;
+    let applied = apply(
         s,
         task,
         number,
@@ -251,8 +251,11 @@ async fn handle(
         note,
         &format!("{kind} {event} delivery {delivery}"),
     )
-    .await
-    {
+    .await;
+    if matches!((&applied, &ev.what), (Ok((false, _)), What::Merged)) {
+        forge_events::after_merge(s.ops.store(), root, settings, task).await;
+    }
+    match applied {
         Ok((duplicate, moved)) => axum::Json(json!({"event": event, "delivery": delivery,
             "duplicate": duplicate, "task": task, "trigger": ev.trigger(), "moved": moved}))
         .into_response(),

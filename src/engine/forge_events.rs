@@ -79,3 +79,52 @@ pub fn record(
     })?;
     Ok(true)
 }
+
+/// After a pull request was merged: deletes its branch on the remote (through the
+/// repository's git queue), and records what happened as an event.
+pub async fn after_merge(
+    store: &crate::store::StoreHandle,
+    root: std::path::PathBuf,
+    settings: crate::forge::ForgeSettings,
+    task: i64,
+) {
+    let Ok(t) = store.read(move |db| db.task(task)).await else {
+        return;
+    };
+    let Some(branch) = t.branch else { return };
+    let remote = settings.remote().to_string();
+    let gone = {
+        let (branch, remote) = (branch.clone(), remote.clone());
+        tokio::task::spawn_blocking(move || {
+            let repo = crate::workspace::git::repo_root(&root)
+                .ok_or("the workspace is not a git repository")?;
+            crate::workspace::GitQueue::for_repo(&repo)
+                .run(move |repo| crate::forge::push::delete_branch(repo, &remote, &branch))
+        })
+        .await
+        .unwrap_or_else(|e| Err(e.to_string()))
+    };
+    let (summary, level) = match &gone {
+        Ok(()) => (
+            format!("deleted {branch} on {remote} after the merge"),
+            "info",
+        ),
+        Err(e) => (e.clone(), "warning"),
+    };
+    let written = store
+        .write(move |db| {
+            db.insert_event(&NewEvent {
+                task_id: Some(task),
+                category: "git",
+                kind: "forge.branch_deleted",
+                summary,
+                data: json!({}),
+                actor: "forge",
+                level,
+            })
+        })
+        .await;
+    if let Err(e) = written {
+        tracing::warn!("recording the branch deletion of task {task} failed: {e}");
+    }
+}

@@ -49,8 +49,10 @@ pub(super) async fn poll_once(
     if open.is_empty() {
         return Ok(());
     }
-    let settings = settings.clone();
+    let (settings, root) = (settings.clone(), root);
+    let (s2, r2) = (settings.clone(), root.clone());
     let seen = tokio::task::spawn_blocking(move || {
+        let (settings, root) = (s2, r2);
         let url = remote::url_of(&root, settings.remote());
         let target = Target::resolve(&settings, url.as_deref())?;
         let forge = target.connect().map_err(|e| e.to_string())?;
@@ -103,6 +105,7 @@ pub(super) async fn poll_once(
             .await
             .map_err(|e| e.to_string())?;
         if let (true, Some(ev)) = (fresh, ev) {
+            let merged = matches!(ev.what, What::Merged);
             let req = Request {
                 task_id: task,
                 action: Action::Forge {
@@ -114,6 +117,9 @@ pub(super) async fn poll_once(
             };
             if let Err(e) = handle.send(req).await {
                 tracing::info!("a polled forge event for task {task} moved nothing: {e}");
+            }
+            if merged {
+                forge_events::after_merge(store, root.clone(), settings.clone(), task).await;
             }
         }
     }

@@ -463,3 +463,64 @@ fn polling_sees_failed_checks_once_and_the_late_webhook_for_them_acts_on_nothing
     assert_eq!(late["duplicate"], true, "{late}");
     assert_eq!(show(&ws, id)["status"], "review");
 }
+
+#[test]
+fn a_review_asking_for_changes_sends_its_comments_to_the_coder() {
+    let (api, stub) = stubs::forge::start();
+    github_answers(&stub);
+    stub.answer(
+        "GET",
+        "/repos/acme/app/pulls/12/reviews/88/comments",
+        200,
+        json!([
+        {"path": "src/login.rs", "line": 14, "body": "check for empty input"},
+        {"path": "src/login.rs", "original_line": 30, "line": null, "body": "name this better"}]),
+    );
+    let (ws, _bare) = setup("github", &api.url);
+    let id = task_at_review(&ws);
+    ws.baton(&["approve", &id.to_string()])
+        .env("FORGE_FLOW_TOKEN", TOKEN)
+        .assert()
+        .success();
+    let server = Server::start(
+        ws.root(),
+        &[("FORGE_FLOW_TOKEN", TOKEN), ("BATON_GITHUB_SECRET", SECRET)],
+    );
+    let body = serde_json::to_vec(&json!({"action": "submitted",
+        "review": {"id": 88, "state": "changes_requested", "body": "A few things."},
+        "pull_request": {"number": 12}}))
+    .unwrap();
+    let answer: Value = Client::new()
+        .post(server.url("/hooks/github"))
+        .header("X-GitHub-Event", "pull_request_review")
+        .header("X-GitHub-Delivery", "r1")
+        .header(
+            "X-Hub-Signature-256",
+            format!("sha256={}", hmac_hex(SECRET, &body)),
+        )
+        .body(body)
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(answer["moved"], true, "{answer}");
+    let t = wait_status(&ws, id, "review");
+    let back = t["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["trigger"] == "outcome:changes_requested")
+        .cloned()
+        .unwrap_or_else(|| panic!("{t}"));
+    let note = back["reason"].as_str().unwrap_or("");
+    assert!(note.contains("A few things."), "{back}");
+    assert!(
+        note.contains("- src/login.rs:14: check for empty input"),
+        "{back}"
+    );
+    assert!(
+        note.contains("- src/login.rs:30: name this better"),
+        "{back}"
+    );
+    assert!(!t.to_string().contains(TOKEN));
+}

@@ -9,6 +9,7 @@ pub mod api;
 pub mod cli;
 pub mod engine;
 pub mod exec;
+pub mod forge;
 pub mod handoff;
 pub mod pipeline;
 pub mod store;

@@ -227,6 +227,8 @@ pub fn router(
         .layer(middleware::from_fn_with_state(state.clone(), guard_host));
     let signed = Router::new()
         .route("/hooks/github", post(webhooks::github))
+        .route("/hooks/gitlab", post(super::forge_in::gitlab))
+        .route("/hooks/gitea", post(super::forge_in::gitea))
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             REQUEST_TIMEOUT,

@@ -5,6 +5,7 @@
 mod catalog_ops;
 pub mod conns;
 pub mod extract;
+pub mod forge_in;
 pub mod github_push;
 pub mod http;
 pub mod link;

@@ -4,9 +4,9 @@
 use super::ops::NewTask;
 use super::schema::{
     ActionBody, ActionName, ErrorBody, HistoryItem, ListItem, LogLineItem, LogsPage, MoveBody,
-    ShowTask, StepItem, TriggerBody, ValidateBody,
+    PrItem, ShowTask, StepItem, TriggerBody, ValidateBody,
 };
-use super::{routes, sse, webhooks};
+use super::{forge_in, routes, sse, webhooks};
 use axum::response::{IntoResponse, Response};
 use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -48,7 +48,10 @@ impl utoipa::Modify for CommonAnswers {
     fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
         use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
         for (path, item) in doc.paths.paths.iter_mut() {
-            let signed = path == "/hooks/github";
+            let signed = matches!(
+                path.as_str(),
+                "/hooks/github" | "/hooks/gitlab" | "/hooks/gitea"
+            );
             for op in [&mut item.get, &mut item.post].into_iter().flatten() {
                 for (code, why) in COMMON {
                     // The GitHub webhook is signed instead: no token, any Host.
@@ -81,11 +84,11 @@ impl utoipa::Modify for CommonAnswers {
     paths(
         routes::list_tasks, routes::create_task, routes::show_task, routes::act, routes::move_task,
         routes::task_logs, routes::task_diff, routes::list_pipelines, routes::show_pipeline,
-        routes::validate_pipeline, routes::list_agents, sse::events, webhooks::github,
+        routes::validate_pipeline, routes::list_agents, sse::events, webhooks::github, forge_in::gitlab, forge_in::gitea,
         webhooks::trigger,
     ),
     components(schemas(
-        NewTask, ActionBody, ActionName, MoveBody, ValidateBody, TriggerBody, ErrorBody, ListItem, ShowTask, StepItem,
+        NewTask, ActionBody, ActionName, MoveBody, ValidateBody, TriggerBody, ErrorBody, ListItem, ShowTask, StepItem, PrItem,
         HistoryItem, LogsPage, LogLineItem,
     )),
     modifiers(&Bearer, &CommonAnswers),

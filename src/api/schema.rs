@@ -87,6 +87,22 @@ pub struct ShowTask {
     /// In the order they ran.
     pub steps: Vec<StepItem>,
     pub history: Vec<HistoryItem>,
+    /// The task's pull request on the forge, once a `pr` hook opened one.
+    pub pr: Option<PrItem>,
+}
+
+/// A task's pull request in `show --json`.
+#[derive(Debug, ToSchema)]
+pub struct PrItem {
+    /// Its web page.
+    pub url: String,
+    pub number: i64,
+    /// open, draft, merged or closed.
+    pub state: String,
+    /// none, pending, passed or failed.
+    pub checks: String,
+    /// The checks in a few words.
+    pub checks_summary: String,
 }
 
 /// A step run in `show --json`.

@@ -1,6 +1,7 @@
 //! Webhooks in. `POST /hooks/github`: a push signed with the shared secret
 //! (`X-Hub-Signature-256`) fires the matching pipelines' `push` triggers, once per delivery
-//! and once per commit (the key the engine's own branch watcher uses). `POST
+//! and once per commit (the key the engine's own branch watcher uses); pull request, review
+//! and check run events go to the task's pull request (`forge_in.rs`). `POST
 //! /hooks/trigger/{pipeline}` (bearer token): creates and starts a task; the body reaches its
 //! steps as the file named by `BATON_TRIGGER_PAYLOAD_FILE`. Each delivery is recorded as an
 //! event, without its signature or secret.
@@ -83,6 +84,9 @@ pub async fn github(State(s): State<AppState>, headers: HeaderMap, body: Bytes) 
     let Some(delivery) = header(&headers, "x-github-delivery").map(String::from) else {
         return error(StatusCode::BAD_REQUEST, "X-GitHub-Delivery is missing");
     };
+    if super::forge_in::is_pr_event(&event) {
+        return super::forge_in::github(&s, &event, &delivery, &body).await;
+    }
     let payload: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let branch = payload["ref"]
         .as_str()

@@ -72,6 +72,7 @@ pub fn show(db: &Db, task_id: i64) -> Result<Value> {
         "run": run,
         "steps": steps,
         "history": history,
+        "pr": db.task_pr(task_id)?,
     }))
 }
 

@@ -5,6 +5,7 @@ mod db_cmd;
 mod engine_cmd;
 mod executors_check;
 mod fixup;
+pub mod forge_cmd;
 mod init_cmd;
 pub(crate) mod json;
 mod pipelines;
@@ -211,6 +212,9 @@ pub enum Command {
     /// The board's database: status, migrate, export, import, backup, verify.
     #[command(subcommand)]
     Db(db_cmd::DbCmd),
+    /// The forge pull requests go to (`[forge]` in config.toml).
+    #[command(subcommand)]
+    Forge(forge_cmd::ForgeCmd),
     /// Print a shell completion script: `baton completions bash > ~/.local/share/bash-completion/completions/baton`.
     Completions {
         /// bash, zsh, fish, elvish or powershell.
@@ -373,6 +377,7 @@ pub fn dispatch(dir: Option<&PathBuf>, command: Command) -> Outcome {
         Command::Serve { listen } => serve::serve(&workspace(dir)?, &listen),
         Command::Token(TokenCmd::Rotate) => serve::rotate(&workspace(dir)?),
         Command::Db(cmd) => db_cmd::run(&workspace(dir)?, cmd),
+        Command::Forge(cmd) => forge_cmd::run(dir, cmd),
         other => tasks::run(&workspace(dir)?, other),
     }
 }

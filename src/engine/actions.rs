@@ -59,6 +59,12 @@ pub enum Action {
     Archive,
     /// Delete a task that is not running.
     Delete,
+    /// Something happened on the forge: `pr_merged`, `pr_closed`, `ci_failed` or
+    /// `outcome:changes_requested`, with what the forge said as the note.
+    Forge {
+        trigger: String,
+        note: Option<String>,
+    },
 }
 
 impl Action {
@@ -79,6 +85,7 @@ impl Action {
             Self::Edit { .. } => "edit",
             Self::Archive => "archive",
             Self::Delete => "delete",
+            Self::Forge { .. } => "forge",
         }
     }
 }
@@ -259,6 +266,16 @@ pub fn apply(db: &Db, req: &Request, outside: &Outside) -> Result<Applied> {
         }
         Action::Archive => return super::fixup::archive(db, &task, &pipeline),
         Action::Delete => return super::fixup::delete(db, &task),
+        Action::Forge { trigger, note } => {
+            let Some(trigger) = Trigger::parse(trigger) else {
+                return Err(refuse(format!("`{trigger}` is not a pipeline trigger")));
+            };
+            (
+                decided(decide(&pipeline, &task.status, &trigger, &facts))?,
+                note.clone(),
+                run_id,
+            )
+        }
     };
     // A re-run may have set a breakpoint on the way in.
     let task = if matches!(req.action, Action::Rerun { .. }) {

@@ -351,6 +351,9 @@ async fn run_hook(
         Hook::Run(cmd) => run_command(ctx, task, moved, cmd).await,
         Hook::StartTask(spec) => start_task(ctx, task, moved.row, spec.clone()).await,
         Hook::Webhook(spec) => webhook(task, moved, spec, &ctx.cancel).await,
+        Hook::Push(_) => super::forge_hooks::push(ctx, task).await,
+        Hook::Pr(spec) => super::forge_hooks::pr(ctx, task, spec).await,
+        Hook::Comment(spec) => super::forge_hooks::comment(ctx, task, spec).await,
     }
 }
 

@@ -10,6 +10,9 @@ mod effects;
 mod error;
 mod fixup;
 mod followups;
+pub mod forge_events;
+mod forge_hooks;
+mod forge_poll;
 mod log_cap;
 mod log_replay;
 mod logwriter;
@@ -344,6 +347,7 @@ impl Engine {
         // Look for commands, due steps and follow-ups: at start, and after a wake-up from
         // outside. A step's end needs no look: it claims the next steps itself.
         let mut look = true;
+        self.start_forge_poll();
         self.catch_up_schedules().await;
         if let Err(e) = self.reattach().await {
             tracing::error!("picking up steps that outlived the last engine failed: {e}");

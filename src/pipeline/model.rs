@@ -167,6 +167,12 @@ pub enum Trigger {
     /// An agent's named outcome.
     Outcome(String),
     Abort,
+    /// The task's pull request was merged on the forge.
+    PrMerged,
+    /// The task's pull request was closed without merging.
+    PrClosed,
+    /// The checks (CI) of the task's pull request failed.
+    CiFailed,
     /// Engine action: re-run an interrupted or failed step (never in a pipeline file).
     Resume,
     /// Engine action: start a new run from the first step (never in a pipeline file).
@@ -192,6 +198,12 @@ impl Trigger {
             "failure" => Self::Failure,
             "error" => Self::Error,
             "abort" => Self::Abort,
+            "pr_merged" => Self::PrMerged,
+            "pr_closed" => Self::PrClosed,
+            "ci_failed" => Self::CiFailed,
+            // A review asking for changes is an outcome, so one transition serves both a
+            // reviewing agent and a reviewer on the forge.
+            "changes_requested" => Self::Outcome("changes_requested".into()),
             _ => {
                 let name = normalize_outcome(s.strip_prefix("outcome:")?);
                 if name.is_empty() {
@@ -223,6 +235,9 @@ impl fmt::Display for Trigger {
             Self::Error => f.write_str("error"),
             Self::Outcome(name) => write!(f, "outcome:{name}"),
             Self::Abort => f.write_str("abort"),
+            Self::PrMerged => f.write_str("pr_merged"),
+            Self::PrClosed => f.write_str("pr_closed"),
+            Self::CiFailed => f.write_str("ci_failed"),
             Self::Resume => f.write_str("resume"),
             Self::Retry => f.write_str("retry"),
             Self::Dismiss => f.write_str("dismiss"),
@@ -289,6 +304,12 @@ pub enum Hook {
     StartTask(serde_json::Value),
     Webhook(serde_json::Value),
     Merge(#[serde(default)] serde_json::Value),
+    /// Pushes the task branch to the forge's remote (`--force-with-lease`).
+    Push(#[serde(default)] serde_json::Value),
+    /// Pushes, then opens or updates the branch's pull request.
+    Pr(#[serde(default)] serde_json::Value),
+    /// Posts the handoff (or a template) on the task's pull request.
+    Comment(#[serde(default)] serde_json::Value),
 }
 
 impl Hook {
@@ -299,6 +320,9 @@ impl Hook {
             Self::StartTask(_) => "start_task",
             Self::Webhook(_) => "webhook",
             Self::Merge(_) => "merge",
+            Self::Push(_) => "push",
+            Self::Pr(_) => "pr",
+            Self::Comment(_) => "comment",
         }
     }
 }

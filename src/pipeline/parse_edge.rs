@@ -6,10 +6,9 @@ use super::parse::{Ctx, opt_str, req_str, type_name, warn_unknown_keys};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
-const TRIGGERS: &str =
-    "start, approve, reject, manual, success, failure, error, abort or outcome:<name>";
+const TRIGGERS: &str = "start, approve, reject, manual, success, failure, error, abort, pr_merged, pr_closed, ci_failed, changes_requested or outcome:<name>";
 const GUARDS: &str = "max_visits, no_running_step, has_handoff_field, clean_worktree or budget";
-const HOOKS: &str = "notify, run, start_task, webhook or merge";
+const HOOKS: &str = "notify, run, start_task, webhook, merge, push, pr or comment";
 
 /// Parses transition number `index` (`ids`: the status ids in order); `from` values go into `leaving` even when the rest is broken.
 pub(crate) fn parse_transition(
@@ -204,6 +203,33 @@ fn parse_hook(ctx: &mut Ctx, name: &str, v: &Value, ptr: &str, what: &str) -> Op
         "start_task" => Hook::StartTask(v.clone()),
         "webhook" => Hook::Webhook(v.clone()),
         "merge" => Hook::Merge(v.clone()),
+        "push" => Hook::Push(v.clone()),
+        "comment" => {
+            match v.get("body") {
+                Some(b) if !b.is_string() => {
+                    ctx.error(
+                        ptr,
+                        format!("{what}: hook `comment`: `body` takes a text template, not {b}"),
+                    );
+                    return None;
+                }
+                _ if !v.is_object() && !v.is_null() => {
+                    ctx.error(
+                    ptr,
+                    format!("{what}: hook `comment` takes an object like {{\"body\": \"…\"}}, not {v}"),
+                );
+                    return None;
+                }
+                _ => Hook::Comment(v.clone()),
+            }
+        }
+        "pr" => match crate::forge::hook::PrOptions::parse(v) {
+            Ok(_) => Hook::Pr(v.clone()),
+            Err(why) => {
+                ctx.error(ptr, format!("{what}: hook `pr`: {why}"));
+                return None;
+            }
+        },
         "run" => match v.as_str().filter(|s| !s.trim().is_empty()) {
             Some(cmd) => Hook::Run(cmd.to_string()),
             None => {

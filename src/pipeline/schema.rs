@@ -216,9 +216,10 @@ pub struct TransitionFile {
     from: String,
     /// A status id.
     to: Id,
-    /// start, approve, reject, manual, success, failure, error, abort or outcome:<name>.
+    /// start, approve, reject, manual, success, failure, error, abort, pr_merged, pr_closed,
+    /// ci_failed, changes_requested or outcome:<name>.
     #[schemars(pattern(
-        r"^(start|approve|reject|manual|success|failure|error|abort|outcome:.*[A-Za-z0-9].*)$"
+        r"^(start|approve|reject|manual|success|failure|error|abort|pr_merged|pr_closed|ci_failed|changes_requested|outcome:.*[A-Za-z0-9].*)$"
     ))]
     on: String,
     /// What the move is called in menus (`m` on the board).
@@ -259,6 +260,35 @@ pub enum Hook {
     Webhook(WebhookHook),
     /// Merges the task's branch into its base before the move commits.
     Merge(MergeHook),
+    /// Pushes the task branch to the forge's remote with `--force-with-lease`.
+    Push(MergeHook),
+    /// Pushes, then opens the branch's pull request or updates the open one.
+    Pr(PrHook),
+    /// Posts the handoff, or a template, on the task's pull request.
+    Comment(CommentHook),
+}
+
+/// `{"body": "Done: {{title}}"}`.
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CommentHook {
+    /// The comment; `{{id}}`, `{{title}}`, `{{status}}` and `{{handoff}}` are filled in.
+    /// Default: the latest handoff's sections and the test counts.
+    body: Option<String>,
+}
+
+/// `{"draft": true, "base": "main", "labels": ["baton"], "reviewers": ["ana"]}`.
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PrHook {
+    /// Open it as a draft.
+    draft: Option<bool>,
+    /// The branch it goes into (default: the task's base branch).
+    base: Option<String>,
+    /// Labels to add.
+    labels: Option<Vec<String>>,
+    /// User names asked to review.
+    reviewers: Option<Vec<String>>,
 }
 
 /// `{"message": "…"}`.

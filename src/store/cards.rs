@@ -26,6 +26,8 @@ pub struct TaskCard {
     pub cost: Option<f64>,
     /// The latest error since the task last moved (a refused merge, a failed hook).
     pub alert: Option<String>,
+    /// The pull request's badge (`PR#12 open ✓`), once the task has one.
+    pub pr: Option<String>,
 }
 
 impl Db<'_> {
@@ -51,7 +53,10 @@ impl Db<'_> {
                WHERE e.task_id = t.id AND e.level = 'error' \
                AND e.at >= COALESCE((SELECT h.at FROM history h WHERE h.task_id = t.id \
                                      ORDER BY h.id DESC LIMIT 1), 0) \
-               ORDER BY e.id DESC LIMIT 1) \
+               ORDER BY e.id DESC LIMIT 1), \
+             (SELECT 'PR#' || p.number || ' ' || p.state || CASE p.checks \
+                 WHEN 'passed' THEN ' ✓' WHEN 'failed' THEN ' ✗' WHEN 'pending' THEN ' …' \
+                 ELSE '' END FROM task_prs p WHERE p.task_id = t.id) \
              FROM tasks t WHERE t.archived_at IS NULL ORDER BY t.id DESC",
         )?;
         let rows = stmt.query_map([], |r| {
@@ -68,6 +73,7 @@ impl Db<'_> {
                 tests: tests.and_then(|t| serde_json::from_str(&t).ok()),
                 cost: r.get(9)?,
                 alert: r.get(10)?,
+                pr: r.get(11)?,
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)

@@ -231,6 +231,20 @@ pub(super) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE step_runs ADD COLUMN continued_from TEXT;
     "#,
+    // The task's pull request on the forge: one row per task, written by the `pr` hook and
+    // by what comes back (webhooks, polling).
+    r#"
+    CREATE TABLE task_prs (
+        task_id     INTEGER PRIMARY KEY REFERENCES tasks(id) ON DELETE CASCADE,
+        url         TEXT NOT NULL,
+        number      INTEGER NOT NULL,
+        state       TEXT NOT NULL,
+        checks      TEXT NOT NULL DEFAULT 'none',
+        checks_summary TEXT NOT NULL DEFAULT '',
+        updated_at  INTEGER NOT NULL
+    );
+    CREATE INDEX task_prs_number ON task_prs(number);
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -369,6 +369,7 @@ mod tests {
             tests: None,
             cost: None,
             alert: None,
+            pr: None,
         }
     }
 

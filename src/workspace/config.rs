@@ -52,6 +52,8 @@ pub struct Config {
     pub default_executor: Option<crate::pipeline::ExecutorSpec>,
     /// `baton serve`'s settings (`[serve]`).
     pub serve: ServeConfig,
+    /// The forge pull requests go to (`[forge]`); none when the table is absent.
+    pub forge: Option<crate::forge::ForgeSettings>,
 }
 
 /// `[serve]`: the HTTP API's settings.
@@ -93,6 +95,7 @@ impl Default for Config {
             executor_table: None,
             default_executor: None,
             serve: ServeConfig::default(),
+            forge: None,
         }
     }
 }
@@ -149,6 +152,16 @@ impl Config {
                 "max_step_log",
                 "must be more than zero (leave it out for 100MiB)",
             ));
+        }
+        if let Some(problem) = cfg
+            .forge
+            .as_ref()
+            .and_then(|f| f.problems().into_iter().next())
+        {
+            return Err(WorkspaceError::Config {
+                path: path.to_path_buf(),
+                message: problem,
+            });
         }
         if let Some(table) = &cfg.executor_table {
             cfg.default_executor = super::config_executor::default_executor(table)

@@ -3,6 +3,7 @@
 //! records what it was asked so tests can assert on it. Included by the `agent_*` tests.
 #![allow(dead_code)]
 
+pub mod forge;
 pub mod gemini;
 pub mod responses;
 

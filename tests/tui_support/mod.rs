@@ -61,6 +61,7 @@ pub fn card(id: i64, title: &str, status: &str, state: TaskState) -> TaskCard {
         tests: None,
         cost: None,
         alert: None,
+        pr: None,
     }
 }
 

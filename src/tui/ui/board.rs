@@ -189,6 +189,9 @@ fn badges(app: &App, card: &TaskCard, w: usize) -> Vec<Span<'static>> {
     if let Some(cost) = card.cost.filter(|c| *c > 0.0) {
         push(format!("${cost:.2}"), t.dim());
     }
+    if let Some(pr) = &card.pr {
+        push(pr.clone(), t.dim());
+    }
     if let Some(p) = progress {
         push(p, t.dim());
     }

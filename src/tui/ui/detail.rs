@@ -44,11 +44,22 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         .and_then(|p| p.status(&task.status))
         .map_or(task.status.clone(), |s| one_line(&s.label));
     let w = area.width.saturating_sub(4) as usize;
-    block = block.title(Line::from(vec![
+    let mut title = vec![
         Span::styled(format!(" #{} ", task.id), t.id()),
         Span::styled(truncate(&task.title, w.saturating_sub(30)), t.title()),
         Span::styled(format!(" · {label} · {} ", task.state), t.dim()),
-    ]));
+    ];
+    // The pull request's badge, as its card shows it.
+    if let Some(pr) = app
+        .board
+        .cards
+        .iter()
+        .find(|c| c.id == task.id)
+        .and_then(|c| c.pr.as_ref())
+    {
+        title.push(Span::styled(format!("· {pr} "), t.dim()));
+    }
+    block = block.title(Line::from(title));
     let inner = block.inner(area);
     f.render_widget(block, area);
     let banner = app.banner();

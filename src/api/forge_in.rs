@@ -1,0 +1,303 @@
+//! Forge events in: `POST /hooks/gitlab` (`X-Gitlab-Token`), `POST /hooks/gitea` (Gitea's
+//! and Forgejo's HMAC-SHA256 signature), and the pull request events of `POST
+//! /hooks/github`. Each delivery is verified, acted on once by its delivery id and once by
+//! what it means (a merge, a review, a failed commit — the key a poll uses too), recorded
+//! as an event, and fires the task's `pr_merged`, `pr_closed`, `ci_failed` or
+//! `outcome:changes_requested` transition.
+
+use super::http::{AppState, error};
+use super::webhooks::signature_ok;
+use crate::engine::{Action, forge_events};
+use crate::forge::webhook::{self, ForgeEvent, What};
+use crate::forge::{ForgeSettings, Kind, Target, remote};
+use crate::store::StoreError;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// `[forge]` and its webhook secret, or the answer saying the endpoint is off.
+async fn secret(s: &AppState, path: &str) -> Result<(ForgeSettings, String), Response> {
+    let ws = s.ops.workspace().clone();
+    let cfg = tokio::task::spawn_blocking(move || ws.config()).await;
+    let settings = match cfg {
+        Ok(Ok(c)) => c.forge,
+        Ok(Err(e)) => return Err(error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
+        Err(e) => return Err(error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
+    };
+    let Some(settings) = settings else {
+        return Err(error(
+            StatusCode::NOT_FOUND,
+            format!("{path} is off: config.toml has no [forge] table — add one (docs/forge.md)"),
+        ));
+    };
+    let env = settings.webhook_secret_env().to_string();
+    match std::env::var(&env).ok().filter(|v| !v.is_empty()) {
+        Some(secret) => Ok((settings, secret)),
+        None => Err(error(
+            StatusCode::NOT_FOUND,
+            format!(
+                "{path} is off: the secret is read from ${env}, which is not set — export it where baton serve runs"
+            ),
+        )),
+    }
+}
+
+/// A GitLab delivery.
+#[utoipa::path(post, path = "/hooks/gitlab", request_body(content = Object,
+    description = "GitLab's Merge Request Hook or Pipeline Hook payload; the secret in X-Gitlab-Token"),
+    responses((status = 200, body = Object),
+        (status = 400, body = super::schema::ErrorBody, description = "no delivery id (Idempotency-Key or X-Gitlab-Event-UUID)"),
+        (status = 401, body = super::schema::ErrorBody, description = "the token does not match"),
+        (status = 404, body = super::schema::ErrorBody, description = "no [forge] or no secret, so these webhooks are off")))]
+pub async fn gitlab(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    let (settings, secret) = match secret(&s, "/hooks/gitlab").await {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    use subtle::ConstantTimeEq;
+    let given = header(&headers, "x-gitlab-token").unwrap_or("");
+    if !bool::from(given.as_bytes().ct_eq(secret.as_bytes())) {
+        tracing::warn!("a GitLab webhook with a missing or wrong token was refused");
+        return error(
+            StatusCode::UNAUTHORIZED,
+            "the X-Gitlab-Token does not match — the webhook's secret token must equal the value of the secret's environment variable",
+        );
+    }
+    let event = header(&headers, "x-gitlab-event").unwrap_or("").to_string();
+    let Some(delivery) = header(&headers, "idempotency-key")
+        .or_else(|| header(&headers, "x-gitlab-event-uuid"))
+        .map(String::from)
+    else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "the delivery has no id (Idempotency-Key or X-Gitlab-Event-UUID)",
+        );
+    };
+    handle(&s, settings, Kind::Gitlab, &event, &delivery, &body).await
+}
+
+/// A Gitea or Forgejo delivery.
+#[utoipa::path(post, path = "/hooks/gitea", request_body(content = Object,
+    description = "Gitea's or Forgejo's pull_request payload; signed in X-Gitea-Signature or X-Forgejo-Signature"),
+    responses((status = 200, body = Object),
+        (status = 400, body = super::schema::ErrorBody, description = "X-Gitea-Delivery / X-Forgejo-Delivery is missing"),
+        (status = 401, body = super::schema::ErrorBody, description = "the signature does not match"),
+        (status = 404, body = super::schema::ErrorBody, description = "no [forge] or no secret, so these webhooks are off")))]
+pub async fn gitea(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    let (settings, secret) = match secret(&s, "/hooks/gitea").await {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    // Forgejo sends its own headers and Gitea's; when its own are there they are the ones
+    // checked (a bad Forgejo signature is not rescued by a good Gitea one).
+    let forgejo = header(&headers, "x-forgejo-signature").is_some();
+    let (sig, ev, id, kind) = if forgejo {
+        (
+            "x-forgejo-signature",
+            "x-forgejo-event",
+            "x-forgejo-delivery",
+            Kind::Forgejo,
+        )
+    } else {
+        (
+            "x-gitea-signature",
+            "x-gitea-event",
+            "x-gitea-delivery",
+            Kind::Gitea,
+        )
+    };
+    let signature = format!("sha256={}", header(&headers, sig).unwrap_or(""));
+    if !signature_ok(secret.as_bytes(), &body, &signature) {
+        tracing::warn!("a Gitea/Forgejo webhook with a missing or wrong signature was refused");
+        return error(
+            StatusCode::UNAUTHORIZED,
+            "the signature does not match — the webhook's secret must equal the value of the secret's environment variable",
+        );
+    }
+    let event = header(&headers, ev).unwrap_or("").to_string();
+    let Some(delivery) = header(&headers, id).map(String::from) else {
+        return error(StatusCode::BAD_REQUEST, format!("{id} is missing"));
+    };
+    handle(&s, settings, kind, &event, &delivery, &body).await
+}
+
+/// GitHub's pull request, review and check run events, after `/hooks/github` verified them.
+pub(super) async fn github(s: &AppState, event: &str, delivery: &str, body: &[u8]) -> Response {
+    let ws = s.ops.workspace().clone();
+    let settings = tokio::task::spawn_blocking(move || ws.config().ok().and_then(|c| c.forge))
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    handle(s, settings, Kind::Github, event, delivery, body).await
+}
+
+/// Whether a GitHub event is one [`github`] handles.
+pub(super) fn is_pr_event(event: &str) -> bool {
+    matches!(event, "pull_request" | "pull_request_review" | "check_run")
+}
+
+/// The note handed to the next step: the failing checks, or the review with its comments
+/// (file:line) read from the forge's API.
+async fn note_for(
+    settings: &ForgeSettings,
+    root: std::path::PathBuf,
+    kind: Kind,
+    number: u64,
+    ev: &ForgeEvent,
+) -> Option<String> {
+    match &ev.what {
+        What::Merged | What::Closed => None,
+        What::ChecksFailed { .. } => forge_events::failure_note(ev),
+        What::ChangesRequested { review, body } => {
+            let (settings, review) = (settings.clone(), *review);
+            let comments = tokio::task::spawn_blocking(move || {
+                let url = remote::url_of(&root, settings.remote());
+                let mut target = Target::resolve(&settings, url.as_deref())?;
+                target.kind = kind;
+                let forge = target.connect().map_err(|e| e.to_string())?;
+                forge
+                    .review_comments(number, review)
+                    .map_err(|e| e.to_string())
+            })
+            .await
+            .unwrap_or_else(|e| Err(e.to_string()));
+            let mut note = format!("Changes requested on the {}:", kind.pr_noun());
+            if !body.trim().is_empty() {
+                note.push_str(&format!("\n{}", body.trim()));
+            }
+            match comments {
+                Ok(list) => {
+                    for c in list {
+                        note.push_str(&format!("\n- {}", c.line_text()));
+                    }
+                }
+                Err(e) => {
+                    note.push_str(&format!("\n(the review's comments could not be read: {e})"))
+                }
+            }
+            Some(note)
+        }
+    }
+}
+
+async fn handle(
+    s: &AppState,
+    settings: ForgeSettings,
+    kind: Kind,
+    event: &str,
+    delivery: &str,
+    body: &[u8],
+) -> Response {
+    let payload: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let parsed = webhook::parse(kind, event, &payload);
+    let (event, delivery) = (event.to_string(), delivery.to_string());
+    let id_key = format!("{}:{delivery}", kind_slug(kind));
+    // The task the event is about: by the pull request's number, else its branch.
+    let found = {
+        let parsed = parsed.clone();
+        s.ops
+            .store()
+            .write(move |db| {
+                if !db.note_delivery(&id_key, KEEP, KEEP_MS)? {
+                    return Ok::<_, StoreError>(None);
+                }
+                let Some(ev) = parsed else {
+                    return Ok(Some(None));
+                };
+                let by_number = match ev.number {
+                    Some(n) => db.task_pr_by_number(n as i64)?.map(|p| (p.task_id, n)),
+                    None => None,
+                };
+                let by_branch = match (&by_number, &ev.branch) {
+                    (None, Some(b)) => db.task_by_branch(b)?.map(|id| (id, ev.number.unwrap_or(0))),
+                    _ => None,
+                };
+                Ok(Some(by_number.or(by_branch)))
+            })
+            .await
+    };
+    let (task, number) = match found {
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Ok(None) => {
+            return axum::Json(json!({"event": event, "delivery": delivery, "duplicate": true}))
+                .into_response();
+        }
+        Ok(Some(None)) => {
+            return axum::Json(
+                json!({"event": event, "delivery": delivery, "duplicate": false,
+                "task": null}),
+            )
+            .into_response();
+        }
+        Ok(Some(Some(t))) => t,
+    };
+    let Some(ev) = parsed else {
+        return axum::Json(json!({"event": event, "delivery": delivery})).into_response();
+    };
+    let root = s.ops.workspace().root().to_path_buf();
+    let note = note_for(&settings, root.clone(), kind, number, &ev).await;
+    let applied = apply(
+        s,
+        task,
+        number,
+        &ev,
+        note,
+        &format!("{kind} {event} delivery {delivery}"),
+    )
+    .await;
+    if matches!((&applied, &ev.what), (Ok((false, _)), What::Merged)) {
+        forge_events::after_merge(s.ops.store(), root, settings, task).await;
+    }
+    match applied {
+        Ok((duplicate, moved)) => axum::Json(json!({"event": event, "delivery": delivery,
+            "duplicate": duplicate, "task": task, "trigger": ev.trigger(), "moved": moved}))
+        .into_response(),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
+    }
+}
+
+use forge_events::{KEEP, KEEP_MS};
+
+fn kind_slug(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Github => "github",
+        Kind::Gitlab => "gitlab",
+        Kind::Gitea => "gitea",
+        Kind::Forgejo => "forgejo",
+    }
+}
+
+/// Records the event on the task once (by its meaning) and fires its trigger. Returns
+/// (seen before, the task moved).
+async fn apply(
+    s: &AppState,
+    task: i64,
+    number: u64,
+    ev: &ForgeEvent,
+    note: Option<String>,
+    source: &str,
+) -> Result<(bool, bool), String> {
+    let (event, source) = (ev.clone(), source.to_string());
+    let fresh = s
+        .ops
+        .store()
+        .write(move |db| forge_events::record(db, task, number, &event, &source))
+        .await
+        .map_err(|e| e.to_string())?;
+    if !fresh {
+        return Ok((true, false));
+    }
+    let trigger = ev.trigger().to_string();
+    let moved = s.ops.act(task, Action::Forge { trigger, note }).await;
+    if let Err(e) = &moved {
+        tracing::info!("forge event for task {task} moved nothing: {e}");
+    }
+    Ok((false, moved.is_ok()))
+}

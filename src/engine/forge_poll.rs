@@ -1,0 +1,127 @@
+//! Polling the forge (`[forge] poll = "2m"`) for a box that cannot receive webhooks: each
+//! interval, every open pull request's state and checks are read; a merge, a close or
+//! failed checks are recorded under the same key a webhook uses, so an event is acted on
+//! once whichever path sees it first.
+
+use super::actions::{Action, Request};
+use super::{Engine, EngineHandle, forge_events};
+use crate::forge::webhook::{ForgeEvent, What};
+use crate::forge::{ChecksState, ForgeSettings, PrState, Target, remote};
+use crate::store::{StoreHandle, TaskPr};
+use std::path::PathBuf;
+
+impl Engine {
+    /// Starts the poller when `[forge] poll` is set; it ends with the engine.
+    pub(super) fn start_forge_poll(&self) {
+        let Some(settings) = self.cfg.forge.clone() else {
+            return;
+        };
+        let Ok(Some(every)) = settings.poll_every() else {
+            return;
+        };
+        let (store, handle) = (self.store.clone(), self.handle());
+        let (root, stop) = (self.ws.root().to_path_buf(), self.shutdown.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => break,
+                    _ = tokio::time::sleep(every) => {}
+                }
+                if let Err(e) = poll_once(&store, &handle, &settings, root.clone()).await {
+                    tracing::warn!("polling the forge failed: {e}");
+                }
+            }
+        });
+    }
+}
+
+/// One look at every open pull request; fires what changed.
+pub(super) async fn poll_once(
+    store: &StoreHandle,
+    handle: &EngineHandle,
+    settings: &ForgeSettings,
+    root: PathBuf,
+) -> Result<(), String> {
+    let open = store
+        .read(|db| db.open_task_prs())
+        .await
+        .map_err(|e| e.to_string())?;
+    if open.is_empty() {
+        return Ok(());
+    }
+    let (settings, root) = (settings.clone(), root);
+    let (s2, r2) = (settings.clone(), root.clone());
+    let seen = tokio::task::spawn_blocking(move || {
+        let (settings, root) = (s2, r2);
+        let url = remote::url_of(&root, settings.remote());
+        let target = Target::resolve(&settings, url.as_deref())?;
+        let forge = target.connect().map_err(|e| e.to_string())?;
+        let mut out: Vec<(TaskPr, Option<ForgeEvent>)> = Vec::new();
+        for mut row in open {
+            let number = row.number as u64;
+            let pr = forge.get(number).map_err(|e| e.to_string())?;
+            let what = match pr.state {
+                PrState::Merged => Some(What::Merged),
+                PrState::Closed => Some(What::Closed),
+                PrState::Open | PrState::Draft => {
+                    let checks = forge.checks(&pr).map_err(|e| e.to_string())?;
+                    row.checks_summary = checks.summary();
+                    row.state = pr.state.as_str().to_string();
+                    row.checks = serde_json::to_value(checks.state)
+                        .ok()
+                        .and_then(|v| v.as_str().map(String::from))
+                        .unwrap_or_else(|| "none".into());
+                    (checks.state == ChecksState::Failed).then(|| What::ChecksFailed {
+                        sha: pr.head_sha.clone().unwrap_or_default(),
+                        failures: checks.failures,
+                    })
+                }
+            };
+            let ev = what.map(|what| ForgeEvent {
+                number: Some(number),
+                branch: None,
+                what,
+            });
+            out.push((row, ev));
+        }
+        Ok::<_, String>(out)
+    })
+    .await
+    .map_err(|e| e.to_string())??;
+    for (row, ev) in seen {
+        let (task, number) = (row.task_id, row.number as u64);
+        let event = ev.clone();
+        let fresh = store
+            .write(move |db| {
+                // The checks seen now go on the card; a change of state is the event's to make.
+                if event.is_none() {
+                    db.set_task_pr(&row)?;
+                }
+                match &event {
+                    Some(ev) => forge_events::record(db, task, number, ev, "poll"),
+                    None => Ok(false),
+                }
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        if let (true, Some(ev)) = (fresh, ev) {
+            let merged = matches!(ev.what, What::Merged);
+            let req = Request {
+                task_id: task,
+                action: Action::Forge {
+                    trigger: ev.trigger().to_string(),
+                    note: forge_events::failure_note(&ev),
+                },
+                expected_status: None,
+                actor: "forge".into(),
+            };
+            if let Err(e) = handle.send(req).await {
+                tracing::info!("a polled forge event for task {task} moved nothing: {e}");
+            }
+            if merged {
+                forge_events::after_merge(store, root.clone(), settings.clone(), task).await;
+            }
+        }
+    }
+    Ok(())
+}

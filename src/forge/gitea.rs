@@ -1,0 +1,228 @@
+//! Gitea's and Forgejo's REST API v1 (the same API): pulls, combined commit statuses,
+//! reviews and issue comments.
+
+use super::http::{Http, num, text};
+use super::{Checks, FailedCheck, Forge, ForgeError, Kind, Pr, PrRequest, PrState, ReviewComment};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+/// One Gitea or Forgejo repository.
+pub(super) struct Gitea {
+    http: Http,
+    repo: String,
+}
+
+impl Gitea {
+    pub fn new(http: Http, repo: &str) -> Self {
+        Self {
+            http,
+            repo: repo.to_string(),
+        }
+    }
+
+    fn pr(&self, v: &Value, what: &str) -> Result<Pr, ForgeError> {
+        let number = num(v, "number").ok_or_else(|| self.http.bad(what, "no `number`"))?;
+        let state = if v["merged"].as_bool() == Some(true) {
+            PrState::Merged
+        } else if text(v, "state") == "closed" {
+            PrState::Closed
+        } else if v["draft"].as_bool() == Some(true) {
+            PrState::Draft
+        } else {
+            PrState::Open
+        };
+        Ok(Pr {
+            number,
+            url: text(v, "html_url"),
+            state,
+            head_sha: v["head"]["sha"].as_str().map(String::from),
+        })
+    }
+
+    /// Gitea adds labels by id: look the names up in the repository's labels.
+    fn label_ids(&self, names: &[String]) -> Result<Vec<u64>, ForgeError> {
+        let what = "the repository's labels";
+        let v = self
+            .http
+            .get(&format!("/repos/{}/labels?limit=100", self.repo), what)?;
+        let all = v
+            .as_array()
+            .ok_or_else(|| self.http.bad(what, "not a list"))?;
+        names
+            .iter()
+            .map(|n| {
+                all.iter()
+                    .find(|l| text(l, "name") == *n)
+                    .and_then(|l| num(l, "id"))
+                    .ok_or_else(|| {
+                        ForgeError::Config(format!(
+                            "label `{n}` does not exist in {} — create it there, or fix the pr hook's labels",
+                            self.repo
+                        ))
+                    })
+            })
+            .collect()
+    }
+}
+
+impl Forge for Gitea {
+    fn kind(&self) -> Kind {
+        self.http.kind
+    }
+
+    fn whoami(&self) -> Result<String, ForgeError> {
+        let v = self.http.get("/user", "GET /user")?;
+        Ok(text(&v, "login"))
+    }
+
+    fn find_open(&self, branch: &str) -> Result<Option<Pr>, ForgeError> {
+        let what = "the list of open pull requests";
+        let v = self.http.get(
+            &format!("/repos/{}/pulls?state=open&limit=50", self.repo),
+            what,
+        )?;
+        let list = v
+            .as_array()
+            .ok_or_else(|| self.http.bad(what, "not a list"))?;
+        list.iter()
+            .find(|p| p["head"]["ref"].as_str() == Some(branch))
+            .map(|p| self.pr(p, what))
+            .transpose()
+    }
+
+    fn create(&self, req: &PrRequest) -> Result<Pr, ForgeError> {
+        let what = format!("opening a pull request for {}", req.head);
+        // Gitea and Forgejo mark a draft ("work in progress") by a title prefix.
+        let title = if req.draft {
+            format!("WIP: {}", req.title)
+        } else {
+            req.title.clone()
+        };
+        let body = json!({"title": title, "head": req.head, "base": req.base,
+            "body": req.body});
+        let path = format!("/repos/{}/pulls", self.repo);
+        let v = self.http.call(Method::POST, &path, Some(&body), &what)?;
+        self.pr(&v, &what)
+    }
+
+    fn update(&self, number: u64, req: &PrRequest) -> Result<Pr, ForgeError> {
+        let what = format!("updating pull request #{number}");
+        let body = json!({"title": req.title, "body": req.body, "base": req.base});
+        let path = format!("/repos/{}/pulls/{number}", self.repo);
+        let v = self.http.call(Method::PATCH, &path, Some(&body), &what)?;
+        self.pr(&v, &what)
+    }
+
+    fn label_and_request(&self, number: u64, req: &PrRequest) -> Result<(), ForgeError> {
+        if !req.labels.is_empty() {
+            let ids = self.label_ids(&req.labels)?;
+            let path = format!("/repos/{}/issues/{number}/labels", self.repo);
+            self.http.call(
+                Method::POST,
+                &path,
+                Some(&json!({"labels": ids})),
+                "adding labels",
+            )?;
+        }
+        if !req.reviewers.is_empty() {
+            let path = format!("/repos/{}/pulls/{number}/requested_reviewers", self.repo);
+            let body = json!({"reviewers": req.reviewers});
+            self.http
+                .call(Method::POST, &path, Some(&body), "requesting reviewers")?;
+        }
+        Ok(())
+    }
+
+    fn get(&self, number: u64) -> Result<Pr, ForgeError> {
+        let what = format!("pull request #{number}");
+        let v = self
+            .http
+            .get(&format!("/repos/{}/pulls/{number}", self.repo), &what)?;
+        self.pr(&v, &what)
+    }
+
+    fn checks(&self, pr: &Pr) -> Result<Checks, ForgeError> {
+        let Some(sha) = &pr.head_sha else {
+            return Ok(Checks::default());
+        };
+        let what = format!("the commit statuses of #{}", pr.number);
+        let v = self
+            .http
+            .get(&format!("/repos/{}/commits/{sha}/status", self.repo), &what)?;
+        let statuses = v["statuses"].as_array().cloned().unwrap_or_default();
+        let (mut passed, mut failed, mut pending) = (0, 0, 0);
+        let mut failures = Vec::new();
+        for s in &statuses {
+            // Older Gitea names the field `status`, newer ones `state`.
+            let state = Some(text(s, "status"))
+                .filter(|x| !x.is_empty())
+                .unwrap_or_else(|| text(s, "state"));
+            match state.as_str() {
+                "success" | "warning" => passed += 1,
+                "failure" | "error" => {
+                    failed += 1;
+                    failures.push(FailedCheck {
+                        name: text(s, "context"),
+                        summary: text(s, "description"),
+                    });
+                }
+                _ => pending += 1,
+            }
+        }
+        Ok(Checks::from_counts(passed, failed, pending, failures))
+    }
+
+    fn review_comments(
+        &self,
+        number: u64,
+        review: Option<u64>,
+    ) -> Result<Vec<ReviewComment>, ForgeError> {
+        let ids = match review {
+            Some(r) => vec![r],
+            None => {
+                let what = format!("the reviews of #{number}");
+                let v = self.http.get(
+                    &format!("/repos/{}/pulls/{number}/reviews", self.repo),
+                    &what,
+                )?;
+                v.as_array()
+                    .map(|l| {
+                        l.iter()
+                            .filter(|r| text(r, "state") == "REQUEST_CHANGES")
+                            .filter_map(|r| num(r, "id"))
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            }
+        };
+        let mut out = Vec::new();
+        for id in ids {
+            let what = format!("the comments of review {id}");
+            let v = self.http.get(
+                &format!("/repos/{}/pulls/{number}/reviews/{id}/comments", self.repo),
+                &what,
+            )?;
+            for c in v.as_array().into_iter().flatten() {
+                out.push(ReviewComment {
+                    path: text(c, "path"),
+                    line: num(c, "position")
+                        .filter(|n| *n > 0)
+                        .or_else(|| num(c, "original_position")),
+                    body: text(c, "body"),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    fn comment(&self, number: u64, body: &str) -> Result<(), ForgeError> {
+        let path = format!("/repos/{}/issues/{number}/comments", self.repo);
+        self.http.call(
+            Method::POST,
+            &path,
+            Some(&json!({"body": body})),
+            &format!("commenting on #{number}"),
+        )?;
+        Ok(())
+    }
+}

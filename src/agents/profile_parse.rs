@@ -114,8 +114,7 @@ pub fn parse_profile(file: &str, text: &str) -> (Option<Profile>, Vec<Diagnostic
             line: Some(line),
             column: Some(column),
             severity: Severity::Error,
-            message: "an agent profile is one JSON object ({\"id\": …, \"backend\": …})"
-                .into(),
+            message: "an agent profile is one JSON object ({\"id\": …, \"backend\": …})".into(),
         });
         return (None, d.out);
     };

@@ -7,7 +7,6 @@ pub mod conns;
 pub mod extract;
 pub mod github_push;
 pub mod http;
-pub mod link;
 pub mod mcp;
 pub mod mcp_http_errors;
 pub mod mcp_stdio;

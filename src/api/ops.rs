@@ -2,10 +2,9 @@
 //! `--json` shapes. Reads go through the store's own threads, requests through the engine
 //! link; pipeline files, agent profiles and git run on blocking threads.
 
-use super::link::Link;
 use crate::cli::json;
-use crate::engine::wake::Change;
-use crate::engine::{Action, EngineError, MAX_TITLE, Request, create_and_start};
+use crate::engine::client::{self, Change, Client, Gone};
+use crate::engine::{Action, Request};
 use crate::store::{StoreError, StoreHandle, TaskFilter, rfc3339};
 use crate::workspace::Workspace;
 use serde_json::{Value, json};
@@ -60,6 +59,19 @@ impl From<StoreError> for OpError {
     }
 }
 
+/// A creation's failure sentence, classified by what it says: an unknown pipeline, a
+/// refused start or a reused key (each about a task), else a failure inside.
+fn creation_failed(message: String) -> OpError {
+    let kind = if message.starts_with("no pipeline `") {
+        Kind::NotFound
+    } else if message.starts_with("task ") {
+        Kind::Refused
+    } else {
+        Kind::Internal
+    };
+    OpError::new(kind, message)
+}
+
 /// A request's failure sentence, classified by what it says.
 fn refused(message: String) -> OpError {
     let kind = if message.contains("does not exist") {
@@ -102,14 +114,11 @@ pub struct CreatedTask {
     pub existed: bool,
 }
 
-/// The longest idempotency key, in bytes.
-pub const MAX_IDEMPOTENCY_KEY: usize = 255;
-
 /// The operations over one workspace.
 pub struct Ops {
     pub(super) ws: Workspace,
     store: StoreHandle,
-    link: std::sync::Arc<tokio::sync::RwLock<Link>>,
+    client: std::sync::Arc<tokio::sync::RwLock<Client>>,
     changes: broadcast::Sender<Change>,
     /// Takes over the engine when the one followed stops.
     takeover: tokio::task::JoinHandle<()>,
@@ -118,10 +127,10 @@ pub struct Ops {
 impl Ops {
     /// Opens the workspace's store and connects to (or runs) its engine.
     pub async fn open(ws: &Workspace) -> Result<Self, String> {
-        let changes = super::link::changes();
-        let (link, gone) = Link::connect(ws, &changes).await?;
-        let link = std::sync::Arc::new(tokio::sync::RwLock::new(link));
-        let takeover = tokio::spawn(take_over(ws.clone(), link.clone(), changes.clone(), gone));
+        let changes = client::changes();
+        let (client, gone) = Client::connect(ws, &changes).await?;
+        let client = std::sync::Arc::new(tokio::sync::RwLock::new(client));
+        let takeover = tokio::spawn(take_over(ws.clone(), client.clone(), changes.clone(), gone));
         let path = ws.db_path();
         let shown = path.display().to_string();
         let store = tokio::task::spawn_blocking(move || StoreHandle::open(&path))
@@ -135,7 +144,7 @@ impl Ops {
         Ok(Self {
             ws: ws.clone(),
             store,
-            link,
+            client,
             changes,
             takeover,
         })
@@ -153,7 +162,7 @@ impl Ops {
 
     /// True when this process runs the engine.
     pub fn embedded(&self) -> bool {
-        self.link.try_read().is_ok_and(|l| l.embedded())
+        self.client.try_read().is_ok_and(|l| l.embedded())
     }
 
     /// Changes as they happen: `task N`, `log N` (a step run), `all`.
@@ -164,11 +173,8 @@ impl Ops {
     /// Stops an embedded engine.
     pub async fn shutdown(self) {
         self.takeover.abort();
-        let link = std::mem::replace(
-            &mut *self.link.write().await,
-            Link::Attached { socket: None },
-        );
-        link.shutdown().await;
+        let client = self.client.read().await;
+        client.shutdown(std::time::Duration::from_secs(30)).await;
     }
 
     /// `list --json`, filtered by status and pipeline.
@@ -193,66 +199,26 @@ impl Ops {
     /// Creates a task, and starts it if asked, in one transaction; returns it as
     /// `show --json` does. A key used before returns the task it made.
     pub async fn create_task(&self, new: NewTask) -> Result<CreatedTask, OpError> {
-        let title = new.title;
-        if let Some(key) = &new.idempotency_key
-            && (key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY)
-        {
-            return Err(OpError::new(
-                Kind::Invalid,
-                format!(
-                    "the idempotency key is {} bytes long; give 1 to {MAX_IDEMPOTENCY_KEY} bytes, such as a UUID",
-                    key.len()
-                ),
-            ));
-        }
-        if crate::engine::blank_title(&title) {
-            return Err(OpError::new(
-                Kind::Invalid,
-                "a task needs a title — give `title`, one line saying what to do",
-            ));
-        }
-        if let Some(problem) =
-            crate::engine::nul_problem(&title, new.prompt.as_deref().unwrap_or(""))
-        {
-            return Err(OpError::new(Kind::Invalid, problem));
-        }
-        if title.chars().count() > MAX_TITLE {
-            return Err(OpError::new(
-                Kind::Invalid,
-                format!(
-                    "the title is {} characters long; keep it to {MAX_TITLE} at most and put the details in the prompt",
-                    title.chars().count()
-                ),
-            ));
-        }
-        let pipeline = self.pipeline_or_default(new.pipeline.as_deref()).await?;
-        let prompt = new.prompt.unwrap_or_default();
-        let (start, key) = (new.start, new.idempotency_key);
+        let order = crate::engine::NewTask {
+            title: new.title,
+            prompt: new.prompt.unwrap_or_default(),
+            pipeline: new.pipeline,
+            start: new.start,
+            branch: None,
+            actor: "api".into(),
+            idempotency_key: new.idempotency_key,
+        };
+        // The engine checks it too; checked here, bad input is told apart from a refusal.
+        order
+            .check()
+            .map_err(|e| OpError::new(Kind::Invalid, e.to_string()))?;
         let made = self
-            .store
-            .write(move |db| {
-                create_and_start(
-                    db,
-                    &crate::engine::NewTask {
-                        pipeline: &pipeline,
-                        title: &title,
-                        prompt: &prompt,
-                        actor: "api",
-                        start,
-                        base_branch: None,
-                        idempotency_key: key.as_deref(),
-                    },
-                )
-            })
+            .client
+            .read()
             .await
-            .map_err(|e| match e {
-                EngineError::Refused { .. } | EngineError::Decide { .. } => {
-                    OpError::new(Kind::Refused, e.to_string())
-                }
-                _ => OpError::new(Kind::Internal, e.to_string()),
-            })?;
-        // The engine runs the step and the start's hooks; boards show the new card.
-        self.poke().await;
+            .create(order)
+            .await
+            .map_err(creation_failed)?;
         Ok(CreatedTask {
             task: self.show_task(made.id).await?,
             existed: made.existed,
@@ -279,14 +245,8 @@ impl Ops {
             expected_status,
             actor: "api".into(),
         };
-        let link = self.link.read().await;
-        link.send(&self.ws, req).await.map_err(refused)
-    }
-
-    /// Wakes a running engine (and the boards it serves) after a direct write.
-    async fn poke(&self) {
-        let dir = self.ws.dir();
-        let _ = tokio::task::spawn_blocking(move || crate::engine::wake::poke(&dir)).await;
+        let client = self.client.read().await;
+        client.send(req).await.map_err(refused)
     }
 
     /// A step's log lines: `step` counts from 1 as in `baton show` (default: the latest);
@@ -422,20 +382,20 @@ impl Ops {
 /// so requested steps do not wait for nobody.
 async fn take_over(
     ws: Workspace,
-    link: std::sync::Arc<tokio::sync::RwLock<Link>>,
+    client: std::sync::Arc<tokio::sync::RwLock<Client>>,
     changes: broadcast::Sender<Change>,
-    mut gone: super::link::Gone,
+    mut gone: Gone,
 ) {
     while let Some(rx) = gone.take() {
         if rx.await.is_err() {
             return;
         }
-        match Link::connect(&ws, &changes).await {
+        match Client::connect(&ws, &changes).await {
             Ok((next, next_gone)) => {
                 if next.embedded() {
                     tracing::info!("the engine followed has stopped; this process runs one now");
                 }
-                *link.write().await = next;
+                *client.write().await = next;
                 gone = next_gone;
             }
             Err(e) => {

@@ -203,6 +203,8 @@ impl Feed {
                 let data = serde_json::json!({"task": task_id, "title": title, "body": body});
                 self.send("notify", data).await
             }
+            // The engine's sentences for people are the boards' to show.
+            Change::Notice(_) => Ok(()),
         }
     }
 

@@ -4,6 +4,7 @@
 
 use super::breakpoints::{continue_paused, set_break};
 use super::error::{EngineError, Result};
+use super::request::NewTask;
 use super::restart::retry_decision;
 use super::transition::{FactsOwned, Moved, entry_state, pipeline_of, transition};
 use crate::pipeline::{
@@ -442,25 +443,6 @@ pub fn create_task_by(
     Ok(id)
 }
 
-/// A task as a front end asks for it: created, and started when asked, in one transaction.
-#[derive(Debug, Clone, Copy)]
-pub struct NewTask<'a> {
-    /// The pipeline it goes on (its snapshot is taken now).
-    pub pipeline: &'a Pipeline,
-    /// Its title, checked against [`MAX_TITLE`].
-    pub title: &'a str,
-    /// Its prompt (markdown).
-    pub prompt: &'a str,
-    /// Who asks (`user`, `api`, `tui`), as the history records it.
-    pub actor: &'a str,
-    /// Start it in the same transaction.
-    pub start: bool,
-    /// The branch its worktree starts from (default: the workspace's base branch).
-    pub base_branch: Option<&'a str>,
-    /// A client's key for this creation: a retry with the same key returns the first task.
-    pub idempotency_key: Option<&'a str>,
-}
-
 /// What [`create_and_start`] did.
 #[derive(Debug, Clone)]
 pub struct Created {
@@ -475,23 +457,13 @@ pub struct Created {
 /// Creates a task and, when asked, starts it, inside the caller's write transaction: a
 /// crash leaves either both or neither, and a start that is refused takes the new task
 /// with it. A key already used returns the task it made, if the request is the same one.
-pub fn create_and_start(db: &Db, new: &NewTask) -> Result<Created> {
-    if blank_title(new.title) {
-        return Err(EngineError::Other(
-            "a task needs a title with something to read in it".into(),
-        ));
-    }
-    if let Some(problem) = nul_problem(new.title, new.prompt) {
-        return Err(EngineError::Other(problem));
-    }
-    if let Some(key) = new.idempotency_key
+pub fn create_and_start(db: &Db, pipeline: &Pipeline, new: &NewTask) -> Result<Created> {
+    new.check()?;
+    if let Some(key) = &new.idempotency_key
         && let Some(id) = db.task_by_idempotency_key(key)?
     {
         let made = db.task(id)?;
-        if made.title != new.title
-            || made.prompt != new.prompt
-            || made.pipeline_id != new.pipeline.id
-        {
+        if made.title != new.title || made.prompt != new.prompt || made.pipeline_id != pipeline.id {
             return Err(EngineError::Refused {
                 task: id,
                 message: format!(
@@ -505,15 +477,15 @@ pub fn create_and_start(db: &Db, new: &NewTask) -> Result<Created> {
             started: None,
         });
     }
-    let id = create_task_by(db, new.pipeline, new.title, new.prompt, new.actor)?;
-    if let Some(key) = new.idempotency_key {
+    let id = create_task_by(db, pipeline, &new.title, &new.prompt, &new.actor)?;
+    if let Some(key) = &new.idempotency_key {
         db.set_idempotency_key(id, key)?;
     }
-    if let Some(b) = new.base_branch {
+    if let Some(b) = &new.branch {
         db.set_base_branch(id, b)?;
     }
     // A pipeline whose first status is a step has queued it already.
-    let queued = new.pipeline.statuses.first().map(|s| s.kind) == Some(StatusKind::Step);
+    let queued = pipeline.statuses.first().map(|s| s.kind) == Some(StatusKind::Step);
     let started = if new.start && !queued {
         let req = Request {
             task_id: id,

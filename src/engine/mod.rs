@@ -14,12 +14,14 @@ mod log_cap;
 mod log_replay;
 mod logwriter;
 mod notify_hook;
+mod orders;
 mod placement;
 pub mod playground;
 mod reattach;
 mod recovery;
 mod recovery_retry;
 mod reload;
+mod request;
 mod restart;
 mod results;
 mod runner;
@@ -31,12 +33,14 @@ pub mod triggers;
 pub mod wake;
 
 pub use actions::{
-    Action, Applied, Created, MAX_TITLE, MergeGate, NewTask, Outside, Request, blank_title,
+    Action, Applied, Created, MAX_TITLE, MergeGate, Outside, Request, blank_title,
     create_and_start, create_task, move_options, nul_problem,
 };
+pub use client::{Client, Gone, Submitted};
 pub use effects::{GitCtx, safe_url};
 pub use error::{EngineError, Result};
 pub use recovery::Recovered;
+pub use request::{Answer, MAX_IDEMPOTENCY_KEY, Made, NewTask, Order};
 pub use results::{MAX_AUTOMATIC_VISITS, ResultDecision, ResultFacts, StepReport, on_result};
 pub use transition::{entry_state, pipeline_of};
 
@@ -81,12 +85,12 @@ pub enum EngineEvent {
     },
 }
 
-type Reply = oneshot::Sender<std::result::Result<String, String>>;
+type Reply = oneshot::Sender<std::result::Result<Answer, String>>;
 
 /// A front end's connection to an embedded engine.
 #[derive(Clone)]
 pub struct EngineHandle {
-    requests: mpsc::Sender<(Request, Reply)>,
+    requests: mpsc::Sender<(Order, Reply)>,
     events: broadcast::Sender<EngineEvent>,
     shutdown: CancellationToken,
 }
@@ -94,9 +98,14 @@ pub struct EngineHandle {
 impl EngineHandle {
     /// Sends a request and waits for its one-line result or error sentence.
     pub async fn send(&self, req: Request) -> std::result::Result<String, String> {
+        self.order(Order::Act(req)).await.map(|a| a.summary())
+    }
+
+    /// Hands the engine an order and waits for its answer or error sentence.
+    pub async fn order(&self, order: Order) -> std::result::Result<Answer, String> {
         let (tx, rx) = oneshot::channel();
         self.requests
-            .send((req, tx))
+            .send((order, tx))
             .await
             .map_err(|_| "the engine has stopped".to_string())?;
         rx.await.map_err(|_| "the engine has stopped".to_string())?
@@ -154,8 +163,8 @@ pub struct Engine {
     _wake: Option<wake::Listener>,
     _lock: EngineLock,
     events: broadcast::Sender<EngineEvent>,
-    requests_tx: mpsc::Sender<(Request, Reply)>,
-    requests: mpsc::Receiver<(Request, Reply)>,
+    requests_tx: mpsc::Sender<(Order, Reply)>,
+    requests: mpsc::Receiver<(Order, Reply)>,
     shutdown: CancellationToken,
     running: HashMap<i64, Running>,
     finished_tx: mpsc::UnboundedSender<(i64, StepReport)>,
@@ -198,6 +207,9 @@ pub struct Engine {
     pending_aborts: Vec<Request>,
     /// An abort (one of those, or a queued command) waits to be recorded: look again soon.
     abort_retry: bool,
+    /// Built to apply one command in a process with no engine running: it runs no step,
+    /// and the steps a request stops belong to an engine that died.
+    apply_only: bool,
 }
 
 impl Engine {
@@ -213,6 +225,17 @@ impl Engine {
             .await
             .map_err(|e| EngineError::Other(e.to_string()))??
         };
+        Self::open(ws, lock, false).await
+    }
+
+    /// An engine that applies orders in this process and runs no step (the CLI's, when
+    /// no engine runs): the same code as a running engine's, without its recovery, its
+    /// socket or its watcher. The caller holds the workspace's lock and hands it over.
+    pub async fn apply_only(ws: &Workspace, lock: EngineLock) -> Result<Self> {
+        Self::open(ws, lock, true).await
+    }
+
+    async fn open(ws: &Workspace, lock: EngineLock, apply_only: bool) -> Result<Self> {
         let cfg = ws.config()?;
         // The webhook secret, under whatever name the workspace gave it, stays with the engine.
         crate::exec::process::keep_from_children(&cfg.serve.github_secret_env);
@@ -229,9 +252,12 @@ impl Engine {
                 .await
                 .map_err(|e| EngineError::Other(e.to_string()))??
         };
-        // Executors are asked outside the store's writer, each under a time limit.
-        let looked = recovery::look(ws, &store, cfg.kill_grace, None).await?;
-        let recovered = {
+        // Executors are asked outside the store's writer, each under a time limit. Only a
+        // running engine recovers: a command applied here leaves that to the next one.
+        let recovered = if apply_only {
+            Recovered::default()
+        } else {
+            let looked = recovery::look(ws, &store, cfg.kill_grace, None).await?;
             let auto = cfg.auto_resume;
             store
                 .with_writer(move |s| recovery::record(s, looked, auto, false))
@@ -255,7 +281,11 @@ impl Engine {
         let live_agents = crate::agents::LiveAgents::load(&ws.agents_dir());
         let agents = Arc::new(live_agents.catalog.clone());
         let (reload_tx, reload_rx) = mpsc::unbounded_channel();
-        let defs = reload::watch(ws, reload_tx);
+        let defs = if apply_only {
+            None
+        } else {
+            reload::watch(ws, reload_tx)
+        };
         let (events, _) = broadcast::channel(1024);
         let (requests_tx, requests) = mpsc::channel(64);
         let (finished_tx, finished) = mpsc::unbounded_channel();
@@ -264,6 +294,7 @@ impl Engine {
         let log_writer = tokio::spawn(logwriter::run(store.clone(), log_rx, events.clone()));
         let (wake_tx, wake_rx) = mpsc::unbounded_channel();
         let listener = match wake::Listener::bind(&ws.dir(), wake_tx, events.clone()) {
+            _ if apply_only => None,
             Ok(l) => Some(l),
             Err(e) => {
                 tracing::warn!(
@@ -311,6 +342,7 @@ impl Engine {
             )),
             pending_aborts: Vec::new(),
             abort_retry: false,
+            apply_only,
         })
     }
 
@@ -427,8 +459,8 @@ impl Engine {
                 // made new work elsewhere (a task_done trigger's task).
                 std::mem::take(&mut self.look_again)
             }
-            Some((req, reply)) = self.requests.recv() => {
-                let out = self.apply_command(req, None).await;
+            Some((order, reply)) = self.requests.recv() => {
+                let out = self.take(order, None).await;
                 let _ = reply.send(out);
                 // A request may have queued a step (start, approve, resume): claim it.
                 true
@@ -448,7 +480,7 @@ impl Engine {
                 }
                 for (req, mut s) in aborts {
                     let line = match self.apply_command(*req, None).await {
-                        Ok(summary) => format!("ok {}\n", summary.replace('\n', " ")),
+                        Ok(a) => format!("ok {}\n", a.summary().replace('\n', " ")),
                         Err(e) => format!("error {}\n", e.replace('\n', " ")),
                     };
                     let _ = s.write_all(line.as_bytes()).await;
@@ -516,7 +548,7 @@ impl Engine {
         &mut self,
         req: Request,
         command: Option<i64>,
-    ) -> std::result::Result<String, String> {
+    ) -> std::result::Result<Answer, String> {
         let task_id = req.task_id;
         // An abort that is written stops the task's step through `after`; one whose write
         // fails (a full disk) stops it all the same and is recorded once the database takes
@@ -553,7 +585,11 @@ impl Engine {
         let out = match out {
             Ok(applied) => {
                 self.after(&applied).await;
-                Ok(applied.summary)
+                let queued = applied.moved.as_ref().is_some_and(|m| m.step_run.is_some());
+                Ok(Answer::Applied {
+                    summary: applied.summary,
+                    queued,
+                })
             }
             Err(EngineError::Store(e)) if abort => {
                 self.stop_steps_of(task_id);
@@ -564,9 +600,12 @@ impl Engine {
                     self.pending_aborts.push(req);
                 }
                 self.abort_retry = true;
-                Ok(format!(
-                    "task {task_id}: its step is stopped; the abort could not be recorded yet ({e}) and is recorded as soon as the database can be written"
-                ))
+                Ok(Answer::Applied {
+                    summary: format!(
+                        "task {task_id}: its step is stopped; the abort could not be recorded yet ({e}) and is recorded as soon as the database can be written"
+                    ),
+                    queued: false,
+                })
             }
             Err(e) => {
                 let text = e.to_string();
@@ -643,6 +682,13 @@ impl Engine {
                 r.reason = Some(StopReason::Moved);
                 r.cancel.cancel();
                 ended.push(r.ended.clone());
+            } else if self.apply_only {
+                // Recorded as running with no engine alive: a dead engine's step; end it.
+                let (ws, step, grace) = (self.ws.clone(), s.clone(), self.cfg.kill_grace);
+                let _ = tokio::task::spawn_blocking(move || {
+                    recovery::end_orphan(&ws, &step, grace);
+                })
+                .await;
             }
         }
         if moved.done && !self.triggers.is_empty() {
@@ -683,9 +729,9 @@ impl Engine {
             }
         };
         for cmd in pending {
-            match serde_json::from_value::<Request>(cmd.body.clone()) {
-                Ok(req) => {
-                    let _ = self.apply_command(req, Some(cmd.id)).await;
+            match serde_json::from_value::<Order>(cmd.body.clone()) {
+                Ok(order) => {
+                    let _ = self.take(order, Some(cmd.id)).await;
                 }
                 Err(e) => {
                     let (id, text) = (

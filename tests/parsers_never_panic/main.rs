@@ -193,11 +193,19 @@ fn an_empty_profile_is_placed_at_column_one() {
 /// value begins (CI found `\u{feff}3` unplaced).
 #[test]
 fn a_profile_that_is_not_an_object_is_placed_where_it_begins() {
-    for (text, at) in [("\u{feff}3", (1, 1)), ("\n  [1]", (2, 3)), ("\"x\"", (1, 1))] {
+    for (text, at) in [
+        ("\u{feff}3", (1, 1)),
+        ("\n  [1]", (2, 3)),
+        ("\"x\"", (1, 1)),
+    ] {
         let (profile, diags) = parse_profile("x.json", text);
         assert!(profile.is_none());
         assert_eq!(diags.len(), 1, "{diags:#?}");
-        assert_eq!((diags[0].line, diags[0].column), (Some(at.0), Some(at.1)), "{text:?}");
+        assert_eq!(
+            (diags[0].line, diags[0].column),
+            (Some(at.0), Some(at.1)),
+            "{text:?}"
+        );
         assert!(diags[0].message.contains("one JSON object"), "{}", diags[0]);
     }
 }

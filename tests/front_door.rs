@@ -1,0 +1,124 @@
+//! One way into the engine: every front end creates tasks through the engine, which checks
+//! them the same way, and a running engine makes the tasks other processes ask for.
+
+mod common;
+
+use baton::engine::client::{Client, changes};
+use baton::engine::{Answer, NewTask, Order};
+use baton::store::Store;
+use baton::workspace::Workspace;
+use common::Ws;
+use std::time::Duration;
+
+const PIPELINE: &str = r#"{
+  "id": "p",
+  "statuses": [
+    {"id": "backlog", "kind": "queue"},
+    {"id": "work", "step": {"run": "true"}},
+    {"id": "done", "kind": "done"},
+    {"id": "failed", "kind": "failed"}
+  ]
+}"#;
+
+fn new_task(title: &str) -> NewTask {
+    NewTask {
+        title: title.to_string(),
+        pipeline: Some("p".into()),
+        actor: "tui".into(),
+        ..NewTask::default()
+    }
+}
+
+/// The board's `n` goes through the same engine checks as `baton new`: a title too long
+/// for a card, or one with nothing to read, makes no task.
+#[test]
+fn a_board_cannot_make_a_task_the_cli_would_refuse() {
+    let ws = Ws::new();
+    ws.pipeline("p.json", PIPELINE);
+    let at = Workspace::at(ws.root());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let (engine, gone) = Client::connect(&at, &changes()).await.unwrap();
+        assert!(engine.embedded() && gone.is_none());
+        let long = engine.create(new_task(&"x".repeat(501))).await.unwrap_err();
+        assert!(long.contains("the title is 501 characters long"), "{long}");
+        let blank = engine.create(new_task("\x1b[31m\x07")).await.unwrap_err();
+        assert!(blank.contains("a task needs a title"), "{blank}");
+        let made = engine.create(new_task("fine")).await.unwrap();
+        assert!(!made.existed && made.started.is_none());
+        engine.shutdown(Duration::from_secs(10)).await;
+    });
+    let list = ws.ok(&["list", "--json"]);
+    let tasks: serde_json::Value = serde_json::from_str(&list).unwrap();
+    let titles: Vec<&str> = tasks
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["title"].as_str().unwrap())
+        .collect();
+    assert_eq!(titles, ["fine"]);
+}
+
+/// With an engine running in another process, `baton new --start` hands the creation to
+/// it through the commands table, and the engine's answer carries the new task's id.
+#[test]
+fn a_task_asked_for_while_an_engine_runs_is_made_by_that_engine() {
+    let ws = Ws::new();
+    ws.pipeline("p.json", PIPELINE);
+    let engine = common::spawn_engine(&ws);
+    let sock = ws.root().join(".baton/engine.sock");
+    common::wait_for("the engine to listen", || {
+        baton::engine::wake::listening(&ws.root().join(".baton")) && sock.exists()
+    });
+    let id: i64 = ws
+        .ok(&["new", "made by the engine", "-p", "p", "--start"])
+        .trim()
+        .parse()
+        .unwrap();
+    // A title the engine refuses comes back as its sentence, and makes nothing.
+    let out = ws
+        .baton(&["new", &"y".repeat(501), "-p", "p"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("the title is 501 characters long"), "{err}");
+    let store = Store::open_read_only(&ws.root().join(".baton/baton.db")).unwrap();
+    let first = store
+        .read()
+        .command(1)
+        .unwrap()
+        .expect("the creation was queued");
+    assert_eq!(first.body["create"]["title"], "made by the engine");
+    let made: serde_json::Value = serde_json::from_str(first.result.as_deref().unwrap()).unwrap();
+    assert_eq!(made["id"], id);
+    common::wait_for("the engine to run the step", || {
+        ws.show(id)["state"] == "done"
+    });
+    common::stop(engine);
+    assert_eq!(ws.show(id)["title"], "made by the engine");
+}
+
+/// With no engine running, a command applies its order through the engine's own code and
+/// says so: the creation is made here and its queued step waits.
+#[test]
+fn with_no_engine_an_order_is_applied_here_by_the_engine_code() {
+    let ws = Ws::new();
+    ws.pipeline("p.json", PIPELINE);
+    let at = Workspace::at(ws.root());
+    let mut new = new_task("here");
+    new.start = true;
+    let sent = Client::for_command(&at)
+        .submit_blocking(Order::Create { create: new })
+        .unwrap();
+    assert!(sent.here);
+    let Answer::Made(made) = sent.answer else {
+        panic!("a creation answered {:?}", sent.answer)
+    };
+    assert!(made.queued, "{made:?}");
+    assert_eq!(
+        made.started.as_deref(),
+        Some(&*format!("task {}: backlog → work (start)", made.id))
+    );
+    assert_eq!(ws.show(made.id)["status"], "work");
+}

@@ -2,7 +2,7 @@
 //! `--json` shapes. Reads go through the store's own threads, requests through the engine
 //! link; pipeline files, agent profiles and git run on blocking threads.
 
-use crate::cli::json;
+use crate::engine::views as json;
 use crate::engine::client::{self, Change, Client, Gone};
 use crate::engine::{Action, Request};
 use crate::store::{StoreError, StoreHandle, TaskFilter, rfc3339};

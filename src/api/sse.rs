@@ -11,7 +11,7 @@ use super::extract::ApiQuery;
 use super::http::AppState;
 use super::http::error;
 use super::ops::log_line;
-use crate::cli::json;
+use crate::engine::views as json;
 use crate::engine::wake::Change;
 use crate::store::{StepState, now_ms};
 use axum::extract::State;

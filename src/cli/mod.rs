@@ -5,7 +5,8 @@ mod engine_cmd;
 mod executors_check;
 mod fixup;
 mod init_cmd;
-pub(crate) mod json;
+/// The `--json` shapes, which the API answers with too.
+pub(crate) use crate::engine::views as json;
 mod pipelines;
 mod serve;
 mod shell;

@@ -30,6 +30,7 @@ mod scheduler;
 mod transition;
 mod trigger_loop;
 pub mod triggers;
+pub mod views;
 pub mod wake;
 
 pub use actions::{

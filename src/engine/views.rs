@@ -1,4 +1,5 @@
-//! The `--json` shapes of the command line (docs in README.md). Tests and users script against these: change with care.
+//! The JSON shapes of tasks that every front end answers with: the command line's `--json`
+//! (docs in README.md) and the API's. Tests and users script against these: change with care.
 
 use crate::store::{Db, Result, Task, rfc3339};
 use serde_json::{Value, json};

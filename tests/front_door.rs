@@ -1,7 +1,9 @@
 //! One way into the engine: every front end creates tasks through the engine, which checks
 //! them the same way, and a running engine makes the tasks other processes ask for.
 
+mod api_common;
 mod common;
+mod infra;
 
 use baton::engine::client::{Client, changes};
 use baton::engine::{Answer, NewTask, Order};
@@ -121,4 +123,20 @@ fn with_no_engine_an_order_is_applied_here_by_the_engine_code() {
         Some(&*format!("task {}: backlog → work (start)", made.id))
     );
     assert_eq!(ws.show(made.id)["status"], "work");
+}
+
+/// `baton serve` running the engine writes through the engine's store: the process holds
+/// one handle on the database (a writer, a reader and a checkpointer), not two.
+#[test]
+fn serve_has_one_writer_shared_with_its_engine() {
+    let ws = api_common::workspace();
+    let s = api_common::Server::start(ws.path(), &[]);
+    assert!(s.banner.contains("runs the engine"), "{}", s.banner);
+    let db = ws.path().join(".baton/baton.db").canonicalize().unwrap();
+    let open = std::fs::read_dir(format!("/proc/{}/fd", s.pid()))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|p| *p == db)
+        .count();
+    assert_eq!(open, 3, "connections to {}", db.display());
 }

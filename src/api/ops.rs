@@ -2,8 +2,8 @@
 //! `--json` shapes. Reads go through the store's own threads, requests through the engine
 //! link; pipeline files, agent profiles and git run on blocking threads.
 
-use crate::engine::views as json;
 use crate::engine::client::{self, Change, Client, Gone};
+use crate::engine::views as json;
 use crate::engine::{Action, Request};
 use crate::store::{StoreError, StoreHandle, TaskFilter, rfc3339};
 use crate::workspace::Workspace;
@@ -125,15 +125,13 @@ pub struct Ops {
 }
 
 impl Ops {
-    /// Opens the workspace's store and connects to (or runs) its engine.
+    /// Opens the workspace's store and connects to (or runs) its engine, which writes
+    /// through the same store: one writer per process.
     pub async fn open(ws: &Workspace) -> Result<Self, String> {
-        let changes = client::changes();
-        let (client, gone) = Client::connect(ws, &changes).await?;
-        let client = std::sync::Arc::new(tokio::sync::RwLock::new(client));
-        let takeover = tokio::spawn(take_over(ws.clone(), client.clone(), changes.clone(), gone));
         let path = ws.db_path();
         let shown = path.display().to_string();
-        let store = tokio::task::spawn_blocking(move || StoreHandle::open(&path))
+        // Checked as an engine's start checks it: this handle may become the engine's.
+        let store = tokio::task::spawn_blocking(move || StoreHandle::open_checked(&path))
             .await
             .map_err(|e| {
                 format!("opening the board's database {shown} stopped unexpectedly ({e}) — run the command again")
@@ -141,6 +139,16 @@ impl Ops {
             .map_err(|e| {
                 format!("cannot open the board's database {shown}: {e} — check that .baton/ is readable and writable, then run the command again")
             })?;
+        let changes = client::changes();
+        let (client, gone) = Client::connect_on(ws, &changes, Some(store.clone())).await?;
+        let client = std::sync::Arc::new(tokio::sync::RwLock::new(client));
+        let takeover = tokio::spawn(take_over(
+            ws.clone(),
+            store.clone(),
+            client.clone(),
+            changes.clone(),
+            gone,
+        ));
         Ok(Self {
             ws: ws.clone(),
             store,
@@ -382,6 +390,7 @@ impl Ops {
 /// so requested steps do not wait for nobody.
 async fn take_over(
     ws: Workspace,
+    store: StoreHandle,
     client: std::sync::Arc<tokio::sync::RwLock<Client>>,
     changes: broadcast::Sender<Change>,
     mut gone: Gone,
@@ -390,7 +399,7 @@ async fn take_over(
         if rx.await.is_err() {
             return;
         }
-        match Client::connect(&ws, &changes).await {
+        match Client::connect_on(&ws, &changes, Some(store.clone())).await {
             Ok((next, next_gone)) => {
                 if next.embedded() {
                     tracing::info!("the engine followed has stopped; this process runs one now");

@@ -6,7 +6,7 @@
 
 use super::request::{Answer, Made, NewTask, Order};
 use super::{Engine, EngineError, EngineEvent, EngineHandle, Recovered, Request, RunOptions};
-use crate::store::{CommandState, Store};
+use crate::store::{CommandState, Store, StoreHandle};
 use crate::workspace::{EngineLock, Workspace, WorkspaceError};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -97,8 +97,18 @@ impl Client {
         ws: &Workspace,
         tx: &broadcast::Sender<Change>,
     ) -> Result<(Self, Gone), String> {
+        Self::connect_on(ws, tx, None).await
+    }
+
+    /// [`Client::connect`]; an engine run here writes through `store`, this process's
+    /// handle on the workspace's database, so the process has one writer.
+    pub async fn connect_on(
+        ws: &Workspace,
+        tx: &broadcast::Sender<Change>,
+        store: Option<StoreHandle>,
+    ) -> Result<(Self, Gone), String> {
         if !EngineLock::is_held(ws) {
-            match Engine::start(ws).await {
+            match Engine::start_on(ws, store).await {
                 Ok(engine) => {
                     let handle = engine.handle();
                     forward(handle.subscribe(), tx.clone());

@@ -217,6 +217,12 @@ impl Engine {
     /// Takes the workspace's engine lock, opens the store on its own threads, recovers
     /// interrupted work and starts listening for other processes.
     pub async fn start(ws: &Workspace) -> Result<Self> {
+        Self::start_on(ws, None).await
+    }
+
+    /// [`Engine::start`] writing through `store`, a handle this process already has on the
+    /// workspace's database (so the process has one writer), else through its own.
+    pub async fn start_on(ws: &Workspace, store: Option<StoreHandle>) -> Result<Self> {
         // Clients probe the lock for microseconds; a short wait rides those out.
         let lock = {
             let ws = ws.clone();
@@ -226,17 +232,22 @@ impl Engine {
             .await
             .map_err(|e| EngineError::Other(e.to_string()))??
         };
-        Self::open(ws, lock, false).await
+        Self::open(ws, lock, false, store).await
     }
 
     /// An engine that applies orders in this process and runs no step (the CLI's, when
     /// no engine runs): the same code as a running engine's, without its recovery, its
     /// socket or its watcher. The caller holds the workspace's lock and hands it over.
     pub async fn apply_only(ws: &Workspace, lock: EngineLock) -> Result<Self> {
-        Self::open(ws, lock, true).await
+        Self::open(ws, lock, true, None).await
     }
 
-    async fn open(ws: &Workspace, lock: EngineLock, apply_only: bool) -> Result<Self> {
+    async fn open(
+        ws: &Workspace,
+        lock: EngineLock,
+        apply_only: bool,
+        store: Option<StoreHandle>,
+    ) -> Result<Self> {
         let cfg = ws.config()?;
         // The webhook secret, under whatever name the workspace gave it, stays with the engine.
         crate::exec::process::keep_from_children(&cfg.serve.github_secret_env);
@@ -247,11 +258,14 @@ impl Engine {
                 db.display()
             )));
         }
-        let store = {
-            let path = ws.db_path();
-            tokio::task::spawn_blocking(move || StoreHandle::open_checked(&path))
-                .await
-                .map_err(|e| EngineError::Other(e.to_string()))??
+        let store = match store {
+            Some(s) => s,
+            None => {
+                let path = ws.db_path();
+                tokio::task::spawn_blocking(move || StoreHandle::open_checked(&path))
+                    .await
+                    .map_err(|e| EngineError::Other(e.to_string()))??
+            }
         };
         // Executors are asked outside the store's writer, each under a time limit. Only a
         // running engine recovers: a command applied here leaves that to the next one.

@@ -140,3 +140,30 @@ fn serve_has_one_writer_shared_with_its_engine() {
         .count();
     assert_eq!(open, 3, "connections to {}", db.display());
 }
+
+/// `run --wait` and `logs --follow` in another process wake on the engine's changes: a
+/// follower whose fallback is an hour returns as soon as the engine reports the task.
+#[test]
+fn a_follower_wakes_on_the_engines_change_not_on_a_timer() {
+    let ws = Ws::new();
+    ws.pipeline("p.json", PIPELINE);
+    let engine = common::spawn_engine(&ws);
+    let baton_dir = ws.root().join(".baton");
+    common::wait_for("the engine to listen", || {
+        baton::engine::wake::listening(&baton_dir)
+    });
+    let at = Workspace::at(ws.root());
+    let mut follower = baton::engine::client::Follower::new(&at);
+    let (done_tx, done) = std::sync::mpsc::channel();
+    let waiting = std::thread::spawn(move || {
+        follower.wait(&at, Duration::from_secs(3600), |c| {
+            matches!(c, baton::engine::client::Change::Task(_))
+        });
+        let _ = done_tx.send(());
+    });
+    ws.ok(&["new", "wake up", "-p", "p"]);
+    done.recv_timeout(Duration::from_secs(30))
+        .expect("the follower woke on the new task's change");
+    waiting.join().unwrap();
+    common::stop(engine);
+}

@@ -1,6 +1,7 @@
 //! Task subcommands: init, new, list, show, the actions, logs and run.
 
 use super::{Command, Failure, Outcome, exit, json, open_store, open_store_to_read};
+use crate::engine::client::{Change, Follower};
 use crate::engine::{Action, Client, NewTask, Order, Request, Submitted, pipeline_of};
 use crate::pipeline::{Catalog, StatusKind, load_catalog};
 use crate::store::{Store, Stream, TaskFilter, TaskState, rfc3339};
@@ -292,6 +293,7 @@ fn logs(ws: &Workspace, store: &Store, id: i64, step: Option<usize>, follow: boo
     let mut out = std::io::stdout().lock();
     let mut after = 0;
     let mut said_waiting = false;
+    let mut follower = follow.then(|| Follower::new(ws));
     loop {
         let lines = db.log_lines(chosen.id, after, 5_000)?;
         for l in &lines {
@@ -338,8 +340,17 @@ fn logs(ws: &Workspace, store: &Store, id: i64, step: Option<usize>, follow: boo
             said_waiting = true;
         }
         let _ = out.flush();
-        // Following another process's writes: poll at the log writer's own batch interval.
-        std::thread::sleep(Duration::from_millis(150));
+        // The running engine says when the step has new lines or the task moved on; with
+        // none running, look again at the log writer's own batch interval.
+        let step_run = chosen.id;
+        if let Some(f) = &mut follower {
+            f.wait(ws, Duration::from_millis(150), |c| match c {
+                Change::Log(s) => *s == step_run,
+                Change::Task(t) => *t == id,
+                Change::All => true,
+                _ => false,
+            });
+        }
     }
 }
 

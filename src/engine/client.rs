@@ -464,3 +464,37 @@ fn watch(
         });
     Follow { stop, socket: None }
 }
+
+/// Waits, in a process that does not run the engine (`run --wait`, `logs --follow`), for
+/// the running engine to report a change, rather than looking at the database on a timer.
+/// With no engine listening, it waits `fallback` and tries to subscribe again.
+pub struct Follower(Option<super::wake::Subscription>);
+
+impl Follower {
+    /// Subscribes to the workspace's running engine, if one listens. Make it before the
+    /// first look at the database, so no change between the look and the wait is missed.
+    pub fn new(ws: &Workspace) -> Self {
+        Self(super::wake::Subscription::connect(&ws.dir()))
+    }
+
+    /// Blocks until the engine reports a change that `wanted` accepts, or it goes away;
+    /// without an engine, sleeps `fallback`. The caller looks at the database again after.
+    pub fn wait(&mut self, ws: &Workspace, fallback: Duration, wanted: impl Fn(&Change) -> bool) {
+        let Some(sub) = &mut self.0 else {
+            std::thread::sleep(fallback);
+            // An engine that started meanwhile: look again now, then wait on it.
+            self.0 = super::wake::Subscription::connect(&ws.dir());
+            return;
+        };
+        loop {
+            match sub.next_change() {
+                Some(c) if wanted(&c) => return,
+                Some(_) => {}
+                None => {
+                    self.0 = None;
+                    return;
+                }
+            }
+        }
+    }
+}

@@ -45,7 +45,7 @@ pub use request::{Answer, MAX_IDEMPOTENCY_KEY, Made, NewTask, Order};
 pub use results::{MAX_AUTOMATIC_VISITS, ResultDecision, ResultFacts, StepReport, on_result};
 pub use transition::{entry_state, pipeline_of};
 
-use crate::store::{CommandState, Db, NewLogLine, StoreHandle};
+use crate::store::{CommandState, Db, StoreHandle};
 use crate::workspace::{Config, EngineLock, ShutdownMode, Workspace};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -64,12 +64,8 @@ const ABORT_RETRY: Duration = Duration::from_secs(1);
 pub enum EngineEvent {
     /// A task's status, state or steps changed: reload it.
     TaskChanged { task_id: i64 },
-    /// New log lines of a running step.
-    LogLines {
-        task_id: i64,
-        step_run_id: i64,
-        lines: Vec<NewLogLine>,
-    },
+    /// A running step has new log lines (in the store: subscribers read what they show).
+    LogLines { task_id: i64, step_run_id: i64 },
     /// A message for people (a failed request, a hook error).
     Notice { task_id: Option<i64>, text: String },
     /// Another process changed the database (a task created from the CLI): reload.

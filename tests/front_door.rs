@@ -167,3 +167,31 @@ fn a_follower_wakes_on_the_engines_change_not_on_a_timer() {
     waiting.join().unwrap();
     common::stop(engine);
 }
+
+/// The read views come from the client, in the shapes the CLI prints: `show --json` and a
+/// client's task view are one value, and a log asked for wrongly is told so.
+#[test]
+fn a_client_reads_the_board_in_the_clis_shapes() {
+    let ws = Ws::new();
+    ws.pipeline("p.json", PIPELINE);
+    let id = ws.new_task("p", "seen twice");
+    let at = Workspace::at(ws.root());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (task, board, logs) = rt.block_on(async {
+        let c = Client::for_command(&at);
+        (
+            c.task(id).await.unwrap(),
+            c.board(None, Some("p".into())).await.unwrap(),
+            c.logs(id, None, None, Some(0)).await.unwrap_err(),
+        )
+    });
+    assert_eq!(task, ws.show(id));
+    let listed: serde_json::Value = serde_json::from_str(&ws.ok(&["list", "--json"])).unwrap();
+    assert_eq!(board, listed);
+    assert_eq!(
+        logs.kind,
+        baton::engine::views::Kind::Invalid,
+        "{}",
+        logs.message
+    );
+}

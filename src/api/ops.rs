@@ -1,63 +1,15 @@
 //! The operations both API front ends offer (MCP tools and HTTP endpoints), in the CLI's
-//! `--json` shapes. Reads go through the store's own threads, requests through the engine
-//! link; pipeline files, agent profiles and git run on blocking threads.
+//! `--json` shapes. Reads and requests go through the engine client; pipeline files and
+//! agent profiles are read on blocking threads.
 
 use crate::engine::client::{self, Change, Client, Gone};
-use crate::engine::views as json;
 use crate::engine::{Action, Request};
-use crate::store::{StoreError, StoreHandle, TaskFilter, rfc3339};
+use crate::store::StoreHandle;
 use crate::workspace::Workspace;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::broadcast;
 
-/// Log lines one call returns at most.
-pub const MAX_LOG_LINES: usize = 2_000;
-
-/// What kind of failure an operation met, for HTTP status codes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// No such task, pipeline or step.
-    NotFound,
-    /// The input is wrong.
-    Invalid,
-    /// The request does not fit the task's state (no longer at a gate, say).
-    Refused,
-    /// Something failed inside.
-    Internal,
-}
-
-/// A failure: the sentence the CLI prints, and its kind.
-#[derive(Debug, Clone)]
-pub struct OpError {
-    pub kind: Kind,
-    pub message: String,
-}
-
-impl OpError {
-    /// An error of a kind.
-    pub fn new(kind: Kind, message: impl Into<String>) -> Self {
-        Self {
-            kind,
-            message: message.into(),
-        }
-    }
-}
-
-impl std::fmt::Display for OpError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl From<StoreError> for OpError {
-    fn from(e: StoreError) -> Self {
-        let kind = match e {
-            StoreError::NoTask(_) => Kind::NotFound,
-            _ => Kind::Internal,
-        };
-        Self::new(kind, e.to_string())
-    }
-}
+pub use crate::engine::views::{Kind, MAX_LOG_LINES, OpError, OpResult, log_line};
 
 /// A creation's failure sentence, classified by what it says: an unknown pipeline, a
 /// refused start or a reused key (each about a task), else a failure inside.
@@ -81,9 +33,6 @@ fn refused(message: String) -> OpError {
     };
     OpError::new(kind, message)
 }
-
-/// The result of an operation.
-pub type OpResult = Result<Value, OpError>;
 
 /// A new task, as `baton new` takes it.
 #[derive(Debug, Clone, Default, serde::Deserialize, utoipa::ToSchema)]
@@ -187,21 +136,12 @@ impl Ops {
 
     /// `list --json`, filtered by status and pipeline.
     pub async fn list_tasks(&self, status: Option<String>, pipeline: Option<String>) -> OpResult {
-        Ok(self
-            .store
-            .read(move |db| {
-                let tasks = db.list_tasks(&TaskFilter {
-                    status: status.as_deref(),
-                    pipeline: pipeline.as_deref(),
-                })?;
-                Ok(Value::Array(tasks.iter().map(json::list_item).collect()))
-            })
-            .await?)
+        self.client.read().await.board(status, pipeline).await
     }
 
     /// `show --json`.
     pub async fn show_task(&self, id: i64) -> OpResult {
-        Ok(self.store.read(move |db| json::show(db, id)).await?)
+        self.client.read().await.task(id).await
     }
 
     /// Creates a task, and starts it if asked, in one transaction; returns it as
@@ -266,123 +206,12 @@ impl Ops {
         after: Option<i64>,
         tail: Option<usize>,
     ) -> OpResult {
-        if tail == Some(0) {
-            return Err(OpError::new(
-                Kind::Invalid,
-                "`tail` counts lines from 1: leave it out for the whole log",
-            ));
-        }
-        let limit = tail.unwrap_or(MAX_LOG_LINES).clamp(1, MAX_LOG_LINES);
-        self.store
-            .read(move |db| {
-                db.task(id)?;
-                let steps = db.step_runs(id)?;
-                let (n, chosen) = match step {
-                    Some(0) => {
-                        return Ok(Err(OpError::new(
-                            Kind::Invalid,
-                            "steps are numbered from 1, as in `baton show`",
-                        )));
-                    }
-                    Some(n) => match steps.get(n - 1) {
-                        Some(s) => (n, s.clone()),
-                        None => {
-                            return Ok(Err(OpError::new(
-                                Kind::NotFound,
-                                format!(
-                                    "task {id} has {} step(s); `baton show {id}` lists them",
-                                    steps.len()
-                                ),
-                            )));
-                        }
-                    },
-                    None => match steps.last() {
-                        Some(s) => (steps.len(), s.clone()),
-                        None => {
-                            return Ok(Err(OpError::new(
-                                Kind::NotFound,
-                                format!(
-                                    "task {id} has not run a step yet, so it has no logs — start it (`baton start {id}`) and ask again"
-                                ),
-                            )));
-                        }
-                    },
-                };
-                // With `after`, the lines that follow it; else the last `limit` lines.
-                let lines = match after {
-                    Some(a) => db.log_lines(chosen.id, a, limit as i64)?,
-                    None => db.log_tail(chosen.id, limit as i64)?,
-                };
-                let next = lines.last().map_or(after.unwrap_or(0), |l| l.id);
-                let lines: Vec<Value> = lines.iter().map(log_line).collect();
-                Ok(Ok(json!({
-                    "task": id,
-                    "step": n,
-                    "status": chosen.status,
-                    "state": chosen.state,
-                    "lines": lines,
-                    "next_after": next,
-                })))
-            })
-            .await?
+        self.client.read().await.logs(id, step, after, tail).await
     }
 
     /// The task's changes: its branch against the base, plus uncommitted work.
     pub async fn task_diff(&self, id: i64) -> OpResult {
-        let task = self.store.read(move |db| db.task(id)).await?;
-        // Finding the repository runs git: on a blocking thread with a connection of its own.
-        let ws = self.ws.clone();
-        let git = tokio::task::spawn_blocking(move || {
-            let cfg = ws.config().map_err(|e| {
-                format!("cannot show task {id}'s diff because config.toml is wrong: {e} — fix .baton/config.toml and ask again")
-            })?;
-            let store = crate::store::Store::open_read_only(&ws.db_path()).map_err(|e| {
-                format!("cannot show task {id}'s diff because the board's database did not open: {e} — ask again")
-            })?;
-            crate::engine::GitCtx::detect(&ws, &cfg, &store.read()).map_err(|e| {
-                format!("cannot show task {id}'s diff because git failed on the repository: {e} — check `git status` in the workspace and ask again")
-            })
-        })
-        .await
-        .map_err(|e| {
-            OpError::new(
-                Kind::Internal,
-                format!("finding task {id}'s repository stopped unexpectedly ({e}) — ask again"),
-            )
-        })?
-        .map_err(|e| OpError::new(Kind::Internal, e))?;
-        let Some(git) = git else {
-            return Err(OpError::new(
-                Kind::Refused,
-                format!(
-                    "{} is not a git repository, so tasks have no diffs",
-                    self.ws.root().display()
-                ),
-            ));
-        };
-        let Some(wt) = task.worktree.clone() else {
-            return Err(OpError::new(
-                Kind::Refused,
-                format!(
-                    "task {id} has no worktree (it has not started a step yet, or it was removed when the task ended) — its branch is {}",
-                    task.branch.as_deref().unwrap_or("not created")
-                ),
-            ));
-        };
-        let base = task.base_branch.clone().unwrap_or(git.base);
-        let b = base.clone();
-        let text = tokio::task::spawn_blocking(move || {
-            crate::workspace::git::diff(std::path::Path::new(&wt), &b, false)
-        })
-        .await
-        .map_err(|e| OpError::new(Kind::Internal, e.to_string()))?
-        .map_err(|e| OpError::new(Kind::Internal, e.to_string()))?;
-        Ok(json!({
-            "task": id,
-            "base": base,
-            "branch": task.branch,
-            "diff": crate::ansi::strip(&text),
-        }))
+        self.client.read().await.diff(id).await
     }
 }
 
@@ -413,14 +242,4 @@ async fn take_over(
             }
         }
     }
-}
-
-/// A stored log line as JSON (escape sequences removed).
-pub fn log_line(l: &crate::store::LogLine) -> Value {
-    json!({
-        "id": l.id,
-        "stream": l.stream,
-        "text": crate::ansi::strip(&l.text),
-        "at": rfc3339(l.ts),
-    })
 }

@@ -8,12 +8,12 @@ use super::request::{Answer, Made, NewTask, Order};
 use super::{Engine, EngineError, EngineEvent, EngineHandle, Recovered, Request, RunOptions};
 use crate::store::{CommandState, Store, StoreHandle};
 use crate::workspace::{EngineLock, Workspace, WorkspaceError};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use tokio::sync::{broadcast, oneshot};
 use tokio::task::JoinHandle;
 
+pub use super::client_follow::Follower;
+use super::client_follow::{Follow, follow};
 pub use super::wake::Change;
 
 /// How long a client waits for a running engine to take its order.
@@ -22,11 +22,6 @@ const ANSWER_WITHIN: Duration = Duration::from_secs(10);
 const FALLBACK_POLL: Duration = Duration::from_millis(25);
 /// How many changes a slow listener may fall behind before it is told to reload all.
 const CHANGES: usize = 1024;
-/// How often an attached client looks for changes when the engine has no socket to
-/// subscribe to (one of an older version); with the socket, nothing polls.
-const ATTACHED_POLL: Duration = Duration::from_millis(250);
-/// Tries at subscribing, 50 ms apart, while an engine that holds the lock starts listening.
-const ATTACH_TRIES: usize = 60;
 
 /// Resolves when the engine an attached client follows has stopped.
 pub type Gone = Option<oneshot::Receiver<()>>;
@@ -43,8 +38,11 @@ pub struct Submitted {
 
 /// A front end's connection to the engine of one workspace.
 pub struct Client {
-    ws: Workspace,
+    pub(super) ws: Workspace,
     link: Link,
+    /// The process's store handle for the read views: the one its engine writes through
+    /// when it runs one, else opened at the first view.
+    reads: tokio::sync::OnceCell<StoreHandle>,
 }
 
 enum Link {
@@ -58,22 +56,6 @@ enum Link {
         /// Ends the thread following the engine when dropped (None: nothing follows it).
         _follow: Option<Follow>,
     },
-}
-
-/// Stops the thread that follows another process's engine when dropped.
-struct Follow {
-    stop: Arc<AtomicBool>,
-    /// The subscription's socket, shut down to end a blocked read.
-    socket: Option<std::os::unix::net::UnixStream>,
-}
-
-impl Drop for Follow {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(s) = &self.socket {
-            let _ = s.shutdown(std::net::Shutdown::Both);
-        }
-    }
 }
 
 /// A new channel for changes, of `BATON_EVENT_BUFFER` changes when set (tests make it tiny
@@ -108,8 +90,9 @@ impl Client {
         store: Option<StoreHandle>,
     ) -> Result<(Self, Gone), String> {
         if !EngineLock::is_held(ws) {
-            match Engine::start_on(ws, store).await {
+            match Engine::start_on(ws, store.clone()).await {
                 Ok(engine) => {
+                    let reads = engine.store();
                     let handle = engine.handle();
                     forward(handle.subscribe(), tx.clone());
                     let recovered = engine.recovered.clone();
@@ -121,7 +104,7 @@ impl Client {
                         engine: std::sync::Mutex::new(Some(engine)),
                         recovered,
                     };
-                    return Ok((Self::with(ws, link), None));
+                    return Ok((Self::with(ws, link, Some(reads)), None));
                 }
                 // Another engine took the lock meanwhile: attach to it.
                 Err(EngineError::Workspace(WorkspaceError::EngineRunning(_))) => {}
@@ -136,20 +119,38 @@ impl Client {
         let link = Link::Attached {
             _follow: Some(follow),
         };
-        Ok((Self::with(ws, link), Some(gone)))
+        Ok((Self::with(ws, link, store), Some(gone)))
     }
 
     /// A client for one command: it follows nothing, hands orders to the running engine,
     /// or applies them here when none runs.
     pub fn for_command(ws: &Workspace) -> Self {
-        Self::with(ws, Link::Attached { _follow: None })
+        Self::with(ws, Link::Attached { _follow: None }, None)
     }
 
-    fn with(ws: &Workspace, link: Link) -> Self {
+    fn with(ws: &Workspace, link: Link, reads: Option<StoreHandle>) -> Self {
         Self {
             ws: ws.clone(),
             link,
+            reads: tokio::sync::OnceCell::new_with(reads),
         }
+    }
+
+    /// The store handle the read views use.
+    pub(super) async fn reads(&self) -> Result<&StoreHandle, crate::engine::views::OpError> {
+        self.reads
+            .get_or_try_init(|| async {
+                let path = self.ws.db_path();
+                let shown = path.display().to_string();
+                tokio::task::spawn_blocking(move || StoreHandle::open(&path))
+                    .await
+                    .map_err(|e| format!("opening the board's database {shown} stopped unexpectedly ({e}) — ask again"))?
+                    .map_err(|e| format!("cannot open the board's database {shown}: {e} — check that .baton/ is readable, then ask again"))
+            })
+            .await
+            .map_err(|m| {
+                crate::engine::views::OpError::new(crate::engine::views::Kind::Internal, m)
+            })
     }
 
     /// True when this process runs the engine.
@@ -385,116 +386,4 @@ fn forward(mut events: broadcast::Receiver<EngineEvent>, tx: broadcast::Sender<C
             let _ = tx.send(change);
         }
     });
-}
-
-/// Follows a running engine from another process: its socket reports each change, and its
-/// end (the engine stopped or died) resolves `gone`. An engine without the socket is
-/// watched through `PRAGMA data_version` instead.
-async fn follow(
-    ws: &Workspace,
-    tx: broadcast::Sender<Change>,
-    gone: oneshot::Sender<()>,
-) -> Follow {
-    let stop = Arc::new(AtomicBool::new(false));
-    // An engine that is still starting holds the lock before it listens: give it a moment.
-    let at = ws.clone();
-    let sub = tokio::task::spawn_blocking(move || {
-        for _ in 0..ATTACH_TRIES {
-            if let Some(sub) = super::wake::Subscription::connect(&at.dir()) {
-                return Some(sub);
-            }
-            if !EngineLock::is_held(&at) {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        None
-    })
-    .await
-    .ok()
-    .flatten();
-    let Some(mut sub) = sub else {
-        return watch(ws, tx, gone, stop);
-    };
-    let socket = sub.socket();
-    let flag = stop.clone();
-    let _ = std::thread::Builder::new()
-        .name("baton-follow".into())
-        .spawn(move || {
-            while let Some(change) = sub.next_change() {
-                let _ = tx.send(change);
-            }
-            if !flag.load(Ordering::Relaxed) {
-                let _ = gone.send(());
-            }
-        });
-    Follow { stop, socket }
-}
-
-/// Watches `PRAGMA data_version` and reports [`Change::All`] when another connection
-/// commits; resolves `gone` once the engine's lock is free.
-fn watch(
-    ws: &Workspace,
-    tx: broadcast::Sender<Change>,
-    gone: oneshot::Sender<()>,
-    stop: Arc<AtomicBool>,
-) -> Follow {
-    let flag = stop.clone();
-    let ws = ws.clone();
-    let _ = std::thread::Builder::new()
-        .name("baton-watch".into())
-        .spawn(move || {
-            let Ok(store) = Store::open_read_only(&ws.db_path()) else {
-                let _ = gone.send(());
-                return;
-            };
-            let mut last = store.data_version().ok();
-            while !flag.load(Ordering::Relaxed) {
-                std::thread::sleep(ATTACHED_POLL);
-                if !EngineLock::is_held(&ws) {
-                    let _ = gone.send(());
-                    return;
-                }
-                let now = store.data_version().ok();
-                if now != last {
-                    last = now;
-                    let _ = tx.send(Change::All);
-                }
-            }
-        });
-    Follow { stop, socket: None }
-}
-
-/// Waits, in a process that does not run the engine (`run --wait`, `logs --follow`), for
-/// the running engine to report a change, rather than looking at the database on a timer.
-/// With no engine listening, it waits `fallback` and tries to subscribe again.
-pub struct Follower(Option<super::wake::Subscription>);
-
-impl Follower {
-    /// Subscribes to the workspace's running engine, if one listens. Make it before the
-    /// first look at the database, so no change between the look and the wait is missed.
-    pub fn new(ws: &Workspace) -> Self {
-        Self(super::wake::Subscription::connect(&ws.dir()))
-    }
-
-    /// Blocks until the engine reports a change that `wanted` accepts, or it goes away;
-    /// without an engine, sleeps `fallback`. The caller looks at the database again after.
-    pub fn wait(&mut self, ws: &Workspace, fallback: Duration, wanted: impl Fn(&Change) -> bool) {
-        let Some(sub) = &mut self.0 else {
-            std::thread::sleep(fallback);
-            // An engine that started meanwhile: look again now, then wait on it.
-            self.0 = super::wake::Subscription::connect(&ws.dir());
-            return;
-        };
-        loop {
-            match sub.next_change() {
-                Some(c) if wanted(&c) => return,
-                Some(_) => {}
-                None => {
-                    self.0 = None;
-                    return;
-                }
-            }
-        }
-    }
 }

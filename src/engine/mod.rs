@@ -6,6 +6,8 @@
 pub mod actions;
 mod breakpoints;
 pub mod client;
+mod client_follow;
+mod client_views;
 mod effects;
 mod error;
 mod fixup;

@@ -3,8 +3,8 @@
 mod config_cmd;
 mod engine_cmd;
 mod executors_check;
-mod fixup;
 mod init_cmd;
+mod task_edits;
 /// The `--json` shapes, which the API answers with too.
 pub(crate) use crate::engine::views as json;
 mod pipelines;
@@ -360,12 +360,12 @@ pub fn dispatch(dir: Option<&PathBuf>, command: Command) -> Outcome {
             archived: true,
             json,
             ..
-        } => fixup::archived(&workspace(dir)?, json),
+        } => task_edits::archived(&workspace(dir)?, json),
         c @ (Command::Dismiss { .. }
         | Command::Rerun { .. }
         | Command::Edit { .. }
         | Command::Archive { .. }
-        | Command::Delete { .. }) => fixup::run(&workspace(dir)?, c),
+        | Command::Delete { .. }) => task_edits::run(&workspace(dir)?, c),
         Command::Mcp => serve::mcp(&workspace(dir)?),
         Command::Serve { listen } => serve::serve(&workspace(dir)?, &listen),
         Command::Token(TokenCmd::Rotate) => serve::rotate(&workspace(dir)?),

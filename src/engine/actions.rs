@@ -247,19 +247,19 @@ pub fn apply(db: &Db, req: &Request, outside: &Outside) -> Result<Applied> {
             note.clone(),
             run_id,
         ),
-        Action::Resume => super::fixup::resume_or_fresh(db, &task, &pipeline)?,
+        Action::Resume => super::task_edits::resume_or_fresh(db, &task, &pipeline)?,
         Action::Retry => retry_decision(db, &task, &pipeline)?,
         Action::Break { status } => return set_break(db, &task, &pipeline, status),
         Action::Continue => return continue_paused(db, &task, &pipeline),
-        Action::Dismiss { note } => super::fixup::dismiss(&task, &pipeline, note.as_deref())?,
+        Action::Dismiss { note } => super::task_edits::dismiss(&task, &pipeline, note.as_deref())?,
         Action::Rerun { from, brk } => {
-            super::fixup::rerun(db, &task, &pipeline, from, brk.as_deref())?
+            super::task_edits::rerun(db, &task, &pipeline, from, brk.as_deref())?
         }
         Action::Edit { title, prompt } => {
-            return super::fixup::edit(db, &task, title.as_deref(), prompt.as_deref());
+            return super::task_edits::edit(db, &task, title.as_deref(), prompt.as_deref());
         }
-        Action::Archive => return super::fixup::archive(db, &task, &pipeline),
-        Action::Delete => return super::fixup::delete(db, &task),
+        Action::Archive => return super::task_edits::archive(db, &task, &pipeline),
+        Action::Delete => return super::task_edits::delete(db, &task),
     };
     // A re-run may have set a breakpoint on the way in.
     let task = if matches!(req.action, Action::Rerun { .. }) {

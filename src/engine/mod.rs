@@ -289,9 +289,17 @@ impl Engine {
                 None
             }
         };
-        let live = crate::pipeline::LiveCatalog::load(&ws.pipelines_dir(), &ws.agents_dir());
+        // An apply-only engine runs no step and fires no trigger (as a command applied
+        // without an engine never did): it needs no definitions.
+        let (live, live_agents) = if apply_only {
+            Default::default()
+        } else {
+            (
+                crate::pipeline::LiveCatalog::load(&ws.pipelines_dir(), &ws.agents_dir()),
+                crate::agents::LiveAgents::load(&ws.agents_dir()),
+            )
+        };
         let (triggers, trigger_errors) = triggers::TriggerSet::new(&live.catalog.pipelines);
-        let live_agents = crate::agents::LiveAgents::load(&ws.agents_dir());
         let agents = Arc::new(live_agents.catalog.clone());
         let (reload_tx, reload_rx) = mpsc::unbounded_channel();
         let defs = if apply_only {

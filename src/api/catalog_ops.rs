@@ -31,18 +31,6 @@ impl Ops {
             })
     }
 
-    pub(super) async fn pipeline_or_default(&self, id: Option<&str>) -> Result<Pipeline, OpError> {
-        if let Some(id) = id {
-            return self.pipeline(id).await;
-        }
-        let catalog = self.catalog().await?;
-        let id = catalog
-            .default_pipeline()
-            .map_or(crate::pipeline::FALLBACK_PIPELINE, |p| p.id.as_str())
-            .to_string();
-        self.pipeline(&id).await
-    }
-
     /// Every pipeline: id, name, description and its statuses.
     pub async fn list_pipelines(&self) -> OpResult {
         let catalog = self.catalog().await?;

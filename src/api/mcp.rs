@@ -121,7 +121,7 @@ async fn touched(ops: &Ops, change: Change, uris: Vec<String>) -> Vec<String> {
             .ok(),
         Change::All => None,
         // A message for people; no resource changed.
-        Change::Notify { .. } => return Vec::new(),
+        Change::Notify { .. } | Change::Notice(_) => return Vec::new(),
     };
     uris.into_iter()
         .filter(|uri| match task {

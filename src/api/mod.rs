@@ -8,7 +8,6 @@ pub mod extract;
 pub mod forge_in;
 pub mod github_push;
 pub mod http;
-pub mod link;
 pub mod mcp;
 pub mod mcp_http_errors;
 pub mod mcp_stdio;

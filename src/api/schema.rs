@@ -199,8 +199,8 @@ mod tests {
             actor: "test".into(),
         };
         store.write(|db| apply(db, &req, &Outside::NONE)).unwrap();
-        let show = crate::cli::json::show(&store.read(), id).unwrap();
-        let item = crate::cli::json::list_item(&store.read().task(id).unwrap());
+        let show = crate::engine::views::show(&store.read(), id).unwrap();
+        let item = crate::engine::views::list_item(&store.read().task(id).unwrap());
         let doc = serde_json::to_value(super::super::openapi::ApiDoc::openapi()).unwrap();
         let props = |name: &str| keys(&doc["components"]["schemas"][name]["properties"]);
         assert_eq!(props("ShowTask"), keys(&show));

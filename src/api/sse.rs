@@ -11,7 +11,7 @@ use super::extract::ApiQuery;
 use super::http::AppState;
 use super::http::error;
 use super::ops::log_line;
-use crate::cli::json;
+use crate::engine::views as json;
 use crate::engine::wake::Change;
 use crate::store::{StepState, now_ms};
 use axum::extract::State;
@@ -203,6 +203,8 @@ impl Feed {
                 let data = serde_json::json!({"task": task_id, "title": title, "body": body});
                 self.send("notify", data).await
             }
+            // The engine's sentences for people are the boards' to show.
+            Change::Notice(_) => Ok(()),
         }
     }
 

@@ -1,6 +1,7 @@
 //! `baton engine` and `baton run --wait`.
 
 use super::{Failure, Outcome, exit, json, tasks};
+use crate::engine::client::{Change, Follower};
 use crate::engine::{Engine, RunOptions};
 use crate::store::Store;
 use crate::workspace::{EngineLock, Workspace};
@@ -238,6 +239,7 @@ pub fn run_task(ws: &Workspace, store: &mut Store, id: i64, wait: bool, as_json:
 fn wait_until_settled(ws: &Workspace, store: &Store, id: i64) -> Result<(), Failure> {
     let mut rt = None;
     let mut _tracing = None;
+    let mut follower = Follower::new(ws);
     loop {
         if tasks::settled(store.read().task(id)?.state) {
             return Ok(());
@@ -276,7 +278,9 @@ fn wait_until_settled(ws: &Workspace, store: &Store, id: i64) -> Result<(), Fail
                 continue;
             }
         }
-        // Watching another process's engine: there is no cross-process event, so poll.
-        std::thread::sleep(Duration::from_millis(100));
+        // Another process's engine runs it: wait for it to say the task changed.
+        follower.wait(ws, Duration::from_millis(100), |c| {
+            matches!(c, Change::Task(t) if *t == id) || *c == Change::All
+        });
     }
 }

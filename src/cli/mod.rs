@@ -4,10 +4,11 @@ mod config_cmd;
 mod db_cmd;
 mod engine_cmd;
 mod executors_check;
-mod fixup;
 pub mod forge_cmd;
 mod init_cmd;
-pub(crate) mod json;
+mod task_edits;
+/// The `--json` shapes, which the API answers with too.
+pub(crate) use crate::engine::views as json;
 mod pipelines;
 mod serve;
 mod shell;
@@ -367,12 +368,12 @@ pub fn dispatch(dir: Option<&PathBuf>, command: Command) -> Outcome {
             archived: true,
             json,
             ..
-        } => fixup::archived(&workspace(dir)?, json),
+        } => task_edits::archived(&workspace(dir)?, json),
         c @ (Command::Dismiss { .. }
         | Command::Rerun { .. }
         | Command::Edit { .. }
         | Command::Archive { .. }
-        | Command::Delete { .. }) => fixup::run(&workspace(dir)?, c),
+        | Command::Delete { .. }) => task_edits::run(&workspace(dir)?, c),
         Command::Mcp => serve::mcp(&workspace(dir)?),
         Command::Serve { listen } => serve::serve(&workspace(dir)?, &listen),
         Command::Token(TokenCmd::Rotate) => serve::rotate(&workspace(dir)?),

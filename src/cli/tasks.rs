@@ -1,10 +1,9 @@
 //! Task subcommands: init, new, list, show, the actions, logs and run.
 
 use super::{Command, Failure, Outcome, exit, json, open_store, open_store_to_read};
-use crate::engine::MAX_TITLE;
-use crate::engine::client::{Submitted, submit};
-use crate::engine::{Action, Request, pipeline_of};
-use crate::pipeline::{Catalog, Pipeline, StatusKind, load_catalog};
+use crate::engine::client::{Change, Follower};
+use crate::engine::{Action, Client, NewTask, Order, Request, Submitted, pipeline_of};
+use crate::pipeline::{Catalog, StatusKind, load_catalog};
 use crate::store::{Store, Stream, TaskFilter, TaskState, rfc3339};
 use crate::workspace::{EngineLock, Workspace};
 use std::io::{IsTerminal, Read, Write};
@@ -61,20 +60,6 @@ pub fn catalog(ws: &Workspace) -> Catalog {
     catalog
 }
 
-fn find_pipeline(ws: &Workspace, id: Option<&str>) -> Result<Pipeline, Failure> {
-    let catalog = catalog(ws);
-    let found = match id {
-        Some(id) => catalog.get(id),
-        None => catalog.default_pipeline(),
-    };
-    found.cloned().ok_or_else(|| {
-        let id = id.unwrap_or(crate::pipeline::FALLBACK_PIPELINE);
-        Failure::new(format!(
-            "no pipeline `{id}` — `baton pipelines list` shows the ones available"
-        ))
-    })
-}
-
 pub(super) fn read_prompt(prompt: Option<String>) -> Result<String, Failure> {
     match prompt.as_deref() {
         Some("-") => {
@@ -93,65 +78,37 @@ pub(super) fn read_prompt(prompt: Option<String>) -> Result<String, Failure> {
     }
 }
 
-/// Creates a task and optionally starts it; returns its id.
+/// Creates a task and optionally starts it, through the engine (which checks the title,
+/// the pipeline and the branch); returns its id.
 fn create(
     ws: &Workspace,
-    store: &mut Store,
     pipeline: Option<&str>,
     title: &str,
     prompt: Option<String>,
     start: bool,
     branch: Option<String>,
 ) -> Result<i64, Failure> {
-    if crate::engine::blank_title(title) {
-        return Err(Failure::new(
-            "a task needs a title — `baton new \"what to do\"`",
-        ));
-    }
-    if title.chars().count() > MAX_TITLE {
-        return Err(Failure::new(format!(
-            "the title is {} characters long; keep it to {MAX_TITLE} at most and put the details in --prompt",
-            title.chars().count()
-        )));
-    }
-    let pipeline = find_pipeline(ws, pipeline)?;
-    let prompt = read_prompt(prompt)?;
-    if let Some(problem) = crate::engine::nul_problem(title, &prompt) {
-        return Err(Failure::new(problem));
-    }
-    if let Some(b) = &branch {
-        check_branch(ws, b)?;
-    }
-    // Created and started in one transaction: a crash or a refused start leaves no task
-    // behind whose id was never printed.
-    let new = crate::engine::NewTask {
-        pipeline: &pipeline,
-        title,
-        prompt: &prompt,
-        actor: "user",
+    let new = NewTask {
+        title: title.to_string(),
+        prompt: read_prompt(prompt)?,
+        pipeline: pipeline.map(str::to_string),
         start,
-        base_branch: branch.as_deref(),
+        branch,
+        actor: "user".into(),
         idempotency_key: None,
     };
-    Ok(crate::engine::client::create(ws, store, &new)?.id)
-}
-
-/// `new --branch B`: B must be a branch of the workspace's repository.
-fn check_branch(ws: &Workspace, branch: &str) -> Result<(), Failure> {
-    let Some(repo) = crate::workspace::git::repo_root(ws.root()) else {
-        return Err(Failure::new(format!(
-            "--branch {branch}: this workspace is not in a git repository, so there is no branch to start from"
-        )));
-    };
-    let heads = crate::workspace::git::branch_heads(&repo)
-        .map_err(|e| Failure::new(format!("--branch {branch}: cannot list branches: {e}")))?;
-    if heads.iter().any(|(name, _)| name == branch) {
-        return Ok(());
+    // Created and started in one transaction: a crash or a refused start leaves no task
+    // behind whose id was never printed.
+    let made = Client::for_command(ws)
+        .submit_blocking(Order::Create { create: new })
+        .map_err(Failure::new)?;
+    match made.answer {
+        crate::engine::Answer::Made(m) => Ok(m.id),
+        other => Err(Failure::new(format!(
+            "the engine answered a creation with `{}` — is it another baton version?",
+            other.summary()
+        ))),
     }
-    Err(Failure::new(format!(
-        "--branch {branch}: no such branch in {} — `git branch` lists them",
-        repo.display()
-    )))
 }
 
 fn hint_if_no_engine(ws: &Workspace) {
@@ -181,15 +138,7 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
             start,
             branch,
         } => {
-            let id = create(
-                ws,
-                &mut store,
-                pipeline.as_deref(),
-                &title,
-                prompt,
-                start,
-                branch,
-            )?;
+            let id = create(ws, pipeline.as_deref(), &title, prompt, start, branch)?;
             println!("{id}");
             if start {
                 hint_if_no_engine(ws);
@@ -223,7 +172,7 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
             wait,
             json,
         } => {
-            let id = create(ws, &mut store, Some(&pipeline), &title, prompt, true, None)?;
+            let id = create(ws, Some(&pipeline), &title, prompt, true, None)?;
             if !wait {
                 hint_if_no_engine(ws);
             }
@@ -246,13 +195,12 @@ pub(super) fn act(ws: &Workspace, store: &mut Store, id: i64, action: Action) ->
         expected_status: Some(task.status),
         actor: "user".into(),
     };
-    let out = submit(ws, store, &req)?;
-    println!("{}", crate::ansi::strip(out.summary()));
-    if let Submitted::Direct(applied) = &out {
-        let queued = applied.moved.as_ref().is_some_and(|m| m.step_run.is_some());
-        if queued || queues_step {
-            hint_if_no_engine(ws);
-        }
+    let Submitted { answer, here } = Client::for_command(ws)
+        .submit_blocking(Order::Act(req))
+        .map_err(Failure::new)?;
+    println!("{}", crate::ansi::strip(&answer.summary()));
+    if here && (answer.queued() || queues_step) {
+        hint_if_no_engine(ws);
     }
     Ok(exit::OK)
 }
@@ -345,6 +293,7 @@ fn logs(ws: &Workspace, store: &Store, id: i64, step: Option<usize>, follow: boo
     let mut out = std::io::stdout().lock();
     let mut after = 0;
     let mut said_waiting = false;
+    let mut follower = follow.then(|| Follower::new(ws));
     loop {
         let lines = db.log_lines(chosen.id, after, 5_000)?;
         for l in &lines {
@@ -391,8 +340,17 @@ fn logs(ws: &Workspace, store: &Store, id: i64, step: Option<usize>, follow: boo
             said_waiting = true;
         }
         let _ = out.flush();
-        // Following another process's writes: poll at the log writer's own batch interval.
-        std::thread::sleep(Duration::from_millis(150));
+        // The running engine says when the step has new lines or the task moved on; with
+        // none running, look again at the log writer's own batch interval.
+        let step_run = chosen.id;
+        if let Some(f) = &mut follower {
+            f.wait(ws, Duration::from_millis(150), |c| match c {
+                Change::Log(s) => *s == step_run,
+                Change::Task(t) => *t == id,
+                Change::All => true,
+                _ => false,
+            });
+        }
     }
 }
 

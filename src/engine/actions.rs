@@ -4,6 +4,7 @@
 
 use super::breakpoints::{continue_paused, set_break};
 use super::error::{EngineError, Result};
+use super::request::NewTask;
 use super::restart::retry_decision;
 use super::transition::{FactsOwned, Moved, entry_state, pipeline_of, transition};
 use crate::pipeline::{
@@ -253,19 +254,19 @@ pub fn apply(db: &Db, req: &Request, outside: &Outside) -> Result<Applied> {
             note.clone(),
             run_id,
         ),
-        Action::Resume => super::fixup::resume_or_fresh(db, &task, &pipeline)?,
+        Action::Resume => super::task_edits::resume_or_fresh(db, &task, &pipeline)?,
         Action::Retry => retry_decision(db, &task, &pipeline)?,
         Action::Break { status } => return set_break(db, &task, &pipeline, status),
         Action::Continue => return continue_paused(db, &task, &pipeline),
-        Action::Dismiss { note } => super::fixup::dismiss(&task, &pipeline, note.as_deref())?,
+        Action::Dismiss { note } => super::task_edits::dismiss(&task, &pipeline, note.as_deref())?,
         Action::Rerun { from, brk } => {
-            super::fixup::rerun(db, &task, &pipeline, from, brk.as_deref())?
+            super::task_edits::rerun(db, &task, &pipeline, from, brk.as_deref())?
         }
         Action::Edit { title, prompt } => {
-            return super::fixup::edit(db, &task, title.as_deref(), prompt.as_deref());
+            return super::task_edits::edit(db, &task, title.as_deref(), prompt.as_deref());
         }
-        Action::Archive => return super::fixup::archive(db, &task, &pipeline),
-        Action::Delete => return super::fixup::delete(db, &task),
+        Action::Archive => return super::task_edits::archive(db, &task, &pipeline),
+        Action::Delete => return super::task_edits::delete(db, &task),
         Action::Forge { trigger, note } => {
             let Some(trigger) = Trigger::parse(trigger) else {
                 return Err(refuse(format!("`{trigger}` is not a pipeline trigger")));
@@ -459,25 +460,6 @@ pub fn create_task_by(
     Ok(id)
 }
 
-/// A task as a front end asks for it: created, and started when asked, in one transaction.
-#[derive(Debug, Clone, Copy)]
-pub struct NewTask<'a> {
-    /// The pipeline it goes on (its snapshot is taken now).
-    pub pipeline: &'a Pipeline,
-    /// Its title, checked against [`MAX_TITLE`].
-    pub title: &'a str,
-    /// Its prompt (markdown).
-    pub prompt: &'a str,
-    /// Who asks (`user`, `api`, `tui`), as the history records it.
-    pub actor: &'a str,
-    /// Start it in the same transaction.
-    pub start: bool,
-    /// The branch its worktree starts from (default: the workspace's base branch).
-    pub base_branch: Option<&'a str>,
-    /// A client's key for this creation: a retry with the same key returns the first task.
-    pub idempotency_key: Option<&'a str>,
-}
-
 /// What [`create_and_start`] did.
 #[derive(Debug, Clone)]
 pub struct Created {
@@ -492,23 +474,13 @@ pub struct Created {
 /// Creates a task and, when asked, starts it, inside the caller's write transaction: a
 /// crash leaves either both or neither, and a start that is refused takes the new task
 /// with it. A key already used returns the task it made, if the request is the same one.
-pub fn create_and_start(db: &Db, new: &NewTask) -> Result<Created> {
-    if blank_title(new.title) {
-        return Err(EngineError::Other(
-            "a task needs a title with something to read in it".into(),
-        ));
-    }
-    if let Some(problem) = nul_problem(new.title, new.prompt) {
-        return Err(EngineError::Other(problem));
-    }
-    if let Some(key) = new.idempotency_key
+pub fn create_and_start(db: &Db, pipeline: &Pipeline, new: &NewTask) -> Result<Created> {
+    new.check()?;
+    if let Some(key) = &new.idempotency_key
         && let Some(id) = db.task_by_idempotency_key(key)?
     {
         let made = db.task(id)?;
-        if made.title != new.title
-            || made.prompt != new.prompt
-            || made.pipeline_id != new.pipeline.id
-        {
+        if made.title != new.title || made.prompt != new.prompt || made.pipeline_id != pipeline.id {
             return Err(EngineError::Refused {
                 task: id,
                 message: format!(
@@ -522,15 +494,15 @@ pub fn create_and_start(db: &Db, new: &NewTask) -> Result<Created> {
             started: None,
         });
     }
-    let id = create_task_by(db, new.pipeline, new.title, new.prompt, new.actor)?;
-    if let Some(key) = new.idempotency_key {
+    let id = create_task_by(db, pipeline, &new.title, &new.prompt, &new.actor)?;
+    if let Some(key) = &new.idempotency_key {
         db.set_idempotency_key(id, key)?;
     }
-    if let Some(b) = new.base_branch {
+    if let Some(b) = &new.branch {
         db.set_base_branch(id, b)?;
     }
     // A pipeline whose first status is a step has queued it already.
-    let queued = new.pipeline.statuses.first().map(|s| s.kind) == Some(StatusKind::Step);
+    let queued = pipeline.statuses.first().map(|s| s.kind) == Some(StatusKind::Step);
     let started = if new.start && !queued {
         let req = Request {
             task_id: id,

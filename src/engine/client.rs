@@ -1,38 +1,278 @@
-//! Requests from a process that is not the engine (the CLI, an attached TUI): handed to a
-//! running engine through the commands table, or applied directly when none runs.
+//! The one way into the engine for every front end (the TUI, the CLI, the HTTP API, MCP):
+//! embedded (this process runs the engine) or attached (another process does), with the
+//! same calls either way. Orders go to the embedded engine's channel, or through the
+//! commands table to the running one; with no engine running, this process applies them
+//! through the engine's own code in apply-only mode. Changes arrive as [`Change`]s.
 
-use super::actions::{Created, NewTask, Request, apply, create_and_start};
-use super::error::{EngineError, Result};
-use crate::store::{CommandState, Store};
-use crate::workspace::{EngineLock, Workspace};
+use super::request::{Answer, Made, NewTask, Order};
+use super::{Engine, EngineError, EngineEvent, EngineHandle, Recovered, Request, RunOptions};
+use crate::store::{CommandState, Store, StoreHandle};
+use crate::workspace::{EngineLock, Workspace, WorkspaceError};
 use std::time::{Duration, Instant};
+use tokio::sync::{broadcast, oneshot};
+use tokio::task::JoinHandle;
 
-/// How long a client waits for a running engine to take its command.
+pub use super::client_follow::Follower;
+use super::client_follow::{Follow, follow};
+pub use super::wake::Change;
+
+/// How long a client waits for a running engine to take its order.
 const ANSWER_WITHIN: Duration = Duration::from_secs(10);
 /// How often a client looks at its command when the engine cannot answer on its socket.
 const FALLBACK_POLL: Duration = Duration::from_millis(25);
+/// How many changes a slow listener may fall behind before it is told to reload all.
+const CHANGES: usize = 1024;
 
-/// Where a request went.
-#[derive(Debug)]
-pub enum Submitted {
-    /// Applied by this process (no engine was running); any step it queued waits for one.
-    Direct(Box<super::Applied>),
-    /// Applied by the running engine; its one-line summary.
-    ByEngine(String),
+/// Resolves when the engine an attached client follows has stopped.
+pub type Gone = Option<oneshot::Receiver<()>>;
+
+/// An order's answer, and where it was applied.
+#[derive(Debug, Clone)]
+pub struct Submitted {
+    /// What the engine made of it.
+    pub answer: Answer,
+    /// Applied by this process in apply-only mode: no engine was running, so a step it
+    /// queued waits for one.
+    pub here: bool,
 }
 
-impl Submitted {
-    /// The one-line summary.
-    pub fn summary(&self) -> &str {
-        match self {
-            Self::Direct(a) => &a.summary,
-            Self::ByEngine(s) => s,
+/// A front end's connection to the engine of one workspace.
+pub struct Client {
+    pub(super) ws: Workspace,
+    link: Link,
+    /// The process's store handle for the read views: the one its engine writes through
+    /// when it runs one, else opened at the first view.
+    reads: tokio::sync::OnceCell<StoreHandle>,
+}
+
+enum Link {
+    Embedded {
+        handle: EngineHandle,
+        /// Taken by the first shutdown.
+        engine: std::sync::Mutex<Option<JoinHandle<super::Result<()>>>>,
+        recovered: Recovered,
+    },
+    Attached {
+        /// Ends the thread following the engine when dropped (None: nothing follows it).
+        _follow: Option<Follow>,
+    },
+}
+
+/// A new channel for changes, of `BATON_EVENT_BUFFER` changes when set (tests make it tiny
+/// to show that a listener falling behind loses nothing).
+pub fn changes() -> broadcast::Sender<Change> {
+    let size = std::env::var("BATON_EVENT_BUFFER")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(CHANGES);
+    broadcast::channel(size).0
+}
+
+impl Client {
+    /// Runs the engine here when none runs in the workspace, else attaches to the one
+    /// that does; changes go to `tx`. An attached client also returns what says when its
+    /// engine has gone. Any reason the engine cannot start (a bad config, an unreadable
+    /// database) is an error sentence: attaching to no engine would look alive and do
+    /// nothing. Call inside the tokio runtime.
+    pub async fn connect(
+        ws: &Workspace,
+        tx: &broadcast::Sender<Change>,
+    ) -> Result<(Self, Gone), String> {
+        Self::connect_on(ws, tx, None).await
+    }
+
+    /// [`Client::connect`]; an engine run here writes through `store`, this process's
+    /// handle on the workspace's database, so the process has one writer.
+    pub async fn connect_on(
+        ws: &Workspace,
+        tx: &broadcast::Sender<Change>,
+        store: Option<StoreHandle>,
+    ) -> Result<(Self, Gone), String> {
+        if !EngineLock::is_held(ws) {
+            match Engine::start_on(ws, store.clone()).await {
+                Ok(engine) => {
+                    let reads = engine.store();
+                    let handle = engine.handle();
+                    forward(handle.subscribe(), tx.clone());
+                    let recovered = engine.recovered.clone();
+                    let engine = tokio::spawn(engine.run(RunOptions::default()));
+                    // Boards and streams reload: work may have been queued for this engine.
+                    let _ = tx.send(Change::All);
+                    let link = Link::Embedded {
+                        handle,
+                        engine: std::sync::Mutex::new(Some(engine)),
+                        recovered,
+                    };
+                    return Ok((Self::with(ws, link, Some(reads)), None));
+                }
+                // Another engine took the lock meanwhile: attach to it.
+                Err(EngineError::Workspace(WorkspaceError::EngineRunning(_))) => {}
+                Err(e) => {
+                    tracing::error!("the engine could not start: {e}");
+                    return Err(e.to_string());
+                }
+            }
+        }
+        let (gone_tx, gone) = oneshot::channel();
+        let follow = follow(ws, tx.clone(), gone_tx).await;
+        let link = Link::Attached {
+            _follow: Some(follow),
+        };
+        Ok((Self::with(ws, link, store), Some(gone)))
+    }
+
+    /// A client for one command: it follows nothing, hands orders to the running engine,
+    /// or applies them here when none runs.
+    pub fn for_command(ws: &Workspace) -> Self {
+        Self::with(ws, Link::Attached { _follow: None }, None)
+    }
+
+    fn with(ws: &Workspace, link: Link, reads: Option<StoreHandle>) -> Self {
+        Self {
+            ws: ws.clone(),
+            link,
+            reads: tokio::sync::OnceCell::new_with(reads),
+        }
+    }
+
+    /// The store handle the read views use.
+    pub(super) async fn reads(&self) -> Result<&StoreHandle, crate::engine::views::OpError> {
+        self.reads
+            .get_or_try_init(|| async {
+                let path = self.ws.db_path();
+                let shown = path.display().to_string();
+                tokio::task::spawn_blocking(move || StoreHandle::open(&path))
+                    .await
+                    .map_err(|e| format!("opening the board's database {shown} stopped unexpectedly ({e}) — ask again"))?
+                    .map_err(|e| format!("cannot open the board's database {shown}: {e} — check that .baton/ is readable, then ask again"))
+            })
+            .await
+            .map_err(|m| {
+                crate::engine::views::OpError::new(crate::engine::views::Kind::Internal, m)
+            })
+    }
+
+    /// True when this process runs the engine.
+    pub fn embedded(&self) -> bool {
+        matches!(self.link, Link::Embedded { .. })
+    }
+
+    /// What the engine this process started found at start-up, one sentence each (tasks
+    /// interrupted when the last engine stopped, steps whose executor did not answer).
+    pub fn start_notices(&self) -> Vec<String> {
+        let Link::Embedded { recovered, .. } = &self.link else {
+            return Vec::new();
+        };
+        let ids = |v: &[i64]| {
+            v.iter()
+                .map(|i| format!("#{i}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut out = Vec::new();
+        if !recovered.interrupted.is_empty() {
+            out.push(format!(
+                "{} interrupted when the last engine stopped — select one and press R to resume",
+                ids(&recovered.interrupted)
+            ));
+        }
+        if !recovered.unknown_tasks.is_empty() {
+            out.push(format!(
+                "{} stay running: their step's executor did not answer, so it may still run there; the engine looks again",
+                ids(&recovered.unknown_tasks)
+            ));
+        }
+        out
+    }
+
+    /// Sends a request; its one-line summary, or the sentence saying why not.
+    pub async fn send(&self, req: Request) -> Result<String, String> {
+        self.order(Order::Act(req)).await.map(|a| a.summary())
+    }
+
+    /// Creates a task, and starts it when asked, in one transaction; the engine checks
+    /// the title, the pipeline and the branch.
+    pub async fn create(&self, new: NewTask) -> Result<Made, String> {
+        match self.order(Order::Create { create: new }).await? {
+            Answer::Made(m) => Ok(m),
+            Answer::Applied { summary, .. } => Err(format!(
+                "the engine answered a creation with `{summary}` — is it another baton version?"
+            )),
+        }
+    }
+
+    /// Hands the engine an order and waits for its answer.
+    pub async fn order(&self, order: Order) -> Result<Answer, String> {
+        self.submit(order).await.map(|s| s.answer)
+    }
+
+    /// [`Client::order`], and where it was applied.
+    pub async fn submit(&self, order: Order) -> Result<Submitted, String> {
+        if let Link::Embedded { handle, .. } = &self.link {
+            let answer = handle.order(order).await?;
+            return Ok(Submitted {
+                answer,
+                here: false,
+            });
+        }
+        // Applying here takes the engine lock for the while, so no engine starts meanwhile
+        // and runs the same hooks or kills the step this order ends.
+        let ws = self.ws.clone();
+        let lock = tokio::task::spawn_blocking(move || lock_unless_engine(&ws))
+            .await
+            .map_err(|e| format!("the request failed: {e}"))?;
+        match lock {
+            Some(lock) => {
+                let engine = Engine::apply_only(&self.ws, lock)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let answer = engine.apply_here(order).await?;
+                super::wake::poke(&self.ws.dir());
+                Ok(Submitted { answer, here: true })
+            }
+            None => {
+                let ws = self.ws.clone();
+                let answer = tokio::task::spawn_blocking(move || queue(&ws, &order))
+                    .await
+                    .map_err(|e| format!("the request failed: {e}"))??;
+                Ok(Submitted {
+                    answer,
+                    here: false,
+                })
+            }
+        }
+    }
+
+    /// [`Client::submit`] for a caller outside any async runtime (the CLI).
+    pub fn submit_blocking(&self, order: Order) -> Result<Submitted, String> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+        rt.block_on(self.submit(order))
+    }
+
+    /// Stops an embedded engine (interrupting running steps so they can be resumed) and
+    /// waits for it, at most `patience`. Attached: nothing to stop.
+    pub async fn shutdown(&self, patience: Duration) {
+        if let Link::Embedded { handle, engine, .. } = &self.link {
+            handle.shutdown();
+            let taken = engine.lock().unwrap_or_else(|p| p.into_inner()).take();
+            let Some(engine) = taken else { return };
+            match tokio::time::timeout(patience, engine).await {
+                Ok(Ok(Ok(()))) => {}
+                Ok(Ok(Err(e))) => tracing::error!("the engine stopped with an error: {e}"),
+                Ok(Err(e)) => tracing::error!("the engine task failed: {e}"),
+                Err(_) => tracing::error!("the engine did not stop within {patience:?}"),
+            }
         }
     }
 }
 
 /// The engine lock, unless an engine is running and listening (None then; also when
-/// another command held the lock past the patience).
+/// another command held the lock past the patience). An engine takes the lock a moment
+/// before it listens: look again until one of the two.
 fn lock_unless_engine(ws: &Workspace) -> Option<EngineLock> {
     let until = Instant::now() + ANSWER_WITHIN;
     loop {
@@ -47,156 +287,103 @@ fn lock_unless_engine(ws: &Workspace) -> Option<EngineLock> {
     }
 }
 
-/// Creates a task, and starts it when asked, in one transaction. A running engine is woken
-/// to run the step and the start's hooks; with none running, the hooks run here (as
-/// [`submit`] runs a request's) and the step waits, queued, for the next engine.
-pub fn create(ws: &Workspace, store: &mut Store, new: &NewTask) -> Result<Created> {
-    let lock = if new.start {
-        lock_unless_engine(ws)
-    } else {
-        None
+/// Queues an order in the commands table for the running engine and waits for its answer.
+fn queue(ws: &Workspace, order: &Order) -> Result<Answer, String> {
+    let mut store = Store::open(&ws.db_path()).map_err(|e| e.to_string())?;
+    let body = serde_json::to_value(order).map_err(|e| e.to_string())?;
+    let id = match store.write(|db| db.insert_command(order.task_id(), &body)) {
+        Ok(id) => id,
+        // The command cannot be queued (a full disk): an abort goes to the engine on its
+        // socket instead, which stops the step at once and records the abort later.
+        Err(e) => {
+            return match order {
+                Order::Act(req) if matches!(req.action, super::Action::Abort { .. }) => {
+                    match super::wake::abort(&ws.dir(), req, ANSWER_WITHIN) {
+                        Some(Ok(summary)) => Ok(applied(summary)),
+                        Some(Err(reason)) => Err(reason),
+                        None => Err(e.to_string()),
+                    }
+                }
+                _ => Err(e.to_string()),
+            };
+        }
     };
-    let created = store.write(|db| create_and_start(db, new))?;
-    let followups = created
-        .started
-        .as_ref()
-        .and_then(|a| a.moved.as_ref())
-        .map(|m| m.followups.clone())
-        .unwrap_or_default();
-    if lock.is_some() && !followups.is_empty() {
-        let cfg = ws.config()?;
-        let git = super::GitCtx::detect(ws, &cfg, &store.read())
-            .ok()
-            .flatten();
-        super::followups::run_here(ws, git, cfg.kill_grace, followups);
+    let deadline = Instant::now() + ANSWER_WITHIN;
+    // The engine answers on its socket once it has applied the queued commands; without
+    // a socket (or an answer), the row is looked at again every so often.
+    let mut waiter = super::wake::Waiter::connect(&ws.dir());
+    loop {
+        if let Some(cmd) = store.read().command(id).map_err(|e| e.to_string())? {
+            let result = cmd.result.unwrap_or_default();
+            match cmd.state {
+                CommandState::Done => {
+                    return match order {
+                        Order::Act(_) => Ok(applied(result)),
+                        Order::Create { .. } => serde_json::from_str(&result)
+                            .map(Answer::Made)
+                            .map_err(|e| format!("the engine's answer to command {id} is unreadable ({e}) — is it another baton version?")),
+                    };
+                }
+                CommandState::Failed => return Err(result),
+                CommandState::Pending => {}
+            }
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(format!(
+                "the running engine did not take command {id} within {} s; it stays queued and will be applied when the engine catches up",
+                ANSWER_WITHIN.as_secs()
+            ));
+        }
+        match waiter.take() {
+            Some(w) => {
+                w.wait(deadline - now);
+            }
+            // No socket to wait on: look again shortly (an engine of another version).
+            None => std::thread::sleep(FALLBACK_POLL.min(deadline - now)),
+        }
     }
-    drop(lock);
-    super::wake::poke(&ws.dir());
-    Ok(created)
 }
 
-/// Submits a request: to the running engine if there is one, else applied here.
-pub fn submit(ws: &Workspace, store: &mut Store, req: &Request) -> Result<Submitted> {
-    // Applying here takes the engine lock for the while, so no engine starts meanwhile and
-    // runs the same hooks or kills the step this request ends. A lock held by a process that
-    // does not listen on the socket is another command applying itself: wait for it.
-    // An engine takes the lock a moment before it listens: look again until one of the two.
-    let lock = lock_unless_engine(ws);
-    if lock.is_none() {
-        let body = serde_json::to_value(req).map_err(|e| EngineError::Other(e.to_string()))?;
-        let id = match store.write(|db| db.insert_command(Some(req.task_id), &body)) {
-            Ok(id) => id,
-            // The command cannot be queued (a full disk): an abort goes to the engine on its
-            // socket instead, which stops the step at once and records the abort later.
-            Err(e) if matches!(req.action, super::Action::Abort { .. }) => {
-                return match super::wake::abort(&ws.dir(), req, ANSWER_WITHIN) {
-                    Some(Ok(summary)) => Ok(Submitted::ByEngine(summary)),
-                    Some(Err(reason)) => Err(EngineError::Other(reason)),
-                    None => Err(e.into()),
-                };
-            }
-            Err(e) => return Err(e.into()),
-        };
-        let deadline = Instant::now() + ANSWER_WITHIN;
-        // The engine answers on its socket once it has applied the queued commands; without
-        // a socket (or an answer), the row is looked at again every so often.
-        let mut waiter = super::wake::Waiter::connect(&ws.dir());
+/// A running engine's summary (whether it queued a step is its business).
+fn applied(summary: String) -> Answer {
+    Answer::Applied {
+        summary,
+        queued: false,
+    }
+}
+
+/// Hands an embedded engine's events on as changes.
+fn forward(mut events: broadcast::Receiver<EngineEvent>, tx: broadcast::Sender<Change>) {
+    tokio::spawn(async move {
+        use broadcast::error::RecvError;
         loop {
-            if let Some(cmd) = store.read().command(id)? {
-                match cmd.state {
-                    CommandState::Done => {
-                        return Ok(Submitted::ByEngine(cmd.result.unwrap_or_default()));
+            let change = match events.recv().await {
+                Ok(EngineEvent::TaskChanged { task_id }) => Change::Task(task_id),
+                Ok(EngineEvent::LogLines { step_run_id, .. }) => Change::Log(step_run_id),
+                // Another process wrote (`baton new` in another terminal); or events missed.
+                Ok(EngineEvent::Changed) | Err(RecvError::Lagged(_)) => Change::All,
+                // Definitions were read again; the engine's settings are the engine's, so
+                // their errors come from it.
+                Ok(EngineEvent::Reloaded { problems }) => {
+                    if let Some(p) = problems.into_iter().find(|p| p.contains("config.toml")) {
+                        let _ = tx.send(Change::Notice(p));
                     }
-                    CommandState::Failed => {
-                        return Err(EngineError::Other(cmd.result.unwrap_or_default()));
-                    }
-                    CommandState::Pending => {}
+                    Change::All
                 }
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(EngineError::Other(format!(
-                    "the running engine did not take command {id} within {} s; it stays queued and will be applied when the engine catches up",
-                    ANSWER_WITHIN.as_secs()
-                )));
-            }
-            match waiter.take() {
-                Some(w) => {
-                    w.wait(deadline - now);
-                }
-                // No socket to wait on: look again shortly (an engine of another version).
-                None => std::thread::sleep(FALLBACK_POLL.min(deadline - now)),
-            }
+                Ok(EngineEvent::Notify {
+                    task_id,
+                    title,
+                    body,
+                }) => Change::Notify {
+                    task_id,
+                    title,
+                    body,
+                },
+                Ok(EngineEvent::Notice { text, .. }) => Change::Notice(text),
+                Err(RecvError::Closed) => return,
+            };
+            let _ = tx.send(change);
         }
-    }
-    // A step left `running` with no engine alive was cut off by one that died: only the
-    // next engine's recovery can say what became of it.
-    if matches!(req.action, super::Action::Resume | super::Action::Retry) {
-        let t = store.read().task(req.task_id)?;
-        if t.state == crate::store::TaskState::Running {
-            return Err(EngineError::Refused {
-                task: t.id,
-                message: format!(
-                    "its step at `{}` was cut off when its engine stopped — start one (`baton engine`, or `baton`), which marks the step interrupted, then {} it",
-                    t.status,
-                    req.action.verb()
-                ),
-            });
-        }
-    }
-    let cfg = ws.config()?;
-    let git = super::GitCtx::detect(ws, &cfg, &store.read())
-        .ok()
-        .flatten();
-    // `git status` for a `clean_worktree` guard is gathered before the transaction.
-    let task = store.read().task(req.task_id)?;
-    let clean = match (&git, &task.worktree) {
-        (Some(_), Some(wt))
-            if store
-                .read()
-                .pipeline(task.id)
-                .is_ok_and(|p| super::transition::uses_clean_worktree(&p)) =>
-        {
-            super::effects::worktree_clean(std::path::Path::new(wt))
-        }
-        _ => None,
-    };
-    let mut merged: Option<std::result::Result<(), String>> = None;
-    let applied = loop {
-        let gate = |_: &crate::store::Task, hooks: &[crate::pipeline::Hook]| {
-            super::actions::merge_gate(git.is_some(), &merged, hooks)
-        };
-        let outside = super::Outside {
-            merge: &gate,
-            worktree_clean: clean,
-        };
-        match store.write(|db| apply(db, req, &outside)) {
-            Ok(a) => break a,
-            // The merge runs between two transactions, never inside one.
-            Err(EngineError::MergePending { task }) if merged.is_none() => {
-                let t = store.read().task(task)?;
-                merged = Some(match &git {
-                    Some(g) => super::effects::merge_for(g, &t),
-                    None => Ok(()),
-                });
-            }
-            Err(e) => {
-                if let Some(ev) = super::effects::refusal_event(&e) {
-                    let _ = store.write(|db| db.insert_event(&ev));
-                }
-                return Err(e);
-            }
-        }
-    };
-    if let Some(moved) = &applied.moved {
-        // Steps recorded as running with no engine alive belong to a dead engine: end them.
-        for step in &moved.stop {
-            super::recovery::end_orphan(ws, step, cfg.kill_grace);
-        }
-        if !moved.followups.is_empty() {
-            super::followups::run_here(ws, git, cfg.kill_grace, moved.followups.clone());
-        }
-    }
-    super::wake::poke(&ws.dir());
-    Ok(Submitted::Direct(Box::new(applied)))
+    });
 }

@@ -45,6 +45,12 @@ pub enum EngineError {
     /// the transaction and applies again); never shown to people.
     #[error("task {task} waits for its merge")]
     MergePending { task: i64 },
+    /// A request that can never succeed as given (a blank title, an unknown branch).
+    #[error("{0}")]
+    Invalid(String),
+    /// A request naming something that does not exist (a pipeline).
+    #[error("{0}")]
+    NotFound(String),
     #[error("{0}")]
     Other(String),
 }

@@ -108,42 +108,6 @@ impl Engine {
     }
 }
 
-/// Runs follow-ups in this process, when a command applied a transition with no engine
-/// running (the CLI). Blocks until they are done; must not run on a tokio worker.
-pub(super) fn run_here(
-    ws: &Workspace,
-    git: Option<GitCtx>,
-    kill_grace: Duration,
-    rows: Vec<FollowupRow>,
-) {
-    let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    else {
-        tracing::error!("cannot start a runtime for hooks; the next engine runs them");
-        return;
-    };
-    let store = match StoreHandle::open(&ws.db_path()) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!("hooks not run now ({e}); the next engine runs them");
-            return;
-        }
-    };
-    let (events, _) = broadcast::channel(16);
-    let ctx = Ctx {
-        ws: ws.clone(),
-        git,
-        store,
-        events,
-        kill_grace,
-        cancel: CancellationToken::new(),
-        running: Default::default(),
-    };
-    let rows = claim(&ctx, rows);
-    rt.block_on(run_rows(&ctx, rows));
-}
-
 /// Keeps the rows no runner in this process has yet, and marks them taken.
 fn claim(ctx: &Ctx, rows: Vec<FollowupRow>) -> Vec<FollowupRow> {
     let mut running = ctx.running.lock().unwrap_or_else(|p| p.into_inner());

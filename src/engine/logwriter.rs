@@ -182,11 +182,11 @@ async fn write(
         return;
     }
     lost.0.clear();
-    // Subscribers (a board's live pane) get each step run's lines; nobody listening, no copy.
+    // Subscribers (a board's live pane) are told which step runs have new lines; they read
+    // the lines themselves, so none is copied for them.
     if events.receiver_count() == 0 {
         return;
     }
-    let lines = std::sync::Arc::try_unwrap(lines).unwrap_or_else(|a| (*a).clone());
     let mut start = 0;
     while start < lines.len() {
         let step = lines[start].step_run_id;
@@ -201,7 +201,6 @@ async fn write(
         let _ = events.send(EngineEvent::LogLines {
             task_id,
             step_run_id: step,
-            lines: lines[start..end].to_vec(),
         });
         start = end;
     }

@@ -6,9 +6,10 @@
 pub mod actions;
 mod breakpoints;
 pub mod client;
+mod client_follow;
+mod client_views;
 mod effects;
 mod error;
-mod fixup;
 mod followups;
 pub mod forge_events;
 mod forge_hooks;
@@ -17,34 +18,40 @@ mod log_cap;
 mod log_replay;
 mod logwriter;
 mod notify_hook;
+mod orders;
 mod placement;
 pub mod playground;
 mod reattach;
 mod recovery;
 mod recovery_retry;
 mod reload;
+mod request;
 mod restart;
 mod results;
 mod runner;
 mod schedule_catchup;
 mod scheduler;
 mod session;
+mod task_edits;
 mod transition;
 mod trigger_loop;
 pub mod triggers;
+pub mod views;
 pub mod wake;
 
 pub use actions::{
-    Action, Applied, Created, MAX_TITLE, MergeGate, NewTask, Outside, Request, blank_title,
+    Action, Applied, Created, MAX_TITLE, MergeGate, Outside, Request, blank_title,
     create_and_start, create_task, move_options, nul_problem,
 };
+pub use client::{Client, Gone, Submitted};
 pub use effects::{GitCtx, safe_url};
 pub use error::{EngineError, Result};
 pub use recovery::Recovered;
+pub use request::{Answer, MAX_IDEMPOTENCY_KEY, Made, NewTask, Order};
 pub use results::{MAX_AUTOMATIC_VISITS, ResultDecision, ResultFacts, StepReport, on_result};
 pub use transition::{entry_state, pipeline_of};
 
-use crate::store::{CommandState, Db, NewLogLine, StoreHandle};
+use crate::store::{CommandState, Db, StoreHandle};
 use crate::workspace::{Config, EngineLock, ShutdownMode, Workspace};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -63,12 +70,8 @@ const ABORT_RETRY: Duration = Duration::from_secs(1);
 pub enum EngineEvent {
     /// A task's status, state or steps changed: reload it.
     TaskChanged { task_id: i64 },
-    /// New log lines of a running step.
-    LogLines {
-        task_id: i64,
-        step_run_id: i64,
-        lines: Vec<NewLogLine>,
-    },
+    /// A running step has new log lines (in the store: subscribers read what they show).
+    LogLines { task_id: i64, step_run_id: i64 },
     /// A message for people (a failed request, a hook error).
     Notice { task_id: Option<i64>, text: String },
     /// Another process changed the database (a task created from the CLI): reload.
@@ -85,12 +88,12 @@ pub enum EngineEvent {
     },
 }
 
-type Reply = oneshot::Sender<std::result::Result<String, String>>;
+type Reply = oneshot::Sender<std::result::Result<Answer, String>>;
 
 /// A front end's connection to an embedded engine.
 #[derive(Clone)]
 pub struct EngineHandle {
-    requests: mpsc::Sender<(Request, Reply)>,
+    requests: mpsc::Sender<(Order, Reply)>,
     events: broadcast::Sender<EngineEvent>,
     shutdown: CancellationToken,
 }
@@ -98,9 +101,14 @@ pub struct EngineHandle {
 impl EngineHandle {
     /// Sends a request and waits for its one-line result or error sentence.
     pub async fn send(&self, req: Request) -> std::result::Result<String, String> {
+        self.order(Order::Act(req)).await.map(|a| a.summary())
+    }
+
+    /// Hands the engine an order and waits for its answer or error sentence.
+    pub async fn order(&self, order: Order) -> std::result::Result<Answer, String> {
         let (tx, rx) = oneshot::channel();
         self.requests
-            .send((req, tx))
+            .send((order, tx))
             .await
             .map_err(|_| "the engine has stopped".to_string())?;
         rx.await.map_err(|_| "the engine has stopped".to_string())?
@@ -158,8 +166,8 @@ pub struct Engine {
     _wake: Option<wake::Listener>,
     _lock: EngineLock,
     events: broadcast::Sender<EngineEvent>,
-    requests_tx: mpsc::Sender<(Request, Reply)>,
-    requests: mpsc::Receiver<(Request, Reply)>,
+    requests_tx: mpsc::Sender<(Order, Reply)>,
+    requests: mpsc::Receiver<(Order, Reply)>,
     shutdown: CancellationToken,
     running: HashMap<i64, Running>,
     finished_tx: mpsc::UnboundedSender<(i64, StepReport)>,
@@ -202,12 +210,21 @@ pub struct Engine {
     pending_aborts: Vec<Request>,
     /// An abort (one of those, or a queued command) waits to be recorded: look again soon.
     abort_retry: bool,
+    /// Built to apply one command in a process with no engine running: it runs no step,
+    /// and the steps a request stops belong to an engine that died.
+    apply_only: bool,
 }
 
 impl Engine {
     /// Takes the workspace's engine lock, opens the store on its own threads, recovers
     /// interrupted work and starts listening for other processes.
     pub async fn start(ws: &Workspace) -> Result<Self> {
+        Self::start_on(ws, None).await
+    }
+
+    /// [`Engine::start`] writing through `store`, a handle this process already has on the
+    /// workspace's database (so the process has one writer), else through its own.
+    pub async fn start_on(ws: &Workspace, store: Option<StoreHandle>) -> Result<Self> {
         // Clients probe the lock for microseconds; a short wait rides those out.
         let lock = {
             let ws = ws.clone();
@@ -217,6 +234,22 @@ impl Engine {
             .await
             .map_err(|e| EngineError::Other(e.to_string()))??
         };
+        Self::open(ws, lock, false, store).await
+    }
+
+    /// An engine that applies orders in this process and runs no step (the CLI's, when
+    /// no engine runs): the same code as a running engine's, without its recovery, its
+    /// socket or its watcher. The caller holds the workspace's lock and hands it over.
+    pub async fn apply_only(ws: &Workspace, lock: EngineLock) -> Result<Self> {
+        Self::open(ws, lock, true, None).await
+    }
+
+    async fn open(
+        ws: &Workspace,
+        lock: EngineLock,
+        apply_only: bool,
+        store: Option<StoreHandle>,
+    ) -> Result<Self> {
         let cfg = ws.config()?;
         // The webhook secret, under whatever name the workspace gave it, stays with the engine.
         crate::exec::process::keep_from_children(&cfg.serve.github_secret_env);
@@ -227,15 +260,21 @@ impl Engine {
                 db.display()
             )));
         }
-        let store = {
-            let path = ws.db_path();
-            tokio::task::spawn_blocking(move || StoreHandle::open_checked(&path))
-                .await
-                .map_err(|e| EngineError::Other(e.to_string()))??
+        let store = match store {
+            Some(s) => s,
+            None => {
+                let path = ws.db_path();
+                tokio::task::spawn_blocking(move || StoreHandle::open_checked(&path))
+                    .await
+                    .map_err(|e| EngineError::Other(e.to_string()))??
+            }
         };
-        // Executors are asked outside the store's writer, each under a time limit.
-        let looked = recovery::look(ws, &store, cfg.kill_grace, None).await?;
-        let recovered = {
+        // Executors are asked outside the store's writer, each under a time limit. Only a
+        // running engine recovers: a command applied here leaves that to the next one.
+        let recovered = if apply_only {
+            Recovered::default()
+        } else {
+            let looked = recovery::look(ws, &store, cfg.kill_grace, None).await?;
             let auto = cfg.auto_resume;
             store
                 .with_writer(move |s| recovery::record(s, looked, auto, false))
@@ -254,12 +293,24 @@ impl Engine {
                 None
             }
         };
-        let live = crate::pipeline::LiveCatalog::load(&ws.pipelines_dir(), &ws.agents_dir());
+        // An apply-only engine runs no step and fires no trigger (as a command applied
+        // without an engine never did): it needs no definitions.
+        let (live, live_agents) = if apply_only {
+            Default::default()
+        } else {
+            (
+                crate::pipeline::LiveCatalog::load(&ws.pipelines_dir(), &ws.agents_dir()),
+                crate::agents::LiveAgents::load(&ws.agents_dir()),
+            )
+        };
         let (triggers, trigger_errors) = triggers::TriggerSet::new(&live.catalog.pipelines);
-        let live_agents = crate::agents::LiveAgents::load(&ws.agents_dir());
         let agents = Arc::new(live_agents.catalog.clone());
         let (reload_tx, reload_rx) = mpsc::unbounded_channel();
-        let defs = reload::watch(ws, reload_tx);
+        let defs = if apply_only {
+            None
+        } else {
+            reload::watch(ws, reload_tx)
+        };
         let (events, _) = broadcast::channel(1024);
         let (requests_tx, requests) = mpsc::channel(64);
         let (finished_tx, finished) = mpsc::unbounded_channel();
@@ -268,6 +319,7 @@ impl Engine {
         let log_writer = tokio::spawn(logwriter::run(store.clone(), log_rx, events.clone()));
         let (wake_tx, wake_rx) = mpsc::unbounded_channel();
         let listener = match wake::Listener::bind(&ws.dir(), wake_tx, events.clone()) {
+            _ if apply_only => None,
             Ok(l) => Some(l),
             Err(e) => {
                 tracing::warn!(
@@ -315,6 +367,7 @@ impl Engine {
             )),
             pending_aborts: Vec::new(),
             abort_retry: false,
+            apply_only,
         })
     }
 
@@ -432,8 +485,8 @@ impl Engine {
                 // made new work elsewhere (a task_done trigger's task).
                 std::mem::take(&mut self.look_again)
             }
-            Some((req, reply)) = self.requests.recv() => {
-                let out = self.apply_command(req, None).await;
+            Some((order, reply)) = self.requests.recv() => {
+                let out = self.take(order, None).await;
                 let _ = reply.send(out);
                 // A request may have queued a step (start, approve, resume): claim it.
                 true
@@ -453,7 +506,7 @@ impl Engine {
                 }
                 for (req, mut s) in aborts {
                     let line = match self.apply_command(*req, None).await {
-                        Ok(summary) => format!("ok {}\n", summary.replace('\n', " ")),
+                        Ok(a) => format!("ok {}\n", a.summary().replace('\n', " ")),
                         Err(e) => format!("error {}\n", e.replace('\n', " ")),
                     };
                     let _ = s.write_all(line.as_bytes()).await;
@@ -521,7 +574,7 @@ impl Engine {
         &mut self,
         req: Request,
         command: Option<i64>,
-    ) -> std::result::Result<String, String> {
+    ) -> std::result::Result<Answer, String> {
         let task_id = req.task_id;
         // An abort that is written stops the task's step through `after`; one whose write
         // fails (a full disk) stops it all the same and is recorded once the database takes
@@ -558,7 +611,11 @@ impl Engine {
         let out = match out {
             Ok(applied) => {
                 self.after(&applied).await;
-                Ok(applied.summary)
+                let queued = applied.moved.as_ref().is_some_and(|m| m.step_run.is_some());
+                Ok(Answer::Applied {
+                    summary: applied.summary,
+                    queued,
+                })
             }
             Err(EngineError::Store(e)) if abort => {
                 self.stop_steps_of(task_id);
@@ -569,9 +626,12 @@ impl Engine {
                     self.pending_aborts.push(req);
                 }
                 self.abort_retry = true;
-                Ok(format!(
-                    "task {task_id}: its step is stopped; the abort could not be recorded yet ({e}) and is recorded as soon as the database can be written"
-                ))
+                Ok(Answer::Applied {
+                    summary: format!(
+                        "task {task_id}: its step is stopped; the abort could not be recorded yet ({e}) and is recorded as soon as the database can be written"
+                    ),
+                    queued: false,
+                })
             }
             Err(e) => {
                 let text = e.to_string();
@@ -648,6 +708,13 @@ impl Engine {
                 r.reason = Some(StopReason::Moved);
                 r.cancel.cancel();
                 ended.push(r.ended.clone());
+            } else if self.apply_only {
+                // Recorded as running with no engine alive: a dead engine's step; end it.
+                let (ws, step, grace) = (self.ws.clone(), s.clone(), self.cfg.kill_grace);
+                let _ = tokio::task::spawn_blocking(move || {
+                    recovery::end_orphan(&ws, &step, grace);
+                })
+                .await;
             }
         }
         if moved.done && !self.triggers.is_empty() {
@@ -688,9 +755,9 @@ impl Engine {
             }
         };
         for cmd in pending {
-            match serde_json::from_value::<Request>(cmd.body.clone()) {
-                Ok(req) => {
-                    let _ = self.apply_command(req, Some(cmd.id)).await;
+            match serde_json::from_value::<Order>(cmd.body.clone()) {
+                Ok(order) => {
+                    let _ = self.take(order, Some(cmd.id)).await;
                 }
                 Err(e) => {
                     let (id, text) = (

@@ -17,7 +17,7 @@ use serde_json::json;
 use std::time::{Duration, Instant};
 
 /// What recovery found and did.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Recovered {
     pub interrupted: Vec<i64>,
     pub killed_groups: Vec<i64>,

@@ -223,6 +223,9 @@ pub enum Change {
         title: String,
         body: String,
     },
+    /// A sentence for people from the engine this process runs (a shutdown under way, a
+    /// broken config.toml); never sent over the socket.
+    Notice(String),
 }
 
 impl Subscription {

@@ -2,9 +2,7 @@
 //! (agents replaying recorded output, a real script step and an approval gate), most of them
 //! started, removed again on exit.
 
-use crate::engine::{self, Action, Request, client};
-use crate::pipeline::load_catalog;
-use crate::store::Store;
+use crate::engine::{Client, NewTask, Order};
 use crate::workspace::Workspace;
 use std::path::PathBuf;
 
@@ -50,29 +48,22 @@ pub fn create() -> Result<Demo, String> {
         dir,
     };
     Workspace::init(demo.ws.root()).map_err(|e| e.to_string())?;
-    let catalog = load_catalog(None, None);
-    let pipeline = catalog
-        .get("demo")
-        .ok_or("the built-in demo pipeline is missing from this build")?
-        .clone();
-    let mut store = Store::open(&demo.ws.db_path()).map_err(|e| e.to_string())?;
+    // Created through the engine's own code, applied here: no engine runs yet.
+    let engine = Client::for_command(&demo.ws);
     for (title, start) in TASKS {
         let prompt = format!(
             "A demo task: {title}. Its agents replay a recorded run (about a dark mode toggle) \
              and its script only prints; nothing changes."
         );
-        let id = store
-            .write(|db| engine::create_task(db, &pipeline, title, &prompt))
-            .map_err(|e| e.to_string())?;
-        if start {
-            let req = Request {
-                task_id: id,
-                action: Action::Start,
-                expected_status: None,
-                actor: "demo".into(),
-            };
-            client::submit(&demo.ws, &mut store, &req).map_err(|e| e.to_string())?;
-        }
+        let new = NewTask {
+            title: title.to_string(),
+            prompt,
+            pipeline: Some("demo".into()),
+            start,
+            actor: "demo".into(),
+            ..NewTask::default()
+        };
+        engine.submit_blocking(Order::Create { create: new })?;
     }
     Ok(demo)
 }

@@ -3,12 +3,11 @@
 //! Roles: `event` (what reaches the reducer and what it asks for), `app` + `keys` (the
 //! state and its one reducer), `board`/`logview`/`modal` (state by area), `keymap` +
 //! `action` (keys as data), `ui` (pure drawing), `loader` (reads on a thread),
-//! `backend` (embedded or attached engine), `runner` (the event loop), `terminal`,
+//! `runner` (the event loop, with the engine client), `terminal`,
 //! `notify`, `theme`, `logging`, `demo`.
 
 pub mod action;
 pub mod app;
-pub mod backend;
 pub mod board;
 pub mod demo;
 mod diff_stat;

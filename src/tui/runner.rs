@@ -1,20 +1,23 @@
-//! The driver: owns the terminal, the loader and the backend; feeds events to the reducer,
-//! performs its effects, and draws only when something changed (at most ~30 times a second).
+//! The driver: owns the terminal, the loader and the engine client; feeds events to the
+//! reducer, performs its effects, and draws only when something changed (at most ~30 times
+//! a second).
 
-use super::app::App;
-use super::backend::Backend;
-use super::event::{AppEvent, Effect};
+use super::app::{App, Mode};
+use super::event::{AppEvent, Effect, NewTask};
 use super::loader::{LoadReq, Loader};
 use super::notify;
 use super::terminal::Screen;
 use super::theme::Theme;
 use super::ui;
+use crate::engine::client::{self, Change, Client};
 use crate::store::now_ms;
 use crate::workspace::Workspace;
 use crossterm::event::{Event, KeyEventKind};
 use std::io::Write;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::signal::unix::{Signal, SignalKind, signal};
+use tokio::sync::broadcast;
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 use tokio::time::{Instant, MissedTickBehavior};
 
@@ -63,8 +66,10 @@ fn spawn_input(tx: UnboundedSender<AppEvent>) {
 
 async fn main_loop(ws: &Workspace) -> Result<(), String> {
     let (tx, mut rx) = unbounded_channel();
+    let changes = client::changes();
+    forward(changes.subscribe(), tx.clone());
     // Before the screen is taken over, so an engine that cannot start is a plain error.
-    let mut backend = Backend::connect(ws, tx.clone()).await?;
+    let mut engine = connect(ws, &changes, &tx).await?;
     let loader = Loader::spawn(ws.clone(), tx.clone());
     let reload = loader.requester();
     let _defs = crate::workspace::watch::watch(&ws.dir(), move |paths| {
@@ -81,7 +86,7 @@ async fn main_loop(ws: &Workspace) -> Result<(), String> {
         .terminal
         .size()
         .map_err(|e| format!("cannot read the terminal size: {e}"))?;
-    let mut app = App::new(Theme::from_env(), backend.mode(), (size.width, size.height));
+    let mut app = App::new(Theme::from_env(), mode(&engine), (size.width, size.height));
     app.now_ms = now_ms();
     let (keys, key_warnings) = super::keys_file::load(Some(&ws.dir()));
     super::keymap::install(keys);
@@ -99,7 +104,7 @@ async fn main_loop(ws: &Workspace) -> Result<(), String> {
     let mut terminate = signal(SignalKind::terminate());
     loop {
         for effect in app.take_effects() {
-            perform(effect, ws, &backend, &loader, &tx, tmux);
+            perform(effect, ws, &engine, &loader, &tx, tmux);
         }
         if app.quit {
             break;
@@ -109,10 +114,10 @@ async fn main_loop(ws: &Workspace) -> Result<(), String> {
             ev = rx.recv() => {
                 let Some(ev) = ev else { break };
                 app.now_ms = now_ms();
-                dirty |= handle(ev, &mut app, &mut backend, ws, &tx).await;
+                dirty |= handle(ev, &mut app, &mut engine, ws, &changes, &tx).await;
                 // Drain what is already queued before drawing.
                 while let Ok(ev) = rx.try_recv() {
-                    dirty |= handle(ev, &mut app, &mut backend, ws, &tx).await;
+                    dirty |= handle(ev, &mut app, &mut engine, ws, &changes, &tx).await;
                 }
             }
             _ = tick.tick(), if ticking => {
@@ -133,11 +138,11 @@ async fn main_loop(ws: &Workspace) -> Result<(), String> {
         }
     }
     tracing::info!("leaving the TUI");
-    if backend.mode() == super::app::Mode::Embedded {
+    if engine.embedded() {
         app.say("stopping the engine…", false);
         let _ = draw(&mut screen, &app);
     }
-    backend.shutdown(SHUTDOWN_PATIENCE).await;
+    engine.shutdown(SHUTDOWN_PATIENCE).await;
     tracing::info!("engine stopped");
     drop(screen);
     tracing::info!("terminal restored");
@@ -165,7 +170,7 @@ fn draw(screen: &mut Screen, app: &App) -> Result<(), String> {
 fn perform(
     effect: Effect,
     ws: &Workspace,
-    backend: &Backend,
+    engine: &Arc<Client>,
     loader: &Loader,
     tx: &UnboundedSender<AppEvent>,
     tmux: bool,
@@ -177,8 +182,13 @@ fn perform(
         Effect::LoadMoves(id) => loader.request(LoadReq::Moves(id)),
         Effect::LoadDiff(id) => loader.request(LoadReq::Diff(id)),
         Effect::LoadGraph(id) => loader.request(LoadReq::Graph(id)),
-        Effect::Send(req) => backend.send(req, tx.clone()),
-        Effect::Create(new) => backend.create(ws, new, tx.clone()),
+        Effect::Send(req) => {
+            let (engine, tx) = (engine.clone(), tx.clone());
+            tokio::spawn(async move {
+                let _ = tx.send(AppEvent::Replied(engine.send(req).await));
+            });
+        }
+        Effect::Create(new) => create(engine.clone(), new, tx.clone()),
         Effect::Playground(p) => super::playground_run::perform(p, ws, tx),
         Effect::Notify { title, body } => {
             let mut out = std::io::stdout();
@@ -193,17 +203,18 @@ fn perform(
 async fn handle(
     ev: AppEvent,
     app: &mut App,
-    backend: &mut Backend,
+    engine: &mut Arc<Client>,
     ws: &Workspace,
+    changes: &broadcast::Sender<Change>,
     tx: &UnboundedSender<AppEvent>,
 ) -> bool {
     if !matches!(ev, AppEvent::EngineGone) {
         return app.update(ev);
     }
-    match Backend::connect(ws, tx.clone()).await {
+    match connect(ws, changes, tx).await {
         Ok(next) => {
-            *backend = next;
-            app.mode = backend.mode();
+            *engine = next;
+            app.mode = mode(engine);
             let text = match app.mode {
                 super::app::Mode::Embedded => {
                     "the engine this board was attached to stopped; this board runs the engine now"
@@ -218,4 +229,83 @@ async fn handle(
         ),
     }
     app.update(AppEvent::StoreChanged)
+}
+
+/// Connects to the engine (running it here when none runs); its start-up notices, and the
+/// end of an engine followed ([`AppEvent::EngineGone`]), go to the board.
+async fn connect(
+    ws: &Workspace,
+    changes: &broadcast::Sender<Change>,
+    tx: &UnboundedSender<AppEvent>,
+) -> Result<Arc<Client>, String> {
+    let (engine, gone) = Client::connect(ws, changes).await?;
+    for text in engine.start_notices() {
+        let _ = tx.send(AppEvent::Notice(text));
+    }
+    if let Some(gone) = gone {
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            if gone.await.is_ok() {
+                let _ = tx.send(AppEvent::EngineGone);
+            }
+        });
+    }
+    Ok(Arc::new(engine))
+}
+
+/// Which kind of board this is.
+fn mode(engine: &Client) -> Mode {
+    if engine.embedded() {
+        Mode::Embedded
+    } else {
+        Mode::Attached
+    }
+}
+
+/// Hands the engine's changes to the board as events.
+fn forward(mut changes: broadcast::Receiver<Change>, tx: UnboundedSender<AppEvent>) {
+    tokio::spawn(async move {
+        use broadcast::error::RecvError;
+        loop {
+            let ev = match changes.recv().await {
+                Ok(Change::Task(id)) => AppEvent::TaskChanged(id),
+                Ok(Change::Log(id)) => AppEvent::LogAppended { step_run_id: id },
+                Ok(Change::Notify { title, body, .. }) => AppEvent::Notified { title, body },
+                Ok(Change::Notice(text)) => AppEvent::Notice(text),
+                // Missed changes: reload everything instead.
+                Ok(Change::All) | Err(RecvError::Lagged(_)) => AppEvent::StoreChanged,
+                Err(RecvError::Closed) => return,
+            };
+            if tx.send(ev).is_err() {
+                return;
+            }
+        }
+    });
+}
+
+/// Creates a task (and starts it if asked) through the engine; the id arrives as
+/// [`AppEvent::Created`], a start's summary as [`AppEvent::Replied`].
+fn create(engine: Arc<Client>, new: NewTask, tx: UnboundedSender<AppEvent>) {
+    tokio::spawn(async move {
+        let order = crate::engine::NewTask {
+            title: new.title,
+            prompt: new.prompt,
+            pipeline: Some(new.pipeline.id),
+            start: new.start,
+            branch: None,
+            actor: "tui".into(),
+            idempotency_key: None,
+        };
+        match engine.create(order).await {
+            Ok(made) => {
+                let _ = tx.send(AppEvent::Created(Ok(made.id)));
+                if let Some(summary) = made.started {
+                    let _ = tx.send(AppEvent::Replied(Ok(summary)));
+                }
+            }
+            Err(e) => {
+                let _ = tx.send(AppEvent::Created(Err(e)));
+            }
+        }
+    });
 }

@@ -12,8 +12,9 @@ use super::sample;
 use crate::report::{Line, millis, ms};
 use crate::workspace::Ws;
 use crate::{Ctx, board, proc};
+use baton::engine::client::{Client, changes};
 use baton::tui::app::App;
-use baton::tui::backend::Backend;
+use baton::tui::app::Mode;
 use baton::tui::event::{AppEvent, Effect};
 use baton::tui::loader::{LoadReq, Loader};
 use baton::tui::theme::Theme;
@@ -132,9 +133,14 @@ fn first_frame(root: &Path, limit: Duration) -> Result<Duration, String> {
         let start = Instant::now();
         let ws = Workspace::discover(root).map_err(|e| e.to_string())?;
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let backend = Backend::connect(&ws, tx.clone()).await?;
+        let (engine, _gone) = Client::connect(&ws, &changes()).await?;
         let loader = Loader::spawn(ws.clone(), tx);
-        let mut app = App::new(Theme::new(true), backend.mode(), (120, 40));
+        let mode = if engine.embedded() {
+            Mode::Embedded
+        } else {
+            Mode::Attached
+        };
+        let mut app = App::new(Theme::new(true), mode, (120, 40));
         for effect in app.take_effects() {
             if effect == Effect::LoadBoard {
                 loader.request(LoadReq::Board);
@@ -155,7 +161,7 @@ fn first_frame(root: &Path, limit: Duration) -> Result<Duration, String> {
         term.draw(|f| baton::tui::ui::render(f, &app))
             .map_err(|e| format!("drawing failed: {e}"))?;
         let elapsed = start.elapsed();
-        backend.shutdown(Duration::from_secs(10)).await;
+        engine.shutdown(Duration::from_secs(10)).await;
         drop(loader);
         if !shown || app.board.cards.len() != TASKS {
             return Err(format!(

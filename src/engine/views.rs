@@ -1,6 +1,7 @@
-//! The `--json` shapes of the command line (docs in README.md). Tests and users script against these: change with care.
+//! The JSON shapes of tasks that every front end answers with: the command line's `--json`
+//! (docs in README.md) and the API's. Tests and users script against these: change with care.
 
-use crate::store::{Db, Result, Task, rfc3339};
+use crate::store::{Db, Result, StoreError, Task, rfc3339};
 use serde_json::{Value, json};
 
 /// One element of `list --json`.
@@ -84,4 +85,66 @@ pub fn guard_list(guards: &Value) -> Value {
         None if guards.is_array() => guards.clone(),
         None => json!([]),
     }
+}
+
+/// Log lines one call returns at most.
+pub const MAX_LOG_LINES: usize = 2_000;
+
+/// What kind of failure an operation met, for HTTP status codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// No such task, pipeline or step.
+    NotFound,
+    /// The input is wrong.
+    Invalid,
+    /// The request does not fit the task's state (no longer at a gate, say).
+    Refused,
+    /// Something failed inside.
+    Internal,
+}
+
+/// A failure: the sentence the CLI prints, and its kind.
+#[derive(Debug, Clone)]
+pub struct OpError {
+    pub kind: Kind,
+    pub message: String,
+}
+
+impl OpError {
+    /// An error of a kind.
+    pub fn new(kind: Kind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for OpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<StoreError> for OpError {
+    fn from(e: StoreError) -> Self {
+        let kind = match e {
+            StoreError::NoTask(_) => Kind::NotFound,
+            _ => Kind::Internal,
+        };
+        Self::new(kind, e.to_string())
+    }
+}
+
+/// The result of an operation.
+pub type OpResult = std::result::Result<Value, OpError>;
+
+/// A stored log line as JSON (escape sequences removed).
+pub fn log_line(l: &crate::store::LogLine) -> Value {
+    json!({
+        "id": l.id,
+        "stream": l.stream,
+        "text": crate::ansi::strip(&l.text),
+        "at": rfc3339(l.ts),
+    })
 }

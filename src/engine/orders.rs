@@ -1,0 +1,125 @@
+//! How the engine takes an [`Order`]: a request goes through `apply_command`, a new task is
+//! checked against the workspace and created (and started) in one transaction. An
+//! apply-only engine takes one order this way and finishes its follow-ups before it ends.
+
+use super::request::{Answer, Made, NewTask, Order};
+use super::{Action, Engine, EngineError, EngineEvent, Request, create_and_start};
+use crate::store::{CommandState, TaskState};
+
+impl Engine {
+    /// Takes one order; `command` is its row when it came through the commands table,
+    /// finished in the same transaction as the order.
+    pub(super) async fn take(
+        &mut self,
+        order: Order,
+        command: Option<i64>,
+    ) -> Result<Answer, String> {
+        match order {
+            Order::Act(req) => self.apply_command(req, command).await,
+            Order::Create { create } => self.create(create, command).await,
+        }
+    }
+
+    async fn create(&mut self, new: NewTask, command: Option<i64>) -> Result<Answer, String> {
+        let (ws, asked) = (self.ws.clone(), new.clone());
+        let prepared = tokio::task::spawn_blocking(move || asked.prepare(&ws))
+            .await
+            .unwrap_or_else(|e| Err(EngineError::Other(format!("creating a task failed: {e}"))));
+        let out = match prepared {
+            Ok(pipeline) => {
+                self.store
+                    .write(move |db| {
+                        let created = create_and_start(db, &pipeline, &new)?;
+                        // A pipeline whose first status is a step queued it on creation.
+                        let first_is_step = pipeline.statuses.first().map(|s| s.kind)
+                            == Some(crate::pipeline::StatusKind::Step);
+                        let queued = !created.existed
+                            && (first_is_step
+                                || created
+                                    .started
+                                    .as_ref()
+                                    .and_then(|a| a.moved.as_ref())
+                                    .is_some_and(|m| m.step_run.is_some()));
+                        let made = Made {
+                            id: created.id,
+                            existed: created.existed,
+                            started: created.started.as_ref().map(|a| a.summary.clone()),
+                            queued,
+                        };
+                        if let Some(id) = command {
+                            let body = serde_json::to_string(&made)
+                                .map_err(|e| EngineError::Other(e.to_string()))?;
+                            db.finish_command(id, CommandState::Done, &body)?;
+                        }
+                        Ok((created, made))
+                    })
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        match out {
+            Ok((created, made)) => {
+                if let Some(started) = &created.started {
+                    self.after(started).await;
+                }
+                let _ = self.events.send(EngineEvent::TaskChanged {
+                    task_id: created.id,
+                });
+                Ok(Answer::Made(made))
+            }
+            Err(e) => {
+                let text = e.to_string();
+                if let Some(id) = command {
+                    let failed = text.clone();
+                    let recorded = self
+                        .store
+                        .write(move |db| db.finish_command(id, CommandState::Failed, &failed))
+                        .await;
+                    if let Err(e) = recorded {
+                        tracing::error!("recording a refused creation failed: {e}");
+                    }
+                }
+                Err(text)
+            }
+        }
+    }
+
+    /// Takes one order in a process with no engine running, runs the follow-ups it
+    /// recorded (hooks, clean-up) and ends; the steps it queued wait for an engine.
+    pub async fn apply_here(mut self, order: Order) -> Result<Answer, String> {
+        if let Order::Act(req) = &order {
+            self.refuse_cut_off(req).await?;
+        }
+        let out = self.take(order, None).await;
+        while self.followups.join_next().await.is_some() {}
+        drop(self.logs);
+        let _ = self.log_writer.await;
+        out
+    }
+
+    /// A step left `running` with no engine alive was cut off by one that died: only the
+    /// next engine's recovery can say what became of it.
+    async fn refuse_cut_off(&self, req: &Request) -> Result<(), String> {
+        if !matches!(req.action, Action::Resume | Action::Retry) {
+            return Ok(());
+        }
+        let id = req.task_id;
+        let t = self
+            .store
+            .read(move |db| db.task(id))
+            .await
+            .map_err(|e| e.to_string())?;
+        if t.state != TaskState::Running {
+            return Ok(());
+        }
+        Err(EngineError::Refused {
+            task: t.id,
+            message: format!(
+                "its step at `{}` was cut off when its engine stopped — start one (`baton engine`, or `baton`), which marks the step interrupted, then {} it",
+                t.status,
+                req.action.verb()
+            ),
+        }
+        .to_string())
+    }
+}

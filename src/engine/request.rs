@@ -1,0 +1,233 @@
+//! What front ends hand the engine: a request about a task, or a task to create. Both
+//! travel the same ways (an embedded engine's channel, the commands table, this process in
+//! apply-only mode) and are checked by the engine, so every front end gets the same rules.
+
+use super::actions::{MAX_TITLE, Request, blank_title, nul_problem};
+use super::error::{EngineError, Result};
+use crate::pipeline::Pipeline;
+use crate::workspace::Workspace;
+use serde::{Deserialize, Serialize};
+
+/// The longest idempotency key, in bytes.
+pub const MAX_IDEMPOTENCY_KEY: usize = 255;
+
+/// A task as a front end asks for it: created, and started when asked, in one transaction.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NewTask {
+    /// One line for the card.
+    pub title: String,
+    /// Its prompt (markdown).
+    #[serde(default)]
+    pub prompt: String,
+    /// The pipeline it goes on (default: the workspace's first own pipeline).
+    #[serde(default)]
+    pub pipeline: Option<String>,
+    /// Start it in the same transaction.
+    #[serde(default)]
+    pub start: bool,
+    /// The branch its worktree starts from (default: the workspace's base branch).
+    #[serde(default)]
+    pub branch: Option<String>,
+    /// Who asks (`user`, `api`, `tui`), as the history records it.
+    pub actor: String,
+    /// A client's key for this creation: a retry with the same key returns the first task.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+/// What the engine made of a [`NewTask`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Made {
+    /// The task's id.
+    pub id: i64,
+    /// The idempotency key named a task made before: nothing new was made.
+    pub existed: bool,
+    /// The start's one-line summary, when one was asked for and made.
+    pub started: Option<String>,
+    /// The start queued a step (it waits for an engine when none runs).
+    #[serde(default)]
+    pub queued: bool,
+}
+
+/// The engine's answer to an [`Order`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    /// A request was applied: its one-line summary, and whether it queued a step.
+    Applied { summary: String, queued: bool },
+    /// A task was created (and maybe started).
+    Made(Made),
+}
+
+impl Answer {
+    /// The one-line summary for people.
+    pub fn summary(&self) -> String {
+        match self {
+            Self::Applied { summary, .. } => summary.clone(),
+            Self::Made(m) => m
+                .started
+                .clone()
+                .unwrap_or_else(|| format!("task {}: created", m.id)),
+        }
+    }
+
+    /// True when a step was queued (it waits for an engine when none runs).
+    pub fn queued(&self) -> bool {
+        match self {
+            Self::Applied { queued, .. } => *queued,
+            Self::Made(m) => m.queued,
+        }
+    }
+}
+
+/// One thing handed to the engine; also the JSON body of a queued command (a request's
+/// body is the request itself, as engines before creation went through them wrote it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Order {
+    /// Create a task.
+    Create { create: NewTask },
+    /// Act on a task.
+    Act(Request),
+}
+
+impl Order {
+    /// The task the order is about (none for a creation).
+    pub fn task_id(&self) -> Option<i64> {
+        match self {
+            Self::Create { .. } => None,
+            Self::Act(r) => Some(r.task_id),
+        }
+    }
+}
+
+impl NewTask {
+    /// The checks that need nothing but the request: a title to read, of one card's
+    /// length, text a step can be given, a usable idempotency key.
+    pub fn check(&self) -> Result<()> {
+        let invalid = |m: String| Err(EngineError::Invalid(m));
+        if blank_title(&self.title) {
+            return invalid("a task needs a title: one line saying what to do".into());
+        }
+        let n = self.title.chars().count();
+        if n > MAX_TITLE {
+            return invalid(format!(
+                "the title is {n} characters long; keep it to {MAX_TITLE} at most and put the details in the prompt"
+            ));
+        }
+        if let Some(problem) = nul_problem(&self.title, &self.prompt) {
+            return invalid(problem);
+        }
+        if let Some(key) = &self.idempotency_key
+            && (key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY)
+        {
+            return invalid(format!(
+                "the idempotency key is {} bytes long; give 1 to {MAX_IDEMPOTENCY_KEY} bytes, such as a UUID",
+                key.len()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks the request against the workspace and finds its pipeline: read from the
+    /// files now, so a pipeline written a moment ago is found. Runs git (for `branch`):
+    /// call it outside any transaction, on a thread that may block.
+    pub fn prepare(&self, ws: &Workspace) -> Result<Pipeline> {
+        self.check()?;
+        let agents = crate::pipeline::agent_ids(Some(&ws.agents_dir()));
+        let catalog = crate::pipeline::load_catalog(Some(&ws.pipelines_dir()), Some(&agents));
+        let found = match &self.pipeline {
+            Some(id) => catalog.get(id),
+            None => catalog.default_pipeline(),
+        };
+        let pipeline = found.cloned().ok_or_else(|| {
+            let id = self
+                .pipeline
+                .as_deref()
+                .unwrap_or(crate::pipeline::FALLBACK_PIPELINE);
+            EngineError::NotFound(format!(
+                "no pipeline `{id}` — `baton pipelines list` shows the ones available"
+            ))
+        })?;
+        if let Some(b) = &self.branch {
+            check_branch(ws, b)?;
+        }
+        Ok(pipeline)
+    }
+}
+
+/// A task's start branch must be a branch of the workspace's repository.
+fn check_branch(ws: &Workspace, branch: &str) -> Result<()> {
+    let invalid = |m: String| Err(EngineError::Invalid(m));
+    let Some(repo) = crate::workspace::git::repo_root(ws.root()) else {
+        return invalid(format!(
+            "branch `{branch}`: this workspace is not in a git repository, so there is no branch to start from"
+        ));
+    };
+    let heads = crate::workspace::git::branch_heads(&repo).map_err(|e| {
+        EngineError::Invalid(format!("branch `{branch}`: cannot list branches: {e}"))
+    })?;
+    if heads.iter().any(|(name, _)| name == branch) {
+        return Ok(());
+    }
+    invalid(format!(
+        "branch `{branch}`: no such branch in {} — `git branch` lists them",
+        repo.display()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_body_reads_as_it_did_and_a_creation_as_its_own() {
+        let req = Request {
+            task_id: 3,
+            action: super::super::Action::Start,
+            expected_status: None,
+            actor: "user".into(),
+        };
+        let body = serde_json::to_value(Order::Act(req.clone())).unwrap();
+        assert_eq!(body, serde_json::to_value(&req).unwrap());
+        let back: Order = serde_json::from_value(body).unwrap();
+        assert_eq!(back, Order::Act(req));
+        let new = NewTask {
+            title: "t".into(),
+            actor: "tui".into(),
+            ..NewTask::default()
+        };
+        let body = serde_json::to_value(Order::Create {
+            create: new.clone(),
+        })
+        .unwrap();
+        let back: Order = serde_json::from_value(body).unwrap();
+        assert_eq!(back, Order::Create { create: new });
+    }
+
+    #[test]
+    fn a_title_is_checked_the_same_for_every_front_end() {
+        let mut new = NewTask {
+            title: "\x1b[31m\x07".into(),
+            actor: "tui".into(),
+            ..NewTask::default()
+        };
+        assert!(
+            new.check()
+                .unwrap_err()
+                .to_string()
+                .contains("needs a title")
+        );
+        new.title = "x".repeat(MAX_TITLE + 1);
+        assert!(
+            new.check()
+                .unwrap_err()
+                .to_string()
+                .contains("501 characters")
+        );
+        new.title = "fine".into();
+        new.prompt = "a\0b".into();
+        assert!(new.check().unwrap_err().to_string().contains("NUL byte"));
+        new.prompt.clear();
+        assert!(new.check().is_ok());
+    }
+}

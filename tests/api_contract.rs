@@ -62,7 +62,7 @@ fn the_openapi_document_describes_every_answer() {
         .arg(s.url("/api/openapi.json"))
         .args(["--checks", "all", "--max-examples", "25", "--seed", "1"])
         .args(["--exclude-path", "/api/events"])
-        .args(["--workers", "2", "--request-timeout", "20", "--no-color"])
+        .args(["--workers", "1", "--request-timeout", "20", "--no-color"])
         .arg("--header")
         .arg(format!("Authorization: Bearer {}", s.token()))
         .arg("--report-dir")

@@ -72,6 +72,11 @@ fn query_error(e: &QueryRejection) -> Response {
     let detail = detail
         .strip_prefix("Failed to deserialize query string: ")
         .unwrap_or(&detail);
+    query_problem(detail)
+}
+
+/// The answer to a query string that parsed but holds a value out of range.
+pub fn query_problem(detail: &str) -> Response {
     error(
         StatusCode::BAD_REQUEST,
         format!(

@@ -37,11 +37,16 @@ fn refused(message: String) -> OpError {
 /// A new task, as `baton new` takes it.
 #[derive(Debug, Clone, Default, serde::Deserialize, utoipa::ToSchema)]
 pub struct NewTask {
-    /// One line for the card (at most 500 characters, not blank).
-    #[schema(min_length = 1, max_length = 500, pattern = r"\S")]
+    /// One line for the card: at most 500 characters, not blank, no control characters.
+    #[schema(
+        min_length = 1,
+        max_length = 500,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*[^\s\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]*$"
+    )]
     pub title: String,
-    /// The task's prompt (markdown).
+    /// The task's prompt (markdown); no NUL byte, which no step could be given.
     #[serde(default)]
+    #[schema(pattern = r"^[^\u0000]*$")]
     pub prompt: Option<String>,
     /// Pipeline id (default: the workspace's first own pipeline, else `quick_fix`).
     #[serde(default)]
@@ -147,6 +152,17 @@ impl Ops {
     /// Creates a task, and starts it if asked, in one transaction; returns it as
     /// `show --json` does. A key used before returns the task it made.
     pub async fn create_task(&self, new: NewTask) -> Result<CreatedTask, OpError> {
+        // Over the API a title is one line of plain text, as its schema says: a control
+        // character (an escape, a tab, a newline) would be dropped from every card anyway.
+        if let Some(c) = new.title.chars().find(|c| c.is_control()) {
+            return Err(OpError::new(
+                Kind::Invalid,
+                format!(
+                    "the title holds a control character (U+{:04X}); a title is one line of plain text — put the rest in the prompt",
+                    c as u32
+                ),
+            ));
+        }
         let order = crate::engine::NewTask {
             title: new.title,
             prompt: new.prompt.unwrap_or_default(),

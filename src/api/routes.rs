@@ -73,6 +73,7 @@ pub fn parse_json<T: serde::de::DeserializeOwned>(
 
 /// Filters of `GET /api/tasks`.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
     /// Only tasks at this status id.
     status: Option<String>,
@@ -215,15 +216,16 @@ pub async fn move_task(
 
 /// Which log lines `GET /api/tasks/{id}/logs` returns.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct LogsQuery {
     /// The step's position in `steps`, from 1 (default: the latest).
     #[param(minimum = 1)]
-    step: Option<usize>,
+    step: Option<i64>,
     /// Only lines after this line id (`next_after` of the previous page).
     after: Option<i64>,
     /// Only the last this many lines (at most 2000).
     #[param(minimum = 1)]
-    tail: Option<usize>,
+    tail: Option<i64>,
 }
 
 /// A step's log lines, at most 2000 per call; follow with `after`.
@@ -236,7 +238,19 @@ pub async fn task_logs(
     ApiPath(id): ApiPath<i64>,
     ApiQuery(q): ApiQuery<LogsQuery>,
 ) -> Response {
-    reply(s.ops.task_logs(id, q.step, q.after, q.tail).await)
+    // Whole numbers of the document's range (int64), at least 1.
+    let positive = |name: &str, v: Option<i64>| match v {
+        None => Ok(None),
+        Some(n) if n >= 1 => Ok(Some(usize::try_from(n).unwrap_or(usize::MAX))),
+        Some(n) => Err(super::extract::query_problem(&format!(
+            "{name}: {n} is below 1"
+        ))),
+    };
+    let (step, tail) = match (positive("step", q.step), positive("tail", q.tail)) {
+        (Ok(step), Ok(tail)) => (step, tail),
+        (Err(r), _) | (_, Err(r)) => return r,
+    };
+    reply(s.ops.task_logs(id, step, q.after, tail).await)
 }
 
 /// The task's branch against its base, plus uncommitted work, as a unified diff.

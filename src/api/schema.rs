@@ -55,9 +55,15 @@ pub struct ValidateBody {
 /// the task's steps as the file named by `BATON_TRIGGER_PAYLOAD_FILE`.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 pub struct TriggerBody {
-    /// One line for the card (default: `<pipeline> (webhook)`).
-    #[schema(min_length = 1, max_length = 500, pattern = r"\S")]
+    /// One line for the card, no control characters (default: `<pipeline> (webhook)`).
+    #[schema(
+        min_length = 1,
+        max_length = 500,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*[^\s\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]*$"
+    )]
     pub title: Option<String>,
+    /// The task's prompt; no NUL byte, which no step could be given.
+    #[schema(pattern = r"^[^\u0000]*$")]
     pub prompt: Option<String>,
 }
 

@@ -29,6 +29,7 @@ const LOG_BATCH: i64 = 1_000;
 
 /// `GET /api/events` parameters.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct EventsQuery {
     /// Also stream this task's log lines.
     task: Option<i64>,

@@ -187,7 +187,12 @@ pub async fn trigger(
     }
     let text = |k: &str| payload.get(k).and_then(Value::as_str).map(String::from);
     let new = NewTask {
-        title: text("title").unwrap_or_else(|| format!("{pipeline} (webhook)")),
+        // A pipeline id is plain ASCII; one that is not names no pipeline, and is told so,
+        // rather than making a title the API refuses.
+        title: text("title").unwrap_or_else(|| {
+            let shown: String = pipeline.chars().filter(|c| !c.is_control()).collect();
+            format!("{shown} (webhook)")
+        }),
         prompt: text("prompt"),
         pipeline: Some(pipeline.clone()),
         start: false,

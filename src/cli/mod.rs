@@ -9,6 +9,7 @@ pub(crate) mod json;
 mod pipelines;
 mod serve;
 mod shell;
+mod shell_cmd;
 mod show;
 mod tasks;
 mod try_cmd;
@@ -122,6 +123,13 @@ pub enum Command {
         /// Colour the diff (default: when stdout is a terminal and NO_COLOR is unset).
         #[arg(long)]
         color: bool,
+    },
+    /// Open a shell in a task's worktree (inside tmux: a new window there).
+    Shell {
+        id: i64,
+        /// Inside tmux too, run the shell in this pane.
+        #[arg(long)]
+        here: bool,
     },
     /// Print a step's log (default: the latest step).
     Logs {
@@ -365,6 +373,7 @@ pub fn dispatch(dir: Option<&PathBuf>, command: Command) -> Outcome {
         | Command::Edit { .. }
         | Command::Archive { .. }
         | Command::Delete { .. }) => fixup::run(&workspace(dir)?, c),
+        Command::Shell { id, here } => shell_cmd::run(&workspace(dir)?, id, here),
         Command::Mcp => serve::mcp(&workspace(dir)?),
         Command::Serve { listen } => serve::serve(&workspace(dir)?, &listen),
         Command::Token(TokenCmd::Rotate) => serve::rotate(&workspace(dir)?),

@@ -64,6 +64,8 @@ pub struct App {
     /// The board has loaded at least once.
     pub loaded: bool,
     pub quit: bool,
+    /// `[board]` options, `[[command]]`s and the pager (`settings`).
+    pub settings: super::settings::BoardSettings,
     attention: HashMap<i64, Attention>,
     effects: Vec<Effect>,
 }
@@ -87,6 +89,7 @@ impl App {
             status: None,
             loaded: false,
             quit: false,
+            settings: Default::default(),
             attention: HashMap::new(),
             effects: vec![Effect::LoadBoard],
         }
@@ -204,6 +207,10 @@ impl App {
                 false
             }
             AppEvent::Diff { task_id, result } => {
+                if let Some(text) = super::pager::takes(self, task_id, &result) {
+                    self.effect(Effect::Page(text));
+                    return true;
+                }
                 for m in &mut self.modals {
                     if let Modal::Diff(d) = m
                         && d.target.task_id == task_id

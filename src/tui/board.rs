@@ -142,7 +142,22 @@ impl Board {
         if n == 0 {
             return;
         }
-        self.tab = (self.tab as isize + delta).rem_euclid(n as isize) as usize;
+        let tab = (self.tab as isize + delta).rem_euclid(n as isize) as usize;
+        self.show_tab(tab, width);
+    }
+
+    /// Goes to tab `number` (counted from 1, as the tab bar shows them); false when there
+    /// is no such tab.
+    pub fn go_to_tab(&mut self, number: usize, width: u16) -> bool {
+        if number == 0 || number > self.pipelines.len() {
+            return false;
+        }
+        self.show_tab(number - 1, width);
+        true
+    }
+
+    fn show_tab(&mut self, tab: usize, width: u16) {
+        self.tab = tab;
         self.selected = None;
         self.col = 0;
         self.rows.clear();

@@ -139,6 +139,12 @@ pub enum Effect {
     Create(NewTask),
     /// Load agents for, or run, the playground.
     Playground(super::playground::PlaygroundEffect),
+    /// Run a program in a task's worktree (the board suspended, or a tmux window).
+    Launch(super::launch::Launch),
+    /// Show a diff through the user's pager (the board suspended).
+    Page(String),
+    /// Put baton's own text (a branch, a path) on the terminal's clipboard.
+    Copy(String),
     /// Ring the bell and post a desktop notification.
     Notify {
         title: String,

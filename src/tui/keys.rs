@@ -168,6 +168,17 @@ impl App {
                 }
             }
             Action::Help => self.modals.push(Modal::Help { scroll: 0 }),
+            Action::Tab(n) => {
+                if self.board.go_to_tab(usize::from(n), width) {
+                    self.focus = Focus::Board;
+                    self.selection_changed(before);
+                } else {
+                    self.say(
+                        format!("there is no pipeline tab {n} — [ and ] go through them"),
+                        true,
+                    );
+                }
+            }
             Action::PrevTab | Action::NextTab => {
                 let delta = if action == Action::NextTab { 1 } else { -1 };
                 self.board.switch_tab(delta, width);
@@ -324,6 +335,11 @@ impl App {
             Action::Continue => self.effect(send(EngineAction::Continue)),
             Action::Archive => self.effect(send(EngineAction::Archive)),
             Action::Breakpoint | Action::Rerun | Action::Edit => self.fixup_layer(action, target),
+            Action::Shell
+            | Action::Editor
+            | Action::CopyBranch
+            | Action::CopyPath
+            | Action::Custom(_) => self.launch_action(action),
             _ => {}
         }
     }

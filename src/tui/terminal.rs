@@ -58,6 +58,17 @@ impl Screen {
     }
 }
 
+impl Screen {
+    /// Takes the terminal back after another program had it: raw mode, alternate screen,
+    /// and a cleared buffer so the next frame draws everything.
+    pub fn resume(&mut self) -> std::io::Result<()> {
+        enable_raw_mode()?;
+        execute!(stdout(), EnterAlternateScreen)?;
+        self.terminal.hide_cursor()?;
+        self.terminal.clear()
+    }
+}
+
 impl Drop for Screen {
     fn drop(&mut self) {
         restore();

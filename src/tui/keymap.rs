@@ -282,6 +282,8 @@ pub enum Bar {
     Paused,
     /// The board, its selected task done, failed or cancelled.
     Finished,
+    /// The board, its selected task waiting at a gate for approval.
+    Gate,
     Detail,
     FullLog,
 }
@@ -294,6 +296,7 @@ impl Bar {
             Bar::Interrupted => super::fixup::INTERRUPTED_HINTS,
             Bar::Paused => super::fixup::PAUSED_HINTS,
             Bar::Finished => super::fixup::FINISHED_HINTS,
+            Bar::Gate => super::fixup::GATE_HINTS,
             Bar::Detail => DETAIL_HINTS,
             Bar::FullLog => FULL_LOG_HINTS,
         }
@@ -302,7 +305,7 @@ impl Bar {
     /// Where this bar's keys are looked up, in the order key handling tries them.
     fn lookup(self) -> (&'static [Binding], &'static [Ctx]) {
         match self {
-            Bar::Board | Bar::Interrupted | Bar::Paused | Bar::Finished => {
+            Bar::Board | Bar::Interrupted | Bar::Paused | Bar::Finished | Bar::Gate => {
                 (BINDINGS, &[Board, Task, Global])
             }
             Bar::Detail => (BINDINGS, &[Log, Detail, Task, Global]),

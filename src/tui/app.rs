@@ -66,6 +66,8 @@ pub struct App {
     pub quit: bool,
     /// `[board]` options, `[[command]]`s and the pager (`settings`).
     pub settings: super::settings::BoardSettings,
+    /// Agents that fail `agents check` here, with why (`agent_health`).
+    pub agent_problems: super::agent_health::Problems,
     attention: HashMap<i64, Attention>,
     effects: Vec<Effect>,
 }
@@ -90,6 +92,7 @@ impl App {
             loaded: false,
             quit: false,
             settings: Default::default(),
+            agent_problems: Default::default(),
             attention: HashMap::new(),
             effects: vec![Effect::LoadBoard],
         }
@@ -282,6 +285,10 @@ impl App {
                 true
             }
             AppEvent::Playground(ev) => self.on_playground(ev),
+            AppEvent::AgentProblems(problems) => {
+                self.agent_problems = problems;
+                true
+            }
             AppEvent::Created(Err(e)) => {
                 self.say(format!("the task was not created: {e}"), true);
                 true

@@ -104,6 +104,8 @@ pub enum AppEvent {
     Created(Result<i64, String>),
     /// A read failed.
     LoadFailed(String),
+    /// The agents that fail `agents check` here (checked once when the board opens).
+    AgentProblems(super::agent_health::Problems),
     /// The playground's agents, log lines and result.
     Playground(super::playground::PlaygroundEvent),
 }

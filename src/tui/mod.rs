@@ -7,6 +7,7 @@
 //! `notify`, `theme`, `logging`, `demo`.
 
 pub mod action;
+pub mod agent_health;
 pub mod app;
 pub mod backend;
 pub mod board;

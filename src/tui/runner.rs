@@ -105,6 +105,12 @@ async fn main_loop(ws: &Workspace) -> Result<(), String> {
         app.say(key_warnings.join("; "), true);
     }
     let tmux = notify::in_tmux();
+    let health = tx.clone();
+    let agents_dir = ws.agents_dir();
+    tokio::spawn(async move {
+        let problems = super::agent_health::check_all(agents_dir).await;
+        let _ = health.send(AppEvent::AgentProblems(problems));
+    });
     // Ctrl+C reaches this process too while a shell or editor has the terminal: it is the
     // program's to handle, not a reason to drop the board.
     let _interrupt = signal(SignalKind::interrupt());

@@ -158,6 +158,15 @@ fn render_left(f: &mut Frame, area: Rect, app: &App, d: &TaskDetail) {
         }
     }
     let mut after = Vec::new();
+    for (agent, why) in app.agent_problems(&d.task.pipeline_id) {
+        let text = format!("⚠ agent {agent} cannot run here: {why}");
+        let text = crate::ansi::strip(&text).into_owned();
+        after.extend(
+            wrap(&text, w, 3)
+                .into_iter()
+                .map(|l| Line::styled(l, t.attention())),
+        );
+    }
     if let Some(step) = app.shown_step() {
         if let Some(e) = &step.error {
             after.push(Line::styled(truncate(e, w), t.error()));
@@ -192,6 +201,21 @@ fn render_left(f: &mut Frame, area: Rect, app: &App, d: &TaskDetail) {
     let skip = hist.len().saturating_sub(room);
     lines.extend(hist.into_iter().skip(skip));
     f.render_widget(Paragraph::new(lines), area);
+}
+
+/// `text` cut into at most `max` rows of `w` characters, the last ending in `…` when
+/// more was left.
+fn wrap(text: &str, w: usize, max: usize) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let w = w.max(1);
+    let mut rows: Vec<String> = chars.chunks(w).map(|c| c.iter().collect()).collect();
+    if rows.len() > max {
+        rows.truncate(max);
+        if let Some(last) = rows.last_mut() {
+            *last = truncate(&format!("{last}…"), w);
+        }
+    }
+    rows
 }
 
 /// The rows of the steps that ran, a rule starting each run after the first, and the row

@@ -159,6 +159,10 @@ impl App {
                 self.on_key(key);
                 true
             }
+            AppEvent::Wheel(delta) => {
+                self.on_wheel(delta);
+                true
+            }
             AppEvent::Resize(w, h) => {
                 self.size = (w, h);
                 self.board.regroup(w);

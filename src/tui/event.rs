@@ -62,6 +62,8 @@ pub struct LogChunk {
 #[derive(Debug)]
 pub enum AppEvent {
     Key(KeyEvent),
+    /// The mouse wheel turned (`[board] mouse = true`): negative up, positive down.
+    Wheel(i8),
     Resize(u16, u16),
     /// The spinner clock (runs only while something runs).
     Tick,

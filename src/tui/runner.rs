@@ -12,7 +12,7 @@ use super::theme::Theme;
 use super::ui;
 use crate::store::now_ms;
 use crate::workspace::Workspace;
-use crossterm::event::{Event, KeyEventKind};
+use crossterm::event::{Event, KeyEventKind, MouseEventKind};
 use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
@@ -61,6 +61,12 @@ fn spawn_input(tx: UnboundedSender<AppEvent>, gate: Arc<InputGate>) {
                 let ev = match crossterm::event::read() {
                     Ok(Event::Key(k)) if k.kind != KeyEventKind::Release => AppEvent::Key(k),
                     Ok(Event::Resize(w, h)) => AppEvent::Resize(w, h),
+                    // Only sent while `[board] mouse = true` turned mouse reporting on.
+                    Ok(Event::Mouse(m)) => match m.kind {
+                        MouseEventKind::ScrollUp => AppEvent::Wheel(-1),
+                        MouseEventKind::ScrollDown => AppEvent::Wheel(1),
+                        _ => continue,
+                    },
                     Ok(_) => continue,
                     Err(e) => {
                         tracing::error!("reading the terminal failed: {e}");
@@ -100,6 +106,12 @@ async fn main_loop(ws: &Workspace) -> Result<(), String> {
     let (keys, mut settings, key_warnings) = super::keys_file::load_all(Some(&ws.dir()));
     super::keymap::install(keys);
     settings.pager = super::settings::git_pager(ws.root());
+    screen.mouse = settings.mouse;
+    if settings.mouse
+        && let Err(e) = screen.capture_mouse()
+    {
+        tracing::warn!("mouse reporting could not be turned on: {e}");
+    }
     app.settings = settings;
     if !key_warnings.is_empty() {
         app.say(key_warnings.join("; "), true);

@@ -132,5 +132,10 @@ fn bad_triggers_are_reported_by_validate() {
     );
     let out = ws.baton(&["pipelines", "validate"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not a valid cron pattern"));
+    // Located like every other pipeline error, and explained by its fields.
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad.json:3:29: error: trigger 1: schedule `every tuesday`: it has 2 fields"),
+        "{err}"
+    );
 }

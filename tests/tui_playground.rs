@@ -261,6 +261,7 @@ fn lines_of_another_try_are_ignored_and_log_lines_are_sanitised() {
         id: "a".into(),
         backend: "replay".into(),
         name: "A".into(),
+        problem: None,
     }];
     h.event(AppEvent::Playground(PlaygroundEvent::Agents(Ok(agents))));
     h.chars("go");

@@ -12,6 +12,7 @@ pub(crate) use crate::engine::views as json;
 mod pipelines;
 mod serve;
 mod shell;
+mod shell_cmd;
 mod show;
 mod tasks;
 mod try_cmd;
@@ -125,6 +126,13 @@ pub enum Command {
         /// Colour the diff (default: when stdout is a terminal and NO_COLOR is unset).
         #[arg(long)]
         color: bool,
+    },
+    /// Open a shell in a task's worktree (inside tmux: a new window there).
+    Shell {
+        id: i64,
+        /// Inside tmux too, run the shell in this pane.
+        #[arg(long)]
+        here: bool,
     },
     /// Print a step's log (default: the latest step).
     Logs {
@@ -374,6 +382,7 @@ pub fn dispatch(dir: Option<&PathBuf>, command: Command) -> Outcome {
         | Command::Edit { .. }
         | Command::Archive { .. }
         | Command::Delete { .. }) => task_edits::run(&workspace(dir)?, c),
+        Command::Shell { id, here } => shell_cmd::run(&workspace(dir)?, id, here),
         Command::Mcp => serve::mcp(&workspace(dir)?),
         Command::Serve { listen } => serve::serve(&workspace(dir)?, &listen),
         Command::Token(TokenCmd::Rotate) => serve::rotate(&workspace(dir)?),

@@ -406,8 +406,15 @@ fn diff(ws: &Workspace, store: &Store, id: i64, color: bool) -> Outcome {
         color || (std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none());
     let text = crate::workspace::git::diff(std::path::Path::new(wt), &base, color)
         .map_err(|e| Failure::new(e.to_string()))?;
+    let pager = std::io::stdout()
+        .is_terminal()
+        .then(|| crate::tui::settings::git_pager(ws.root()))
+        .flatten();
     if text.trim().is_empty() {
         println!("task {id}: no changes against {base}");
+    } else if let Some(pager) = pager {
+        // Through the user's git pager (delta, less), as `git diff` would be.
+        crate::tui::pager::page(&pager, &text).map_err(Failure::new)?;
     } else {
         // File contents written by steps may hold escape sequences of their own.
         println!("{}", crate::ansi::sanitize(&text, color));

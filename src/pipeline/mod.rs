@@ -19,6 +19,7 @@ pub(crate) use locate::json_error_position;
 mod parse;
 mod parse_edge;
 mod parse_step;
+mod parse_trigger;
 pub mod schema;
 mod validate;
 

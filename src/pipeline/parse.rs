@@ -130,6 +130,7 @@ pub(crate) fn parse_root(
         leaving: BTreeSet::new(),
         kinds_uncertain: false,
     };
+    super::parse_trigger::check(ctx, &parsed.pipeline.triggers);
 
     let mut ids = BTreeSet::new();
     match obj.get("statuses") {

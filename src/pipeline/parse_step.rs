@@ -10,6 +10,21 @@ use std::collections::{BTreeMap, BTreeSet};
 const ACTIONS: &[&str] = &["run", "script", "agent", "docker"];
 const COMMON: &[&str] = &["timeout", "retries", "env", "workdir", "executor"];
 
+/// The one of `known` that `word` is most likely a misspelling of: at most two edits away
+/// (one for short words), and closer than any other.
+pub(crate) fn did_you_mean<'a>(
+    word: &str,
+    known: impl IntoIterator<Item = &'a &'a str>,
+) -> Option<&'a str> {
+    let limit = if word.chars().count() <= 4 { 1 } else { 2 };
+    known
+        .into_iter()
+        .map(|k| (strsim::damerau_levenshtein(word, k), *k))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k)
+}
+
 /// Parses the step of status `status`; `None` (with diagnostics) when it is unusable.
 pub(crate) fn parse_step(
     ctx: &mut Ctx,
@@ -32,10 +47,15 @@ pub(crate) fn parse_step(
             && !key.starts_with('_')
         {
             unknown = true;
-            ctx.error_key(
-                &join(ptr, key),
-                format!("status `{status}`: unknown step kind `{key}` (a step has one of run, script, agent, docker, plus optional timeout, retries, env, workdir, executor)"),
-            );
+            let message = match did_you_mean(key, ACTIONS.iter().chain(COMMON)) {
+                Some(near) => {
+                    format!("status `{status}`: unknown field `{key}` — did you mean `{near}`?")
+                }
+                None => format!(
+                    "status `{status}`: unknown step kind `{key}` (a step has one of run, script, agent, docker, plus optional timeout, retries, env, workdir, executor)"
+                ),
+            };
+            ctx.error_key(&join(ptr, key), message);
         }
     }
     let actions: Vec<&str> = ACTIONS

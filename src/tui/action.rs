@@ -66,4 +66,16 @@ pub enum Action {
     /// Confirm popups.
     Yes,
     No,
+    /// `o`: a shell in the task's worktree (a new tmux window inside tmux).
+    Shell,
+    /// `E`: `$EDITOR` in the task's worktree.
+    Editor,
+    /// `y`: copy the task's branch (OSC 52).
+    CopyBranch,
+    /// `Y`: copy the task's worktree path (OSC 52).
+    CopyPath,
+    /// A `[[command]]` of `keys.toml`, by its place in the file.
+    Custom(u8),
+    /// `1`…`9`: the pipeline tab of that number.
+    Tab(u8),
 }

@@ -64,6 +64,10 @@ pub struct App {
     /// The board has loaded at least once.
     pub loaded: bool,
     pub quit: bool,
+    /// `[board]` options, `[[command]]`s and the pager (`settings`).
+    pub settings: super::settings::BoardSettings,
+    /// Agents that fail `agents check` here, with why (`agent_health`).
+    pub agent_problems: super::agent_health::Problems,
     attention: HashMap<i64, Attention>,
     effects: Vec<Effect>,
 }
@@ -87,6 +91,8 @@ impl App {
             status: None,
             loaded: false,
             quit: false,
+            settings: Default::default(),
+            agent_problems: Default::default(),
             attention: HashMap::new(),
             effects: vec![Effect::LoadBoard],
         }
@@ -153,6 +159,10 @@ impl App {
                 self.on_key(key);
                 true
             }
+            AppEvent::Wheel(delta) => {
+                self.on_wheel(delta);
+                true
+            }
             AppEvent::Resize(w, h) => {
                 self.size = (w, h);
                 self.board.regroup(w);
@@ -204,6 +214,10 @@ impl App {
                 false
             }
             AppEvent::Diff { task_id, result } => {
+                if let Some(text) = super::pager::takes(self, task_id, &result) {
+                    self.effect(Effect::Page(text));
+                    return true;
+                }
                 for m in &mut self.modals {
                     if let Modal::Diff(d) = m
                         && d.target.task_id == task_id
@@ -275,6 +289,10 @@ impl App {
                 true
             }
             AppEvent::Playground(ev) => self.on_playground(ev),
+            AppEvent::AgentProblems(problems) => {
+                self.agent_problems = problems;
+                true
+            }
             AppEvent::Created(Err(e)) => {
                 self.say(format!("the task was not created: {e}"), true);
                 true

@@ -142,7 +142,22 @@ impl Board {
         if n == 0 {
             return;
         }
-        self.tab = (self.tab as isize + delta).rem_euclid(n as isize) as usize;
+        let tab = (self.tab as isize + delta).rem_euclid(n as isize) as usize;
+        self.show_tab(tab, width);
+    }
+
+    /// Goes to tab `number` (counted from 1, as the tab bar shows them); false when there
+    /// is no such tab.
+    pub fn go_to_tab(&mut self, number: usize, width: u16) -> bool {
+        if number == 0 || number > self.pipelines.len() {
+            return false;
+        }
+        self.show_tab(number - 1, width);
+        true
+    }
+
+    fn show_tab(&mut self, tab: usize, width: u16) {
+        self.tab = tab;
         self.selected = None;
         self.col = 0;
         self.rows.clear();
@@ -341,15 +356,38 @@ pub fn needs_approval(pipelines: &[Pipeline], card: &TaskCard) -> bool {
             .is_some_and(|s| s.kind == StatusKind::Gate)
 }
 
+/// Fuzzy, as lazygit filters: the needle's characters appear in order (not necessarily
+/// together) in `#id title`, ignoring case; spaces in the needle separate words that must
+/// each match.
 fn card_matches(card: &TaskCard, needle: &str) -> bool {
-    needle.is_empty()
-        || card.title.to_lowercase().contains(needle)
-        || format!("#{}", card.id).contains(needle)
+    let hay = format!("#{} {}", card.id, card.title.to_lowercase());
+    needle.split_whitespace().all(|word| in_order(&hay, word))
+}
+
+/// True when the characters of `needle` appear in `hay` in order.
+fn in_order(hay: &str, needle: &str) -> bool {
+    let mut rest = hay.chars();
+    needle.chars().all(|n| rest.any(|h| h == n))
 }
 
 /// The tab of pipeline `id`.
 fn tab_of(pipelines: &[Pipeline], id: &str) -> Option<usize> {
     pipelines.iter().position(|p| p.id == id)
+}
+
+#[cfg(test)]
+mod fuzzy_tests {
+    use super::in_order;
+
+    #[test]
+    fn letters_in_order_match_and_out_of_order_do_not() {
+        let hay = "#12 add a dark mode toggle";
+        assert!(in_order(hay, "dmt"));
+        assert!(in_order(hay, "#12"));
+        assert!(in_order(hay, "drkmode"));
+        assert!(!in_order(hay, "tmd"));
+        assert!(!in_order(hay, "zz"));
+    }
 }
 
 #[cfg(test)]

@@ -62,6 +62,8 @@ pub struct LogChunk {
 #[derive(Debug)]
 pub enum AppEvent {
     Key(KeyEvent),
+    /// The mouse wheel turned (`[board] mouse = true`): negative up, positive down.
+    Wheel(i8),
     Resize(u16, u16),
     /// The spinner clock (runs only while something runs).
     Tick,
@@ -104,6 +106,8 @@ pub enum AppEvent {
     Created(Result<i64, String>),
     /// A read failed.
     LoadFailed(String),
+    /// The agents that fail `agents check` here (checked once when the board opens).
+    AgentProblems(super::agent_health::Problems),
     /// The playground's agents, log lines and result.
     Playground(super::playground::PlaygroundEvent),
 }
@@ -139,6 +143,12 @@ pub enum Effect {
     Create(NewTask),
     /// Load agents for, or run, the playground.
     Playground(super::playground::PlaygroundEffect),
+    /// Run a program in a task's worktree (the board suspended, or a tmux window).
+    Launch(super::launch::Launch),
+    /// Show a diff through the user's pager (the board suspended).
+    Page(String),
+    /// Put baton's own text (a branch, a path) on the terminal's clipboard.
+    Copy(String),
     /// Ring the bell and post a desktop notification.
     Notify {
         title: String,

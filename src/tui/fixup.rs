@@ -252,7 +252,13 @@ pub fn board_bar(app: &super::app::App) -> super::keymap::Bar {
         .detail
         .as_ref()
         .is_some_and(|d| d.task.id == card.id && paused(&d.task));
-    if paused { Bar::Paused } else { Bar::Board }
+    if paused {
+        Bar::Paused
+    } else if app.board.needs_approval(card) {
+        Bar::Gate
+    } else {
+        Bar::Board
+    }
 }
 
 /// True when the task waits at its breakpoint, before its status's step.
@@ -278,6 +284,17 @@ pub const INTERRUPTED_HINTS: &[Hint] = &[
     hint(&[Action::Diff], "diff", 1),
     hint(&[Action::Help], "help", 2),
     hint(&[Action::Quit], "quit", 2),
+];
+
+/// The board while the selected task waits at a gate for a person: what to press.
+pub const GATE_HINTS: &[Hint] = &[
+    hint(&[Action::Diff], "see the diff", 3),
+    hint(&[Action::Approve], "approve", 4),
+    hint(&[Action::Reject], "reject with a note", 4),
+    hint(&[Action::Shell], "shell", 1),
+    hint(&[Action::Open], "open", 2),
+    hint(&[Action::Help], "help", 3),
+    hint(&[Action::Quit], "quit", 3),
 ];
 
 /// The board while the selected task has finished: nothing to start or approve.

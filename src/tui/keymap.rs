@@ -77,7 +77,7 @@ use Action as A;
 use Ctx::*;
 
 /// Every binding, in help order.
-pub const BINDINGS: &[Binding] = &[
+pub static BINDINGS: &[Binding] = &[
     c(Global, '?', A::Help, "help (this screen)"),
     c(Global, 'q', A::Quit, "quit (asks first while steps run)"),
     ctrl(Global, 'c', A::Quit, "quit"),
@@ -91,6 +91,15 @@ pub const BINDINGS: &[Binding] = &[
         A::ToggleCollapse,
         "collapse done/failed/cancelled",
     ),
+    c(Global, '1', A::Tab(1), "pipeline tab by its number"),
+    c(Global, '2', A::Tab(2), "pipeline tab by its number"),
+    c(Global, '3', A::Tab(3), "pipeline tab by its number"),
+    c(Global, '4', A::Tab(4), "pipeline tab by its number"),
+    c(Global, '5', A::Tab(5), "pipeline tab by its number"),
+    c(Global, '6', A::Tab(6), "pipeline tab by its number"),
+    c(Global, '7', A::Tab(7), "pipeline tab by its number"),
+    c(Global, '8', A::Tab(8), "pipeline tab by its number"),
+    c(Global, '9', A::Tab(9), "pipeline tab by its number"),
     c(Board, 'h', A::Left, "column left"),
     k(Board, KeyCode::Left, A::Left, "column left"),
     c(Board, 'l', A::Right, "column right"),
@@ -121,6 +130,15 @@ pub const BINDINGS: &[Binding] = &[
     c(Task, 'e', A::Edit, "edit title and prompt"),
     c(Task, 'A', A::Archive, "archive a finished task"),
     c(Task, 'D', A::Diff, "diff of the task's worktree"),
+    c(
+        Task,
+        'o',
+        A::Shell,
+        "shell in the task's worktree (in tmux: a new window)",
+    ),
+    c(Task, 'E', A::Editor, "$EDITOR in the task's worktree"),
+    c(Task, 'y', A::CopyBranch, "copy the task's branch"),
+    c(Task, 'Y', A::CopyPath, "copy the task's worktree path"),
     c(Task, 'L', A::FullLog, "full-screen log"),
     c(
         Task,
@@ -264,6 +282,8 @@ pub enum Bar {
     Paused,
     /// The board, its selected task done, failed or cancelled.
     Finished,
+    /// The board, its selected task waiting at a gate for approval.
+    Gate,
     Detail,
     FullLog,
 }
@@ -276,6 +296,7 @@ impl Bar {
             Bar::Interrupted => super::fixup::INTERRUPTED_HINTS,
             Bar::Paused => super::fixup::PAUSED_HINTS,
             Bar::Finished => super::fixup::FINISHED_HINTS,
+            Bar::Gate => super::fixup::GATE_HINTS,
             Bar::Detail => DETAIL_HINTS,
             Bar::FullLog => FULL_LOG_HINTS,
         }
@@ -284,7 +305,7 @@ impl Bar {
     /// Where this bar's keys are looked up, in the order key handling tries them.
     fn lookup(self) -> (&'static [Binding], &'static [Ctx]) {
         match self {
-            Bar::Board | Bar::Interrupted | Bar::Paused | Bar::Finished => {
+            Bar::Board | Bar::Interrupted | Bar::Paused | Bar::Finished | Bar::Gate => {
                 (BINDINGS, &[Board, Task, Global])
             }
             Bar::Detail => (BINDINGS, &[Log, Detail, Task, Global]),
@@ -394,21 +415,31 @@ pub fn help_sections() -> Vec<(Ctx, Vec<(String, &'static str)>)> {
 pub fn help_sections_for(table: &[Binding]) -> Vec<(Ctx, Vec<(String, &'static str)>)> {
     let mut out: Vec<(Ctx, Vec<(String, &'static str)>)> = Vec::new();
     let mut seen: Vec<(Ctx, Action)> = Vec::new();
+    // The number keys share one row.
+    let row_of = |a: Action| match a {
+        A::Tab(_) => A::Tab(0),
+        a => a,
+    };
     for b in table
         .iter()
         .chain(FULL_LOG.iter().filter(|b| b.action == A::NextMatch))
     {
-        if seen.contains(&(b.ctx, b.action)) {
+        if seen.contains(&(b.ctx, row_of(b.action))) {
             continue;
         }
-        seen.push((b.ctx, b.action));
+        seen.push((b.ctx, row_of(b.action)));
         let keys: Vec<String> = table
             .iter()
             .chain(FULL_LOG.iter().filter(|b| b.action == A::NextMatch))
-            .filter(|o| o.ctx == b.ctx && o.action == b.action)
+            .filter(|o| o.ctx == b.ctx && row_of(o.action) == row_of(b.action))
             .map(key_name)
             .collect();
-        let row = (keys.join(" "), b.desc);
+        // The nine number keys read as one range.
+        let keys = match b.action {
+            A::Tab(_) if keys.len() > 2 => format!("{}…{}", keys[0], keys[keys.len() - 1]),
+            _ => keys.join(" "),
+        };
+        let row = (keys, b.desc);
         match out.iter_mut().find(|(c, _)| *c == b.ctx) {
             Some((_, rows)) => rows.push(row),
             None => out.push((b.ctx, vec![row])),

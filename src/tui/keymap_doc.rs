@@ -53,8 +53,56 @@ pub fn markdown() -> String {
         }
         md.push_str(&format!("| `{name}` | {} |\n", code_list(&keys.join(" "))));
     }
+    md.push_str(COMMANDS);
     md
 }
+
+/// `[[command]]` and `[board]` in `keys.toml`.
+const COMMANDS: &str = r#"
+## From a card to its code
+
+`o` opens a shell (`$SHELL`) in the selected task's worktree: inside tmux in a new window
+there (`tmux new-window -c`), elsewhere in the foreground with the board suspended until the
+shell exits. `E` opens `$VISUAL` (else `$EDITOR`, else `vi`) on the worktree, the board
+suspended. `baton shell ID` does what `o` does from the command line (`--here` keeps it in
+the current tmux pane). `y` and `Y` copy the task's branch and worktree path to the
+clipboard with OSC 52 (inside tmux through its passthrough, which needs
+`set -g allow-passthrough on`); only those words are ever copied, never step output.
+
+`D` shows the task's diff through your git pager when one is set (`GIT_PAGER`, else
+`git config core.pager`, e.g. `delta`), with the board suspended until you quit it;
+`baton diff` pages the same way on a terminal (`GIT_PAGER=cat` turns it off).
+
+### Your own commands: `[[command]]`
+
+Like lazygit's custom commands or k9s's plugins, `keys.toml` can bind a key (on the board
+and in the detail pane) to a program run in the selected task's worktree, the board
+suspended until it exits:
+
+```toml
+[[command]]
+key = "G"
+run = ["lazygit"]
+description = "lazygit in the worktree"
+
+[[command]]
+key = "ctrl+o"
+run = ["code", "{{worktree}}"]
+```
+
+`run` is the program and its arguments. `{{worktree}}`, `{{branch}}` and `{{id}}` are
+replaced inside each argument, which stays one argument: no shell reads it. To use a shell,
+pass the values as its arguments: `run = ["sh", "-c", "git log "$1"", "sh", "{{branch}}"]`.
+A command whose key a default binding had takes it, with a warning when the board opens.
+
+### Board settings: `[board]`
+
+```toml
+[board]
+mouse = true     # the mouse wheel scrolls the log and the cards (off by default)
+diff = "popup"   # keep `D` in a popup even when git has a pager ("pager" is the default)
+```
+"#;
 
 /// `h ←` → `` `h` `←` ``, with `|` escaped for tables.
 fn code_list(keys: &str) -> String {

@@ -76,6 +76,26 @@ impl App {
         }
     }
 
+    /// The mouse wheel: scrolls the log in the detail pane and the full-screen log, moves
+    /// through the cards on the board; popups and forms ignore it.
+    pub(super) fn on_wheel(&mut self, delta: i8) {
+        let down = delta > 0;
+        let log = matches!(self.modals.last(), Some(Modal::FullLog))
+            || (self.modals.is_empty() && self.focus == Focus::Detail);
+        if log {
+            // Three lines a notch, as terminals scroll.
+            for _ in 0..3 {
+                self.act(if down {
+                    Action::ScrollDown
+                } else {
+                    Action::ScrollUp
+                });
+            }
+        } else if self.modals.is_empty() && !self.too_small() {
+            self.act(if down { Action::Down } else { Action::Up });
+        }
+    }
+
     /// Keys while the screen is too small to show what they would act on: only quitting
     /// (and answering its question, which the small screen shows) is allowed.
     fn small_key(&mut self, key: KeyEvent) {
@@ -168,6 +188,17 @@ impl App {
                 }
             }
             Action::Help => self.modals.push(Modal::Help { scroll: 0 }),
+            Action::Tab(n) => {
+                if self.board.go_to_tab(usize::from(n), width) {
+                    self.focus = Focus::Board;
+                    self.selection_changed(before);
+                } else {
+                    self.say(
+                        format!("there is no pipeline tab {n} — [ and ] go through them"),
+                        true,
+                    );
+                }
+            }
             Action::PrevTab | Action::NextTab => {
                 let delta = if action == Action::NextTab { 1 } else { -1 };
                 self.board.switch_tab(delta, width);
@@ -324,6 +355,11 @@ impl App {
             Action::Continue => self.effect(send(EngineAction::Continue)),
             Action::Archive => self.effect(send(EngineAction::Archive)),
             Action::Breakpoint | Action::Rerun | Action::Edit => self.fixup_layer(action, target),
+            Action::Shell
+            | Action::Editor
+            | Action::CopyBranch
+            | Action::CopyPath
+            | Action::Custom(_) => self.launch_action(action),
             _ => {}
         }
     }

@@ -6,6 +6,7 @@
 
 use super::action::Action;
 use super::keymap::{BINDINGS, Binding, key_name};
+use super::settings::BoardSettings;
 use crossterm::event::{KeyCode, KeyModifiers};
 use std::path::{Path, PathBuf};
 
@@ -22,6 +23,8 @@ pub fn action_names() -> Vec<(String, Action)> {
 
 fn snake(camel: &str) -> String {
     let mut s = String::new();
+    // `Tab(3)` is written `tab_3`.
+    let camel = camel.replace('(', "_").replace(')', "");
     for (i, ch) in camel.chars().enumerate() {
         if ch.is_uppercase() && i > 0 {
             s.push('_');
@@ -83,6 +86,10 @@ pub fn apply(table: &[Binding], file: &str, text: &str) -> (Vec<Binding>, Vec<St
     };
     let names = action_names();
     for (name, value) in doc {
+        // The board's settings and commands (`settings`), not bindings.
+        if name == "board" || name == "command" {
+            continue;
+        }
         let Some(action) = names.iter().find(|(n, _)| *n == name).map(|(_, a)| *a) else {
             warnings.push(format!(
                 "{file}: unknown action `{name}` is ignored (see docs/keymap.md for the names)"
@@ -163,7 +170,15 @@ pub fn files(workspace_dir: Option<&Path>) -> Vec<PathBuf> {
 
 /// Reads the keys files that exist and applies them over the defaults.
 pub fn load(workspace_dir: Option<&Path>) -> (Vec<Binding>, Vec<String>) {
+    let (table, _, warnings) = load_all(workspace_dir);
+    (table, warnings)
+}
+
+/// The bindings, the board's settings (`[board]`, `[[command]]`) and the warnings of the
+/// keys files that exist.
+pub fn load_all(workspace_dir: Option<&Path>) -> (Vec<Binding>, BoardSettings, Vec<String>) {
     let mut table = BINDINGS.to_vec();
+    let mut settings = BoardSettings::default();
     let mut warnings = Vec::new();
     for path in files(workspace_dir) {
         let text = match std::fs::read_to_string(&path) {
@@ -174,11 +189,20 @@ pub fn load(workspace_dir: Option<&Path>) -> (Vec<Binding>, Vec<String>) {
                 continue;
             }
         };
-        let (next, w) = apply(&table, &path.display().to_string(), &text);
+        let file = path.display().to_string();
+        let (next, w) = apply(&table, &file, &text);
         table = next;
         warnings.extend(w);
+        if let Ok(doc) = toml::from_str::<toml::Table>(&text) {
+            warnings.extend(super::settings::apply(
+                &mut table,
+                &mut settings,
+                &file,
+                &doc,
+            ));
+        }
     }
-    (table, warnings)
+    (table, settings, warnings)
 }
 
 #[cfg(test)]

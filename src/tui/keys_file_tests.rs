@@ -13,11 +13,11 @@ fn an_action_gets_its_new_keys_and_loses_the_old_ones() {
     let (table, warnings) = apply(
         BINDINGS,
         "keys.toml",
-        "approve = \"Y\"\nquit = [\"q\", \"ctrl+q\"]\n",
+        "approve = \"P\"\nquit = [\"q\", \"ctrl+q\"]\n",
     );
     assert!(warnings.is_empty(), "{warnings:?}");
     let task = [Ctx::Board, Ctx::Task, Ctx::Global];
-    assert_eq!(lookup(&table, &task, &key('Y')), Some(Action::Approve));
+    assert_eq!(lookup(&table, &task, &key('P')), Some(Action::Approve));
     assert_eq!(lookup(&table, &task, &key('a')), None);
     let ctrl_q = KeyEvent::new(KeyCode::Char('q'), KeyModifiers::CONTROL);
     assert_eq!(lookup(&table, &task, &ctrl_q), Some(Action::Quit));
@@ -28,7 +28,7 @@ fn an_action_gets_its_new_keys_and_loses_the_old_ones() {
     // The help screen shows the result.
     let help = help_sections_for(&table);
     let rows = &help.iter().find(|(c, _)| *c == Ctx::Task).unwrap().1;
-    assert!(rows.contains(&("Y".to_string(), "approve")), "{rows:?}");
+    assert!(rows.contains(&("P".to_string(), "approve")), "{rows:?}");
     let global = &help.iter().find(|(c, _)| *c == Ctx::Global).unwrap().1;
     assert!(global.iter().any(|(k, _)| k == "q ctrl+q"), "{global:?}");
 }

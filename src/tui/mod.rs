@@ -7,6 +7,7 @@
 //! `notify`, `theme`, `logging`, `demo`.
 
 pub mod action;
+pub mod agent_health;
 pub mod app;
 pub mod board;
 pub mod demo;
@@ -18,14 +19,18 @@ pub mod keymap;
 pub mod keymap_doc;
 mod keys;
 pub mod keys_file;
+pub mod launch;
 pub mod loader;
 mod logging;
 pub mod logview;
 pub mod modal;
 pub mod notify;
+pub mod pager;
 pub mod playground;
 pub mod playground_run;
 mod runner;
+pub mod settings;
+pub mod suspend;
 pub mod terminal;
 pub mod theme;
 pub mod ui;

@@ -27,6 +27,8 @@ pub struct AgentChoice {
     pub backend: String,
     /// Its display name.
     pub name: String,
+    /// Why it cannot run here (`agents check`), when it cannot.
+    pub problem: Option<String>,
 }
 
 /// Work the playground asks the driver to do.
@@ -211,8 +213,14 @@ impl PlaygroundView {
     fn apply(&mut self, ev: PlaygroundEvent) -> bool {
         match ev {
             PlaygroundEvent::Agents(list) => {
-                if let (Ok(list), Some(w)) = (&list, &self.wanted) {
-                    self.cursor = list.iter().position(|a| &a.id == w).unwrap_or(0);
+                if let Ok(list) = &list {
+                    // The wanted agent when it works, else the first that works.
+                    let works = |a: &AgentChoice| a.problem.is_none();
+                    let wanted = self
+                        .wanted
+                        .as_ref()
+                        .and_then(|w| list.iter().position(|a| &a.id == w && works(a)));
+                    self.cursor = wanted.or_else(|| list.iter().position(works)).unwrap_or(0);
                 }
                 self.agents = Some(list);
                 true
@@ -377,6 +385,15 @@ impl App {
 
     /// Hands an event to the open playground; true when the screen changed.
     pub(super) fn on_playground(&mut self, ev: PlaygroundEvent) -> bool {
+        let ev = match ev {
+            PlaygroundEvent::Agents(Ok(mut list)) => {
+                for a in &mut list {
+                    a.problem = self.agent_problems.get(&a.id).cloned();
+                }
+                PlaygroundEvent::Agents(Ok(list))
+            }
+            other => other,
+        };
         match self.modals.iter_mut().rev().find_map(|m| match m {
             Modal::Playground(v) => Some(v),
             _ => None,

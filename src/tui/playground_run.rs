@@ -23,6 +23,7 @@ pub fn perform(effect: PlaygroundEffect, ws: &Workspace, tx: &UnboundedSender<Ap
                         id: p.id.clone(),
                         backend: p.backend.as_str().to_string(),
                         name: p.name.clone(),
+                        problem: None,
                     })
                     .collect();
                 let _ = tx.send(AppEvent::Playground(PlaygroundEvent::Agents(Ok(list))));

@@ -6,13 +6,14 @@ use super::app::{App, Mode};
 use super::event::{AppEvent, Effect, NewTask};
 use super::loader::{LoadReq, Loader};
 use super::notify;
+use super::suspend::{INPUT_POLL, InputGate};
 use super::terminal::Screen;
 use super::theme::Theme;
 use super::ui;
 use crate::engine::client::{self, Change, Client};
 use crate::store::now_ms;
 use crate::workspace::Workspace;
-use crossterm::event::{Event, KeyEventKind};
+use crossterm::event::{Event, KeyEventKind, MouseEventKind};
 use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,15 +43,32 @@ pub fn run(ws: &Workspace) -> Result<(), String> {
     out
 }
 
-/// Reads terminal input on its own thread (blocking reads: no polling while idle).
-fn spawn_input(tx: UnboundedSender<AppEvent>) {
+/// Reads terminal input on its own thread. It waits for input a short while at a time and
+/// passes `gate` between waits, so the board can hand the terminal to a shell or an editor
+/// without this thread taking their keys.
+fn spawn_input(tx: UnboundedSender<AppEvent>, gate: Arc<InputGate>) {
     let _ = std::thread::Builder::new()
         .name("baton-input".into())
         .spawn(move || {
             loop {
+                gate.pass();
+                match crossterm::event::poll(INPUT_POLL) {
+                    Ok(true) => {}
+                    Ok(false) => continue,
+                    Err(e) => {
+                        tracing::error!("reading the terminal failed: {e}");
+                        return;
+                    }
+                }
                 let ev = match crossterm::event::read() {
                     Ok(Event::Key(k)) if k.kind != KeyEventKind::Release => AppEvent::Key(k),
                     Ok(Event::Resize(w, h)) => AppEvent::Resize(w, h),
+                    // Only sent while `[board] mouse = true` turned mouse reporting on.
+                    Ok(Event::Mouse(m)) => match m.kind {
+                        MouseEventKind::ScrollUp => AppEvent::Wheel(-1),
+                        MouseEventKind::ScrollDown => AppEvent::Wheel(1),
+                        _ => continue,
+                    },
                     Ok(_) => continue,
                     Err(e) => {
                         tracing::error!("reading the terminal failed: {e}");
@@ -81,19 +99,37 @@ async fn main_loop(ws: &Workspace) -> Result<(), String> {
     .map_err(|e| tracing::warn!("{e}; edits to pipelines apply when baton starts again"))
     .ok();
     let mut screen = Screen::enter().map_err(|e| format!("cannot set up the terminal: {e}"))?;
-    spawn_input(tx.clone());
+    let gate = Arc::new(InputGate::default());
+    spawn_input(tx.clone(), gate.clone());
     let size = screen
         .terminal
         .size()
         .map_err(|e| format!("cannot read the terminal size: {e}"))?;
     let mut app = App::new(Theme::from_env(), mode(&engine), (size.width, size.height));
     app.now_ms = now_ms();
-    let (keys, key_warnings) = super::keys_file::load(Some(&ws.dir()));
+    let (keys, mut settings, key_warnings) = super::keys_file::load_all(Some(&ws.dir()));
     super::keymap::install(keys);
+    settings.pager = super::settings::git_pager(ws.root());
+    screen.mouse = settings.mouse;
+    if settings.mouse
+        && let Err(e) = screen.capture_mouse()
+    {
+        tracing::warn!("mouse reporting could not be turned on: {e}");
+    }
+    app.settings = settings;
     if !key_warnings.is_empty() {
         app.say(key_warnings.join("; "), true);
     }
     let tmux = notify::in_tmux();
+    let health = tx.clone();
+    let agents_dir = ws.agents_dir();
+    tokio::spawn(async move {
+        let problems = super::agent_health::check_all(agents_dir).await;
+        let _ = health.send(AppEvent::AgentProblems(problems));
+    });
+    // Ctrl+C reaches this process too while a shell or editor has the terminal: it is the
+    // program's to handle, not a reason to drop the board.
+    let _interrupt = signal(SignalKind::interrupt());
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
     let mut dirty = true;
@@ -104,7 +140,25 @@ async fn main_loop(ws: &Workspace) -> Result<(), String> {
     let mut terminate = signal(SignalKind::terminate());
     loop {
         for effect in app.take_effects() {
-            perform(effect, ws, &engine, &loader, &tx, tmux);
+            match effect {
+                Effect::Launch(launch) => {
+                    let said = super::suspend::launch(&mut screen, &gate, &launch, tmux);
+                    say(&mut app, said);
+                    dirty = true;
+                }
+                Effect::Page(text) => {
+                    if let Some(pager) = app.settings.pager.clone() {
+                        let said = super::suspend::suspended(&mut screen, &gate, || {
+                            super::pager::page(&pager, &text)
+                        });
+                        if let Err(e) = said {
+                            app.say(e, true);
+                        }
+                    }
+                    dirty = true;
+                }
+                other => perform(other, ws, &engine, &loader, &tx, tmux),
+            }
         }
         if app.quit {
             break;
@@ -149,6 +203,14 @@ async fn main_loop(ws: &Workspace) -> Result<(), String> {
     Ok(())
 }
 
+/// Shows a launch's result in the status line.
+fn say(app: &mut App, said: Result<String, String>) {
+    match said {
+        Ok(text) => app.say(text, false),
+        Err(text) => app.say(text, true),
+    }
+}
+
 /// Waits for a signal; never resolves when the handler could not be installed.
 async fn recv(sig: &mut std::io::Result<Signal>) {
     match sig {
@@ -190,6 +252,13 @@ fn perform(
         }
         Effect::Create(new) => create(engine.clone(), new, tx.clone()),
         Effect::Playground(p) => super::playground_run::perform(p, ws, tx),
+        // Handled by the loop, which owns the screen.
+        Effect::Launch(_) | Effect::Page(_) => {}
+        Effect::Copy(text) => {
+            let mut out = std::io::stdout();
+            let _ = out.write_all(super::launch::osc52(&text, tmux).as_bytes());
+            let _ = out.flush();
+        }
         Effect::Notify { title, body } => {
             let mut out = std::io::stdout();
             let _ = out.write_all(notify::sequence(&title, &body, tmux).as_bytes());

@@ -3,6 +3,7 @@
 //! is printed.
 
 use crossterm::cursor::Show;
+use crossterm::event::{DisableMouseCapture, EnableMouseCapture};
 use crossterm::execute;
 use crossterm::terminal::{
     EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
@@ -15,12 +16,15 @@ use std::sync::Once;
 /// The terminal in full-screen mode; restores it when dropped.
 pub struct Screen {
     pub terminal: Terminal<CrosstermBackend<Stdout>>,
+    /// Mouse reporting is on (`[board] mouse = true`), and goes back on after a suspension.
+    pub mouse: bool,
 }
 
 /// Puts the terminal back as it was. Safe to call more than once.
 pub fn restore() {
     let _ = disable_raw_mode();
-    let _ = execute!(stdout(), LeaveAlternateScreen, Show);
+    // Turning mouse reporting off when it was never on is harmless.
+    let _ = execute!(stdout(), DisableMouseCapture, LeaveAlternateScreen, Show);
 }
 
 fn install_panic_hook() {
@@ -51,10 +55,34 @@ impl Screen {
                 return Err(e);
             }
         };
-        let mut screen = Self { terminal };
+        let mut screen = Self {
+            terminal,
+            mouse: false,
+        };
         let _ = screen.terminal.hide_cursor();
         let _ = screen.terminal.clear();
         Ok(screen)
+    }
+}
+
+impl Screen {
+    /// Takes the terminal back after another program had it: raw mode, alternate screen,
+    /// and a cleared buffer so the next frame draws everything.
+    pub fn resume(&mut self) -> std::io::Result<()> {
+        enable_raw_mode()?;
+        execute!(stdout(), EnterAlternateScreen)?;
+        if self.mouse {
+            self.capture_mouse()?;
+        }
+        self.terminal.hide_cursor()?;
+        self.terminal.clear()
+    }
+}
+
+impl Screen {
+    /// Turns mouse reporting on (the wheel reaches the board as events).
+    pub fn capture_mouse(&mut self) -> std::io::Result<()> {
+        execute!(stdout(), EnableMouseCapture)
     }
 }
 

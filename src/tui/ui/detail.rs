@@ -138,13 +138,9 @@ fn symbol(s: &StepRun) -> &'static str {
 fn render_left(f: &mut Frame, area: Rect, app: &App, d: &TaskDetail) {
     let t = &app.theme;
     let w = area.width.saturating_sub(1) as usize;
-    // The step list: the runs, then the statuses still ahead in this run.
-    let mut steps: Vec<Line> = d
-        .steps
-        .iter()
-        .enumerate()
-        .map(|(i, s)| step_line(app, s, i, w))
-        .collect();
+    // The step list: the runs (a rule before each new one), then the statuses still ahead
+    // in this run, the breakpoint's marked.
+    let (mut steps, selected_row) = step_rows(app, d, w);
     if let Some(p) = app
         .board
         .pipelines
@@ -153,14 +149,35 @@ fn render_left(f: &mut Frame, area: Rect, app: &App, d: &TaskDetail) {
     {
         let here = p.index_of(&d.task.status).unwrap_or(0);
         let run = d.task.run_id.unwrap_or_default();
-        for s in p.statuses.iter().skip(here + 1) {
+        // A task paused at its breakpoint has not run the step of its own status yet.
+        let from = if crate::tui::fixup::paused(&d.task) {
+            here
+        } else {
+            here + 1
+        };
+        for s in p.statuses.iter().skip(from) {
             let ran = d.steps.iter().any(|r| r.run_id == run && r.status == s.id);
-            if s.kind == StatusKind::Step && !ran {
+            if s.kind != StatusKind::Step || ran {
+                continue;
+            }
+            if d.task.breakpoint.as_deref() == Some(s.id.as_str()) {
+                let text = truncate(&format!("⏸ {} · breakpoint", s.id), w);
+                steps.push(Line::styled(text, t.attention()));
+            } else {
                 steps.push(Line::styled(format!("○ {}", s.id), t.dim()));
             }
         }
     }
     let mut after = Vec::new();
+    for (agent, why) in app.agent_problems(&d.task.pipeline_id) {
+        let text = format!("⚠ agent {agent} cannot run here: {why}");
+        let text = crate::ansi::strip(&text).into_owned();
+        after.extend(
+            wrap(&text, w, 3)
+                .into_iter()
+                .map(|l| Line::styled(l, t.attention())),
+        );
+    }
     if let Some(step) = app.shown_step() {
         if let Some(e) = &step.error {
             after.push(Line::styled(truncate(e, w), t.error()));
@@ -190,7 +207,7 @@ fn render_left(f: &mut Frame, area: Rect, app: &App, d: &TaskDetail) {
     let height = area.height as usize;
     let rest = 1 + after.len() + hist.len().min(3);
     let cap = height.saturating_sub(rest).max(steps.len().min(3));
-    let first = window(steps.len(), app.step, cap);
+    let first = window(steps.len(), selected_row, cap);
     let below = steps.len().saturating_sub(first + cap);
     let mut title = vec![Span::styled("Steps", t.title())];
     if first > 0 {
@@ -206,6 +223,49 @@ fn render_left(f: &mut Frame, area: Rect, app: &App, d: &TaskDetail) {
     let skip = hist.len().saturating_sub(room);
     lines.extend(hist.into_iter().skip(skip));
     f.render_widget(Paragraph::new(lines), area);
+}
+
+/// `text` cut into at most `max` rows of `w` characters, the last ending in `…` when
+/// more was left.
+fn wrap(text: &str, w: usize, max: usize) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let w = w.max(1);
+    let mut rows: Vec<String> = chars.chunks(w).map(|c| c.iter().collect()).collect();
+    if rows.len() > max {
+        rows.truncate(max);
+        if let Some(last) = rows.last_mut() {
+            *last = truncate(&format!("{last}…"), w);
+        }
+    }
+    rows
+}
+
+/// The rows of the steps that ran, a rule starting each run after the first, and the row
+/// of the shown step.
+fn step_rows(app: &App, d: &TaskDetail, w: usize) -> (Vec<Line<'static>>, Option<usize>) {
+    let mut rows = Vec::new();
+    let mut selected = None;
+    let mut runs = 0;
+    let mut last_run = None;
+    for (i, s) in d.steps.iter().enumerate() {
+        if last_run != Some(s.run_id) {
+            runs += 1;
+            if last_run.is_some() {
+                let rule = format!("── run {runs} ");
+                let fill = w.saturating_sub(rule.chars().count());
+                rows.push(Line::styled(
+                    format!("{rule}{}", "─".repeat(fill)),
+                    app.theme.dim(),
+                ));
+            }
+            last_run = Some(s.run_id);
+        }
+        if Some(i) == app.step {
+            selected = Some(rows.len());
+        }
+        rows.push(step_line(app, s, i, w));
+    }
+    (rows, selected)
 }
 
 /// The first of `cap` rows out of `len` to show so that row `selected` is visible: the

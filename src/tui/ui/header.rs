@@ -21,7 +21,16 @@ pub fn render_header(f: &mut Frame, area: Rect, app: &App) {
             t.dim()
         };
         spans.push(Span::raw(" "));
-        spans.push(Span::styled(format!(" {} ", one_line(&p.name)), style));
+        // A tab whose steps use an agent that cannot run here says so before it fails.
+        let warn = if app.agent_problems(&p.id).is_empty() {
+            ""
+        } else {
+            "⚠ "
+        };
+        spans.push(Span::styled(
+            format!(" {warn}{} ", one_line(&p.name)),
+            style,
+        ));
     }
     let left_w: usize = spans.iter().map(Span::width).sum();
     // The counts and the engine mode win over the tabs: shorter forms first, then the

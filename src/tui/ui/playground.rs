@@ -68,15 +68,22 @@ fn form(f: &mut Frame, area: Rect, app: &App, view: &PlaygroundView) {
                 .take(LIST_ROWS)
                 .map(|(i, c)| {
                     let picked = i == view.cursor;
+                    // The name and the reason come from profile files: repository content.
+                    let what = match &c.problem {
+                        Some(why) => format!("⚠ {}", crate::ansi::strip(why)),
+                        None => crate::ansi::strip(&c.name).into_owned(),
+                    };
                     let text = format!(
-                        "{} {:<id_w$}  {:<12} {}",
+                        "{} {:<id_w$}  {:<12} {what}",
                         if picked { "›" } else { " " },
                         c.id,
                         c.backend,
-                        // The name comes from a profile file: repository content.
-                        crate::ansi::strip(&c.name)
                     );
-                    let style = if picked { t.selected() } else { t.text() };
+                    let style = match (picked, &c.problem) {
+                        (true, _) => t.selected(),
+                        (false, Some(_)) => t.attention(),
+                        (false, None) => t.text(),
+                    };
                     Line::styled(truncate(&text, list.width as usize), style)
                 })
                 .collect()

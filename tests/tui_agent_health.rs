@@ -1,0 +1,85 @@
+//! Agents that fail `agents check` are marked before a step fails on them: ⚠ on the tab, the
+//! reason in the detail pane, and in the playground's list, which preselects one that
+//! works. Snapshots at 80×24 and 120×36.
+
+mod tui_support;
+
+use baton::tui::event::AppEvent;
+use baton::tui::playground::{AgentChoice, PlaygroundEvent};
+use crossterm::event::KeyCode;
+use insta::assert_snapshot;
+use tui_support::*;
+
+const WHY: &str = "`claude` is not on PATH — install it (npm i -g @anthropic-ai/claude-code)";
+
+fn marked(w: u16, h: u16) -> Harness {
+    let mut h = Harness::new(w, h);
+    let mut problems = std::collections::HashMap::new();
+    problems.insert("demo-coder".to_string(), WHY.to_string());
+    h.event(AppEvent::AgentProblems(problems));
+    let (detail, log) = running_detail();
+    h.select(2);
+    h.serve(&detail, &log);
+    h
+}
+
+#[test]
+fn the_tab_and_the_detail_pane_name_the_failing_agent_120x36() {
+    let mut h = marked(120, 36);
+    let screen = h.screen();
+    assert!(screen.contains("⚠ Demo"), "{screen}");
+    assert!(
+        screen.contains("⚠ agent demo-coder cannot run here"),
+        "{screen}"
+    );
+    assert_snapshot!(screen);
+}
+
+#[test]
+fn the_tab_and_the_detail_pane_name_the_failing_agent_80x24() {
+    let mut h = marked(80, 24);
+    assert_snapshot!(h.screen());
+}
+
+fn choice(id: &str, problem: Option<&str>) -> AgentChoice {
+    AgentChoice {
+        id: id.into(),
+        backend: "claude".into(),
+        name: format!("{id} profile"),
+        problem: problem.map(String::from),
+    }
+}
+
+#[test]
+fn the_playground_marks_failing_agents_and_preselects_one_that_works() {
+    let mut h = marked(120, 36);
+    // Task 2 runs `build`, whose agent (demo-coder) is the failing one.
+    h.key(KeyCode::Char('p'));
+    let list = vec![
+        choice("coder", None),
+        choice("demo-coder", None),
+        choice("reviewer", None),
+    ];
+    h.event(AppEvent::Playground(PlaygroundEvent::Agents(Ok(list))));
+    let view = h
+        .app
+        .modals
+        .iter()
+        .find_map(|m| match m {
+            baton::tui::modal::Modal::Playground(v) => Some(v),
+            _ => None,
+        })
+        .expect("playground");
+    assert_eq!(view.choices()[1].problem.as_deref(), Some(WHY));
+    assert_eq!(view.cursor, 0, "the first agent that works, not demo-coder");
+    assert_snapshot!(h.screen());
+}
+
+#[test]
+fn the_playground_at_80x24() {
+    let mut h = marked(80, 24);
+    h.key(KeyCode::Char('p'));
+    let list = vec![choice("demo-coder", None), choice("coder", None)];
+    h.event(AppEvent::Playground(PlaygroundEvent::Agents(Ok(list))));
+    assert_snapshot!(h.screen());
+}

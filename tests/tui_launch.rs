@@ -1,0 +1,228 @@
+//! End to end in tmux: from a card to its code. `o` opens a tmux window in the task's
+//! worktree; a `keys.toml` command runs there with `{{…}}` filled in as arguments and the
+//! board comes back after it; `baton shell ID` opens the same window from the CLI. Waits
+//! poll tmux for an observable condition, with a deadline.
+
+mod common;
+use common::Ws;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const PIPELINE: &str = r#"{"id": "g", "name": "Git",
+  "statuses": [
+    {"id": "todo", "kind": "queue"},
+    {"id": "code", "step": {"script": "echo change > change.txt"}},
+    {"id": "review", "kind": "gate"},
+    {"id": "done", "kind": "done"},
+    {"id": "failed", "kind": "failed"},
+    {"id": "cancelled", "kind": "cancelled"}
+  ]
+}"#;
+
+/// A git workspace whose task 1 waits at review with a worktree; returns it and the
+/// worktree's path.
+fn task_at_review() -> (Ws, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    common::git_init(&dir.path().join("repo"));
+    let ws = Ws::at(dir, "repo");
+    ws.baton(&["init"]).assert().success();
+    ws.config("worktree_root = \"../worktrees\"\n");
+    ws.pipeline("g.json", PIPELINE);
+    let out = ws
+        .baton(&["run", "g", "--title", "it's a \"task\"; x", "--wait"])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let (_, wt) = branch_and_worktree(&ws);
+    (ws, std::fs::canonicalize(wt).expect("worktree exists"))
+}
+
+/// Task 1's branch and worktree, from `baton show 1`.
+fn branch_and_worktree(ws: &Ws) -> (String, String) {
+    let shown = ws.ok(&["show", "1"]);
+    let line = shown
+        .lines()
+        .find(|l| l.starts_with("branch "))
+        .unwrap_or_else(|| panic!("no branch line in:\n{shown}"));
+    let (branch, rest) = line["branch ".len()..].split_once(' ').expect("branch");
+    let (_, wt) = rest.split_once("· worktree ").expect("worktree");
+    (branch.to_string(), wt.to_string())
+}
+
+struct Tmux(String);
+
+impl Tmux {
+    /// A tmux server of its own running `cmd` in window 0 of session `t`.
+    fn start(name: &str, cmd: &str) -> Self {
+        let me = Self(format!("baton-launch-{name}-{}", std::process::id()));
+        me.run(&[
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            "t",
+            "-x",
+            "120",
+            "-y",
+            "36",
+            cmd,
+        ]);
+        me
+    }
+
+    fn run(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .args(["-L", &self.0])
+            .args(args)
+            .output()
+            .expect("tmux is installed");
+        assert!(out.status.success(), "tmux {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn screen(&self) -> String {
+        self.run(&["capture-pane", "-p", "-t", "t:0"])
+    }
+
+    /// Polls `probe` until `ok` holds (at most 30 s); returns what satisfied it.
+    fn wait(&self, what: &str, probe: impl Fn() -> String, ok: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let seen = probe();
+            if ok(&seen) {
+                return seen;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; saw:\n{seen}\nscreen:\n{}",
+                self.screen()
+            );
+            // Polling another process's screen: there is no event to wait on.
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// `window_index pane_current_path` of every window.
+    fn windows(&self) -> String {
+        self.run(&[
+            "list-windows",
+            "-t",
+            "t",
+            "-F",
+            "#{window_index} #{pane_current_path}",
+        ])
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.0, "kill-server"])
+            .output();
+    }
+}
+
+/// The board on `ws` in tmux, with a plain shell as `$SHELL` and test config folders.
+fn board(name: &str, ws: &Ws) -> Tmux {
+    let bin = env!("CARGO_BIN_EXE_baton");
+    let cmd = format!(
+        "cd '{}' && env XDG_CONFIG_HOME='{}' SHELL=/bin/sh {bin}",
+        ws.root().display(),
+        ws.dir.path().join("xdg").display()
+    );
+    let tmux = Tmux::start(name, &cmd);
+    // The task's detail has loaded once its step shows in the step list.
+    tmux.wait(
+        "the board with the task's steps",
+        || tmux.screen(),
+        |s| s.contains("#1 ") && s.contains("code"),
+    );
+    tmux
+}
+
+fn canon(p: &str) -> PathBuf {
+    std::fs::canonicalize(p.trim()).unwrap_or_else(|_| Path::new(p.trim()).to_path_buf())
+}
+
+#[test]
+fn o_opens_a_tmux_window_in_the_tasks_worktree() {
+    let (ws, wt) = task_at_review();
+    let tmux = board("o", &ws);
+    tmux.run(&["send-keys", "-t", "t:0", "o"]);
+    let windows = tmux.wait(
+        "a second window",
+        || tmux.windows(),
+        |w| w.lines().count() == 2,
+    );
+    let second = windows.lines().nth(1).expect("two windows");
+    let (_, path) = second.split_once(' ').expect("index and path");
+    assert_eq!(canon(path), wt, "{windows}");
+    tmux.wait(
+        "the status line",
+        || tmux.screen(),
+        |s| s.contains("opened a tmux window in"),
+    );
+}
+
+#[test]
+fn a_keys_toml_command_runs_in_the_worktree_and_the_board_comes_back() {
+    let (ws, wt) = task_at_review();
+    let xdg = ws.dir.path().join("xdg/baton");
+    std::fs::create_dir_all(&xdg).expect("config folder");
+    // `sh -c` reads only its own script; the values arrive as its arguments.
+    std::fs::write(
+        xdg.join("keys.toml"),
+        "[[command]]\nkey = \"G\"\nrun = [\"sh\", \"-c\", \"pwd > ran; printf '%s\\\\n' \\\"$@\\\" >> ran\", \"sh\", \"{{id}}\", \"{{branch}}\"]\ndescription = \"record\"\n",
+    )
+    .expect("keys.toml");
+    let tmux = board("cmd", &ws);
+    tmux.run(&["send-keys", "-t", "t:0", "G"]);
+    let ran = wt.join("ran");
+    tmux.wait(
+        "the command's file",
+        || std::fs::read_to_string(&ran).unwrap_or_default(),
+        |t| t.lines().count() == 3,
+    );
+    let text = std::fs::read_to_string(&ran).expect("ran");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(canon(lines[0]), wt);
+    assert_eq!(lines[1], "1");
+    let (branch, _) = branch_and_worktree(&ws);
+    assert_eq!(lines[2], branch);
+    // The board takes the terminal back and says how the command ended.
+    tmux.wait(
+        "the board again",
+        || tmux.screen(),
+        |s| s.contains("back from sh") && s.contains("#1 "),
+    );
+}
+
+#[test]
+fn baton_shell_opens_the_same_window_from_the_cli() {
+    let (ws, wt) = task_at_review();
+    let bin = env!("CARGO_BIN_EXE_baton");
+    let tmux = Tmux::start(
+        "cli",
+        &format!(
+            "cd '{}' && SHELL=/bin/sh {bin} shell 1; exec sleep 600",
+            ws.root().display()
+        ),
+    );
+    let windows = tmux.wait(
+        "a second window",
+        || tmux.windows(),
+        |w| w.lines().count() == 2,
+    );
+    let (_, path) = windows
+        .lines()
+        .nth(1)
+        .and_then(|l| l.split_once(' '))
+        .expect("path");
+    assert_eq!(canon(path), wt, "{windows}");
+    // A task without a worktree is one plain sentence.
+    let out = ws.baton(&["shell", "99"]).output().expect("run");
+    assert!(!out.status.success());
+}

@@ -106,6 +106,20 @@ fn a_bad_line_leaves_the_board_empty_and_is_named() {
         "{err}"
     );
     assert_eq!(to.ok(&["list", "--json"]).trim(), "[]");
+    // A hand-edited row without its id is taken or refused, never a crash.
+    let header = text.lines().next().unwrap();
+    let file = from.root().join("no-id.jsonl");
+    std::fs::write(
+        &file,
+        format!("{header}\n{{\"table\": \"tasks\", \"row\": {{\"title\": \"x\"}}}}\n"),
+    )
+    .unwrap();
+    let out = import(&fresh(), &file);
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("panicked"),
+        "{out:?}"
+    );
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
     // Not an export at all.
     let file = from.root().join("other.jsonl");
     std::fs::write(&file, "{\"id\": 1}\n").unwrap();

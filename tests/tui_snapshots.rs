@@ -101,6 +101,18 @@ fn new_task_form_80x24_without_a_title() {
     assert_snapshot!(h.screen());
 }
 
+/// A title over the limit keeps the form and what was typed, like a blank one.
+#[test]
+fn new_task_form_keeps_a_title_too_long() {
+    let mut h = Harness::new(80, 24);
+    h.key(KeyCode::Char('n'));
+    h.chars(&"x".repeat(501));
+    h.ctrl('s');
+    let screen = h.screen();
+    assert!(screen.contains("New task"), "{screen}");
+    assert!(screen.contains("the title is 501 characters long"), "{screen}");
+}
+
 #[test]
 fn reject_note_form() {
     let mut h = Harness::new(100, 30);

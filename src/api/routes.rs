@@ -243,7 +243,8 @@ pub async fn task_logs(
         None => Ok(None),
         Some(n) if n >= 1 => Ok(Some(usize::try_from(n).unwrap_or(usize::MAX))),
         Some(n) => Err(super::extract::query_problem(&format!(
-            "{name}: {n} is below 1"
+            "{name}: {n} is below 1; `{name}` counts {} from 1",
+            if name == "tail" { "lines" } else { "steps" }
         ))),
     };
     let (step, tail) = match (positive("step", q.step), positive("tail", q.tail)) {

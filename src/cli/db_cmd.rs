@@ -53,6 +53,15 @@ pub fn run(ws: &Workspace, cmd: DbCmd) -> Outcome {
         DbCmd::Export { out } => export(ws, out.as_deref()),
         DbCmd::Import { file, to } => import(ws, &file, to.as_deref()),
         DbCmd::Backup { to } => {
+            if let Some(dir) = to
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty() && !d.is_dir())
+            {
+                return Err(Failure::new(format!(
+                    "{} is not a folder — make it, or give a file in a folder that exists",
+                    dir.display()
+                )));
+            }
             let store = open_store_to_read(ws)?;
             store.backup_to(&to)?;
             println!("backed up {} to {}", ws.db_path().display(), to.display());
@@ -117,8 +126,13 @@ fn export(ws: &Workspace, out: Option<&Path>) -> Outcome {
                 .create_new(true)
                 .open(path)
                 .map_err(|e| {
+                    let why = if e.kind() == std::io::ErrorKind::AlreadyExists {
+                        "it exists".to_string()
+                    } else {
+                        e.to_string()
+                    };
                     Failure::new(format!(
-                        "cannot write {}: {e} — give a new file",
+                        "cannot write {}: {why} — give a new file",
                         path.display()
                     ))
                 })?;
@@ -143,6 +157,12 @@ fn import(ws: &Workspace, file: &Path, to: Option<&Path>) -> Outcome {
     let mut input: Box<dyn BufRead> = if file == Path::new("-") {
         Box::new(BufReader::new(std::io::stdin()))
     } else {
+        if file.is_dir() {
+            return Err(Failure::new(format!(
+                "{} is a folder — give a file `baton db export` wrote",
+                file.display()
+            )));
+        }
         let f = std::fs::File::open(file).map_err(|e| {
             Failure::new(format!(
                 "cannot read {}: {e} — give a file `baton db export` wrote",
@@ -152,9 +172,15 @@ fn import(ws: &Workspace, file: &Path, to: Option<&Path>) -> Outcome {
         Box::new(BufReader::new(f))
     };
     // The workspace's own board: no engine may run on it while it is filled.
+    // `--to` naming the board's own file is the board itself.
+    let own = ws.db_path();
+    let same = |db: &Path| match (db.canonicalize(), own.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
     let (_lock, mut store) = match to {
-        Some(db) => (None, Store::open(db)?),
-        None => {
+        Some(db) if !same(db) => (None, Store::open(db)?),
+        _ => {
             let lock = EngineLock::acquire(ws, Duration::from_millis(200)).map_err(|_| {
                 Failure::new(
                     "an engine runs on this board — stop it (quit the board or `baton engine`) before importing",

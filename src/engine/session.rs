@@ -137,7 +137,7 @@ fn describe_failure(db: &Db, step: &StepRun) -> Result<String> {
     let lines = db.log_tail(step.id, FAILURE_LINES)?;
     let mut tail = lines
         .iter()
-        .map(|l| l.text.as_str())
+        .map(|l| plain(&l.text))
         .collect::<Vec<_>>()
         .join("\n");
     if tail.len() > FAILURE_BYTES {
@@ -154,7 +154,7 @@ fn describe_failure(db: &Db, step: &StepRun) -> Result<String> {
         _ => "failed".to_string(),
     };
     if let Some(e) = step.error.as_deref().filter(|e| !e.trim().is_empty()) {
-        how.push_str(&format!(": {e}"));
+        how.push_str(&format!(": {}", plain(e)));
     }
     let mut text = format!(
         "## What failed\n\nThe step `{}` (attempt {}) {how}.",
@@ -169,9 +169,26 @@ fn describe_failure(db: &Db, step: &StepRun) -> Result<String> {
     Ok(Redactor::from_vars(env_vars()).apply(text))
 }
 
+/// A log line as an agent's prompt can hold it: escape sequences dropped, and control
+/// characters (a NUL would keep the agent from starting at all) but tabs removed.
+fn plain(text: &str) -> String {
+    crate::ansi::strip(text)
+        .chars()
+        .filter(|c| !c.is_control() || *c == '\t')
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failure_reaches_the_prompt_without_escapes_or_nul() {
+        assert_eq!(
+            plain("\u{1b}[31merror\u{1b}[0m: bad\0 byte\tthere"),
+            "error: bad byte\tthere"
+        );
+    }
 
     /// A step run `id` of `status` in run `run`, with a session when `session` is given.
     fn step(id: i64, run: i64, status: &str, session: Option<&str>) -> StepRun {

@@ -84,8 +84,18 @@ impl Store {
             |n: usize, why: String| StoreError::Conflict(format!("line {n} of the export: {why}"));
         let mut lines = input.lines().enumerate();
         let header: Value = match lines.next() {
-            Some((_, Ok(l))) => serde_json::from_str(&l).map_err(|e| bad(1, e.to_string()))?,
-            Some((_, Err(e))) => return Err(bad(1, e.to_string())),
+            Some((_, Ok(l))) => serde_json::from_str(&l).map_err(|e| {
+                bad(
+                    1,
+                    format!("not JSON ({e}) — give a file `baton db export` wrote"),
+                )
+            })?,
+            Some((_, Err(e))) => {
+                return Err(bad(
+                    1,
+                    format!("{e} — give a file `baton db export` wrote (JSON lines, UTF-8)"),
+                ));
+            }
             None => {
                 return Err(bad(
                     1,
@@ -133,11 +143,17 @@ impl Store {
         let mut seeded: Vec<(usize, String, Map<String, Value>)> = Vec::new();
         for (i, line) in lines {
             let n = i + 1;
-            let line = line.map_err(|e| bad(n, e.to_string()))?;
+            let line = line.map_err(|e| {
+                bad(
+                    n,
+                    format!("{e} — give a file `baton db export` wrote (JSON lines, UTF-8)"),
+                )
+            })?;
             if line.trim().is_empty() {
                 continue;
             }
-            let item: Value = serde_json::from_str(&line).map_err(|e| bad(n, e.to_string()))?;
+            let item: Value = serde_json::from_str(&line)
+                .map_err(|e| bad(n, format!("not JSON ({e}) — was the file cut or edited?")))?;
             let (Some(table), Some(row)) = (item["table"].as_str(), item["row"].as_object()) else {
                 return Err(bad(n, "a row line is {\"table\": …, \"row\": {…}}".into()));
             };
@@ -151,9 +167,12 @@ impl Store {
             insert(&tx, table, row)
                 .map_err(|e| bad(n, format!("`{table}` refused the row: {e}")))?;
             if table == "tasks"
-                && let (Some(id), Some(seq)) = (row["id"].as_i64(), row.get("change_seq"))
+                && let (Some(id), Some(seq)) = (
+                    row.get("id").and_then(Value::as_i64),
+                    row.get("change_seq").and_then(Value::as_i64),
+                )
             {
-                change_seqs.push((id, seq.as_i64().unwrap_or(0)));
+                change_seqs.push((id, seq));
             }
             carried.add(table);
         }

@@ -25,9 +25,10 @@ impl Store {
             .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
             .collect::<rusqlite::Result<_>>()?;
         for (table, row, parent) in orphans {
+            let rowid = row.map_or_else(|| "…".into(), |r| r.to_string());
             let row = row.map_or_else(|| "a row".into(), |r| format!("row {r}"));
             found.push(format!(
-                "{row} of `{table}` points at a row of `{parent}` that is gone — the board was written with foreign keys off; export, fix the row, and import"
+                "{row} of `{table}` points at a row of `{parent}` that is gone — it belongs to nothing; with the engine stopped, delete it (`sqlite3 .baton/baton.db 'DELETE FROM {table} WHERE rowid = {rowid}'`) or restore a backup"
             ));
         }
         let unlinked = [
@@ -50,11 +51,6 @@ impl Store {
                 "SELECT id FROM step_runs \
                  WHERE execution_key <> run_id || ':' || status || ':' || attempt",
                 "step run {} carries an execution key that is not its run, status and attempt",
-            ),
-            (
-                "SELECT MIN(id) FROM step_runs GROUP BY run_id, status, attempt \
-                 HAVING COUNT(*) > 1",
-                "step run {} shares its run, status and attempt with another, so one step ran twice",
             ),
             (
                 "SELECT id FROM tasks WHERE change_seq > (SELECT seq FROM change_counter)",

@@ -179,6 +179,16 @@ impl NewTaskForm {
             self.field = Field::Title;
             return Outcome::Stay;
         }
+        // Checked here as well as in the engine, so what was typed stays in the form.
+        let n = title.chars().count();
+        if n > crate::engine::actions::MAX_TITLE {
+            self.error = Some(format!(
+                "the title is {n} characters long; keep it to {} and put the details in the prompt",
+                crate::engine::actions::MAX_TITLE
+            ));
+            self.field = Field::Title;
+            return Outcome::Stay;
+        }
         let Some(pipeline) = self.pipelines.get(self.pipeline).cloned() else {
             self.error = Some("no pipeline to put it on".into());
             return Outcome::Stay;

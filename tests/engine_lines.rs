@@ -108,3 +108,40 @@ fn exit_when_idle_prints_the_last_move_and_quiet_prints_none() {
         }
     }
 }
+
+/// Quiet, a failed step's move and a failed hook still reach stderr; nothing reaches stdout.
+#[test]
+fn quiet_still_says_what_failed() {
+    let ws = Ws::new();
+    ws.pipeline(
+        "f.json",
+        r#"{"id": "f", "statuses": [
+  {"id": "todo", "kind": "queue"},
+  {"id": "work", "step": {"run": "exit 3"}},
+  {"id": "done", "kind": "done"},
+  {"id": "failed", "kind": "failed"},
+  {"id": "cancelled", "kind": "cancelled"}],
+ "transitions": [{"from": "work", "to": "failed", "on": "failure",
+   "hooks": [{"run": "echo the hook broke >&2; exit 4"}]}]}"#,
+    );
+    let id = ws.new_task("f", "Breaks");
+    ws.ok(&["start", &id.to_string()]);
+    let (mut engine, rx) = engine(&ws, &["--exit-when-idle", "--quiet"]);
+    assert!(engine.wait().unwrap().success());
+    let lines: Vec<String> = rx.iter().collect();
+    assert!(
+        lines.iter().all(|l| l.starts_with("stderr:")),
+        "stdout stays empty: {lines:#?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("work → failed (failure)")),
+        "{lines:#?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains(&format!("task {id}: error: hook run"))
+                && l.contains("the hook broke")),
+        "{lines:#?}"
+    );
+}

@@ -110,7 +110,10 @@ fn new_task_form_keeps_a_title_too_long() {
     h.ctrl('s');
     let screen = h.screen();
     assert!(screen.contains("New task"), "{screen}");
-    assert!(screen.contains("the title is 501 characters long"), "{screen}");
+    assert!(
+        screen.contains("the title is 501 characters long"),
+        "{screen}"
+    );
 }
 
 #[test]

@@ -61,13 +61,15 @@ pub fn run(ws: &Workspace, exit_when_idle: bool, quiet: bool) -> Outcome {
             shutdown.cancel();
         });
         let mut events = engine.handle().subscribe();
-        let moves = match quiet {
-            true => None,
-            false => Some(std::sync::Arc::new(tokio::sync::Mutex::new(
-                MovePrinter::start(engine.store()).await,
-            ))),
-        };
+        // Quiet, only the moves a failure made are printed, on stderr.
+        let moves = Some(std::sync::Arc::new(tokio::sync::Mutex::new(
+            MovePrinter::start(engine.store(), quiet).await,
+        )));
         let printer = moves.clone();
+        let problems = std::sync::Arc::new(tokio::sync::Mutex::new(
+            ProblemPrinter::start(engine.store()).await,
+        ));
+        let problem_printer = problems.clone();
         tokio::spawn(async move {
             use crate::engine::EngineEvent;
             loop {
@@ -77,6 +79,12 @@ pub fn run(ws: &Workspace, exit_when_idle: bool, quiet: bool) -> Outcome {
                     (printer.as_ref(), &ev)
                 {
                     m.lock().await.print_new().await;
+                }
+                if matches!(
+                    ev,
+                    Ok(EngineEvent::TaskChanged { .. } | EngineEvent::Changed) | Err(_)
+                ) {
+                    problem_printer.lock().await.print_new().await;
                 }
                 match ev {
                     Ok(EngineEvent::Notice { task_id, text }) => {
@@ -116,6 +124,7 @@ pub fn run(ws: &Workspace, exit_when_idle: bool, quiet: bool) -> Outcome {
         if let Some(m) = &moves {
             m.lock().await.print_new().await;
         }
+        problems.lock().await.print_new().await;
         tracing::info!("engine stopped");
         Ok::<_, Failure>(exit::OK)
     })
@@ -127,12 +136,17 @@ pub fn run(ws: &Workspace, exit_when_idle: bool, quiet: bool) -> Outcome {
 struct MovePrinter {
     store: crate::store::StoreHandle,
     last: i64,
+    only_failures: bool,
 }
 
 impl MovePrinter {
-    async fn start(store: crate::store::StoreHandle) -> Self {
+    async fn start(store: crate::store::StoreHandle, only_failures: bool) -> Self {
         let last = store.read(|db| db.last_history_id()).await.unwrap_or(0);
-        Self { store, last }
+        Self {
+            store,
+            last,
+            only_failures,
+        }
     }
 
     async fn print_new(&mut self) {
@@ -155,9 +169,51 @@ impl MovePrinter {
             self.last = last.id;
             let full = rows.len() == 200;
             for (h, title) in rows {
-                println!("{}", move_line(&h, &title));
+                if !self.only_failures {
+                    println!("{}", move_line(&h, &title));
+                } else if FAILURES.contains(&h.trigger.as_str()) {
+                    eprintln!("{}", move_line(&h, &title));
+                }
             }
             if !full {
+                return;
+            }
+        }
+    }
+}
+
+/// The triggers of moves a failure made.
+const FAILURES: &[&str] = &["failure", "error", "ci_failed"];
+
+/// Prints each warning or error the engine records (a failed step, a failed hook) on
+/// stderr, `--quiet` or not: read from the events after the last one printed.
+struct ProblemPrinter {
+    store: crate::store::StoreHandle,
+    last: i64,
+}
+
+impl ProblemPrinter {
+    async fn start(store: crate::store::StoreHandle) -> Self {
+        let last = store.read(|db| db.last_event_id()).await.unwrap_or(0);
+        Self { store, last }
+    }
+
+    async fn print_new(&mut self) {
+        loop {
+            let after = self.last;
+            let Ok(rows) = self.store.read(move |db| db.problems_after(after)).await else {
+                return;
+            };
+            let Some(last) = rows.last() else { return };
+            self.last = last.id;
+            for e in &rows {
+                let text = crate::ansi::strip(&e.summary);
+                match e.task_id {
+                    Some(id) => eprintln!("task {id}: {}: {text}", e.level),
+                    None => eprintln!("{}: {text}", e.level),
+                }
+            }
+            if rows.len() < 200 {
                 return;
             }
         }

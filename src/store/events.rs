@@ -63,6 +63,23 @@ impl Db<'_> {
         Ok(out)
     }
 
+    /// Up to 200 warnings and errors recorded after event `after`, oldest first: what a
+    /// headless engine reports as problems.
+    pub fn problems_after(&self, after: i64) -> Result<Vec<Event>> {
+        self.events_where(
+            "id IN (SELECT id FROM events WHERE id > ?1 AND level IN ('warn', 'error') \
+             ORDER BY id LIMIT 200)",
+            after,
+        )
+    }
+
+    /// The id of the newest event, 0 when there is none.
+    pub fn last_event_id(&self) -> Result<i64> {
+        Ok(self
+            .conn
+            .query_row("SELECT COALESCE(MAX(id), 0) FROM events", [], |r| r.get(0))?)
+    }
+
     fn events_where(&self, filter: &str, arg: i64) -> Result<Vec<Event>> {
         let mut stmt = self.conn.prepare_cached(&format!(
             "SELECT id, task_id, category, type, summary, data_json, actor, level, at \

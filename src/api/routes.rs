@@ -242,14 +242,14 @@ pub async fn task_logs(
     let positive = |name: &str, v: Option<i64>| match v {
         None => Ok(None),
         Some(n) if n >= 1 => Ok(Some(usize::try_from(n).unwrap_or(usize::MAX))),
-        Some(n) => Err(super::extract::query_problem(&format!(
+        Some(n) => Err(format!(
             "{name}: {n} is below 1; `{name}` counts {} from 1",
             if name == "tail" { "lines" } else { "steps" }
-        ))),
+        )),
     };
     let (step, tail) = match (positive("step", q.step), positive("tail", q.tail)) {
         (Ok(step), Ok(tail)) => (step, tail),
-        (Err(r), _) | (_, Err(r)) => return r,
+        (Err(why), _) | (_, Err(why)) => return super::extract::query_problem(&why),
     };
     reply(s.ops.task_logs(id, step, q.after, tail).await)
 }

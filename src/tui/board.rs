@@ -229,6 +229,13 @@ impl Board {
                     self.col = ci;
                     self.rows[ci] = r;
                 }
+                // The followed card went to a folded column (it failed, or is done): unfold
+                // them rather than lose it, unless the person folded them with `z`.
+                Some((ci, r)) if self.collapse.is_none() => {
+                    self.collapse = Some(false);
+                    self.col = ci;
+                    self.rows[ci] = r;
+                }
                 _ => {}
             }
         }
@@ -409,6 +416,40 @@ mod tests {
             alert: None,
             pr: None,
         }
+    }
+
+    fn demo_board(cards: Vec<TaskCard>) -> Board {
+        let demo = crate::pipeline::load_catalog(None, None)
+            .get("demo")
+            .cloned()
+            .expect("the built-in demo pipeline");
+        Board {
+            pipelines: vec![demo],
+            cards,
+            ..Board::default()
+        }
+    }
+
+    /// A followed card that fails or finishes stays selected: the folded terminal columns
+    /// unfold for it, unless the person folded them with `z`.
+    #[test]
+    fn a_selected_card_moving_to_a_folded_column_stays_selected() {
+        let width = 80;
+        let mut board = demo_board(vec![card(1, "backlog")]);
+        board.selected = Some(1);
+        board.regroup(width);
+        assert!(
+            board.collapsed(width),
+            "terminal columns fold at {width} columns"
+        );
+        board.cards = vec![card(1, "failed")];
+        board.regroup(width);
+        assert_eq!(board.selected, Some(1));
+        assert!(!board.collapsed(width));
+        // Folded on purpose: the selection moves on instead.
+        board.collapse = Some(true);
+        board.regroup(width);
+        assert_eq!(board.selected, None);
     }
 
     #[test]

@@ -264,7 +264,18 @@ impl App {
             Action::Playground => self.open_playground(),
             Action::NewTask => {
                 let current = self.board.pipeline().map(|p| p.id.clone());
-                let form = NewTaskForm::new(self.board.pipelines.clone(), current.as_deref());
+                let warned = self
+                    .board
+                    .pipelines
+                    .iter()
+                    .map(|p| {
+                        let problems = self.agent_problems(&p.id);
+                        let (agent, why) = problems.first()?;
+                        Some(format!("agent {agent}: {why}"))
+                    })
+                    .collect();
+                let form = NewTaskForm::new(self.board.pipelines.clone(), current.as_deref())
+                    .with_problems(warned);
                 self.modals.push(Modal::NewTask(Box::new(form)));
             }
             Action::ScrollUp | Action::ScrollDown | Action::PageUp | Action::PageDown => {

@@ -93,9 +93,31 @@ pub struct NewTaskForm {
     pub start: bool,
     pub field: Field,
     pub error: Option<String>,
+    /// Per pipeline: why one of its agents cannot run here, when one cannot.
+    pub warned: Vec<Option<String>>,
 }
 
 impl NewTaskForm {
+    /// Marks the pipelines whose agents fail `agents check` (`warned`, one per pipeline):
+    /// a task on one of them is not started by default, since its first agent step would
+    /// fail at once.
+    pub fn with_problems(mut self, warned: Vec<Option<String>>) -> Self {
+        self.warned = warned;
+        self.start = self.warning().is_none();
+        self
+    }
+
+    /// Why the chosen pipeline's agents cannot run here, if they cannot.
+    pub fn warning(&self) -> Option<&str> {
+        self.warned.get(self.pipeline)?.as_deref()
+    }
+
+    fn pick(&mut self, pipeline: usize) {
+        self.pipeline = pipeline;
+        self.start = self.warning().is_none();
+        self.error = None;
+    }
+
     /// A blank form on `pipelines`, with `current` preselected.
     pub fn new(pipelines: Vec<Pipeline>, current: Option<&str>) -> Self {
         let pipeline = current
@@ -113,6 +135,7 @@ impl NewTaskForm {
             start: true,
             field: Field::Title,
             error: None,
+            warned: Vec::new(),
         }
     }
 
@@ -149,12 +172,10 @@ impl NewTaskForm {
                 Field::Pipeline => match key.code {
                     KeyCode::Left => {
                         let n = self.pipelines.len().max(1);
-                        self.pipeline = (self.pipeline + n - 1) % n;
-                        self.error = None;
+                        self.pick((self.pipeline + n - 1) % n);
                     }
                     KeyCode::Right => {
-                        self.pipeline = (self.pipeline + 1) % self.pipelines.len().max(1);
-                        self.error = None;
+                        self.pick((self.pipeline + 1) % self.pipelines.len().max(1));
                     }
                     KeyCode::Enter => self.cycle(true),
                     _ => {
@@ -464,5 +485,34 @@ impl Modal {
             Modal::Graph(g) => g.key(key),
             Modal::FullLog | Modal::Input(_) | Modal::Playground(_) => Outcome::Pass,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crossterm::event::KeyCode;
+
+    /// A pipeline whose agents cannot run here is not started by default: its first agent
+    /// step would fail at once, on a tab nobody watches.
+    #[test]
+    fn a_pipeline_whose_agents_fail_is_not_started_by_default() {
+        let catalog = crate::pipeline::load_catalog(None, None);
+        let pipelines: Vec<Pipeline> = ["demo", "quick_fix"]
+            .iter()
+            .map(|id| catalog.get(id).cloned().expect("a built-in pipeline"))
+            .collect();
+        let warned = vec![
+            None,
+            Some("agent coder: `claude` is not on PATH".to_string()),
+        ];
+        let mut form = NewTaskForm::new(pipelines, Some("quick_fix")).with_problems(warned);
+        assert!(!form.start);
+        assert!(form.warning().is_some_and(|w| w.contains("claude")));
+        form.field = Field::Pipeline;
+        form.key(KeyEvent::from(KeyCode::Left));
+        assert_eq!((form.pipeline, form.start), (0, true));
+        form.key(KeyEvent::from(KeyCode::Right));
+        assert_eq!((form.pipeline, form.start), (1, false));
     }
 }

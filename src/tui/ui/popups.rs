@@ -180,9 +180,24 @@ fn new_task(f: &mut Frame, body: Rect, app: &App, form: &NewTaskForm) {
                 style,
             ),
             Span::styled("  (space toggles)", t.dim()),
+            Span::styled(
+                if form.warning().is_some() {
+                    "  ⚠ not started: see below"
+                } else {
+                    ""
+                },
+                t.error(),
+            ),
         ])),
         start,
     );
+    if let (None, Some(why)) = (&form.error, form.warning()) {
+        let text = format!("⚠ {}", crate::ansi::strip(why));
+        f.render_widget(
+            Paragraph::new(Span::styled(one_line(&text), t.error())),
+            error,
+        );
+    }
     if let Some(e) = &form.error {
         f.render_widget(Paragraph::new(Span::styled(one_line(e), t.error())), error);
     }

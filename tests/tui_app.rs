@@ -499,7 +499,8 @@ fn l_past_the_last_open_column_says_z_expands_the_collapsed_ones() {
     );
     // Once the message is read, the key bar keeps the hint.
     h.key(KeyCode::Esc);
-    assert!(h.screen().contains("z expand"));
+    let screen = h.screen();
+    assert!(screen.contains("z expand"), "{screen}");
 }
 
 #[test]

@@ -293,6 +293,7 @@ pub const GATE_HINTS: &[Hint] = &[
     hint(&[Action::Reject], "reject with a note", 4),
     hint(&[Action::Shell], "shell", 1),
     hint(&[Action::Open], "open", 2),
+    hint(&[Action::ToggleCollapse], "expand", 3),
     hint(&[Action::Help], "help", 3),
     hint(&[Action::Quit], "quit", 3),
 ];

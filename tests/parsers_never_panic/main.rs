@@ -217,10 +217,10 @@ fn a_profile_that_is_not_an_object_is_placed_where_it_begins() {
 fn pipeline_snapshots_keep_their_numbers_exactly() {
     let text = r#"{"id": "p", "statuses": [{"id": "todo", "kind": "queue"}, {"id": "done", "kind": "done"}],
         "transitions": [{"from": "todo", "to": "done", "on": "start", "guards": [{"budget": 5.561776205215212e180}]}],
-        "triggers": [{"n": 5.561776205215212e180}]}"#;
+        "triggers": [{"schedule": "0 3 * * *", "title": "nightly", "_n": 5.561776205215212e180}]}"#;
     let pipeline = check_pipeline(text, None).expect("loads");
     assert_eq!(
-        pipeline.triggers[0]["n"].as_f64(),
+        pipeline.triggers[0]["_n"].as_f64(),
         Some(5.561776205215212e180)
     );
 }

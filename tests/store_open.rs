@@ -79,6 +79,103 @@ fn an_engine_refuses_a_database_with_corrupt_pages_and_leaves_it_as_it_was() {
     assert_eq!(std::fs::read(db(&ws)).unwrap(), bytes, "the file changed");
 }
 
+/// True when the board's database carries the mark an engine's clean close leaves (its
+/// next start then skips the whole-file check).
+fn marked(ws: &Ws) -> bool {
+    let conn = rusqlite::Connection::open(db(ws)).unwrap();
+    conn.query_row(
+        "SELECT count(*) FROM meta WHERE key = 'store.closed_cleanly'",
+        [],
+        |r| r.get::<_, i64>(0),
+    )
+    .unwrap()
+        == 1
+}
+
+#[test]
+fn an_engine_on_a_store_opened_before_it_checks_it_as_its_own() {
+    let ws = Ws::new();
+    let prompt = "p".repeat(3000);
+    for i in 0..40 {
+        ws.ok(&["new", &format!("task {i}"), "--prompt", &prompt]);
+    }
+    // An engine that closes cleanly leaves the mark.
+    ws.ok(&["engine", "--exit-when-idle"]);
+    assert!(marked(&ws), "no mark after a clean close");
+    let workspace = baton::workspace::Workspace::at(ws.root());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        // An API server's handle, adopted by the engine it starts: the mark is taken away
+        // while that engine runs, so a kill now makes the next start check the file.
+        let store = baton::store::StoreHandle::open(&db(&ws)).unwrap();
+        let engine = baton::engine::Engine::start_on(&workspace, Some(store)).await;
+        assert!(engine.is_ok(), "the engine did not start");
+        assert!(!marked(&ws), "marked closed while the engine runs");
+    });
+    drop(rt);
+    assert!(
+        marked(&ws),
+        "the adopting engine's clean close left no mark"
+    );
+    // Every connection has closed, so the pages are in the file: spoil some in the middle.
+    // The mark is still there; an engine killed after taking it away would leave none.
+    let conn = rusqlite::Connection::open(db(&ws)).unwrap();
+    conn.execute("DELETE FROM meta WHERE key = 'store.closed_cleanly'", [])
+        .unwrap();
+    drop(conn);
+    let mut bytes = std::fs::read(db(&ws)).unwrap();
+    bytes[20 * 4096..30 * 4096].fill(0xa5);
+    std::fs::write(db(&ws), &bytes).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let store = baton::store::StoreHandle::open(&db(&ws)).expect("opening reads no page");
+        match baton::engine::Engine::start_on(&workspace, Some(store)).await {
+            Ok(_) => panic!("an engine started on a damaged store"),
+            Err(e) => assert!(e.to_string().contains("quick_check: "), "{e}"),
+        }
+    });
+}
+
+#[test]
+fn an_api_server_following_another_processs_engine_leaves_no_mark() {
+    let ws = Ws::new();
+    ws.ok(&["new", "a task"]);
+    ws.ok(&["engine", "--exit-when-idle"]);
+    assert!(marked(&ws), "no mark after a clean close");
+    let engine = common::spawn_engine(&ws);
+    // The mark goes once that engine has opened its store.
+    common::wait_for("the engine to open its store", || !marked(&ws));
+    let workspace = baton::workspace::Workspace::at(ws.root());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let ops = baton::api::ops::Ops::open(&workspace).await.unwrap();
+        assert!(
+            ops.list_tasks(None, None).await.is_ok(),
+            "the server reads the board"
+        );
+        assert!(
+            !marked(&ws),
+            "the server marked the store closed while it runs"
+        );
+        ops.shutdown().await;
+    });
+    // `baton serve` exits while the engine it followed runs on.
+    drop(rt);
+    assert!(
+        !marked(&ws),
+        "the server marked the store closed while the engine runs"
+    );
+    // That engine is killed: nothing says the store closed cleanly.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(engine.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let mut engine = engine;
+    engine.wait().unwrap();
+    assert!(!marked(&ws), "marked after the engine was killed");
+}
+
 #[test]
 fn threads_creating_one_new_database_at_once_all_open_it() {
     let dir = tempfile::tempdir().unwrap();

@@ -84,8 +84,10 @@ impl Ops {
     pub async fn open(ws: &Workspace) -> Result<Self, String> {
         let path = ws.db_path();
         let shown = path.display().to_string();
-        // Checked as an engine's start checks it: this handle may become the engine's.
-        let store = tokio::task::spawn_blocking(move || StoreHandle::open_checked(&path))
+        // Not checked here: this process may only follow another's engine. An engine
+        // started here on this handle checks it then (and only such an engine marks the
+        // store closed cleanly).
+        let store = tokio::task::spawn_blocking(move || StoreHandle::open(&path))
             .await
             .map_err(|e| {
                 format!("opening the board's database {shown} stopped unexpectedly ({e}) — run the command again")

@@ -261,7 +261,12 @@ impl Engine {
             )));
         }
         let store = match store {
-            Some(s) => s,
+            // Opened before this engine held the lock (an API server's, whose engine
+            // stopped, perhaps killed): checked as a store this engine opens would be.
+            Some(s) => {
+                s.check_after_unclean_end().await?;
+                s
+            }
             None => {
                 let path = ws.db_path();
                 tokio::task::spawn_blocking(move || StoreHandle::open_checked(&path))
@@ -269,6 +274,9 @@ impl Engine {
                     .map_err(|e| EngineError::Other(e.to_string()))??
             }
         };
+        // This engine holds the workspace's lock: its store's last write may say that the
+        // store closed cleanly.
+        store.arm_clean_close();
         // Executors are asked outside the store's writer, each under a time limit. Only a
         // running engine recovers: a command applied here leaves that to the next one.
         let recovered = if apply_only {

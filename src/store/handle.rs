@@ -56,13 +56,16 @@ struct Inner {
     writer: std_mpsc::Sender<Job>,
     reader: std_mpsc::Sender<Job>,
     path: PathBuf,
-    /// An engine's store: the writer thread, which marks the store closed cleanly once the
-    /// last handle is gone, and its word that it has.
+    /// Set by [`StoreHandle::arm_clean_close`]: this is the store of an engine holding the
+    /// workspace's lock, and its writer's last write marks it closed cleanly. Any other
+    /// handle (an API server following another process's engine) writes no mark: an
+    /// engine still running elsewhere could die after it, and the mark would hide that.
+    armed: Arc<std::sync::atomic::AtomicBool>,
+    /// The writer thread (an armed drop there cannot wait for it).
+    writer_id: std::thread::ThreadId,
+    /// The writer's word that it has marked the store closed cleanly.
     /// (A receiver is not `Sync`; the mutex makes the handle shareable.)
-    closing: Option<(
-        std::thread::ThreadId,
-        std::sync::Mutex<std_mpsc::Receiver<()>>,
-    )>,
+    closed: Option<std::sync::Mutex<std_mpsc::Receiver<()>>>,
 }
 
 /// How long dropping an engine's last handle waits for the writer to finish its queue and
@@ -72,7 +75,10 @@ const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        let Some((writer, closed)) = self.closing.take() else {
+        if !self.armed.load(std::sync::atomic::Ordering::Acquire) {
+            return;
+        }
+        let Some(closed) = self.closed.take() else {
             return;
         };
         // Hanging up the writer's queue is what tells it to finish.
@@ -80,7 +86,7 @@ impl Drop for Inner {
         drop(std::mem::replace(&mut self.writer, hang_up));
         // The process may exit as soon as this returns: wait for the mark (not when the
         // last handle is dropped by one of the writer's own jobs).
-        if std::thread::current().id() != writer
+        if std::thread::current().id() != self.writer_id
             && let Ok(closed) = closed.into_inner()
         {
             let _ = closed.recv_timeout(CLOSE_WAIT);
@@ -96,22 +102,18 @@ impl StoreHandle {
     }
 
     /// [`StoreHandle::open`] after `PRAGMA quick_check`: a damaged database is refused
-    /// before anything writes to it (the engine's start). The check runs only after an
-    /// engine's store did not close cleanly (see [`Store::open_checked`]); this handle's
-    /// store, once its last clone is dropped, is marked closed cleanly.
+    /// before anything writes to it (the engine's start, under the workspace's lock). The
+    /// check runs only after an engine's store did not close cleanly (see
+    /// [`Store::open_checked`]). The engine then calls [`StoreHandle::arm_clean_close`].
     pub fn open_checked(path: &Path) -> Result<Self> {
         let writer = Store::open_checked(path)?;
-        Self::spawn(writer, Store::open(path)?, true)
+        Self::from_store(writer, Store::open(path)?)
     }
 
     /// Wraps two open connections to one database: the first writes, the second reads.
     /// A third, opened here, copies the write-ahead log into the database in the
     /// background, so a checkpoint's writes and syncs never hold up a commit.
     pub fn from_store(writer: Store, reader: Store) -> Result<Self> {
-        Self::spawn(writer, reader, false)
-    }
-
-    fn spawn(writer: Store, reader: Store, mark_clean: bool) -> Result<Self> {
         let path = writer.path().to_path_buf();
         let checkpointer = Store::open(&path)?;
         writer
@@ -126,19 +128,41 @@ impl StoreHandle {
             .conn
             .busy_timeout(TRUNCATE_WAIT)
             .map_err(StoreError::from)?;
+        let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (closed_tx, closed_rx) = std_mpsc::channel();
         let (checkpoints, _) = spawn_thread("baton-store-c", checkpointer, None, None)?;
-        let closed = mark_clean.then_some(closed_tx);
-        let (writer, writer_id) = spawn_thread("baton-store-w", writer, Some(checkpoints), closed)?;
+        let closing = Some((armed.clone(), closed_tx));
+        let (writer, writer_id) =
+            spawn_thread("baton-store-w", writer, Some(checkpoints), closing)?;
         let (reader, _) = spawn_thread("baton-store-r", reader, None, None)?;
         Ok(Self {
             inner: Arc::new(Inner {
                 writer,
                 reader,
                 path,
-                closing: mark_clean.then(|| (writer_id, std::sync::Mutex::new(closed_rx))),
+                armed,
+                writer_id,
+                closed: Some(std::sync::Mutex::new(closed_rx)),
             }),
         })
+    }
+
+    /// For an engine adopting a handle opened before it took the workspace's lock (an API
+    /// server's, whose engine has stopped): what [`StoreHandle::open_checked`] does, through
+    /// this handle's writer. The whole file is checked unless the last engine's store
+    /// closed cleanly, and the mark is taken away while this engine runs.
+    pub async fn check_after_unclean_end(&self) -> Result<()> {
+        self.with_writer(|s| s.check_after_unclean_end()).await?
+    }
+
+    /// Makes this store's last write, once its last clone is dropped, mark it closed
+    /// cleanly, and the drop wait for that. Only an engine holding the workspace's lock
+    /// calls this, after [`StoreHandle::open_checked`] or
+    /// [`StoreHandle::check_after_unclean_end`].
+    pub fn arm_clean_close(&self) {
+        self.inner
+            .armed
+            .store(true, std::sync::atomic::Ordering::Release);
     }
 
     /// The database file.
@@ -375,17 +399,19 @@ fn run_one(
 }
 
 /// A thread owning one connection, running jobs until every sender is gone. Writes that
-/// queued up while one ran are committed together. With `closed`, the thread's last write
-/// marks the store closed cleanly, and it says so on `closed`.
+/// queued up while one ran are committed together. With `closing` armed by then, the
+/// thread's last write marks the store closed cleanly, and it says so on its sender.
 fn spawn_thread(
     name: &str,
     mut store: Store,
     checkpoints: Option<std_mpsc::Sender<Job>>,
-    closed: Option<std_mpsc::Sender<()>>,
+    closing: Option<(Arc<std::sync::atomic::AtomicBool>, std_mpsc::Sender<()>)>,
 ) -> Result<(std_mpsc::Sender<Job>, std::thread::ThreadId)> {
     let (tx, rx) = std_mpsc::channel::<Job>();
     let close = move |store: &mut Store| {
-        if let Some(closed) = &closed {
+        if let Some((armed, closed)) = &closing
+            && armed.load(std::sync::atomic::Ordering::Acquire)
+        {
             if let Err(e) = super::mark_closed_cleanly(&store.conn) {
                 tracing::warn!("marking the database closed cleanly failed: {e}");
             }

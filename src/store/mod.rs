@@ -136,8 +136,8 @@ impl Store {
     /// The check reads the whole file, so it runs only when the last engine's store did
     /// not close cleanly (a crash, a kill, a power cut: when damage is likely) or never
     /// ran; an engine's start then costs the same on a big board as on an empty one. The
-    /// mark is taken away here and put back by a [`StoreHandle`] from
-    /// [`StoreHandle::open_checked`] as its last write.
+    /// mark is taken away here and put back by the engine's [`StoreHandle`] as its last
+    /// write (see [`StoreHandle::arm_clean_close`]).
     pub fn open_checked(path: &Path) -> Result<Self> {
         if refuse_empty(path)? {
             let conn = connect(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
@@ -146,10 +146,25 @@ impl Store {
             }
         }
         let store = Self::open(path)?;
-        store
-            .conn
-            .execute("DELETE FROM meta WHERE key = ?1", [CLOSED_CLEANLY])?;
+        store.forget_clean_close()?;
         Ok(store)
+    }
+
+    /// [`Store::open_checked`]'s check on a connection already open: the whole file is
+    /// checked unless the last engine's store closed cleanly, and the mark is taken away.
+    fn check_after_unclean_end(&self) -> Result<()> {
+        if !closed_cleanly(&self.conn) {
+            quick_check(&self.conn, &self.path)?;
+        }
+        self.forget_clean_close()
+    }
+
+    /// Takes the closed-cleanly mark away: an engine now writes through this store, and
+    /// only its clean close puts the mark back.
+    fn forget_clean_close(&self) -> Result<()> {
+        self.conn
+            .execute("DELETE FROM meta WHERE key = ?1", [CLOSED_CLEANLY])?;
+        Ok(())
     }
 
     /// Opens an existing database for reading only: no file in its folder is created or
@@ -365,17 +380,19 @@ fn mark_closed_cleanly(conn: &Connection) -> rusqlite::Result<()> {
     .map(|_| ())
 }
 
+/// The files whole-file checks have run on, one entry a check, for tests that prove one
+/// was skipped (or run on a store's own thread).
 #[cfg(test)]
-thread_local! {
-    /// Whole-file checks run on this thread, for tests that prove one was skipped.
-    static QUICK_CHECKS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
+static QUICK_CHECKS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
 
 /// `PRAGMA quick_check` on an open connection; a file that is not a database at all is
 /// damaged too.
 fn quick_check(conn: &Connection, path: &Path) -> Result<()> {
     #[cfg(test)]
-    QUICK_CHECKS.with(|n| n.set(n.get() + 1));
+    QUICK_CHECKS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(path.to_path_buf());
     let mut stmt = conn
         .prepare("PRAGMA quick_check(3)")
         .map_err(|e| damaged_or(path, e))?;

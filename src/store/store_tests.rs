@@ -102,9 +102,22 @@ fn a_database_from_before_the_count_gets_its_logs_counted_when_upgraded() {
     assert_eq!(counts, [2, 1, 0]);
 }
 
-/// Whole-file checks this thread has run so far.
-fn checks() -> usize {
-    QUICK_CHECKS.with(|n| n.get())
+/// Whole-file checks run on `path` so far, on any thread.
+fn checks(path: &Path) -> usize {
+    let seen = QUICK_CHECKS.lock().unwrap_or_else(|e| e.into_inner());
+    seen.iter().filter(|p| *p == path).count()
+}
+
+/// True when the store at `path` carries the closed-cleanly mark.
+fn marked(path: &Path) -> bool {
+    closed_cleanly(&Store::open(path).unwrap().conn)
+}
+
+/// An engine's store as the engine opens it: checked, then armed under its lock.
+fn engines(path: &Path) -> StoreHandle {
+    let h = StoreHandle::open_checked(path).unwrap();
+    h.arm_clean_close();
+    h
 }
 
 #[test]
@@ -113,17 +126,95 @@ fn an_engines_store_is_checked_again_only_after_it_did_not_close_cleanly() {
     let path = dir.path().join("t.db");
     Store::open(&path).unwrap();
     // Never opened by an engine: checked.
-    let first = checks();
-    let h = StoreHandle::open_checked(&path).unwrap();
-    assert_eq!(checks(), first + 1);
+    let h = engines(&path);
+    assert_eq!(checks(&path), 1);
     drop(h);
     // Closed cleanly: the next start reads no more than it needs.
-    let h = StoreHandle::open_checked(&path).unwrap();
-    assert_eq!(checks(), first + 1, "checked after a clean close");
+    let h = engines(&path);
+    assert_eq!(
+        checks(&path),
+        1,
+        "a clean close should spare the next start the whole-file check"
+    );
     // An engine that dies never closes its store (its threads go with the process).
     std::mem::forget(h);
-    StoreHandle::open_checked(&path).unwrap();
-    assert_eq!(checks(), first + 2, "not checked after an unclean end");
+    engines(&path);
+    assert_eq!(
+        checks(&path),
+        2,
+        "an unclean end should make the next start check the whole file"
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_handle_no_engine_armed_leaves_no_mark_when_it_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    drop(engines(&path));
+    assert!(
+        marked(&path),
+        "an engine's clean close should leave the mark"
+    );
+    // An API server's handle, following an engine that runs elsewhere: the engine took the
+    // mark away at its start, and this handle closing must not put it back.
+    let engine = engines(&path);
+    for h in [
+        StoreHandle::open(&path).unwrap(),
+        StoreHandle::open_checked(&path).unwrap(),
+    ] {
+        h.write(|db| db.set_meta("k", "v")).await.unwrap();
+        drop(h);
+        assert!(
+            !marked(&path),
+            "a handle no engine armed marked the store closed while an engine runs"
+        );
+    }
+    // That engine is killed: the next start checks the whole file.
+    std::mem::forget(engine);
+    let before = checks(&path);
+    engines(&path);
+    assert_eq!(
+        checks(&path),
+        before + 1,
+        "an unclean end should make the next start check the whole file"
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_store_an_engine_adopts_is_checked_after_an_unclean_end_and_unmarked() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    // An API server opened the store while an engine ran elsewhere; that engine is killed.
+    std::mem::forget(engines(&path));
+    let h = StoreHandle::open(&path).unwrap();
+    let before = checks(&path);
+    h.check_after_unclean_end().await.unwrap();
+    assert_eq!(
+        checks(&path),
+        before + 1,
+        "an unclean end should make the next start check the whole file"
+    );
+    drop(h);
+    // After a clean close: not checked, and the mark is gone while the adopter runs.
+    drop(engines(&path));
+    let h = StoreHandle::open(&path).unwrap();
+    let before = checks(&path);
+    h.check_after_unclean_end().await.unwrap();
+    assert_eq!(
+        checks(&path),
+        before,
+        "a clean close should spare the next start the whole-file check"
+    );
+    assert!(
+        !marked(&path),
+        "the mark should be gone while an engine runs"
+    );
+    h.arm_clean_close();
+    drop(h);
+    assert!(
+        marked(&path),
+        "the adopting engine's clean close should leave the mark"
+    );
 }
 
 #[test]

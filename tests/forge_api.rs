@@ -230,11 +230,15 @@ fn gitea_and_forgejo_use_pulls_commit_statuses_and_label_ids() {
         let (server, stub) = stubs::forge::start();
         let gt = client(kind, &server.url, "acme/app");
         let pr = json!({"number": 3, "html_url": "https://git.example/acme/app/pulls/3",
-            "state": "open", "merged": false, "head": {"ref": "baton/7-add-login", "sha": "f00"}});
-        // Someone else's open pull request is not ours.
+            "state": "open", "merged": false, "head": {"ref": "baton/7-add-login", "sha": "f00",
+            "repo": {"full_name": "acme/app"}}});
+        // Someone else's open pull request is not ours, nor is a fork's of the same branch.
         let other = json!({"number": 2, "html_url": "x", "state": "open",
-            "head": {"ref": "feature/other", "sha": "aaa"}});
-        stub.answer("GET", "/repos/acme/app/pulls", 200, json!([other]));
+            "head": {"ref": "feature/other", "sha": "aaa", "repo": {"full_name": "acme/app"}}});
+        let fork = json!({"number": 9, "html_url": "x", "state": "open",
+            "head": {"ref": "baton/7-add-login", "sha": "bbb",
+            "repo": {"full_name": "stranger/app"}}});
+        stub.answer("GET", "/repos/acme/app/pulls", 200, json!([other, fork]));
         stub.answer("POST", "/repos/acme/app/pulls", 201, pr.clone());
         stub.answer(
             "GET",
@@ -260,7 +264,12 @@ fn gitea_and_forgejo_use_pulls_commit_statuses_and_label_ids() {
             json!([7])
         );
 
-        stub.answer("GET", "/repos/acme/app/pulls", 200, json!([other, pr]));
+        stub.answer(
+            "GET",
+            "/repos/acme/app/pulls",
+            200,
+            json!([fork, other, pr]),
+        );
         stub.answer("PATCH", "/repos/acme/app/pulls/3", 200, pr.clone());
         let (again, created) = gt.open_or_update(&request()).expect("updated");
         assert!(!created && again.number == 3, "{kind}");
@@ -278,7 +287,14 @@ fn gitea_and_forgejo_use_pulls_commit_statuses_and_label_ids() {
             "/repos/acme/app/pulls/3/reviews",
             200,
             json!([
-            {"id": 50, "state": "APPROVED"}, {"id": 51, "state": "REQUEST_CHANGES"}]),
+            {"id": 50, "state": "APPROVED"}, {"id": 51, "state": "REQUEST_CHANGES", "official": true},
+            {"id": 52, "state": "REQUEST_CHANGES", "official": false}]),
+        );
+        stub.answer(
+            "GET",
+            "/repos/acme/app/pulls/3/reviews/52/comments",
+            200,
+            json!([{"path": "main.go", "position": 1, "body": "a stranger's word"}]),
         );
         stub.answer(
             "GET",

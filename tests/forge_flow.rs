@@ -486,23 +486,31 @@ fn a_review_asking_for_changes_sends_its_comments_to_the_coder() {
         ws.root(),
         &[("FORGE_FLOW_TOKEN", TOKEN), ("BATON_GITHUB_SECRET", SECRET)],
     );
-    let body = serde_json::to_vec(&json!({"action": "submitted",
-        "review": {"id": 88, "state": "changes_requested", "body": "A few things."},
-        "pull_request": {"number": 12}}))
-    .unwrap();
-    let answer: Value = Client::new()
-        .post(server.url("/hooks/github"))
-        .header("X-GitHub-Event", "pull_request_review")
-        .header("X-GitHub-Delivery", "r1")
-        .header(
-            "X-Hub-Signature-256",
-            format!("sha256={}", hmac_hex(SECRET, &body)),
-        )
-        .body(body)
-        .send()
-        .unwrap()
-        .json()
+    let review = |who: &str, delivery: &str| -> Value {
+        let body = serde_json::to_vec(&json!({"action": "submitted",
+            "review": {"id": 88, "state": "changes_requested", "body": "A few things.",
+                "author_association": who},
+            "pull_request": {"number": 12}}))
         .unwrap();
+        Client::new()
+            .post(server.url("/hooks/github"))
+            .header("X-GitHub-Event", "pull_request_review")
+            .header("X-GitHub-Delivery", delivery)
+            .header(
+                "X-Hub-Signature-256",
+                format!("sha256={}", hmac_hex(SECRET, &body)),
+            )
+            .body(body)
+            .send()
+            .unwrap()
+            .json()
+            .unwrap()
+    };
+    // A passer-by's review of a public repository asks for nothing.
+    let stranger = review("NONE", "r0");
+    assert_eq!(stranger["task"], Value::Null, "{stranger}");
+    assert_eq!(show(&ws, id)["status"], "in_pr");
+    let answer = review("MEMBER", "r1");
     assert_eq!(answer["moved"], true, "{answer}");
     let t = wait_status(&ws, id, "review");
     let back = t["history"]
@@ -523,4 +531,76 @@ fn a_review_asking_for_changes_sends_its_comments_to_the_coder() {
         "{back}"
     );
     assert!(!t.to_string().contains(TOKEN));
+}
+
+#[test]
+fn a_forks_pull_request_from_a_branch_of_the_same_name_leaves_the_task_alone() {
+    let (api, stub) = stubs::forge::start();
+    github_answers(&stub);
+    let (ws, bare) = setup("github", &api.url);
+    let id = task_at_review(&ws);
+    ws.baton(&["approve", &id.to_string()])
+        .env("FORGE_FLOW_TOKEN", TOKEN)
+        .assert()
+        .success();
+    let branch = git(
+        ws.root(),
+        &[
+            "for-each-ref",
+            "--format=%(refname:short)",
+            "refs/heads/baton/",
+        ],
+    )
+    .trim()
+    .to_string();
+    let server = Server::start(ws.root(), &[("BATON_GITHUB_SECRET", SECRET)]);
+    let deliver = |delivery: &str, body: Value| -> Value {
+        let bytes = serde_json::to_vec(&body).unwrap();
+        Client::new()
+            .post(server.url("/hooks/github"))
+            .header("X-GitHub-Event", "pull_request")
+            .header("X-GitHub-Delivery", delivery)
+            .header(
+                "X-Hub-Signature-256",
+                format!("sha256={}", hmac_hex(SECRET, &bytes)),
+            )
+            .body(bytes)
+            .send()
+            .unwrap()
+            .json()
+            .unwrap()
+    };
+    // Someone's fork opens pull request #99 from a branch named like the task's, then
+    // merges or closes it.
+    for (delivery, merged) in [("f1", true), ("f2", false)] {
+        let answer = deliver(
+            delivery,
+            json!({"action": "closed", "number": 99, "pull_request": {"number": 99,
+                "merged": merged, "head": {"ref": branch, "repo": {"full_name": "stranger/app"}}}}),
+        );
+        assert_eq!(answer["task"], Value::Null, "{answer}");
+    }
+    // Without a number, a branch of another repository is not the task's either.
+    let answer = deliver(
+        "f3",
+        json!({"action": "closed", "pull_request": {"merged": false,
+            "head": {"ref": branch, "repo": {"full_name": "stranger/app"}}}}),
+    );
+    assert_eq!(answer["task"], Value::Null, "{answer}");
+    let t = show(&ws, id);
+    assert_eq!(
+        (&t["status"], &t["pr"]["state"]),
+        (&json!("in_pr"), &json!("open")),
+        "{t}"
+    );
+    assert!(!remote_head(&bare, &branch).is_empty());
+
+    // The task's own pull request, from this repository, still acts.
+    let answer = deliver(
+        "f4",
+        json!({"action": "closed", "number": 12, "pull_request": {"number": 12,
+            "merged": false, "head": {"ref": branch, "repo": {"full_name": "acme/app"}}}}),
+    );
+    assert_eq!(answer["moved"], true, "{answer}");
+    wait_status(&ws, id, "cancelled");
 }

@@ -60,9 +60,16 @@ pub async fn gitlab(State(s): State<AppState>, headers: HeaderMap, body: Bytes) 
         Ok(v) => v,
         Err(r) => return r,
     };
+    use sha2::{Digest, Sha256};
     use subtle::ConstantTimeEq;
+    // Digests of equal length are compared, so the time taken says nothing of the
+    // secret's length either.
     let given = header(&headers, "x-gitlab-token").unwrap_or("");
-    if !bool::from(given.as_bytes().ct_eq(secret.as_bytes())) {
+    let (given, want) = (
+        Sha256::digest(given.as_bytes()),
+        Sha256::digest(secret.as_bytes()),
+    );
+    if !bool::from(given.as_slice().ct_eq(want.as_slice())) {
         tracing::warn!("a GitLab webhook with a missing or wrong token was refused");
         return error(
             StatusCode::UNAUTHORIZED,
@@ -155,7 +162,7 @@ async fn note_for(
     match &ev.what {
         What::Merged | What::Closed => None,
         What::ChecksFailed { .. } => forge_events::failure_note(ev),
-        What::ChangesRequested { review, body } => {
+        What::ChangesRequested { review, body, .. } => {
             let (settings, review) = (settings.clone(), *review);
             let comments = tokio::task::spawn_blocking(move || {
                 let url = remote::url_of(&root, settings.remote());
@@ -199,7 +206,16 @@ async fn handle(
     let parsed = webhook::parse(kind, event, &payload);
     let (event, delivery) = (event.to_string(), delivery.to_string());
     let id_key = format!("{}:{delivery}", kind_slug(kind));
-    // The task the event is about: by the pull request's number, else its branch.
+    let root = s.ops.workspace().root().to_path_buf();
+    let ours = {
+        let (settings, root) = (settings.clone(), root.clone());
+        tokio::task::spawn_blocking(move || configured_repo(&settings, &root, kind))
+            .await
+            .ok()
+            .flatten()
+    };
+    // The task the event is about: by the pull request's number, else (a payload without
+    // one) its branch in this repository.
     let found = {
         let parsed = parsed.clone();
         s.ops
@@ -208,18 +224,23 @@ async fn handle(
                 if !db.note_delivery(&id_key, KEEP, KEEP_MS)? {
                     return Ok::<_, StoreError>(None);
                 }
-                let Some(ev) = parsed else {
+                let Some(ev) = parsed.filter(ForgeEvent::keyable) else {
                     return Ok(Some(None));
                 };
-                let by_number = match ev.number {
-                    Some(n) => db.task_pr_by_number(n as i64)?.map(|p| (p.task_id, n)),
-                    None => None,
+                let task = match (ev.number, &ev.branch) {
+                    _ if !same_repo(
+                        ev.head_repo.as_deref(),
+                        ours.as_deref(),
+                        ev.number.is_some(),
+                    ) =>
+                    {
+                        None
+                    }
+                    (Some(n), _) => db.task_pr_by_number(n as i64)?.map(|p| (p.task_id, n)),
+                    (None, Some(b)) => db.task_by_branch(b)?.map(|id| (id, 0)),
+                    (None, None) => None,
                 };
-                let by_branch = match (&by_number, &ev.branch) {
-                    (None, Some(b)) => db.task_by_branch(b)?.map(|id| (id, ev.number.unwrap_or(0))),
-                    _ => None,
-                };
-                Ok(Some(by_number.or(by_branch)))
+                Ok(Some(task))
             })
             .await
     };
@@ -241,7 +262,6 @@ async fn handle(
     let Some(ev) = parsed else {
         return axum::Json(json!({"event": event, "delivery": delivery})).into_response();
     };
-    let root = s.ops.workspace().root().to_path_buf();
     let note = note_for(&settings, root.clone(), kind, number, &ev).await;
     let applied = apply(
         s,
@@ -264,6 +284,31 @@ async fn handle(
 }
 
 use forge_events::{KEEP, KEEP_MS};
+
+/// The configured repository (`owner/name`), or `None` when the settings do not name one.
+fn configured_repo(settings: &ForgeSettings, root: &std::path::Path, kind: Kind) -> Option<String> {
+    let url = remote::url_of(root, settings.remote());
+    let mut settings = settings.clone();
+    // GitHub deliveries come without `[forge]`; the kind is known from the endpoint.
+    settings
+        .kind
+        .get_or_insert_with(|| kind_slug(kind).to_string());
+    Target::resolve(&settings, url.as_deref())
+        .ok()
+        .map(|t| t.repo)
+}
+
+/// Whether an event's head repository lets it reach a task: a pull request from another
+/// repository (a fork) never does. With a number, an unnamed head repository is taken as
+/// this one (the number is this repository's); by branch alone, both must be known and
+/// equal, or anyone's fork with a branch of the same name could act on the task.
+fn same_repo(head: Option<&str>, ours: Option<&str>, numbered: bool) -> bool {
+    match (head, ours) {
+        (Some(h), Some(o)) => h.eq_ignore_ascii_case(o),
+        (None, _) => numbered,
+        (Some(_), None) => false,
+    }
+}
 
 fn kind_slug(kind: Kind) -> &'static str {
     match kind {

@@ -54,7 +54,11 @@ pub fn check(root: &std::path::Path, s: &crate::forge::ForgeSettings) -> Finding
     };
     let url = remote::url_of(root, s.remote());
     match &url {
-        Some(u) => f.found.push(format!("remote `{}` is {u}", s.remote())),
+        Some(u) => f.found.push(format!(
+            "remote `{}` is {}",
+            s.remote(),
+            remote::display_url(u)
+        )),
         None => f.bad.push(format!(
             "remote `{}` does not exist in {} — add it with `git remote add {} URL`, or name another with remote under [forge]",
             s.remote(),

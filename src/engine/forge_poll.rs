@@ -59,12 +59,28 @@ pub(super) async fn poll_once(
         let mut out: Vec<(TaskPr, Option<ForgeEvent>)> = Vec::new();
         for mut row in open {
             let number = row.number as u64;
-            let pr = forge.get(number).map_err(|e| e.to_string())?;
+            // One pull request the API cannot answer for does not hold up the others.
+            let pr = match forge.get(number) {
+                Ok(pr) => pr,
+                Err(e) => {
+                    tracing::warn!("polling #{number} of task {} failed: {e}", row.task_id);
+                    continue;
+                }
+            };
             let what = match pr.state {
                 PrState::Merged => Some(What::Merged),
                 PrState::Closed => Some(What::Closed),
                 PrState::Open | PrState::Draft => {
-                    let checks = forge.checks(&pr).map_err(|e| e.to_string())?;
+                    let checks = match forge.checks(&pr) {
+                        Ok(c) => c,
+                        Err(e) => {
+                            tracing::warn!(
+                                "reading the checks of #{number} of task {} failed: {e}",
+                                row.task_id
+                            );
+                            continue;
+                        }
+                    };
                     row.checks_summary = checks.summary();
                     row.state = pr.state.as_str().to_string();
                     row.checks = serde_json::to_value(checks.state)
@@ -77,11 +93,15 @@ pub(super) async fn poll_once(
                     })
                 }
             };
-            let ev = what.map(|what| ForgeEvent {
-                number: Some(number),
-                branch: None,
-                what,
-            });
+            // Failed checks without a commit cannot be told from later ones: not an event.
+            let ev = what
+                .map(|what| ForgeEvent {
+                    number: Some(number),
+                    branch: None,
+                    head_repo: None,
+                    what,
+                })
+                .filter(ForgeEvent::keyable);
             out.push((row, ev));
         }
         Ok::<_, String>(out)

@@ -6,6 +6,9 @@ use super::{Checks, FailedCheck, Forge, ForgeError, Kind, Pr, PrRequest, PrState
 use reqwest::Method;
 use serde_json::{Value, json};
 
+/// The most pages of open pull requests read when looking for a branch's.
+const MAX_PAGES: usize = 200;
+
 /// One Gitea or Forgejo repository.
 pub(super) struct Gitea {
     http: Http,
@@ -76,18 +79,36 @@ impl Forge for Gitea {
     }
 
     fn find_open(&self, branch: &str) -> Result<Option<Pr>, ForgeError> {
+        // Every page of open pull requests is read (a busy repository has more than one),
+        // and only a head branch in this repository counts: a fork's branch of the same
+        // name is someone else's pull request.
+        const PER_PAGE: usize = 50;
         let what = "the list of open pull requests";
-        let v = self.http.get(
-            &format!("/repos/{}/pulls?state=open&limit=50", self.repo),
-            what,
-        )?;
-        let list = v
-            .as_array()
-            .ok_or_else(|| self.http.bad(what, "not a list"))?;
-        list.iter()
-            .find(|p| p["head"]["ref"].as_str() == Some(branch))
-            .map(|p| self.pr(p, what))
-            .transpose()
+        for page in 1..=MAX_PAGES {
+            let v = self.http.get(
+                &format!(
+                    "/repos/{}/pulls?state=open&limit={PER_PAGE}&page={page}",
+                    self.repo
+                ),
+                what,
+            )?;
+            let list = v
+                .as_array()
+                .ok_or_else(|| self.http.bad(what, "not a list"))?;
+            let ours = list.iter().find(|p| {
+                p["head"]["ref"].as_str() == Some(branch)
+                    && p["head"]["repo"]["full_name"]
+                        .as_str()
+                        .is_some_and(|r| r.eq_ignore_ascii_case(&self.repo))
+            });
+            if let Some(p) = ours {
+                return self.pr(p, what).map(Some);
+            }
+            if list.len() < PER_PAGE {
+                break;
+            }
+        }
+        Ok(None)
     }
 
     fn create(&self, req: &PrRequest) -> Result<Pr, ForgeError> {
@@ -189,6 +210,10 @@ impl Forge for Gitea {
                     .map(|l| {
                         l.iter()
                             .filter(|r| text(r, "state") == "REQUEST_CHANGES")
+                            // Official reviews are those of people who may write; a
+                            // dismissed or stale one no longer asks for anything.
+                            .filter(|r| r["official"].as_bool() != Some(false))
+                            .filter(|r| r["dismissed"].as_bool() != Some(true))
                             .filter_map(|r| num(r, "id"))
                             .collect()
                     })

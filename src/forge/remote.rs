@@ -17,6 +17,23 @@ pub fn url_of(root: &Path, remote: &str) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
+/// The URL as it may be shown: without the `user:password@` a URL can carry (a token in an
+/// https remote, `https://oauth2:glpat-…@host/…`). Everything shown of a remote goes
+/// through here, since what is shown can end up in an event.
+pub fn display_url(url: &str) -> String {
+    let url = url.trim();
+    let Some((scheme, rest)) = url.split_once("://") else {
+        // The scp form's `user@` is a login name, never a secret.
+        return url.to_string();
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    match authority.rsplit_once('@') {
+        Some((_, host)) => format!("{scheme}://{host}{tail}"),
+        None => url.to_string(),
+    }
+}
+
 /// Splits a remote URL into (host, path): `https://host/a/b.git`, `ssh://git@host:22/a/b`,
 /// and the scp form `git@host:a/b.git`. `None` for local paths and `file://`.
 fn split(url: &str) -> Option<(String, String)> {
@@ -55,6 +72,29 @@ pub fn repo_path(url: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn display_url_drops_credentials() {
+        for (url, shown) in [
+            (
+                "https://oauth2:glpat-SECRET@gitlab.example/g/app.git",
+                "https://gitlab.example/g/app.git",
+            ),
+            (
+                "https://x-access-token:ghp_SECRET@github.com/a/b",
+                "https://github.com/a/b",
+            ),
+            ("https://ghp_SECRET@github.com", "https://github.com"),
+            ("ssh://git@host:22/a/b", "ssh://host:22/a/b"),
+            ("git@github.com:a/b.git", "git@github.com:a/b.git"),
+            (
+                "https://github.com/a/b?x=a@b",
+                "https://github.com/a/b?x=a@b",
+            ),
+        ] {
+            assert_eq!(display_url(url), shown, "{url}");
+        }
+    }
 
     #[test]
     fn remote_urls_give_host_and_repository() {

@@ -52,7 +52,7 @@ impl ForgeSettings {
             None => Err(format!(
                 "the forge of remote `{}` ({}) is not github.com or gitlab.com — set kind = \"gitea\", \"forgejo\", \"gitlab\" or \"github\" with api_url under [forge]",
                 self.remote(),
-                remote_url.unwrap_or("no URL")
+                remote_url.map_or_else(|| "no URL".into(), super::remote::display_url)
             )),
         }
     }
@@ -118,5 +118,26 @@ impl ForgeSettings {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unknown_forge_is_named_without_the_token_in_its_remote() {
+        let url = "https://oauth2:glpat-SECRET123@git.example.org/group/app.git";
+        let err = ForgeSettings::default()
+            .kind_for(Some(url))
+            .expect_err("git.example.org is no known forge");
+        assert!(
+            err.contains("https://git.example.org/group/app.git"),
+            "{err}"
+        );
+        assert!(
+            !err.contains("SECRET123") && !err.contains("oauth2"),
+            "{err}"
+        );
     }
 }

@@ -62,7 +62,14 @@ fn an_engine_refuses_a_database_with_corrupt_pages_and_leaves_it_as_it_was() {
     for i in 0..40 {
         ws.ok(&["new", &format!("task {i}"), "--prompt", &prompt]);
     }
-    // Every connection has closed, so the pages are in the file: spoil some in the middle.
+    // Every page in the file (a command may leave its last writes in the -wal), then spoil
+    // some in the middle.
+    let conn = rusqlite::Connection::open(db(&ws)).unwrap();
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+        r.get::<_, i64>(0)
+    })
+    .unwrap();
+    drop(conn);
     let mut bytes = std::fs::read(db(&ws)).unwrap();
     assert!(bytes.len() > 50 * 4096, "{}", bytes.len());
     bytes[20 * 4096..30 * 4096].fill(0xa5);

@@ -9,7 +9,7 @@ use super::http::{AppState, error};
 use super::webhooks::signature_ok;
 use crate::engine::{Action, forge_events};
 use crate::forge::webhook::{self, ForgeEvent, What};
-use crate::forge::{ForgeSettings, Kind, Target, remote};
+use crate::forge::{ForgeSettings, Kind, Target};
 use crate::store::StoreError;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -165,8 +165,7 @@ async fn note_for(
         What::ChangesRequested { review, body, .. } => {
             let (settings, review) = (settings.clone(), *review);
             let comments = tokio::task::spawn_blocking(move || {
-                let url = remote::url_of(&root, settings.remote());
-                let mut target = Target::resolve(&settings, url.as_deref())?;
+                let mut target = Target::of_workspace(&settings, &root)?;
                 target.kind = kind;
                 let forge = target.connect().map_err(|e| e.to_string())?;
                 forge
@@ -287,15 +286,12 @@ use forge_events::{KEEP, KEEP_MS};
 
 /// The configured repository (`owner/name`), or `None` when the settings do not name one.
 fn configured_repo(settings: &ForgeSettings, root: &std::path::Path, kind: Kind) -> Option<String> {
-    let url = remote::url_of(root, settings.remote());
     let mut settings = settings.clone();
     // GitHub deliveries come without `[forge]`; the kind is known from the endpoint.
     settings
         .kind
         .get_or_insert_with(|| kind_slug(kind).to_string());
-    Target::resolve(&settings, url.as_deref())
-        .ok()
-        .map(|t| t.repo)
+    Target::of_workspace(&settings, root).ok().map(|t| t.repo)
 }
 
 /// Whether an event's head repository lets it reach a task: a pull request from another

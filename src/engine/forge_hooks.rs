@@ -5,7 +5,7 @@
 
 use super::followups::Ctx;
 use crate::forge::hook::{PrOptions, TestCounts};
-use crate::forge::{ForgeSettings, PrRequest, Target, remote};
+use crate::forge::{ForgeSettings, PrRequest, Target};
 use crate::store::{NewEvent, Task, TaskPr};
 use serde_json::{Value, json};
 
@@ -88,8 +88,7 @@ pub(super) async fn pr(ctx: &Ctx, task: &Task, spec: &Value) -> Result<String, S
     };
     let root = ctx.ws.root().to_path_buf();
     let opened = tokio::task::spawn_blocking(move || {
-        let url = remote::url_of(&root, settings.remote());
-        let target = Target::resolve(&settings, url.as_deref())?;
+        let target = Target::of_workspace(&settings, &root)?;
         let forge = target.connect().map_err(|e| e.to_string())?;
         let (pr, created) = forge.open_or_update(&req).map_err(|e| e.to_string())?;
         // The checks of a fresh push are usually not in yet; what there is goes on the card.
@@ -194,9 +193,7 @@ pub(super) async fn comment(ctx: &Ctx, task: &Task, spec: &Value) -> Result<Stri
     let root = ctx.ws.root().to_path_buf();
     let number = pr.number as u64;
     tokio::task::spawn_blocking(move || {
-        let url = remote::url_of(&root, settings.remote());
-        let target = Target::resolve(&settings, url.as_deref())?;
-        let forge = target.connect().map_err(|e| e.to_string())?;
+        let forge = Target::client_for(&settings, &root)?;
         forge.comment(number, &body).map_err(|e| e.to_string())
     })
     .await

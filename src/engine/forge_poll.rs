@@ -6,7 +6,7 @@
 use super::actions::{Action, Request};
 use super::{Engine, EngineHandle, forge_events};
 use crate::forge::webhook::{ForgeEvent, What};
-use crate::forge::{ChecksState, ForgeSettings, PrState, Target, remote};
+use crate::forge::{ChecksState, ForgeSettings, PrState, Target};
 use crate::store::{StoreHandle, TaskPr};
 use std::path::PathBuf;
 
@@ -49,13 +49,10 @@ pub(super) async fn poll_once(
     if open.is_empty() {
         return Ok(());
     }
-    let (settings, root) = (settings.clone(), root);
-    let (s2, r2) = (settings.clone(), root.clone());
+    let settings = settings.clone();
+    let (s, r) = (settings.clone(), root.clone());
     let seen = tokio::task::spawn_blocking(move || {
-        let (settings, root) = (s2, r2);
-        let url = remote::url_of(&root, settings.remote());
-        let target = Target::resolve(&settings, url.as_deref())?;
-        let forge = target.connect().map_err(|e| e.to_string())?;
+        let forge = Target::client_for(&s, &r)?;
         let mut out: Vec<(TaskPr, Option<ForgeEvent>)> = Vec::new();
         for mut row in open {
             let number = row.number as u64;

@@ -381,6 +381,19 @@ impl Target {
         })
     }
 
+    /// The forge of the workspace at `root`: the settings resolved against its remote's URL.
+    pub fn of_workspace(s: &ForgeSettings, root: &std::path::Path) -> Result<Self, String> {
+        let url = remote::url_of(root, s.remote());
+        Self::resolve(s, url.as_deref())
+    }
+
+    /// A client for the forge of the workspace at `root`; one sentence when there is none.
+    pub fn client_for(s: &ForgeSettings, root: &std::path::Path) -> Result<Box<dyn Forge>, String> {
+        Self::of_workspace(s, root)?
+            .connect()
+            .map_err(|e| e.to_string())
+    }
+
     /// A client for this forge with the token from its variable.
     pub fn connect(&self) -> Result<Box<dyn Forge>, ForgeError> {
         let token = std::env::var(&self.token_env)

@@ -113,8 +113,9 @@ fn the_demo_shows_a_planners_handoff_reaching_the_coder() {
     );
 
     // Quit properly, so the demo removes its throwaway workspace.
+    // Quitting ends the demo's running steps (a grace period each): the same 60 s as `wait`.
     tmux.keys(&["Escape", "q"]);
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let alive = Command::new("tmux")
             .args(["-L", &tmux.0, "has-session", "-t", "demo"])

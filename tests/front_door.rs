@@ -195,3 +195,61 @@ fn a_client_reads_the_board_in_the_clis_shapes() {
         logs.message
     );
 }
+
+/// The board and the command line read through the engine's reader: neither opens the
+/// database (whole-file administration, `baton db`, is the one command that does).
+#[test]
+fn no_front_end_opens_the_database() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut found = Vec::new();
+    for dir in ["tui", "cli"] {
+        for entry in std::fs::read_dir(src.join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "rs") || path.ends_with("db_cmd.rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            for needle in [
+                "Store::open",
+                "StoreHandle::open",
+                "rusqlite",
+                "Connection::open",
+            ] {
+                if text.contains(needle) {
+                    found.push(format!("{} uses {needle}", path.display()));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "{found:#?}");
+}
+
+/// A command closes the database before it exits: no `-wal` or `-shm` file is left in
+/// `.baton/` after commands that write (with no engine running) or only read.
+#[test]
+fn commands_leave_no_sqlite_side_files_behind() {
+    let ws = Ws::new();
+    ws.pipeline("p.json", PIPELINE);
+    let dir = ws.root().join(".baton");
+    let left = || {
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with("-wal") || n.ends_with("-shm"))
+            .collect();
+        names.sort();
+        names
+    };
+    let id = ws.new_task("p", "one").to_string();
+    assert_eq!(left(), Vec::<String>::new(), "after `new`");
+    for args in [
+        vec!["list"],
+        vec!["show", &id],
+        vec!["start", &id],
+        vec!["list", "--json"],
+        vec!["edit", &id, "--title", "two"],
+    ] {
+        ws.ok(&args);
+        assert_eq!(left(), Vec::<String>::new(), "after `{}`", args.join(" "));
+    }
+}

@@ -21,6 +21,7 @@ mod notify_hook;
 mod orders;
 mod placement;
 pub mod playground;
+mod reader;
 mod reattach;
 mod recovery;
 mod recovery_retry;
@@ -46,6 +47,7 @@ pub use actions::{
 pub use client::{Client, Gone, Submitted};
 pub use effects::{GitCtx, safe_url};
 pub use error::{EngineError, Result};
+pub use reader::Reader;
 pub use recovery::Recovered;
 pub use request::{Answer, MAX_IDEMPOTENCY_KEY, Made, NewTask, Order};
 pub use results::{MAX_AUTOMATIC_VISITS, ResultDecision, ResultFacts, StepReport, on_result};

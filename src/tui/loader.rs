@@ -1,11 +1,11 @@
-//! The loader: a thread that owns a read connection and answers load requests with
+//! The loader: a thread that holds the engine's [`Reader`] and answers load requests with
 //! snapshots, so the UI never waits on the database. Requests that pile up while it works
 //! are coalesced (a burst of "reload the board" becomes one query).
 
 use super::event::{AppEvent, BoardSnapshot, Diff, LogAnchor, LogChunk, LogQuery, TaskDetail};
-use crate::engine::move_options;
+use crate::engine::Reader;
 use crate::pipeline::{Catalog, LiveCatalog};
-use crate::store::{Db, Store, Task, TaskState};
+use crate::store::{Task, TaskState};
 use crate::workspace::{Workspace, git};
 use std::sync::mpsc;
 use tokio::sync::mpsc::UnboundedSender;
@@ -14,6 +14,8 @@ use tokio::sync::mpsc::UnboundedSender;
 #[derive(Debug, Clone, PartialEq)]
 pub enum LoadReq {
     Board,
+    /// One task's card (it changed); the rest of the board stays as loaded.
+    Card(i64),
     Task(i64),
     Log(LogQuery),
     Moves(i64),
@@ -54,7 +56,7 @@ impl Loader {
 }
 
 fn run(ws: &Workspace, rx: &mpsc::Receiver<LoadReq>, out: &UnboundedSender<AppEvent>) {
-    let store = match Store::open(&ws.db_path()) {
+    let store = match Reader::following(ws) {
         Ok(s) => s,
         Err(e) => {
             let _ = out.send(AppEvent::LoadFailed(e.to_string()));
@@ -87,7 +89,7 @@ fn run(ws: &Workspace, rx: &mpsc::Receiver<LoadReq>, out: &UnboundedSender<AppEv
             } else {
                 req
             };
-            let ev = answer(ws, &store.read(), &live.catalog, req);
+            let ev = answer(ws, &store, &live.catalog, req);
             if out.send(ev).is_err() {
                 return;
             }
@@ -122,7 +124,7 @@ fn report(problems: &[String], suffix: &str, out: &UnboundedSender<AppEvent>) {
     let _ = out.send(AppEvent::Notice(format!("{first}{suffix}{more}")));
 }
 
-fn answer(ws: &Workspace, db: &Db, catalog: &Catalog, req: LoadReq) -> AppEvent {
+fn answer(ws: &Workspace, db: &Reader, catalog: &Catalog, req: LoadReq) -> AppEvent {
     let failed = |what: &str, e: &dyn std::fmt::Display| {
         tracing::warn!("loading {what} failed: {e}");
         AppEvent::LoadFailed(format!("loading {what} failed: {e}"))
@@ -131,6 +133,12 @@ fn answer(ws: &Workspace, db: &Db, catalog: &Catalog, req: LoadReq) -> AppEvent 
         LoadReq::Board | LoadReq::Reload => match board(db, catalog) {
             Ok(b) => AppEvent::Board(b),
             Err(e) => failed("the board", &e),
+        },
+        LoadReq::Card(id) => match card(db, catalog, id) {
+            Ok(Some(ev)) => ev,
+            // Its pipeline is not on the board: the whole board, with that pipeline's tab.
+            Ok(None) => answer(ws, db, catalog, LoadReq::Board),
+            Err(e) => failed(&format!("task {id}'s card"), &e),
         },
         LoadReq::Task(id) => match task(db, id) {
             Ok(d) => AppEvent::Task(Box::new(d)),
@@ -142,7 +150,7 @@ fn answer(ws: &Workspace, db: &Db, catalog: &Catalog, req: LoadReq) -> AppEvent 
         },
         LoadReq::Moves(task_id) => AppEvent::Moves {
             task_id,
-            result: move_options(db, task_id).map_err(|e| e.to_string()),
+            result: db.moves(task_id).map_err(|e| e.to_string()),
         },
         LoadReq::Graph(task_id) => AppEvent::Graph {
             task_id,
@@ -214,13 +222,13 @@ pub fn no_diff_reason(task: &Task, in_git: bool, branch_kept: Option<bool>) -> S
     format!("the worktree was removed {when}; {rest}")
 }
 
-fn board(db: &Db, catalog: &Catalog) -> crate::store::Result<BoardSnapshot> {
-    let cards = db.task_cards()?;
+fn board(db: &Reader, catalog: &Catalog) -> crate::store::Result<BoardSnapshot> {
+    let cards = db.cards()?;
     let mut pipelines = catalog.pipelines.clone();
     // Tasks on a pipeline the catalog no longer has: show their tab from a task's snapshot.
     for card in &cards {
         if pipelines.iter().all(|p| p.id != card.pipeline_id)
-            && let Ok(p) = db.pipeline(card.id)
+            && let Ok(p) = db.pipeline_of_task(card.id)
         {
             pipelines.push((*p).clone());
         }
@@ -233,9 +241,21 @@ fn board(db: &Db, catalog: &Catalog) -> crate::store::Result<BoardSnapshot> {
     })
 }
 
-fn task(db: &Db, id: i64) -> crate::store::Result<TaskDetail> {
+/// Task `id`'s card as an event (None: gone from the board), unless its pipeline is one the
+/// board has no tab for (`Ok(None)`: load the whole board then).
+fn card(db: &Reader, catalog: &Catalog, id: i64) -> crate::store::Result<Option<AppEvent>> {
+    let card = db.card(id)?;
+    if let Some(c) = &card
+        && catalog.get(&c.pipeline_id).is_none()
+    {
+        return Ok(None);
+    }
+    Ok(Some(AppEvent::Card { id, card }))
+}
+
+fn task(db: &Reader, id: i64) -> crate::store::Result<TaskDetail> {
     let task = db.task(id)?;
-    let steps = db.step_runs(id)?;
+    let steps = db.steps(id)?;
     let history = db.history(id)?;
     let mut notices: Vec<_> = db
         .events(id)?
@@ -252,13 +272,13 @@ fn task(db: &Db, id: i64) -> crate::store::Result<TaskDetail> {
     })
 }
 
-fn log(db: &Db, query: LogQuery) -> crate::store::Result<LogChunk> {
+fn log(db: &Reader, query: LogQuery) -> crate::store::Result<LogChunk> {
     let id = query.step_run_id;
     let lines = match query.anchor {
         LogAnchor::Tail => db.log_tail(id, query.limit)?,
-        LogAnchor::Head => db.log_lines(id, 0, query.limit)?,
-        LogAnchor::After(after) => db.log_lines(id, after, query.limit)?,
-        LogAnchor::Before(before) => db.log_lines_before(id, before, query.limit)?,
+        LogAnchor::Head => db.log_after(id, 0, query.limit)?,
+        LogAnchor::After(after) => db.log_after(id, after, query.limit)?,
+        LogAnchor::Before(before) => db.log_before(id, before, query.limit)?,
     };
     Ok(LogChunk {
         query,
@@ -268,9 +288,9 @@ fn log(db: &Db, query: LogQuery) -> crate::store::Result<LogChunk> {
 }
 
 /// A task's pipeline snapshot and the moves of its current run, for the graph view.
-fn graph(db: &Db, id: i64) -> crate::store::Result<super::graph_view::GraphData> {
+fn graph(db: &Reader, id: i64) -> crate::store::Result<super::graph_view::GraphData> {
     let task = db.task(id)?;
-    let pipeline = (*db.pipeline(id)?).clone();
+    let pipeline = (*db.pipeline_of_task(id)?).clone();
     let moves = db
         .history(id)?
         .into_iter()

@@ -239,6 +239,7 @@ fn perform(
 ) {
     match effect {
         Effect::LoadBoard => loader.request(LoadReq::Board),
+        Effect::LoadCard(id) => loader.request(LoadReq::Card(id)),
         Effect::LoadTask(id) => loader.request(LoadReq::Task(id)),
         Effect::LoadLog(q) => loader.request(LoadReq::Log(q)),
         Effect::LoadMoves(id) => loader.request(LoadReq::Moves(id)),

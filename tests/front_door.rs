@@ -253,3 +253,57 @@ fn commands_leave_no_sqlite_side_files_behind() {
         assert_eq!(left(), Vec::<String>::new(), "after `{}`", args.join(" "));
     }
 }
+
+/// A board beside the engine it runs shows the engine's pipelines: one catalog in the
+/// process, reloaded by the engine's watcher, not read a second time by the board.
+#[test]
+fn a_board_with_its_engine_shows_the_engines_catalog() {
+    use baton::tui::event::AppEvent;
+    use baton::tui::loader::{LoadReq, Loader};
+    let ws = Ws::new();
+    ws.pipeline("p.json", PIPELINE);
+    let at = Workspace::at(ws.root());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let (client, _gone) = Client::connect(&at, &changes()).await.unwrap();
+        let mut catalog = client
+            .catalog()
+            .expect("an embedded client shares its catalog");
+        assert!(catalog.borrow().get("p").is_some());
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let loader = Loader::spawn_on(at.clone(), tx, Some(catalog.clone()));
+        // The engine sees the new file and reloads; the board's next load has it.
+        ws.pipeline("q.json", &PIPELINE.replace(r#""id": "p""#, r#""id": "q""#));
+        tokio::time::timeout(Duration::from_secs(30), async {
+            while catalog.borrow_and_update().get("q").is_none() {
+                catalog.changed().await.unwrap();
+            }
+        })
+        .await
+        .expect("the engine reloads the new pipeline");
+        loader.request(LoadReq::Board);
+        let board = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                match rx.recv().await.expect("the loader runs") {
+                    AppEvent::Board(b) => return b,
+                    _ => continue,
+                }
+            }
+        })
+        .await
+        .expect("the loader answers");
+        let ids: Vec<&str> = board.pipelines.iter().map(|p| p.id.as_str()).collect();
+        assert!(ids.contains(&"q"), "{ids:?}");
+        client.shutdown(Duration::from_secs(10)).await;
+    });
+    // A client attached to another process's engine has no catalog of its own to share.
+    let engine = common::spawn_engine(&ws);
+    common::wait_for("the engine to listen", || {
+        baton::engine::wake::listening(&ws.root().join(".baton"))
+    });
+    rt.block_on(async {
+        let (client, _gone) = Client::connect(&at, &changes()).await.unwrap();
+        assert!(client.catalog().is_none());
+    });
+    common::stop(engine);
+}

@@ -31,12 +31,23 @@ pub struct Loader {
 }
 
 impl Loader {
-    /// Starts the loader thread for `ws`; answers arrive on `out`.
+    /// Starts the loader thread for `ws`, reading the pipelines itself; answers arrive on
+    /// `out`.
     pub fn spawn(ws: Workspace, out: UnboundedSender<AppEvent>) -> Self {
+        Self::spawn_on(ws, out, None)
+    }
+
+    /// [`Loader::spawn`]; with `shared`, the board shows the pipelines of the engine this
+    /// process runs (as it reloads them) instead of reading the files a second time.
+    pub fn spawn_on(
+        ws: Workspace,
+        out: UnboundedSender<AppEvent>,
+        shared: Option<crate::engine::client::Catalog>,
+    ) -> Self {
         let (tx, rx) = mpsc::channel();
         std::thread::Builder::new()
             .name("baton-loader".into())
-            .spawn(move || run(&ws, &rx, &out))
+            .spawn(move || run(&ws, &rx, &out, shared))
             .expect("spawning the loader thread");
         Self { tx }
     }
@@ -55,7 +66,29 @@ impl Loader {
     }
 }
 
-fn run(ws: &Workspace, rx: &mpsc::Receiver<LoadReq>, out: &UnboundedSender<AppEvent>) {
+/// Where the board's pipelines come from.
+enum Pipelines {
+    /// Read and reloaded here (no engine runs in this process).
+    Own(LiveCatalog),
+    /// The engine's in this process.
+    Shared(crate::engine::client::Catalog),
+}
+
+impl Pipelines {
+    fn current(&self) -> std::sync::Arc<Catalog> {
+        match self {
+            Self::Own(live) => std::sync::Arc::new(live.catalog.clone()),
+            Self::Shared(rx) => rx.borrow().clone(),
+        }
+    }
+}
+
+fn run(
+    ws: &Workspace,
+    rx: &mpsc::Receiver<LoadReq>,
+    out: &UnboundedSender<AppEvent>,
+    shared: Option<crate::engine::client::Catalog>,
+) {
     let store = match Reader::following(ws) {
         Ok(s) => s,
         Err(e) => {
@@ -63,12 +96,12 @@ fn run(ws: &Workspace, rx: &mpsc::Receiver<LoadReq>, out: &UnboundedSender<AppEv
             return;
         }
     };
-    let mut live = LiveCatalog::load(&ws.pipelines_dir(), &ws.agents_dir());
-    report(
-        &startup_problems(&live.catalog),
-        "this pipeline is skipped",
-        out,
-    );
+    let mut source = match shared {
+        Some(rx) => Pipelines::Shared(rx),
+        None => Pipelines::Own(LiveCatalog::load(&ws.pipelines_dir(), &ws.agents_dir())),
+    };
+    let mut catalog = source.current();
+    report(&startup_problems(&catalog), "this pipeline is skipped", out);
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         batch.extend(rx.try_iter());
@@ -78,18 +111,27 @@ fn run(ws: &Workspace, rx: &mpsc::Receiver<LoadReq>, out: &UnboundedSender<AppEv
                 continue;
             }
             seen.push(req.clone());
-            let req = if req == LoadReq::Reload {
-                let problems = live.reload(&ws.pipelines_dir(), &ws.agents_dir());
-                if problems.is_empty() {
-                    let _ = out.send(AppEvent::Notice("pipelines reloaded".into()));
-                } else {
-                    report(&problems, "", out);
+            let req = match (req, &mut source) {
+                (LoadReq::Reload, Pipelines::Own(live)) => {
+                    let problems = live.reload(&ws.pipelines_dir(), &ws.agents_dir());
+                    if problems.is_empty() {
+                        let _ = out.send(AppEvent::Notice("pipelines reloaded".into()));
+                    } else {
+                        report(&problems, "", out);
+                    }
+                    catalog = source.current();
+                    LoadReq::Board
                 }
-                LoadReq::Board
-            } else {
-                req
+                // The engine reloads them and says what went wrong.
+                (LoadReq::Reload, Pipelines::Shared(_)) => LoadReq::Board,
+                (req, _) => req,
             };
-            let ev = answer(ws, &store, &live.catalog, req);
+            if let Pipelines::Shared(rx) = &mut source
+                && rx.has_changed().unwrap_or(false)
+            {
+                catalog = rx.borrow_and_update().clone();
+            }
+            let ev = answer(ws, &store, &catalog, req);
             if out.send(ev).is_err() {
                 return;
             }

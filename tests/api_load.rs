@@ -339,8 +339,24 @@ fn a_refused_start_leaves_no_task_behind() {
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     let (status, task) = post(&s, "/api/tasks", json!({"title": "t", "pipeline": "fast"}));
     assert_eq!(status, StatusCode::CREATED);
-    let (status, body) = post(&s, &format!("/api/tasks/{}/move", task["id"]), json!({}));
+    let url = format!("/api/tasks/{}/move", task["id"]);
+    let (status, body) = post(&s, &url, json!({}));
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let (status, body) = post(&s, &url, json!({"status": " "}));
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    // No body at all names no status either.
+    let res = client()
+        .post(s.url(&url))
+        .bearer_auth(s.token())
+        .send()
+        .unwrap();
+    let status = res.status();
+    let body: Value = res.json().unwrap_or(Value::Null);
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(
+        body.to_string().contains("status to move to"),
+        "the sentence says what is missing: {body}"
+    );
 }
 
 /// Starts `baton serve` with at most `nofile` open files (soft and hard).

@@ -195,3 +195,115 @@ fn a_client_reads_the_board_in_the_clis_shapes() {
         logs.message
     );
 }
+
+/// The board and the command line read through the engine's reader: neither opens the
+/// database (whole-file administration, `baton db`, is the one command that does).
+#[test]
+fn no_front_end_opens_the_database() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut found = Vec::new();
+    for dir in ["tui", "cli"] {
+        for entry in std::fs::read_dir(src.join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "rs") || path.ends_with("db_cmd.rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            for needle in [
+                "Store::open",
+                "StoreHandle::open",
+                "rusqlite",
+                "Connection::open",
+            ] {
+                if text.contains(needle) {
+                    found.push(format!("{} uses {needle}", path.display()));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "{found:#?}");
+}
+
+/// A command closes the database before it exits: no `-wal` or `-shm` file is left in
+/// `.baton/` after commands that write (with no engine running) or only read.
+#[test]
+fn commands_leave_no_sqlite_side_files_behind() {
+    let ws = Ws::new();
+    ws.pipeline("p.json", PIPELINE);
+    let dir = ws.root().join(".baton");
+    let left = || {
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with("-wal") || n.ends_with("-shm"))
+            .collect();
+        names.sort();
+        names
+    };
+    let id = ws.new_task("p", "one").to_string();
+    assert_eq!(left(), Vec::<String>::new(), "after `new`");
+    for args in [
+        vec!["list"],
+        vec!["show", &id],
+        vec!["start", &id],
+        vec!["list", "--json"],
+        vec!["edit", &id, "--title", "two"],
+    ] {
+        ws.ok(&args);
+        assert_eq!(left(), Vec::<String>::new(), "after `{}`", args.join(" "));
+    }
+}
+
+/// A board beside the engine it runs shows the engine's pipelines: one catalog in the
+/// process, reloaded by the engine's watcher, not read a second time by the board.
+#[test]
+fn a_board_with_its_engine_shows_the_engines_catalog() {
+    use baton::tui::event::AppEvent;
+    use baton::tui::loader::{LoadReq, Loader};
+    let ws = Ws::new();
+    ws.pipeline("p.json", PIPELINE);
+    let at = Workspace::at(ws.root());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let (client, _gone) = Client::connect(&at, &changes()).await.unwrap();
+        let mut catalog = client
+            .catalog()
+            .expect("an embedded client shares its catalog");
+        assert!(catalog.borrow().get("p").is_some());
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let loader = Loader::spawn_on(at.clone(), tx, Some(catalog.clone()));
+        // The engine sees the new file and reloads; the board's next load has it.
+        ws.pipeline("q.json", &PIPELINE.replace(r#""id": "p""#, r#""id": "q""#));
+        tokio::time::timeout(Duration::from_secs(30), async {
+            while catalog.borrow_and_update().get("q").is_none() {
+                catalog.changed().await.unwrap();
+            }
+        })
+        .await
+        .expect("the engine reloads the new pipeline");
+        loader.request(LoadReq::Board);
+        let board = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                match rx.recv().await.expect("the loader runs") {
+                    AppEvent::Board(b) => return b,
+                    _ => continue,
+                }
+            }
+        })
+        .await
+        .expect("the loader answers");
+        let ids: Vec<&str> = board.pipelines.iter().map(|p| p.id.as_str()).collect();
+        assert!(ids.contains(&"q"), "{ids:?}");
+        client.shutdown(Duration::from_secs(10)).await;
+    });
+    // A client attached to another process's engine has no catalog of its own to share.
+    let engine = common::spawn_engine(&ws);
+    common::wait_for("the engine to listen", || {
+        baton::engine::wake::listening(&ws.root().join(".baton"))
+    });
+    rt.block_on(async {
+        let (client, _gone) = Client::connect(&at, &changes()).await.unwrap();
+        assert!(client.catalog().is_none());
+    });
+    common::stop(engine);
+}

@@ -544,3 +544,43 @@ fn esc_typed_fast_before_a_key_is_two_keys_not_alt() {
         "q then quit (or asked to)"
     );
 }
+
+/// A task's change reloads its card, not the board: the card is replaced in place, a new
+/// task's card takes its place newest first, a deleted task's card goes, and a card that
+/// did not change draws nothing.
+#[test]
+fn a_changed_task_reloads_its_card_not_the_board() {
+    let mut h = Harness::new(100, 30);
+    h.app.take_effects();
+    h.event(AppEvent::TaskChanged(4));
+    let effects = h.app.take_effects();
+    assert!(effects.contains(&Effect::LoadCard(4)), "{effects:?}");
+    assert!(!effects.contains(&Effect::LoadBoard), "{effects:?}");
+
+    let mut moved = card(4, "Speed up the search index", "done", TaskState::Done);
+    moved.steps_done = 4;
+    assert!(h.event(AppEvent::Card {
+        id: 4,
+        card: Some(moved.clone())
+    }));
+    let ids = |h: &Harness| h.app.board.cards.iter().map(|c| c.id).collect::<Vec<_>>();
+    assert_eq!(ids(&h), [7, 6, 5, 4, 3, 2, 1]);
+    assert_eq!(h.app.board.cards[3], moved);
+    // The same card again: nothing to draw.
+    assert!(!h.event(AppEvent::Card {
+        id: 4,
+        card: Some(moved)
+    }));
+
+    h.event(AppEvent::Card {
+        id: 9,
+        card: Some(card(9, "A new one", "backlog", TaskState::Idle)),
+    });
+    assert_eq!(ids(&h), [9, 7, 6, 5, 4, 3, 2, 1]);
+    h.event(AppEvent::Card { id: 6, card: None });
+    assert_eq!(ids(&h), [9, 7, 5, 4, 3, 2, 1]);
+    assert!(
+        !h.app.take_effects().contains(&Effect::LoadBoard),
+        "no card event reloads the whole board"
+    );
+}

@@ -68,3 +68,37 @@ fn the_board_follows_a_pipeline_edit_and_keeps_the_last_good_one() {
     );
     assert_eq!(columns, ["todo", "check", "done"]);
 }
+
+/// Asked for one task's card, the loader reads that card alone (the board's other cards
+/// are not read again); a task that left the board answers with no card.
+#[test]
+fn the_loader_reads_one_changed_card() {
+    let ws = Ws::new();
+    ws.pipeline("p.json", V1);
+    let one = ws.new_task("p", "first");
+    let two = ws.new_task("p", "second");
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let loader = Loader::spawn(baton::workspace::Workspace::at(ws.root()), tx);
+    loader.request(LoadReq::Card(two));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let mut next = || {
+        rt.block_on(async { tokio::time::timeout(Duration::from_secs(10), rx.recv()).await })
+            .expect("the loader answers")
+            .expect("the loader runs")
+    };
+    match next() {
+        AppEvent::Card { id, card: Some(c) } => {
+            assert_eq!((id, c.id, c.title.as_str()), (two, two, "second"));
+        }
+        other => panic!("expected task {two}'s card, got {other:?}"),
+    }
+    ws.ok(&["delete", &one.to_string()]);
+    loader.request(LoadReq::Card(one));
+    match next() {
+        AppEvent::Card { id, card: None } => assert_eq!(id, one),
+        other => panic!("expected no card for the deleted task {one}, got {other:?}"),
+    }
+}

@@ -198,7 +198,19 @@ pub async fn move_task(
     body: Bytes,
 ) -> Response {
     let example = r#"{"status": "<status id>", "note": "…"}"#;
+    // No body at all is a move that names no status, as `{}` is: the body has the wrong
+    // shape (422), not text that is not JSON (400).
+    let no_status = || {
+        error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("the request body must name the status to move to, like {example}"),
+        )
+    };
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return no_status();
+    }
     match parse_json::<MoveBody>(&body, example) {
+        Ok(b) if b.status.trim().is_empty() => no_status(),
         Ok(b) => reply(
             s.ops
                 .act(

@@ -28,8 +28,8 @@ pub fn run(dir: Option<&PathBuf>, cmd: ConfigCmd) -> Outcome {
     let recorded = ws
         .as_ref()
         .filter(|w| w.db_path().exists())
-        .and_then(|w| super::open_store_to_read(w).ok())
-        .and_then(|s| s.read().meta("base_branch").ok().flatten());
+        .and_then(|w| crate::engine::Reader::open(w).ok())
+        .and_then(|r| r.recorded_base_branch().ok().flatten());
     if let (Some(branch), Some(slot)) = (
         recorded,
         shown

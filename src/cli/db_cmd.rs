@@ -1,7 +1,7 @@
 //! `baton db …`: the board's database as a whole — its schema, a copy, an export and an
 //! import, and a check.
 
-use super::{Failure, Outcome, exit, open_store, open_store_to_read};
+use super::{Failure, Outcome, exit};
 use crate::store::{SCHEMA_VERSION, Store, schema_of};
 use crate::workspace::{EngineLock, Workspace};
 use clap::Subcommand;
@@ -198,4 +198,20 @@ fn import(ws: &Workspace, file: &Path, to: Option<&Path>) -> Outcome {
         carried.rows()
     );
     Ok(exit::OK)
+}
+
+/// Opens the workspace's store (whole-file administration is the one command that does).
+fn open_store(ws: &Workspace) -> Result<Store, Failure> {
+    Ok(Store::open(&ws.db_path())?)
+}
+
+/// Opens the workspace's store for a command that only reads: read-only when this process
+/// may not write there (a read-only checkout or mount), so reading never needs to write.
+fn open_store_to_read(ws: &Workspace) -> Result<Store, Failure> {
+    let path = ws.db_path();
+    if Store::writable(&path) {
+        open_store(ws)
+    } else {
+        Ok(Store::open_read_only(&path)?)
+    }
 }

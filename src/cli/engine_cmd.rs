@@ -1,9 +1,9 @@
 //! `baton engine` and `baton run --wait`.
 
-use super::{Failure, Outcome, exit, json, tasks};
+use super::{Failure, Outcome, exit, tasks};
+use crate::engine::Reader;
 use crate::engine::client::{Change, Follower};
 use crate::engine::{Engine, RunOptions};
-use crate::store::Store;
 use crate::workspace::{EngineLock, Workspace};
 use std::time::Duration;
 
@@ -271,33 +271,35 @@ async fn wait_for_signal() {
 }
 
 /// `baton run`: the task is created; start it and, with `--wait`, wait for it to settle.
-pub fn run_task(ws: &Workspace, store: &mut Store, id: i64, wait: bool, as_json: bool) -> Outcome {
+pub fn run_task(ws: &Workspace, id: i64, wait: bool, as_json: bool) -> Outcome {
+    // Followed, not read once: the task moves on while this waits.
+    let store = Reader::following(ws)?;
     if !wait {
         if as_json {
-            println!("{}", json::show(&store.read(), id)?);
+            println!("{}", store.show_json(id)?);
         } else {
             println!("{id}");
         }
         return Ok(exit::OK);
     }
-    wait_until_settled(ws, store, id)?;
+    wait_until_settled(ws, &store, id)?;
     if as_json {
-        println!("{}", json::show(&store.read(), id)?);
+        println!("{}", store.show_json(id)?);
     } else {
-        let t = store.read().task(id)?;
+        let t = store.task(id)?;
         println!("{id} {} ({})", t.status, t.state);
     }
-    tasks::wait_code(store, id)
+    tasks::wait_code(&store, id)
 }
 
 /// Waits for the task to settle: watching another process's engine while one runs, and
 /// running one here whenever none does (another `run --wait` may have stopped its own).
-fn wait_until_settled(ws: &Workspace, store: &Store, id: i64) -> Result<(), Failure> {
+fn wait_until_settled(ws: &Workspace, store: &Reader, id: i64) -> Result<(), Failure> {
     let mut rt = None;
     let mut _tracing = None;
     let mut follower = Follower::new(ws);
     loop {
-        if tasks::settled(store.read().task(id)?.state) {
+        if tasks::settled(store.task(id)?.state) {
             return Ok(());
         }
         if !EngineLock::is_held(ws) {

@@ -19,7 +19,7 @@ mod try_cmd;
 mod why;
 
 use crate::engine::EngineError;
-use crate::store::{Store, StoreError};
+use crate::store::StoreError;
 use crate::workspace::{Workspace, WorkspaceError};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -339,22 +339,6 @@ pub fn workspace(dir: Option<&PathBuf>) -> Result<Workspace, Failure> {
                 .map_err(|e| Failure::new(format!("cannot read the current folder: {e}")))?;
             Ok(Workspace::discover(&cwd)?)
         }
-    }
-}
-
-/// Opens the workspace's store.
-pub fn open_store(ws: &Workspace) -> Result<Store, Failure> {
-    Ok(Store::open(&ws.db_path())?)
-}
-
-/// Opens the workspace's store for a command that only reads: read-only when this process
-/// may not write there (a read-only checkout or mount), so reading never needs to write.
-pub fn open_store_to_read(ws: &Workspace) -> Result<Store, Failure> {
-    let path = ws.db_path();
-    if Store::writable(&path) {
-        open_store(ws)
-    } else {
-        Ok(Store::open_read_only(&path)?)
     }
 }
 

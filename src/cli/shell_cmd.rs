@@ -1,7 +1,8 @@
 //! `baton shell ID`: a shell in a task's worktree, as the board's `o` key opens it — a new
 //! tmux window there inside tmux, else `$SHELL` in the foreground until it exits.
 
-use super::{Failure, Outcome, exit, open_store_to_read};
+use super::{Failure, Outcome, exit};
+use crate::engine::Reader;
 use crate::tui::launch::shell_argv;
 use crate::workspace::Workspace;
 use std::path::Path;
@@ -9,7 +10,7 @@ use std::process::Command;
 
 /// Opens the shell for task `id`.
 pub fn run(ws: &Workspace, id: i64, here: bool) -> Outcome {
-    let task = open_store_to_read(ws)?.read().task(id)?;
+    let task = Reader::open(ws)?.task(id)?;
     let Some(wt) = task.worktree.as_deref().filter(|w| Path::new(w).is_dir()) else {
         let why = match &task.branch {
             Some(b) => format!("its worktree was removed when it ended; its branch is {b}"),

@@ -2,10 +2,9 @@
 //! move) and notable events.
 
 use super::tasks::one_line;
-use super::{Outcome, exit, json};
-use crate::engine::MAX_TITLE;
-use crate::engine::pipeline_of;
-use crate::store::{StepRun, Store, TaskState, rfc3339};
+use super::{Outcome, exit};
+use crate::engine::{MAX_TITLE, Reader};
+use crate::store::{StepRun, TaskState, rfc3339};
 use crate::workspace::Workspace;
 
 fn step_symbol(s: &StepRun) -> &'static str {
@@ -20,14 +19,13 @@ fn step_symbol(s: &StepRun) -> &'static str {
     }
 }
 
-pub(super) fn show(ws: &Workspace, store: &Store, id: i64, as_json: bool) -> Outcome {
-    let db = store.read();
+pub(super) fn show(ws: &Workspace, db: &Reader, id: i64, as_json: bool) -> Outcome {
     if as_json {
-        println!("{}", json::show(&db, id)?);
+        println!("{}", db.show_json(id)?);
         return Ok(exit::OK);
     }
     let t = db.task(id)?;
-    let pipeline = pipeline_of(&db, &t)?;
+    let pipeline = db.pipeline(&t)?;
     let label = pipeline
         .status(&t.status)
         .map_or(t.status.clone(), |s| one_line(&s.label, 80));
@@ -68,7 +66,7 @@ pub(super) fn show(ws: &Workspace, store: &Store, id: i64, as_json: bool) -> Out
             );
         }
     }
-    let steps = db.step_runs(id)?;
+    let steps = db.steps(id)?;
     if !steps.is_empty() {
         println!("\nsteps:");
         for (i, s) in steps.iter().enumerate() {

@@ -2,19 +2,18 @@
 //! `list --archived`.
 
 use super::tasks::{act, read_prompt};
-use super::{Command, Failure, Outcome, exit, json, open_store, open_store_to_read};
-use crate::engine::Action;
+use super::{Command, Failure, Outcome, exit, json};
 use crate::engine::MAX_TITLE;
+use crate::engine::{Action, Reader};
 use crate::store::rfc3339;
 use crate::workspace::{GitQueue, Workspace, git};
 use std::path::Path;
 
 /// Runs one of this file's commands.
 pub fn run(ws: &Workspace, command: Command) -> Outcome {
-    let mut store = open_store(ws)?;
     match command {
-        Command::Dismiss { id, note } => act(ws, &mut store, id, Action::Dismiss { note }),
-        Command::Rerun { id, from, brk } => act(ws, &mut store, id, Action::Rerun { from, brk }),
+        Command::Dismiss { id, note } => act(ws, id, Action::Dismiss { note }),
+        Command::Rerun { id, from, brk } => act(ws, id, Action::Rerun { from, brk }),
         Command::Edit { id, title, prompt } => {
             if let Some(t) = &title
                 && t.chars().count() > MAX_TITLE
@@ -28,12 +27,13 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
                 Some(p) => Some(read_prompt(Some(p))?),
                 None => None,
             };
-            act(ws, &mut store, id, Action::Edit { title, prompt })
+            act(ws, id, Action::Edit { title, prompt })
         }
-        Command::Archive { id } => act(ws, &mut store, id, Action::Archive),
+        Command::Archive { id } => act(ws, id, Action::Archive),
         Command::Delete { id, purge } => {
-            let task = store.read().task(id)?;
-            let code = act(ws, &mut store, id, Action::Delete)?;
+            // Its branch and worktree as they were before the delete took its record.
+            let task = Reader::open(ws)?.task(id)?;
+            let code = act(ws, id, Action::Delete)?;
             // Its prompt and the copies of its step logs go with it, as its history did.
             let context = ws.context_dir(id);
             if let Err(e) = std::fs::remove_dir_all(&context)
@@ -85,8 +85,7 @@ fn purge_git(ws: &Workspace, worktree: Option<&str>, branch: &str) -> Result<(),
 
 /// `list --archived`: archived tasks, most recently archived first.
 pub fn archived(ws: &Workspace, as_json: bool) -> Outcome {
-    let store = open_store_to_read(ws)?;
-    let tasks = store.read().archived_tasks()?;
+    let tasks = Reader::open(ws)?.archived()?;
     if as_json {
         let items: Vec<_> = tasks.iter().map(json::list_item).collect();
         println!("{}", serde_json::Value::Array(items));

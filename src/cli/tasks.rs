@@ -1,10 +1,10 @@
 //! Task subcommands: init, new, list, show, the actions, logs and run.
 
-use super::{Command, Failure, Outcome, exit, json, open_store, open_store_to_read};
+use super::{Command, Failure, Outcome, exit, json};
 use crate::engine::client::{Change, Follower};
-use crate::engine::{Action, Client, NewTask, Order, Request, Submitted, pipeline_of};
+use crate::engine::{Action, Client, NewTask, Order, Reader, Request, Submitted};
 use crate::pipeline::{Catalog, StatusKind, load_catalog};
-use crate::store::{Store, Stream, TaskFilter, TaskState, rfc3339};
+use crate::store::{Stream, TaskFilter, TaskState, rfc3339};
 use crate::workspace::{EngineLock, Workspace};
 use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
@@ -26,12 +26,9 @@ pub fn init(dir: Option<&PathBuf>, agent: Option<&str>) -> Outcome {
     if super::init_cmd::write_schemas(&ws)? && !created {
         println!("refreshed the file schemas in .baton/schemas/");
     }
-    let mut store = open_store(&ws)?;
     // Task branches start from (and merge back into) the branch checked out now.
-    if let Some(branch) = crate::workspace::git::current_branch(ws.root())
-        && store.read().meta("base_branch")?.is_none()
-    {
-        store.write(|db| db.set_meta("base_branch", &branch))?;
+    let branch = crate::workspace::git::current_branch(ws.root());
+    if let Some(branch) = Client::for_command(&ws).set_up_board(branch.as_deref())? {
         println!("base branch for task worktrees: {branch}");
     }
     if created {
@@ -121,15 +118,8 @@ fn hint_if_no_engine(ws: &Workspace) {
 
 /// Task subcommands that need a workspace.
 pub fn run(ws: &Workspace, command: Command) -> Outcome {
-    let reads_only = matches!(
-        command,
-        Command::List { .. } | Command::Show { .. } | Command::Logs { .. } | Command::Diff { .. }
-    );
-    let mut store = if reads_only {
-        open_store_to_read(ws)?
-    } else {
-        open_store(ws)?
-    };
+    // Read once, then closed: only a command that follows the board keeps its reader.
+    let read = || Reader::open(ws);
     match command {
         Command::New {
             title,
@@ -150,21 +140,27 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
             pipeline,
             json,
             ..
-        } => list(ws, &store, status.as_deref(), pipeline.as_deref(), json),
-        Command::Show { id, json } => super::show::show(ws, &store, id, json),
-        Command::Start(a) => act(ws, &mut store, a.id, Action::Start),
-        Command::Approve(a) => act(ws, &mut store, a.id, Action::Approve { note: a.note }),
-        Command::Reject(a) => act(ws, &mut store, a.id, Action::Reject { note: a.note }),
-        Command::Abort(a) => act(ws, &mut store, a.id, Action::Abort { note: a.note }),
-        Command::Resume(a) => act(ws, &mut store, a.id, Action::Resume),
-        Command::Retry(a) => act(ws, &mut store, a.id, Action::Retry),
-        Command::Move { id, status, note } => {
-            act(ws, &mut store, id, Action::Move { to: status, note })
+        } => list(ws, &read()?, status.as_deref(), pipeline.as_deref(), json),
+        Command::Show { id, json } => super::show::show(ws, &read()?, id, json),
+        Command::Start(a) => act(ws, a.id, Action::Start),
+        Command::Approve(a) => act(ws, a.id, Action::Approve { note: a.note }),
+        Command::Reject(a) => act(ws, a.id, Action::Reject { note: a.note }),
+        Command::Abort(a) => act(ws, a.id, Action::Abort { note: a.note }),
+        Command::Resume(a) => act(ws, a.id, Action::Resume),
+        Command::Retry(a) => act(ws, a.id, Action::Retry),
+        Command::Move { id, status, note } => act(ws, id, Action::Move { to: status, note }),
+        Command::Break { id, status } => act(ws, id, Action::Break { status }),
+        Command::Continue { id } => act(ws, id, Action::Continue),
+        Command::Logs { id, step, follow } => {
+            // `--follow` reads what others write while it runs.
+            let reader = if follow {
+                Reader::following(ws)?
+            } else {
+                read()?
+            };
+            logs(ws, &reader, id, step, follow)
         }
-        Command::Break { id, status } => act(ws, &mut store, id, Action::Break { status }),
-        Command::Continue { id } => act(ws, &mut store, id, Action::Continue),
-        Command::Logs { id, step, follow } => logs(ws, &store, id, step, follow),
-        Command::Diff { id, color } => diff(ws, &store, id, color),
+        Command::Diff { id, color } => diff(ws, &read()?, id, color),
         Command::Run {
             pipeline,
             title,
@@ -176,15 +172,15 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
             if !wait {
                 hint_if_no_engine(ws);
             }
-            super::engine_cmd::run_task(ws, &mut store, id, wait, json)
+            super::engine_cmd::run_task(ws, id, wait, json)
         }
         // Init, engine, pipelines, agents and the other workspace-free commands.
         _ => unreachable!("dispatched elsewhere"),
     }
 }
 
-pub(super) fn act(ws: &Workspace, store: &mut Store, id: i64, action: Action) -> Outcome {
-    let task = store.read().task(id)?;
+pub(super) fn act(ws: &Workspace, id: i64, action: Action) -> Outcome {
+    let task = Reader::open(ws)?.task(id)?;
     let queues_step = matches!(
         action,
         Action::Start | Action::Resume | Action::Retry | Action::Continue
@@ -207,12 +203,12 @@ pub(super) fn act(ws: &Workspace, store: &mut Store, id: i64, action: Action) ->
 
 fn list(
     ws: &Workspace,
-    store: &Store,
+    store: &Reader,
     status: Option<&str>,
     pipeline: Option<&str>,
     as_json: bool,
 ) -> Outcome {
-    let tasks = store.read().list_tasks(&TaskFilter { status, pipeline })?;
+    let tasks = store.tasks(&TaskFilter { status, pipeline })?;
     // An empty list for a pipeline no one has is a typo, not an empty board. (A task can
     // outlive its pipeline's file, so only an empty answer asks the catalog.)
     if tasks.is_empty()
@@ -221,8 +217,7 @@ fn list(
         let known = catalog(ws);
         if known.get(p).is_none()
             && store
-                .read()
-                .list_tasks(&TaskFilter {
+                .tasks(&TaskFilter {
                     status: None,
                     pipeline: Some(p),
                 })?
@@ -266,10 +261,9 @@ fn list(
     Ok(exit::OK)
 }
 
-fn logs(ws: &Workspace, store: &Store, id: i64, step: Option<usize>, follow: bool) -> Outcome {
-    let db = store.read();
+fn logs(ws: &Workspace, db: &Reader, id: i64, step: Option<usize>, follow: bool) -> Outcome {
     db.task(id)?;
-    let steps = db.step_runs(id)?;
+    let steps = db.steps(id)?;
     let mut chosen = match step {
         Some(0) => {
             return Err(Failure::new(
@@ -295,7 +289,7 @@ fn logs(ws: &Workspace, store: &Store, id: i64, step: Option<usize>, follow: boo
     let mut said_waiting = false;
     let mut follower = follow.then(|| Follower::new(ws));
     loop {
-        let lines = db.log_lines(chosen.id, after, 5_000)?;
+        let lines = db.log_after(chosen.id, after, 5_000)?;
         for l in &lines {
             if writeln!(out, "{}", render_line(l, color)).is_err() {
                 return Ok(exit::OK);
@@ -305,7 +299,7 @@ fn logs(ws: &Workspace, store: &Store, id: i64, step: Option<usize>, follow: boo
         if lines.len() == 5_000 {
             continue;
         }
-        let current = db.step_run(chosen.id)?;
+        let current = db.step(chosen.id)?;
         if !follow && after == 0 && current.state == crate::store::StepState::Pending {
             eprintln!(
                 "{} has not started yet (is an engine running? `baton engine` or `baton` runs it)",
@@ -314,11 +308,11 @@ fn logs(ws: &Workspace, store: &Store, id: i64, step: Option<usize>, follow: boo
         }
         if current.state.is_final() || !follow {
             // One more read: lines committed between the query and the state check.
-            for l in db.log_lines(chosen.id, after, i64::MAX)? {
+            for l in db.log_after(chosen.id, after, i64::MAX)? {
                 let _ = writeln!(out, "{}", render_line(&l, color));
                 after = l.id;
             }
-            let next = db.step_runs(id)?.into_iter().find(|s| s.id > chosen.id);
+            let next = db.steps(id)?.into_iter().find(|s| s.id > chosen.id);
             match next {
                 Some(next) if across_steps => {
                     chosen = next;
@@ -373,9 +367,9 @@ pub fn settled(state: TaskState) -> bool {
 }
 
 /// The exit code `run --wait` gives for a settled task.
-pub fn wait_code(store: &Store, id: i64) -> Result<i32, Failure> {
-    let t = store.read().task(id)?;
-    let p = pipeline_of(&store.read(), &t)?;
+pub fn wait_code(store: &Reader, id: i64) -> Result<i32, Failure> {
+    let t = store.task(id)?;
+    let p = store.pipeline(&t)?;
     let kind = p.status(&t.status).map(|s| s.kind);
     Ok(match (t.state, kind) {
         (TaskState::Done, _) => exit::OK,
@@ -384,10 +378,11 @@ pub fn wait_code(store: &Store, id: i64) -> Result<i32, Failure> {
     })
 }
 
-fn diff(ws: &Workspace, store: &Store, id: i64, color: bool) -> Outcome {
-    let task = store.read().task(id)?;
+fn diff(ws: &Workspace, store: &Reader, id: i64, color: bool) -> Outcome {
+    let task = store.task(id)?;
     let cfg = ws.config()?;
-    let git = crate::engine::GitCtx::detect(ws, &cfg, &store.read())
+    let git = store
+        .git(ws, &cfg)
         .map_err(|e| Failure::new(e.to_string()))?
         .ok_or_else(|| {
             Failure::new(format!(

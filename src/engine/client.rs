@@ -23,6 +23,9 @@ const FALLBACK_POLL: Duration = Duration::from_millis(25);
 /// How many changes a slow listener may fall behind before it is told to reload all.
 const CHANGES: usize = 1024;
 
+/// The pipelines in force in an engine this process runs, as it reloads them.
+pub type Catalog = tokio::sync::watch::Receiver<std::sync::Arc<crate::pipeline::Catalog>>;
+
 /// Resolves when the engine an attached client follows has stopped.
 pub type Gone = Option<oneshot::Receiver<()>>;
 
@@ -51,6 +54,7 @@ enum Link {
         /// Taken by the first shutdown.
         engine: std::sync::Mutex<Option<JoinHandle<super::Result<()>>>>,
         recovered: Recovered,
+        catalog: Catalog,
     },
     Attached {
         /// Ends the thread following the engine when dropped (None: nothing follows it).
@@ -96,6 +100,7 @@ impl Client {
                     let handle = engine.handle();
                     forward(handle.subscribe(), tx.clone());
                     let recovered = engine.recovered.clone();
+                    let catalog = engine.catalog();
                     let engine = tokio::spawn(engine.run(RunOptions::default()));
                     // Boards and streams reload: work may have been queued for this engine.
                     let _ = tx.send(Change::All);
@@ -103,6 +108,7 @@ impl Client {
                         handle,
                         engine: std::sync::Mutex::new(Some(engine)),
                         recovered,
+                        catalog,
                     };
                     return Ok((Self::with(ws, link, Some(reads)), None));
                 }
@@ -151,6 +157,15 @@ impl Client {
             .map_err(|m| {
                 crate::engine::views::OpError::new(crate::engine::views::Kind::Internal, m)
             })
+    }
+
+    /// The pipelines of the engine this process runs, as it reloads them (None when
+    /// attached: the engine's catalog is in another process).
+    pub fn catalog(&self) -> Option<Catalog> {
+        match &self.link {
+            Link::Embedded { catalog, .. } => Some(catalog.clone()),
+            Link::Attached { .. } => None,
+        }
     }
 
     /// True when this process runs the engine.
@@ -363,11 +378,15 @@ fn forward(mut events: broadcast::Receiver<EngineEvent>, tx: broadcast::Sender<C
                 Ok(EngineEvent::LogLines { step_run_id, .. }) => Change::Log(step_run_id),
                 // Another process wrote (`baton new` in another terminal); or events missed.
                 Ok(EngineEvent::Changed) | Err(RecvError::Lagged(_)) => Change::All,
-                // Definitions were read again; the engine's settings are the engine's, so
-                // their errors come from it.
+                // Definitions were read again (a board here shows the engine's catalog):
+                // the first problem, counting the rest.
                 Ok(EngineEvent::Reloaded { problems }) => {
-                    if let Some(p) = problems.into_iter().find(|p| p.contains("config.toml")) {
-                        let _ = tx.send(Change::Notice(p));
+                    if let Some(first) = problems.first() {
+                        let more = match problems.len() {
+                            1 => String::new(),
+                            n => format!(" (and {} more — `baton pipelines validate`)", n - 1),
+                        };
+                        let _ = tx.send(Change::Notice(format!("{first}{more}")));
                     }
                     Change::All
                 }

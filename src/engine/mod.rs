@@ -21,6 +21,7 @@ mod notify_hook;
 mod orders;
 mod placement;
 pub mod playground;
+mod reader;
 mod reattach;
 mod recovery;
 mod recovery_retry;
@@ -46,6 +47,7 @@ pub use actions::{
 pub use client::{Client, Gone, Submitted};
 pub use effects::{GitCtx, safe_url};
 pub use error::{EngineError, Result};
+pub use reader::Reader;
 pub use recovery::Recovered;
 pub use request::{Answer, MAX_IDEMPOTENCY_KEY, Made, NewTask, Order};
 pub use results::{MAX_AUTOMATIC_VISITS, ResultDecision, ResultFacts, StepReport, on_result};
@@ -189,6 +191,8 @@ pub struct Engine {
     /// The agent profiles likewise, and the catalog steps get.
     live_agents: crate::agents::LiveAgents,
     agents: Arc<crate::agents::AgentCatalog>,
+    /// The pipelines in force, for a board shown by this process: one catalog per process.
+    catalog_tx: tokio::sync::watch::Sender<Arc<crate::pipeline::Catalog>>,
     /// Changed definition files, reported by `_defs`.
     reload_rx: mpsc::UnboundedReceiver<Vec<std::path::PathBuf>>,
     _defs: Option<crate::workspace::watch::DefinitionWatcher>,
@@ -313,6 +317,7 @@ impl Engine {
         };
         let (triggers, trigger_errors) = triggers::TriggerSet::new(&live.catalog.pipelines);
         let agents = Arc::new(live_agents.catalog.clone());
+        let (catalog_tx, _) = tokio::sync::watch::channel(Arc::new(live.catalog.clone()));
         let (reload_tx, reload_rx) = mpsc::unbounded_channel();
         let defs = if apply_only {
             None
@@ -361,6 +366,7 @@ impl Engine {
             live,
             live_agents,
             agents,
+            catalog_tx,
             reload_rx,
             _defs: defs,
             wake_rx,
@@ -386,6 +392,12 @@ impl Engine {
             events: self.events.clone(),
             shutdown: self.shutdown.clone(),
         }
+    }
+
+    /// The pipelines in force, updated as the engine reloads them: a board in this process
+    /// shows these rather than reading and watching the files a second time.
+    pub fn catalog(&self) -> tokio::sync::watch::Receiver<Arc<crate::pipeline::Catalog>> {
+        self.catalog_tx.subscribe()
     }
 
     /// The store the engine writes, for a headless engine's own progress lines.

@@ -20,6 +20,36 @@ impl Engine {
         }
     }
 
+    /// Reads the agent profiles again when the new task's pipeline names one this engine
+    /// has not loaded: its file may have been written a moment ago, before the watcher
+    /// told the engine, and creation (which reads the files) found it. Its steps resolve
+    /// through the engine's catalog, so the engine must see what creation saw.
+    async fn know_agents_of(&mut self, pipeline: &crate::pipeline::Pipeline) {
+        if self.apply_only {
+            return;
+        }
+        let unknown = pipeline.statuses.iter().any(|s| {
+            matches!(s.step.as_ref().map(|st| &st.action),
+                Some(crate::pipeline::StepAction::Agent(id)) if self.agents.get(id).is_err())
+        });
+        if !unknown {
+            return;
+        }
+        let (dir, mut live) = (self.ws.agents_dir(), self.live_agents.clone());
+        match tokio::task::spawn_blocking(move || {
+            live.reload(&dir);
+            live
+        })
+        .await
+        {
+            Ok(live) => {
+                self.agents = std::sync::Arc::new(live.catalog.clone());
+                self.live_agents = live;
+            }
+            Err(e) => tracing::error!("reading the agent profiles again failed: {e}"),
+        }
+    }
+
     async fn create(&mut self, new: NewTask, command: Option<i64>) -> Result<Answer, String> {
         let (ws, asked) = (self.ws.clone(), new.clone());
         let prepared = tokio::task::spawn_blocking(move || asked.prepare(&ws))
@@ -27,6 +57,7 @@ impl Engine {
             .unwrap_or_else(|e| Err(EngineError::Other(format!("creating a task failed: {e}"))));
         let out = match prepared {
             Ok(pipeline) => {
+                self.know_agents_of(&pipeline).await;
                 self.store
                     .write(move |db| {
                         let created = create_and_start(db, &pipeline, &new)?;

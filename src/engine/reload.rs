@@ -68,6 +68,8 @@ impl Engine {
         self.trigger_errors = trigger_errors;
         self.note_new_schedules().await;
         self.live = live;
+        self.catalog_tx
+            .send_replace(std::sync::Arc::new(self.live.catalog.clone()));
         self.agents = std::sync::Arc::new(agents.catalog.clone());
         self.live_agents = agents;
         let files: Vec<String> = changed

@@ -35,47 +35,64 @@ impl Db<'_> {
     /// each card's figures come from its own run's rows through an index, so the query
     /// grows with the board, never with the board times its history.
     pub fn task_cards(&self) -> Result<Vec<TaskCard>> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT t.id, t.title, t.pipeline_id, t.status, t.state, t.updated_at, \
-             (SELECT COUNT(DISTINCT s.status) FROM step_runs s INDEXED BY step_runs_run \
-               WHERE s.run_id = t.run_id AND s.state = 'succeeded' \
-               AND s.id = (SELECT MAX(l.id) FROM step_runs l INDEXED BY step_runs_run \
-                 WHERE l.run_id = t.run_id AND l.status = s.status)), \
-             (SELECT MAX(CASE WHEN s.state = 'running' THEN s.started_at END) \
-               FROM step_runs s INDEXED BY step_runs_open \
-               WHERE s.task_id = t.id AND s.state IN ('pending', 'running')), \
-             CASE WHEN t.state IN ('queued', 'running') THEN NULL ELSE \
-             (SELECT s.tests_json FROM step_runs s WHERE s.task_id = t.id \
-               AND s.run_id = t.run_id AND s.tests_json IS NOT NULL ORDER BY s.id DESC LIMIT 1) \
-             END, \
-             (SELECT SUM(s.cost) FROM step_runs s WHERE s.task_id = t.id AND s.run_id = t.run_id), \
-             (SELECT e.summary FROM events e INDEXED BY events_errors \
-               WHERE e.task_id = t.id AND e.level = 'error' \
-               AND e.at >= COALESCE((SELECT h.at FROM history h WHERE h.task_id = t.id \
-                                     ORDER BY h.id DESC LIMIT 1), 0) \
-               ORDER BY e.id DESC LIMIT 1), \
-             (SELECT 'PR#' || p.number || ' ' || p.state || CASE p.checks \
-                 WHEN 'passed' THEN ' ✓' WHEN 'failed' THEN ' ✗' WHEN 'pending' THEN ' …' \
-                 ELSE '' END FROM task_prs p WHERE p.task_id = t.id) \
-             FROM tasks t WHERE t.archived_at IS NULL ORDER BY t.id DESC",
-        )?;
-        let rows = stmt.query_map([], |r| {
-            let tests: Option<String> = r.get(8)?;
-            Ok(TaskCard {
-                id: r.get(0)?,
-                title: r.get(1)?,
-                pipeline_id: r.get(2)?,
-                status: r.get(3)?,
-                state: r.get(4)?,
-                updated_at: r.get(5)?,
-                steps_done: r.get(6)?,
-                running_since: r.get(7)?,
-                tests: tests.and_then(|t| serde_json::from_str(&t).ok()),
-                cost: r.get(9)?,
-                alert: r.get(10)?,
-                pr: r.get(11)?,
-            })
-        })?;
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "{CARD} WHERE t.archived_at IS NULL ORDER BY t.id DESC"
+        ))?;
+        let rows = stmt.query_map([], card)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
+
+    /// One task's card; None when the task is gone or archived (off the board).
+    pub fn task_card(&self, id: i64) -> Result<Option<TaskCard>> {
+        use rusqlite::OptionalExtension;
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!("{CARD} WHERE t.archived_at IS NULL AND t.id = ?1"))?;
+        Ok(stmt.query_row([id], card).optional()?)
+    }
+}
+
+/// A card's columns, from `tasks t`.
+const CARD: &str = concat!(
+    "SELECT t.id, t.title, t.pipeline_id, t.status, t.state, t.updated_at, ",
+    "(SELECT COUNT(DISTINCT s.status) FROM step_runs s INDEXED BY step_runs_run ",
+    "WHERE s.run_id = t.run_id AND s.state = 'succeeded' ",
+    "AND s.id = (SELECT MAX(l.id) FROM step_runs l INDEXED BY step_runs_run ",
+    "WHERE l.run_id = t.run_id AND l.status = s.status)), ",
+    "(SELECT MAX(CASE WHEN s.state = 'running' THEN s.started_at END) ",
+    "FROM step_runs s INDEXED BY step_runs_open ",
+    "WHERE s.task_id = t.id AND s.state IN ('pending', 'running')), ",
+    "CASE WHEN t.state IN ('queued', 'running') THEN NULL ELSE ",
+    "(SELECT s.tests_json FROM step_runs s WHERE s.task_id = t.id ",
+    "AND s.run_id = t.run_id AND s.tests_json IS NOT NULL ORDER BY s.id DESC LIMIT 1) ",
+    "END, ",
+    "(SELECT SUM(s.cost) FROM step_runs s WHERE s.task_id = t.id AND s.run_id = t.run_id), ",
+    "(SELECT e.summary FROM events e INDEXED BY events_errors ",
+    "WHERE e.task_id = t.id AND e.level = 'error' ",
+    "AND e.at >= COALESCE((SELECT h.at FROM history h WHERE h.task_id = t.id ",
+    "ORDER BY h.id DESC LIMIT 1), 0) ",
+    "ORDER BY e.id DESC LIMIT 1), ",
+    "(SELECT 'PR#' || p.number || ' ' || p.state || CASE p.checks ",
+    "WHEN 'passed' THEN ' ✓' WHEN 'failed' THEN ' ✗' WHEN 'pending' THEN ' …' ",
+    "ELSE '' END FROM task_prs p WHERE p.task_id = t.id) ",
+    "FROM tasks t",
+);
+
+/// A card from a row of [`CARD`].
+fn card(r: &rusqlite::Row<'_>) -> rusqlite::Result<TaskCard> {
+    let tests: Option<String> = r.get(8)?;
+    Ok(TaskCard {
+        id: r.get(0)?,
+        title: r.get(1)?,
+        pipeline_id: r.get(2)?,
+        status: r.get(3)?,
+        state: r.get(4)?,
+        updated_at: r.get(5)?,
+        steps_done: r.get(6)?,
+        running_since: r.get(7)?,
+        tests: tests.and_then(|t| serde_json::from_str(&t).ok()),
+        cost: r.get(9)?,
+        alert: r.get(10)?,
+        pr: r.get(11)?,
+    })
 }

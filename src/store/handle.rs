@@ -63,9 +63,13 @@ struct Inner {
     armed: Arc<std::sync::atomic::AtomicBool>,
     /// The writer thread (an armed drop there cannot wait for it).
     writer_id: std::thread::ThreadId,
+    /// The store's three threads: a drop on one of them cannot wait for them.
+    threads: [std::thread::ThreadId; 3],
     /// The writer's word that it has marked the store closed cleanly.
     /// (A receiver is not `Sync`; the mutex makes the handle shareable.)
     closed: Option<std::sync::Mutex<std_mpsc::Receiver<()>>>,
+    /// Hung up when the last of the store's threads has closed its connection.
+    done: Option<std::sync::Mutex<std_mpsc::Receiver<()>>>,
 }
 
 /// How long dropping an engine's last handle waits for the writer to finish its queue and
@@ -75,21 +79,26 @@ const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        if !self.armed.load(std::sync::atomic::Ordering::Acquire) {
-            return;
-        }
-        let Some(closed) = self.closed.take() else {
-            return;
-        };
-        // Hanging up the writer's queue is what tells it to finish.
+        // Hanging up the queues is what tells the threads to finish.
         let (hang_up, _) = std_mpsc::channel();
-        drop(std::mem::replace(&mut self.writer, hang_up));
+        drop(std::mem::replace(&mut self.writer, hang_up.clone()));
+        drop(std::mem::replace(&mut self.reader, hang_up));
         // The process may exit as soon as this returns: wait for the mark (not when the
         // last handle is dropped by one of the writer's own jobs).
-        if std::thread::current().id() != self.writer_id
+        if self.armed.load(std::sync::atomic::Ordering::Acquire)
+            && std::thread::current().id() != self.writer_id
+            && let Some(closed) = self.closed.take()
             && let Ok(closed) = closed.into_inner()
         {
             let _ = closed.recv_timeout(CLOSE_WAIT);
+        }
+        // And for the connections to close: the last one to close removes SQLite's
+        // `-wal` and `-shm` files, which a process exiting with them open leaves behind.
+        if !self.threads.contains(&std::thread::current().id())
+            && let Some(done) = self.done.take()
+            && let Ok(done) = done.into_inner()
+        {
+            let _ = done.recv_timeout(CLOSE_WAIT);
         }
     }
 }
@@ -130,11 +139,18 @@ impl StoreHandle {
             .map_err(StoreError::from)?;
         let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (closed_tx, closed_rx) = std_mpsc::channel();
-        let (checkpoints, _) = spawn_thread("baton-store-c", checkpointer, None, None)?;
+        let (done_tx, done_rx) = std_mpsc::channel();
+        let (checkpoints, checkpointer_id) =
+            spawn_thread("baton-store-c", checkpointer, None, None, done_tx.clone())?;
         let closing = Some((armed.clone(), closed_tx));
-        let (writer, writer_id) =
-            spawn_thread("baton-store-w", writer, Some(checkpoints), closing)?;
-        let (reader, _) = spawn_thread("baton-store-r", reader, None, None)?;
+        let (writer, writer_id) = spawn_thread(
+            "baton-store-w",
+            writer,
+            Some(checkpoints),
+            closing,
+            done_tx.clone(),
+        )?;
+        let (reader, reader_id) = spawn_thread("baton-store-r", reader, None, None, done_tx)?;
         Ok(Self {
             inner: Arc::new(Inner {
                 writer,
@@ -142,7 +158,9 @@ impl StoreHandle {
                 path,
                 armed,
                 writer_id,
+                threads: [writer_id, reader_id, checkpointer_id],
                 closed: Some(std::sync::Mutex::new(closed_rx)),
+                done: Some(std::sync::Mutex::new(done_rx)),
             }),
         })
     }
@@ -403,9 +421,10 @@ fn run_one(
 /// thread's last write marks the store closed cleanly, and it says so on its sender.
 fn spawn_thread(
     name: &str,
-    mut store: Store,
+    store: Store,
     checkpoints: Option<std_mpsc::Sender<Job>>,
     closing: Option<(Arc<std::sync::atomic::AtomicBool>, std_mpsc::Sender<()>)>,
+    done: std_mpsc::Sender<()>,
 ) -> Result<(std_mpsc::Sender<Job>, std::thread::ThreadId)> {
     let (tx, rx) = std_mpsc::channel::<Job>();
     let close = move |store: &mut Store| {
@@ -421,82 +440,88 @@ fn spawn_thread(
     let thread = std::thread::Builder::new()
         .name(name.into())
         .spawn(move || {
-            let mut next: Option<Job> = None;
-            let mut commits = 0u32;
-            // Commits since the log was last cut to nothing.
-            let mut dirty = false;
-            let pending = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-            loop {
-                let job = match next.take() {
-                    Some(j) => j,
-                    None => match (&checkpoints, dirty) {
-                        (Some(c), true) => match rx.recv_timeout(IDLE) {
-                            Ok(j) => j,
-                            Err(std_mpsc::RecvTimeoutError::Timeout) => {
-                                dirty = false;
-                                let _ = c.send(Job::Raw(Box::new(truncate)));
-                                continue;
-                            }
-                            Err(std_mpsc::RecvTimeoutError::Disconnected) => {
-                                close(&mut store);
-                                truncate(&mut store);
-                                return;
-                            }
-                        },
-                        _ => match rx.recv() {
-                            Ok(j) => j,
-                            Err(_) => {
-                                close(&mut store);
-                                if dirty {
+            // Runs the queue; its connection closes when the closure returns, and only
+            // then is `done` dropped.
+            let serve = move |mut store: Store| {
+                let mut next: Option<Job> = None;
+                let mut commits = 0u32;
+                // Commits since the log was last cut to nothing.
+                let mut dirty = false;
+                let pending = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+                loop {
+                    let job = match next.take() {
+                        Some(j) => j,
+                        None => match (&checkpoints, dirty) {
+                            (Some(c), true) => match rx.recv_timeout(IDLE) {
+                                Ok(j) => j,
+                                Err(std_mpsc::RecvTimeoutError::Timeout) => {
+                                    dirty = false;
+                                    let _ = c.send(Job::Raw(Box::new(truncate)));
+                                    continue;
+                                }
+                                Err(std_mpsc::RecvTimeoutError::Disconnected) => {
+                                    close(&mut store);
                                     truncate(&mut store);
+                                    return;
                                 }
-                                return;
-                            }
+                            },
+                            _ => match rx.recv() {
+                                Ok(j) => j,
+                                Err(_) => {
+                                    close(&mut store);
+                                    if dirty {
+                                        truncate(&mut store);
+                                    }
+                                    return;
+                                }
+                            },
                         },
-                    },
-                };
-                match job {
-                    Job::Raw(f) => {
-                        // A panicking job must not take the store down with it: its caller
-                        // sees the reply channel dropped ("the store has stopped").
-                        let run = std::panic::AssertUnwindSafe(|| f(&mut store));
-                        if std::panic::catch_unwind(run).is_err() {
-                            tracing::error!("a database job panicked; the store goes on");
-                        }
-                    }
-                    Job::Write(first) => {
-                        let mut bodies = vec![first];
-                        while bodies.len() < GROUP {
-                            match rx.try_recv() {
-                                Ok(Job::Write(b)) => bodies.push(b),
-                                Ok(other) => {
-                                    next = Some(other);
-                                    break;
-                                }
-                                Err(_) => break,
+                    };
+                    match job {
+                        Job::Raw(f) => {
+                            // A panicking job must not take the store down with it: its caller
+                            // sees the reply channel dropped ("the store has stopped").
+                            let run = std::panic::AssertUnwindSafe(|| f(&mut store));
+                            if std::panic::catch_unwind(run).is_err() {
+                                tracing::error!("a database job panicked; the store goes on");
                             }
                         }
-                        run_group(&mut store, bodies);
-                        commits += 1;
-                        dirty = true;
-                        if let Some(c) = &checkpoints
-                            && commits.is_multiple_of(CHECKPOINT_EVERY)
-                            && !pending.swap(true, std::sync::atomic::Ordering::AcqRel)
-                        {
-                            let pending = pending.clone();
-                            let _ = c.send(Job::Raw(Box::new(move |s: &mut Store| {
-                                // PASSIVE: copies what no reader still needs; never waits.
-                                if let Err(e) =
-                                    s.conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)")
-                                {
-                                    tracing::warn!("a background checkpoint failed: {e}");
+                        Job::Write(first) => {
+                            let mut bodies = vec![first];
+                            while bodies.len() < GROUP {
+                                match rx.try_recv() {
+                                    Ok(Job::Write(b)) => bodies.push(b),
+                                    Ok(other) => {
+                                        next = Some(other);
+                                        break;
+                                    }
+                                    Err(_) => break,
                                 }
-                                pending.store(false, std::sync::atomic::Ordering::Release);
-                            })));
+                            }
+                            run_group(&mut store, bodies);
+                            commits += 1;
+                            dirty = true;
+                            if let Some(c) = &checkpoints
+                                && commits.is_multiple_of(CHECKPOINT_EVERY)
+                                && !pending.swap(true, std::sync::atomic::Ordering::AcqRel)
+                            {
+                                let pending = pending.clone();
+                                let _ = c.send(Job::Raw(Box::new(move |s: &mut Store| {
+                                    // PASSIVE: copies what no reader still needs; never waits.
+                                    if let Err(e) =
+                                        s.conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)")
+                                    {
+                                        tracing::warn!("a background checkpoint failed: {e}");
+                                    }
+                                    pending.store(false, std::sync::atomic::Ordering::Release);
+                                })));
+                            }
                         }
                     }
                 }
-            }
+            };
+            serve(store);
+            drop(done);
         })
         .map_err(|e| StoreError::Conflict(format!("cannot start the store's thread: {e}")))?;
     Ok((tx, thread.thread().id()))

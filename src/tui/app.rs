@@ -174,6 +174,13 @@ impl App {
                 self.frame = self.frame.wrapping_add(1);
                 self.wants_tick()
             }
+            AppEvent::Card { id, card } => match self.with_card(id, card) {
+                Some(snapshot) => self.update(AppEvent::Board(snapshot)),
+                None => {
+                    self.effect(Effect::LoadBoard);
+                    false
+                }
+            },
             AppEvent::Board(snapshot) => {
                 // A reload that found nothing new (the store watcher is coarse) draws nothing.
                 let same = self.loaded
@@ -240,7 +247,12 @@ impl App {
                 false
             }
             AppEvent::TaskChanged(id) => {
-                self.effect(Effect::LoadBoard);
+                // One task changed: its card is read again, not the whole board.
+                self.effect(if self.loaded {
+                    Effect::LoadCard(id)
+                } else {
+                    Effect::LoadBoard
+                });
                 if self.board.selected == Some(id) {
                     self.effect(Effect::LoadTask(id));
                 }
@@ -298,6 +310,32 @@ impl App {
                 true
             }
         }
+    }
+
+    /// The board as loaded with task `id`'s card replaced, added (newest first) or taken
+    /// away; None before the first board has loaded.
+    fn with_card(&self, id: i64, card: Option<crate::store::TaskCard>) -> Option<BoardSnapshot> {
+        if !self.loaded {
+            return None;
+        }
+        let mut cards = self.board.cards.clone();
+        let at = cards.iter().position(|c| c.id == id);
+        match (card, at) {
+            (Some(card), Some(i)) => cards[i] = card,
+            (Some(card), None) => {
+                let i = cards.partition_point(|c| c.id > id);
+                cards.insert(i, card);
+            }
+            (None, Some(i)) => {
+                cards.remove(i);
+            }
+            (None, None) => {}
+        }
+        Some(BoardSnapshot {
+            pipelines: self.board.pipelines.clone(),
+            cards,
+            home: self.board.home.clone(),
+        })
     }
 
     fn on_board(&mut self, snapshot: BoardSnapshot) {

@@ -68,6 +68,11 @@ pub enum AppEvent {
     /// The spinner clock (runs only while something runs).
     Tick,
     Board(BoardSnapshot),
+    /// One task's card as it is now; None when it has left the board.
+    Card {
+        id: i64,
+        card: Option<crate::store::TaskCard>,
+    },
     Task(Box<TaskDetail>),
     Log(LogChunk),
     Moves {
@@ -134,6 +139,8 @@ pub struct NewTask {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
     LoadBoard,
+    /// Reload one task's card (it changed).
+    LoadCard(i64),
     LoadTask(i64),
     LoadLog(LogQuery),
     LoadMoves(i64),

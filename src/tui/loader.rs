@@ -1,11 +1,11 @@
-//! The loader: a thread that owns a read connection and answers load requests with
+//! The loader: a thread that holds the engine's [`Reader`] and answers load requests with
 //! snapshots, so the UI never waits on the database. Requests that pile up while it works
 //! are coalesced (a burst of "reload the board" becomes one query).
 
 use super::event::{AppEvent, BoardSnapshot, Diff, LogAnchor, LogChunk, LogQuery, TaskDetail};
-use crate::engine::move_options;
+use crate::engine::Reader;
 use crate::pipeline::{Catalog, LiveCatalog};
-use crate::store::{Db, Store, Task, TaskState};
+use crate::store::{Task, TaskState};
 use crate::workspace::{Workspace, git};
 use std::sync::mpsc;
 use tokio::sync::mpsc::UnboundedSender;
@@ -14,6 +14,8 @@ use tokio::sync::mpsc::UnboundedSender;
 #[derive(Debug, Clone, PartialEq)]
 pub enum LoadReq {
     Board,
+    /// One task's card (it changed); the rest of the board stays as loaded.
+    Card(i64),
     Task(i64),
     Log(LogQuery),
     Moves(i64),
@@ -29,12 +31,23 @@ pub struct Loader {
 }
 
 impl Loader {
-    /// Starts the loader thread for `ws`; answers arrive on `out`.
+    /// Starts the loader thread for `ws`, reading the pipelines itself; answers arrive on
+    /// `out`.
     pub fn spawn(ws: Workspace, out: UnboundedSender<AppEvent>) -> Self {
+        Self::spawn_on(ws, out, None)
+    }
+
+    /// [`Loader::spawn`]; with `shared`, the board shows the pipelines of the engine this
+    /// process runs (as it reloads them) instead of reading the files a second time.
+    pub fn spawn_on(
+        ws: Workspace,
+        out: UnboundedSender<AppEvent>,
+        shared: Option<crate::engine::client::Catalog>,
+    ) -> Self {
         let (tx, rx) = mpsc::channel();
         std::thread::Builder::new()
             .name("baton-loader".into())
-            .spawn(move || run(&ws, &rx, &out))
+            .spawn(move || run(&ws, &rx, &out, shared))
             .expect("spawning the loader thread");
         Self { tx }
     }
@@ -53,20 +66,42 @@ impl Loader {
     }
 }
 
-fn run(ws: &Workspace, rx: &mpsc::Receiver<LoadReq>, out: &UnboundedSender<AppEvent>) {
-    let store = match Store::open(&ws.db_path()) {
+/// Where the board's pipelines come from.
+enum Pipelines {
+    /// Read and reloaded here (no engine runs in this process).
+    Own(LiveCatalog),
+    /// The engine's in this process.
+    Shared(crate::engine::client::Catalog),
+}
+
+impl Pipelines {
+    fn current(&self) -> std::sync::Arc<Catalog> {
+        match self {
+            Self::Own(live) => std::sync::Arc::new(live.catalog.clone()),
+            Self::Shared(rx) => rx.borrow().clone(),
+        }
+    }
+}
+
+fn run(
+    ws: &Workspace,
+    rx: &mpsc::Receiver<LoadReq>,
+    out: &UnboundedSender<AppEvent>,
+    shared: Option<crate::engine::client::Catalog>,
+) {
+    let store = match Reader::following(ws) {
         Ok(s) => s,
         Err(e) => {
             let _ = out.send(AppEvent::LoadFailed(e.to_string()));
             return;
         }
     };
-    let mut live = LiveCatalog::load(&ws.pipelines_dir(), &ws.agents_dir());
-    report(
-        &startup_problems(&live.catalog),
-        "this pipeline is skipped",
-        out,
-    );
+    let mut source = match shared {
+        Some(rx) => Pipelines::Shared(rx),
+        None => Pipelines::Own(LiveCatalog::load(&ws.pipelines_dir(), &ws.agents_dir())),
+    };
+    let mut catalog = source.current();
+    report(&startup_problems(&catalog), "this pipeline is skipped", out);
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         batch.extend(rx.try_iter());
@@ -76,18 +111,27 @@ fn run(ws: &Workspace, rx: &mpsc::Receiver<LoadReq>, out: &UnboundedSender<AppEv
                 continue;
             }
             seen.push(req.clone());
-            let req = if req == LoadReq::Reload {
-                let problems = live.reload(&ws.pipelines_dir(), &ws.agents_dir());
-                if problems.is_empty() {
-                    let _ = out.send(AppEvent::Notice("pipelines reloaded".into()));
-                } else {
-                    report(&problems, "", out);
+            let req = match (req, &mut source) {
+                (LoadReq::Reload, Pipelines::Own(live)) => {
+                    let problems = live.reload(&ws.pipelines_dir(), &ws.agents_dir());
+                    if problems.is_empty() {
+                        let _ = out.send(AppEvent::Notice("pipelines reloaded".into()));
+                    } else {
+                        report(&problems, "", out);
+                    }
+                    catalog = source.current();
+                    LoadReq::Board
                 }
-                LoadReq::Board
-            } else {
-                req
+                // The engine reloads them and says what went wrong.
+                (LoadReq::Reload, Pipelines::Shared(_)) => LoadReq::Board,
+                (req, _) => req,
             };
-            let ev = answer(ws, &store.read(), &live.catalog, req);
+            if let Pipelines::Shared(rx) = &mut source
+                && rx.has_changed().unwrap_or(false)
+            {
+                catalog = rx.borrow_and_update().clone();
+            }
+            let ev = answer(ws, &store, &catalog, req);
             if out.send(ev).is_err() {
                 return;
             }
@@ -122,7 +166,7 @@ fn report(problems: &[String], suffix: &str, out: &UnboundedSender<AppEvent>) {
     let _ = out.send(AppEvent::Notice(format!("{first}{suffix}{more}")));
 }
 
-fn answer(ws: &Workspace, db: &Db, catalog: &Catalog, req: LoadReq) -> AppEvent {
+fn answer(ws: &Workspace, db: &Reader, catalog: &Catalog, req: LoadReq) -> AppEvent {
     let failed = |what: &str, e: &dyn std::fmt::Display| {
         tracing::warn!("loading {what} failed: {e}");
         AppEvent::LoadFailed(format!("loading {what} failed: {e}"))
@@ -131,6 +175,12 @@ fn answer(ws: &Workspace, db: &Db, catalog: &Catalog, req: LoadReq) -> AppEvent 
         LoadReq::Board | LoadReq::Reload => match board(db, catalog) {
             Ok(b) => AppEvent::Board(b),
             Err(e) => failed("the board", &e),
+        },
+        LoadReq::Card(id) => match card(db, catalog, id) {
+            Ok(Some(ev)) => ev,
+            // Its pipeline is not on the board: the whole board, with that pipeline's tab.
+            Ok(None) => answer(ws, db, catalog, LoadReq::Board),
+            Err(e) => failed(&format!("task {id}'s card"), &e),
         },
         LoadReq::Task(id) => match task(db, id) {
             Ok(d) => AppEvent::Task(Box::new(d)),
@@ -142,7 +192,7 @@ fn answer(ws: &Workspace, db: &Db, catalog: &Catalog, req: LoadReq) -> AppEvent 
         },
         LoadReq::Moves(task_id) => AppEvent::Moves {
             task_id,
-            result: move_options(db, task_id).map_err(|e| e.to_string()),
+            result: db.moves(task_id).map_err(|e| e.to_string()),
         },
         LoadReq::Graph(task_id) => AppEvent::Graph {
             task_id,
@@ -214,13 +264,13 @@ pub fn no_diff_reason(task: &Task, in_git: bool, branch_kept: Option<bool>) -> S
     format!("the worktree was removed {when}; {rest}")
 }
 
-fn board(db: &Db, catalog: &Catalog) -> crate::store::Result<BoardSnapshot> {
-    let cards = db.task_cards()?;
+fn board(db: &Reader, catalog: &Catalog) -> crate::store::Result<BoardSnapshot> {
+    let cards = db.cards()?;
     let mut pipelines = catalog.pipelines.clone();
     // Tasks on a pipeline the catalog no longer has: show their tab from a task's snapshot.
     for card in &cards {
         if pipelines.iter().all(|p| p.id != card.pipeline_id)
-            && let Ok(p) = db.pipeline(card.id)
+            && let Ok(p) = db.pipeline_of_task(card.id)
         {
             pipelines.push((*p).clone());
         }
@@ -233,9 +283,21 @@ fn board(db: &Db, catalog: &Catalog) -> crate::store::Result<BoardSnapshot> {
     })
 }
 
-fn task(db: &Db, id: i64) -> crate::store::Result<TaskDetail> {
+/// Task `id`'s card as an event (None: gone from the board), unless its pipeline is one the
+/// board has no tab for (`Ok(None)`: load the whole board then).
+fn card(db: &Reader, catalog: &Catalog, id: i64) -> crate::store::Result<Option<AppEvent>> {
+    let card = db.card(id)?;
+    if let Some(c) = &card
+        && catalog.get(&c.pipeline_id).is_none()
+    {
+        return Ok(None);
+    }
+    Ok(Some(AppEvent::Card { id, card }))
+}
+
+fn task(db: &Reader, id: i64) -> crate::store::Result<TaskDetail> {
     let task = db.task(id)?;
-    let steps = db.step_runs(id)?;
+    let steps = db.steps(id)?;
     let history = db.history(id)?;
     let mut notices: Vec<_> = db
         .events(id)?
@@ -252,13 +314,13 @@ fn task(db: &Db, id: i64) -> crate::store::Result<TaskDetail> {
     })
 }
 
-fn log(db: &Db, query: LogQuery) -> crate::store::Result<LogChunk> {
+fn log(db: &Reader, query: LogQuery) -> crate::store::Result<LogChunk> {
     let id = query.step_run_id;
     let lines = match query.anchor {
         LogAnchor::Tail => db.log_tail(id, query.limit)?,
-        LogAnchor::Head => db.log_lines(id, 0, query.limit)?,
-        LogAnchor::After(after) => db.log_lines(id, after, query.limit)?,
-        LogAnchor::Before(before) => db.log_lines_before(id, before, query.limit)?,
+        LogAnchor::Head => db.log_after(id, 0, query.limit)?,
+        LogAnchor::After(after) => db.log_after(id, after, query.limit)?,
+        LogAnchor::Before(before) => db.log_before(id, before, query.limit)?,
     };
     Ok(LogChunk {
         query,
@@ -268,9 +330,9 @@ fn log(db: &Db, query: LogQuery) -> crate::store::Result<LogChunk> {
 }
 
 /// A task's pipeline snapshot and the moves of its current run, for the graph view.
-fn graph(db: &Db, id: i64) -> crate::store::Result<super::graph_view::GraphData> {
+fn graph(db: &Reader, id: i64) -> crate::store::Result<super::graph_view::GraphData> {
     let task = db.task(id)?;
-    let pipeline = (*db.pipeline(id)?).clone();
+    let pipeline = (*db.pipeline_of_task(id)?).clone();
     let moves = db
         .history(id)?
         .into_iter()

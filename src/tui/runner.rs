@@ -88,16 +88,24 @@ async fn main_loop(ws: &Workspace) -> Result<(), String> {
     forward(changes.subscribe(), tx.clone());
     // Before the screen is taken over, so an engine that cannot start is a plain error.
     let mut engine = connect(ws, &changes, &tx).await?;
-    let loader = Loader::spawn(ws.clone(), tx.clone());
+    // With the engine here, the board shows its catalog (one per process, one watcher);
+    // attached, the board reads and watches the pipelines itself.
+    let shared = engine.catalog();
+    let watch_here = shared.is_none();
+    let loader = Loader::spawn_on(ws.clone(), tx.clone(), shared);
     let reload = loader.requester();
-    let _defs = crate::workspace::watch::watch(&ws.dir(), move |paths| {
-        // config.toml is the engine's to read; pipelines and agents are the board's too.
-        if paths.iter().any(|p| !p.ends_with("config.toml")) {
-            reload(super::loader::LoadReq::Reload)
-        }
-    })
-    .map_err(|e| tracing::warn!("{e}; edits to pipelines apply when baton starts again"))
-    .ok();
+    let _defs = watch_here
+        .then(|| {
+            crate::workspace::watch::watch(&ws.dir(), move |paths| {
+                // config.toml is the engine's to read; pipelines and agents are the board's too.
+                if paths.iter().any(|p| !p.ends_with("config.toml")) {
+                    reload(super::loader::LoadReq::Reload)
+                }
+            })
+            .map_err(|e| tracing::warn!("{e}; edits to pipelines apply when baton starts again"))
+            .ok()
+        })
+        .flatten();
     let mut screen = Screen::enter().map_err(|e| format!("cannot set up the terminal: {e}"))?;
     let gate = Arc::new(InputGate::default());
     spawn_input(tx.clone(), gate.clone());
@@ -239,6 +247,7 @@ fn perform(
 ) {
     match effect {
         Effect::LoadBoard => loader.request(LoadReq::Board),
+        Effect::LoadCard(id) => loader.request(LoadReq::Card(id)),
         Effect::LoadTask(id) => loader.request(LoadReq::Task(id)),
         Effect::LoadLog(q) => loader.request(LoadReq::Log(q)),
         Effect::LoadMoves(id) => loader.request(LoadReq::Moves(id)),

@@ -85,7 +85,10 @@ fn attached_to_baton_engine_header_120x36() {
 fn the_banner_counts_what_quitting_interrupts_as_steps_start_and_end() {
     let mut h = Harness::with_mode(120, 36, Mode::Attached);
     took_over(&mut h);
-    assert!(h.screen().contains("quitting interrupts 1 step (R resumes it)"));
+    assert!(
+        h.screen()
+            .contains("quitting interrupts 1 step (R resumes it)")
+    );
     h.event(AppEvent::Board(two_running()));
     assert!(
         h.screen()

@@ -191,7 +191,11 @@ fn listening(root: &Path) -> bool {
 
 fn status_of(ws: &Ws, id: i64) -> (String, String) {
     let v = ws.show(id);
-    let task = if v.get("task").is_some() { &v["task"] } else { &v };
+    let task = if v.get("task").is_some() {
+        &v["task"]
+    } else {
+        &v
+    };
     (
         task["status"].as_str().unwrap_or_default().to_string(),
         task["state"].as_str().unwrap_or_default().to_string(),
@@ -243,7 +247,9 @@ fn baton_engine_takes_over_from_a_board_at_the_next_step_boundary() {
     ws.pipeline("hand.json", HAND);
     ws.pipeline("stuck.json", STUCK);
     let tmux = board(&ws, "hand");
-    tmux.wait("the board running the engine", |s| s.contains("engine: here"));
+    tmux.wait("the board running the engine", |s| {
+        s.contains("engine: here")
+    });
     common::wait_for("the board's engine to listen", || listening(ws.root()));
     let id: i64 = ws
         .ok(&["new", "handed over", "-p", "hand", "--start"])
@@ -284,15 +290,19 @@ fn baton_engine_takes_over_from_a_board_at_the_next_step_boundary() {
         "the build step ended in the board's engine, before the takeover:\n{out}"
     );
     let err = engine.stderr();
-    assert!(err.contains("took over the engine from baton (pid"), "{err}");
+    assert!(
+        err.contains("took over the engine from baton (pid"),
+        "{err}"
+    );
 
     // A second headless engine is refused with a sentence, and changes nothing.
     let second = ws.baton(&["engine"]).output().expect("second engine");
     assert_eq!(second.status.code(), Some(1));
     let said = String::from_utf8_lossy(&second.stderr);
     assert!(
-        said.contains(&format!("baton engine (pid {pid}) runs this workspace's engine"))
-            && said.contains("one engine runs per workspace"),
+        said.contains(&format!(
+            "baton engine (pid {pid}) runs this workspace's engine"
+        )) && said.contains("one engine runs per workspace"),
         "{said}"
     );
 
@@ -311,8 +321,55 @@ fn baton_engine_takes_over_from_a_board_at_the_next_step_boundary() {
     });
     assert!(!screen.contains("baton engine (pid"), "{screen}");
     tmux.wait("Resume offered for the interrupted step", |s| {
-        s.contains(&format!("#{stuck} interrupted when the last engine stopped"))
-            && s.contains("press R to resume")
+        s.contains(&format!(
+            "#{stuck} interrupted when the last engine stopped"
+        )) && s.contains("press R to resume")
     });
     assert_eq!(status_of(&ws, stuck).1, "interrupted");
+}
+
+/// The board quits while it hands over, its step still running: the step is interrupted as
+/// any quit interrupts it, and `baton engine` takes the engine over with the task offered
+/// for Resume — nothing is lost.
+#[test]
+fn a_board_quitting_while_it_hands_over_leaves_its_step_to_resume() {
+    let ws = Ws::new();
+    ws.pipeline("hand.json", HAND);
+    let tmux = board(&ws, "quit");
+    tmux.wait("the board running the engine", |s| {
+        s.contains("engine: here")
+    });
+    common::wait_for("the board's engine to listen", || listening(ws.root()));
+    let id: i64 = ws
+        .ok(&["new", "cut short", "-p", "hand", "--start"])
+        .trim()
+        .parse()
+        .unwrap();
+    common::wait_for("the build step to run in the board", || {
+        status_of(&ws, id) == ("build".into(), "running".into())
+    });
+    let engine = Headless::spawn(&ws, "engine");
+    common::wait_for("baton engine to ask for the handover", || {
+        engine
+            .stderr()
+            .contains("hands over once its 1 running step(s) finish")
+    });
+    tmux.run(&["send-keys", "-t", "t", "q"]);
+    tmux.wait("the quit question", |s| s.contains("Quit?"));
+    tmux.run(&["send-keys", "-t", "t", "y"]);
+    common::wait_for("baton engine to take over", || {
+        engine
+            .stderr()
+            .contains("took over the engine from baton (pid")
+    });
+    assert_eq!(status_of(&ws, id), ("build".into(), "interrupted".into()));
+    // Resumed, the step runs in baton engine and the task goes on.
+    std::fs::write(ws.root().join("go"), "").unwrap();
+    ws.ok(&["resume", &id.to_string()]);
+    common::wait_for("the resumed task to finish in baton engine", || {
+        status_of(&ws, id).0 == "done"
+    });
+    common::wait_for("baton engine to print the moves", || {
+        engine.stdout().contains("build → test (success)")
+    });
 }

@@ -333,7 +333,6 @@ fn wait_until_settled(ws: &Workspace, store: &Store, id: i64) -> Result<(), Fail
                         stop_when: Some(std::sync::Arc::new(move |db| {
                             db.task(id).is_ok_and(|t| tasks::settled(t.state))
                         })),
-
                     })
                     .await;
                 signals.abort();

@@ -25,8 +25,16 @@ pub(super) async fn start(ws: &Workspace) -> Result<Option<(Engine, Option<Owner
         Ok::<_, String>((owner, wake::hand_over(&dir, &token, ANSWER_WITHIN)))
     })
     .await
-    .map_err(|e| Failure::new(format!("asking the running engine to hand over failed: {e}")))?
-    .map_err(|e| Failure::new(format!("{e} — `baton engine` shows the workspace's token to take the engine over")))?;
+    .map_err(|e| {
+        Failure::new(format!(
+            "asking the running engine to hand over failed: {e}"
+        ))
+    })?
+    .map_err(|e| {
+        Failure::new(format!(
+            "{e} — `baton engine` shows the workspace's token to take the engine over"
+        ))
+    })?;
     let (owner, running) = match asked {
         (owner, Some(Ok(n))) => (owner, n),
         (_, Some(Err(reason))) => return Err(Failure::new(reason)),
@@ -59,7 +67,11 @@ pub(super) async fn start(ws: &Workspace) -> Result<Option<(Engine, Option<Owner
         }
     };
     let lock = lock
-        .map_err(|_| Failure::new("waiting for the engine lock stopped unexpectedly — start `baton engine` again"))?
+        .map_err(|_| {
+            Failure::new(
+                "waiting for the engine lock stopped unexpectedly — start `baton engine` again",
+            )
+        })?
         .map_err(Failure::from)?;
     let engine = Engine::start_locked(ws, lock, Role::Headless).await?;
     Ok(Some((engine, owner)))

@@ -146,12 +146,11 @@ impl Client {
         let (gone_tx, gone) = oneshot::channel();
         let follow = follow(ws, tx.clone(), gone_tx).await;
         let dir = ws.dir();
-        let owner = tokio::task::spawn_blocking(move || {
-            super::wake::who(&dir, Duration::from_millis(500))
-        })
-        .await
-        .ok()
-        .flatten();
+        let owner =
+            tokio::task::spawn_blocking(move || super::wake::who(&dir, Duration::from_millis(500)))
+                .await
+                .ok()
+                .flatten();
         let link = Link::Attached {
             _follow: Some(follow),
             owner,

@@ -271,11 +271,7 @@ impl Engine {
 
     /// [`Engine::start`] with the workspace's lock already taken (`baton engine` after a
     /// handover).
-    pub async fn start_locked(
-        ws: &Workspace,
-        lock: EngineLock,
-        role: wake::Role,
-    ) -> Result<Self> {
+    pub async fn start_locked(ws: &Workspace, lock: EngineLock, role: wake::Role) -> Result<Self> {
         let mut engine = Self::open(ws, lock, false, None).await?;
         engine.set_role(role);
         Ok(engine)

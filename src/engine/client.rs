@@ -459,6 +459,8 @@ fn forward(mut events: broadcast::Receiver<EngineEvent>, tx: broadcast::Sender<C
                 Ok(EngineEvent::HandingOver { pid, running }) => {
                     Change::Notice(super::wake::handover_text(pid, running))
                 }
+                // Said by its Notice too.
+                Ok(EngineEvent::Stopping { .. }) => continue,
                 Err(RecvError::Closed) => return,
             };
             let _ = tx.send(change);

@@ -25,7 +25,7 @@ impl Engine {
                     role: self.role,
                 };
                 format!(
-                    "no {who} runs this workspace's engine, and one engine runs per workspace — stop it first (Ctrl+C in its terminal, or kill {})\n",
+                    "no another baton engine is running in this workspace ({who}), and one engine runs per workspace — attach to it with `baton`, or stop it first (Ctrl+C in its terminal, or kill {})\n",
                     who.pid
                 )
             }

@@ -79,6 +79,9 @@ pub enum EngineEvent {
     Changed,
     /// This engine hands over to `baton engine` (process `pid`) once `running` steps end.
     HandingOver { pid: u32, running: usize },
+    /// This engine has begun to stop (also sent as a [`EngineEvent::Notice`]): boards
+    /// attached from other processes hear it before its socket closes.
+    Stopping { text: String },
     /// Pipeline, agent or config files changed and were read again; `problems` holds one
     /// sentence per error (the last good version of each broken file stays in force).
     Reloaded { problems: Vec<String> },
@@ -602,6 +605,7 @@ impl Engine {
                     ShutdownMode::Interrupt => format!("shutting down: interrupting {n} running step(s); `baton resume` continues them"),
                 };
                 tracing::info!("{text}");
+                let _ = self.events.send(EngineEvent::Stopping { text: text.clone() });
                 let _ = self.events.send(EngineEvent::Notice { task_id: None, text });
                 if self.cfg.shutdown == ShutdownMode::Interrupt {
                     self.followup_cancel.cancel();

@@ -8,8 +8,8 @@
 //!   be written, a full disk): the engine stops the task's step at once and records the
 //!   abort as soon as it can, answering `ok <summary>` or `error <reason>`.
 //! - `subscribe`: the connection stays open and receives a line per change (`task N`,
-//!   `log N`, `all`, `handover PID N`); it ends when the engine stops, so an attached board
-//!   also learns that.
+//!   `log N`, `all`, `handover PID N`, `stopping TEXT`); it ends when the engine stops, so
+//!   an attached board also learns that.
 //! - `who`: the engine answers `PID ROLE` (`engine` for `baton engine`, `front` for one a
 //!   board or a server runs, `command` for `run --wait`'s).
 //! - `handover PID TOKEN`: `baton engine` (process PID) asks an engine a front end runs to
@@ -235,6 +235,7 @@ async fn subscribe(mut stream: UnixStream, mut rx: broadcast::Receiver<EngineEve
             Ok(EngineEvent::LogLines { step_run_id, .. }) => format!("log {step_run_id}\n"),
             Ok(EngineEvent::Changed) => "all\n".to_string(),
             Ok(EngineEvent::HandingOver { pid, running }) => format!("handover {pid} {running}\n"),
+            Ok(EngineEvent::Stopping { text }) => format!("stopping {}\n", text.replace('\n', " ")),
             Ok(EngineEvent::Notify {
                 task_id,
                 title,
@@ -404,6 +405,12 @@ impl Subscription {
             Ok(_) => {
                 if let Some(json) = line.strip_prefix("notify ") {
                     return Some(notify_change(json));
+                }
+                if let Some(text) = line.strip_prefix("stopping ") {
+                    return Some(Change::Notice(format!(
+                        "the engine is stopping ({}); this board runs it once it has",
+                        crate::ansi::strip(text.trim_end())
+                    )));
                 }
                 if let Some(rest) = line.strip_prefix("handover ") {
                     let mut w = rest.split_whitespace().map(|n| n.parse::<u32>().ok());

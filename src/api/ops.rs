@@ -243,10 +243,8 @@ async fn take_over(
     mut gone: Gone,
 ) {
     while let Some(rx) = gone.take() {
-        if rx.await.is_err() {
-            return;
-        }
-        match Client::connect_on(&ws, &changes, Some(store.clone())).await {
+        let Ok(ended) = rx.await else { return };
+        match Client::reconnect(&ws, &changes, Some(store.clone()), ended).await {
             Ok((next, next_gone)) => {
                 if next.embedded() {
                     tracing::info!("the engine followed has stopped; this process runs one now");

@@ -24,13 +24,21 @@ pub fn run(ws: &Workspace, exit_when_idle: bool, quiet: bool) -> Outcome {
     let _guard = init_tracing(ws);
     let rt = runtime()?;
     rt.block_on(async {
-        let engine = Engine::start(ws).await?;
+        let Some((engine, from)) = super::engine_takeover::start(ws).await? else {
+            return Ok(exit::OK);
+        };
         let r = &engine.recovered;
         eprintln!(
             "baton engine running in {} (pid {}); SIGINT/SIGTERM stop it",
             ws.root().display(),
             std::process::id()
         );
+        if let Some(from) = from {
+            eprintln!(
+                "{} took over the engine from {from}; steps it left queued run here",
+                chrono::Local::now().format("%H:%M:%S")
+            );
+        }
         if !r.interrupted.is_empty() {
             eprintln!(
                 "recovered: task(s) {:?} were interrupted by a stopped engine{}",
@@ -256,7 +264,7 @@ fn move_line(h: &crate::store::HistoryEntry, title: &str) -> String {
     )
 }
 
-async fn wait_for_signal() {
+pub(super) async fn wait_for_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut term), Ok(mut int)) = (
         signal(SignalKind::terminate()),
@@ -308,7 +316,7 @@ fn wait_until_settled(ws: &Workspace, store: &Reader, id: i64) -> Result<(), Fai
                 rt = Some(runtime()?);
             }
             let ran = rt.as_ref().expect("runtime made above").block_on(async {
-                let engine = match Engine::start(ws).await {
+                let engine = match Engine::start_as(ws, crate::engine::wake::Role::Command).await {
                     Ok(e) => e,
                     // Another process took the lock first: watch its engine instead.
                     Err(crate::engine::EngineError::Workspace(

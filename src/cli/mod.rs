@@ -3,6 +3,7 @@
 mod config_cmd;
 mod db_cmd;
 mod engine_cmd;
+mod engine_takeover;
 mod executors_check;
 pub mod forge_cmd;
 mod init_cmd;

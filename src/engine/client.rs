@@ -26,8 +26,22 @@ const CHANGES: usize = 1024;
 /// The pipelines in force in an engine this process runs, as it reloads them.
 pub type Catalog = tokio::sync::watch::Receiver<std::sync::Arc<crate::pipeline::Catalog>>;
 
-/// Resolves when the engine an attached client follows has stopped.
-pub type Gone = Option<oneshot::Receiver<()>>;
+/// How long a client whose engine handed over waits for the new one to listen before it
+/// runs an engine itself.
+const HANDOVER_WAIT: Duration = Duration::from_secs(10);
+
+/// Resolves when the engine a client uses has stopped by itself (not through
+/// [`Client::shutdown`]): the process running it ended, or it handed over.
+pub type Gone = Option<oneshot::Receiver<Ended>>;
+
+/// Why the engine a client used has stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// Its process stopped or died.
+    Stopped,
+    /// It handed over to `baton engine`, this process id.
+    HandedOver { pid: u32 },
+}
 
 /// An order's answer, and where it was applied.
 #[derive(Debug, Clone)]
@@ -59,6 +73,8 @@ enum Link {
     Attached {
         /// Ends the thread following the engine when dropped (None: nothing follows it).
         _follow: Option<Follow>,
+        /// Who runs the engine followed, as it said when this client attached.
+        owner: Option<super::wake::Owner>,
     },
 }
 
@@ -101,7 +117,20 @@ impl Client {
                     forward(handle.subscribe(), tx.clone());
                     let recovered = engine.recovered.clone();
                     let catalog = engine.catalog();
-                    let engine = tokio::spawn(engine.run(RunOptions::default()));
+                    let (ended_tx, ended) = oneshot::channel();
+                    let watched = handle.clone();
+                    let engine = tokio::spawn(async move {
+                        let out = engine.run(RunOptions::default()).await;
+                        // The engine is dropped by now: its lock is free.
+                        if !watched.shutting_down() {
+                            let why = match watched.handed_to() {
+                                Some(pid) => Ended::HandedOver { pid },
+                                None => Ended::Stopped,
+                            };
+                            let _ = ended_tx.send(why);
+                        }
+                        out
+                    });
                     // Boards and streams reload: work may have been queued for this engine.
                     let _ = tx.send(Change::All);
                     let link = Link::Embedded {
@@ -110,7 +139,7 @@ impl Client {
                         recovered,
                         catalog,
                     };
-                    return Ok((Self::with(ws, link, Some(reads)), None));
+                    return Ok((Self::with(ws, link, Some(reads)), Some(ended)));
                 }
                 // Another engine took the lock meanwhile: attach to it.
                 Err(EngineError::Workspace(WorkspaceError::EngineRunning(_))) => {}
@@ -122,16 +151,53 @@ impl Client {
         }
         let (gone_tx, gone) = oneshot::channel();
         let follow = follow(ws, tx.clone(), gone_tx).await;
+        let dir = ws.dir();
+        let owner =
+            tokio::task::spawn_blocking(move || super::wake::who(&dir, Duration::from_millis(500)))
+                .await
+                .ok()
+                .flatten();
         let link = Link::Attached {
             _follow: Some(follow),
+            owner,
         };
         Ok((Self::with(ws, link, store), Some(gone)))
+    }
+
+    /// [`Client::connect_on`] once the engine used before has ended: after a handover it
+    /// first waits (a while) for the new engine to listen, so this process does not take
+    /// the lock that engine waits for.
+    pub async fn reconnect(
+        ws: &Workspace,
+        tx: &broadcast::Sender<Change>,
+        store: Option<StoreHandle>,
+        ended: Ended,
+    ) -> Result<(Self, Gone), String> {
+        if let Ended::HandedOver { .. } = ended {
+            let at = ws.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                let until = Instant::now() + HANDOVER_WAIT;
+                while Instant::now() < until {
+                    if EngineLock::is_held(&at) && super::wake::listening(&at.dir()) {
+                        return;
+                    }
+                    // Another process's lock and socket: nothing to wait on but the clock.
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            })
+            .await;
+        }
+        Self::connect_on(ws, tx, store).await
     }
 
     /// A client for one command: it follows nothing, hands orders to the running engine,
     /// or applies them here when none runs.
     pub fn for_command(ws: &Workspace) -> Self {
-        Self::with(ws, Link::Attached { _follow: None }, None)
+        let link = Link::Attached {
+            _follow: None,
+            owner: None,
+        };
+        Self::with(ws, link, None)
     }
 
     fn with(ws: &Workspace, link: Link, reads: Option<StoreHandle>) -> Self {
@@ -171,6 +237,15 @@ impl Client {
     /// True when this process runs the engine.
     pub fn embedded(&self) -> bool {
         matches!(self.link, Link::Embedded { .. })
+    }
+
+    /// Who runs the engine this client follows (None: this process does, or it did not
+    /// say).
+    pub fn owner(&self) -> Option<super::wake::Owner> {
+        match &self.link {
+            Link::Attached { owner, .. } => *owner,
+            Link::Embedded { .. } => None,
+        }
     }
 
     /// What the engine this process started found at start-up, one sentence each (tasks
@@ -400,6 +475,11 @@ fn forward(mut events: broadcast::Receiver<EngineEvent>, tx: broadcast::Sender<C
                     body,
                 },
                 Ok(EngineEvent::Notice { text, .. }) => Change::Notice(text),
+                Ok(EngineEvent::HandingOver { pid, running }) => {
+                    Change::Notice(super::wake::handover_text(pid, running))
+                }
+                // Said by its Notice too.
+                Ok(EngineEvent::Stopping { .. }) => continue,
                 Err(RecvError::Closed) => return,
             };
             let _ = tx.send(change);

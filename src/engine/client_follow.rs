@@ -1,6 +1,7 @@
 //! How a client in another process follows the running engine: its socket reports each
 //! change, and its end says the engine has gone.
 
+use super::client::Ended;
 use super::wake::Change;
 use crate::store::Store;
 use crate::workspace::{EngineLock, Workspace};
@@ -37,7 +38,7 @@ impl Drop for Follow {
 pub(super) async fn follow(
     ws: &Workspace,
     tx: broadcast::Sender<Change>,
-    gone: oneshot::Sender<()>,
+    gone: oneshot::Sender<Ended>,
 ) -> Follow {
     let stop = Arc::new(AtomicBool::new(false));
     // An engine that is still starting holds the lock before it listens: give it a moment.
@@ -69,7 +70,11 @@ pub(super) async fn follow(
                 let _ = tx.send(change);
             }
             if !flag.load(Ordering::Relaxed) {
-                let _ = gone.send(());
+                let why = match sub.handed_to() {
+                    Some(pid) => Ended::HandedOver { pid },
+                    None => Ended::Stopped,
+                };
+                let _ = gone.send(why);
             }
         });
     Follow { stop, socket }
@@ -80,7 +85,7 @@ pub(super) async fn follow(
 fn watch(
     ws: &Workspace,
     tx: broadcast::Sender<Change>,
-    gone: oneshot::Sender<()>,
+    gone: oneshot::Sender<Ended>,
     stop: Arc<AtomicBool>,
 ) -> Follow {
     let flag = stop.clone();
@@ -89,14 +94,14 @@ fn watch(
         .name("baton-watch".into())
         .spawn(move || {
             let Ok(store) = Store::open_read_only(&ws.db_path()) else {
-                let _ = gone.send(());
+                let _ = gone.send(Ended::Stopped);
                 return;
             };
             let mut last = store.data_version().ok();
             while !flag.load(Ordering::Relaxed) {
                 std::thread::sleep(ATTACHED_POLL);
                 if !EngineLock::is_held(&ws) {
-                    let _ = gone.send(());
+                    let _ = gone.send(Ended::Stopped);
                     return;
                 }
                 let now = store.data_version().ok();

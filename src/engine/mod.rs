@@ -14,6 +14,7 @@ mod followups;
 pub mod forge_events;
 mod forge_hooks;
 mod forge_poll;
+mod handover;
 mod log_cap;
 mod log_replay;
 mod logwriter;
@@ -78,6 +79,11 @@ pub enum EngineEvent {
     Notice { task_id: Option<i64>, text: String },
     /// Another process changed the database (a task created from the CLI): reload.
     Changed,
+    /// This engine hands over to `baton engine` (process `pid`) once `running` steps end.
+    HandingOver { pid: u32, running: usize },
+    /// This engine has begun to stop (also sent as a [`EngineEvent::Notice`]): boards
+    /// attached from other processes hear it before its socket closes.
+    Stopping { text: String },
     /// Pipeline, agent or config files changed and were read again; `problems` holds one
     /// sentence per error (the last good version of each broken file stays in force).
     Reloaded { problems: Vec<String> },
@@ -98,6 +104,8 @@ pub struct EngineHandle {
     requests: mpsc::Sender<(Order, Reply)>,
     events: broadcast::Sender<EngineEvent>,
     shutdown: CancellationToken,
+    /// The `baton engine` this engine handed over to (0: none).
+    handed_to: Arc<std::sync::atomic::AtomicU32>,
 }
 
 impl EngineHandle {
@@ -124,6 +132,19 @@ impl EngineHandle {
     /// Asks the engine to shut down gracefully (per the workspace's `shutdown` mode).
     pub fn shutdown(&self) {
         self.shutdown.cancel();
+    }
+
+    /// True once a shutdown was asked for.
+    pub fn shutting_down(&self) -> bool {
+        self.shutdown.is_cancelled()
+    }
+
+    /// The process id of the `baton engine` this engine agreed to hand over to.
+    pub fn handed_to(&self) -> Option<u32> {
+        match self.handed_to.load(std::sync::atomic::Ordering::SeqCst) {
+            0 => None,
+            pid => Some(pid),
+        }
     }
 }
 
@@ -171,6 +192,13 @@ pub struct Engine {
     requests_tx: mpsc::Sender<(Order, Reply)>,
     requests: mpsc::Receiver<(Order, Reply)>,
     shutdown: CancellationToken,
+    /// Who runs this engine: one a front end runs hands over to a `baton engine` that asks.
+    role: wake::Role,
+    /// The `baton engine` this engine hands over to: no step starts, and it stops once the
+    /// running ones end.
+    handover_to: Option<u32>,
+    /// The same, for front ends.
+    handed_to: Arc<std::sync::atomic::AtomicU32>,
     running: HashMap<i64, Running>,
     finished_tx: mpsc::UnboundedSender<(i64, StepReport)>,
     finished: mpsc::UnboundedReceiver<(i64, StepReport)>,
@@ -239,6 +267,29 @@ impl Engine {
             .map_err(|e| EngineError::Other(e.to_string()))??
         };
         Self::open(ws, lock, false, store).await
+    }
+
+    /// [`Engine::start`] for `role`: `baton engine` and `run --wait` refuse to hand over.
+    pub async fn start_as(ws: &Workspace, role: wake::Role) -> Result<Self> {
+        let mut engine = Self::start_on(ws, None).await?;
+        engine.set_role(role);
+        Ok(engine)
+    }
+
+    /// [`Engine::start`] with the workspace's lock already taken (`baton engine` after a
+    /// handover).
+    pub async fn start_locked(ws: &Workspace, lock: EngineLock, role: wake::Role) -> Result<Self> {
+        let mut engine = Self::open(ws, lock, false, None).await?;
+        engine.set_role(role);
+        Ok(engine)
+    }
+
+    /// Says who runs this engine (what `who` answers on its socket, whether it hands over).
+    fn set_role(&mut self, role: wake::Role) {
+        self.role = role;
+        if let Some(l) = &self._wake {
+            l.set_role(role);
+        }
     }
 
     /// An engine that applies orders in this process and runs no step (the CLI's, when
@@ -352,6 +403,9 @@ impl Engine {
             requests_tx,
             requests,
             shutdown: CancellationToken::new(),
+            role: wake::Role::default(),
+            handover_to: None,
+            handed_to: Arc::default(),
             running: HashMap::new(),
             finished_tx,
             finished,
@@ -391,6 +445,7 @@ impl Engine {
             requests: self.requests_tx.clone(),
             events: self.events.clone(),
             shutdown: self.shutdown.clone(),
+            handed_to: self.handed_to.clone(),
         }
     }
 
@@ -521,6 +576,9 @@ impl Engine {
                     match next {
                         wake::Wake::Wait(stream) => waiters.push(stream),
                         wake::Wake::Abort(req, stream) => aborts.push((req, stream)),
+                        wake::Wake::Handover(pid, stream) => {
+                            self.on_handover(pid, stream, stopping).await
+                        }
                         wake::Wake::Poke => {}
                     }
                 }
@@ -548,7 +606,9 @@ impl Engine {
                 // New triggers may be due, a larger max_parallel may start queued steps.
                 true
             }
-            _ = self.shutdown.cancelled(), if stopping.is_none() => {
+            // A front end quitting while its engine hands over stops it as a quit does.
+            _ = self.shutdown.cancelled(), if stopping.is_none() || self.handover_to.is_some() => {
+                self.handover_to = None;
                 *stopping = Some(self.cfg.shutdown);
                 let n = self.running.len();
                 let text = match self.cfg.shutdown {
@@ -557,6 +617,7 @@ impl Engine {
                     ShutdownMode::Interrupt => format!("shutting down: interrupting {n} running step(s); `baton resume` continues them"),
                 };
                 tracing::info!("{text}");
+                let _ = self.events.send(EngineEvent::Stopping { text: text.clone() });
                 let _ = self.events.send(EngineEvent::Notice { task_id: None, text });
                 if self.cfg.shutdown == ShutdownMode::Interrupt {
                     self.followup_cancel.cancel();

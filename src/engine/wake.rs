@@ -8,7 +8,15 @@
 //!   be written, a full disk): the engine stops the task's step at once and records the
 //!   abort as soon as it can, answering `ok <summary>` or `error <reason>`.
 //! - `subscribe`: the connection stays open and receives a line per change (`task N`,
-//!   `log N`, `all`); it ends when the engine stops, so an attached board also learns that.
+//!   `log N`, `all`, `handover PID N`, `stopping TEXT`); it ends when the engine stops, so
+//!   an attached board also learns that.
+//! - `who`: the engine answers `PID ROLE` (`engine` for `baton engine`, `front` for one a
+//!   board or a server runs, `command` for `run --wait`'s).
+//! - `handover PID TOKEN`: `baton engine` (process PID) asks an engine a front end runs to
+//!   hand over: it starts no more steps, lets the running ones finish and stops, answering
+//!   `ok N` (N steps still to finish) or `no <sentence>`. TOKEN is the workspace's API
+//!   token (`.baton/token`, readable by its owner only): waking the engine is anyone's who
+//!   can reach the socket, stopping it only its owner's.
 //!
 //! The socket only wakes; commands and their results travel through the database, so a
 //! lost wake-up delays work but never loses it.
@@ -34,6 +42,56 @@ pub enum Wake {
     Wait(UnixStream),
     /// Apply this abort, then answer with its result on this connection.
     Abort(Box<super::Request>, UnixStream),
+    /// `baton engine` (this process id) asks to take over; answer on this connection.
+    Handover(u32, UnixStream),
+}
+
+/// Who runs an engine, as `who` answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Role {
+    /// A board or `baton serve`: it hands over to a `baton engine` that asks.
+    #[default]
+    Front,
+    /// `baton engine`.
+    Headless,
+    /// `baton run --wait`, until its task settles.
+    Command,
+}
+
+impl Role {
+    fn word(self) -> &'static str {
+        match self {
+            Role::Front => "front",
+            Role::Headless => "engine",
+            Role::Command => "command",
+        }
+    }
+
+    fn from_word(w: &str) -> Self {
+        match w {
+            "engine" => Role::Headless,
+            "command" => Role::Command,
+            _ => Role::Front,
+        }
+    }
+}
+
+/// The process running a workspace's engine, as it says on its socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Owner {
+    pub pid: u32,
+    pub role: Role,
+}
+
+impl std::fmt::Display for Owner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let what = match self.role {
+            Role::Front => "baton",
+            Role::Headless => "baton engine",
+            Role::Command => "baton run --wait",
+        };
+        write!(f, "{what} (pid {})", self.pid)
+    }
 }
 
 /// The engine's end: the listening socket, removed when dropped.
@@ -42,6 +100,8 @@ pub struct Listener {
     task: tokio::task::JoinHandle<()>,
     /// Ends every subscription when the engine stops, so attached boards learn of it.
     closed: tokio_util::sync::CancellationToken,
+    /// What `who` answers.
+    role: std::sync::Arc<std::sync::Mutex<Role>>,
 }
 
 impl Listener {
@@ -57,6 +117,9 @@ impl Listener {
         let listener = UnixListener::bind(&path)?;
         let closed = tokio_util::sync::CancellationToken::new();
         let ended = closed.clone();
+        let role = std::sync::Arc::new(std::sync::Mutex::new(Role::default()));
+        let who = role.clone();
+        let dir = baton_dir.to_path_buf();
         let task = tokio::spawn(async move {
             loop {
                 let stream = match listener.accept().await {
@@ -69,10 +132,20 @@ impl Listener {
                     }
                 };
                 let (wake, rx, ended) = (wake.clone(), events.subscribe(), ended.clone());
-                tokio::spawn(serve(stream, wake, rx, ended));
+                tokio::spawn(serve(stream, wake, rx, ended, (who.clone(), dir.clone())));
             }
         });
-        Ok(Self { path, task, closed })
+        Ok(Self {
+            path,
+            task,
+            closed,
+            role,
+        })
+    }
+
+    /// Says who runs this engine, for `who`.
+    pub fn set_role(&self, role: Role) {
+        *self.role.lock().unwrap_or_else(|p| p.into_inner()) = role;
     }
 }
 
@@ -91,6 +164,7 @@ async fn serve(
     wake: mpsc::UnboundedSender<Wake>,
     events: broadcast::Receiver<EngineEvent>,
     closed: tokio_util::sync::CancellationToken,
+    (role, dir): (std::sync::Arc<std::sync::Mutex<Role>>, PathBuf),
 ) {
     let mut reader = tokio::io::BufReader::new(stream);
     let mut line = String::new();
@@ -114,6 +188,32 @@ async fn serve(
                     .await;
             }
         },
+        "who" => {
+            let mut stream = stream;
+            let role = *role.lock().unwrap_or_else(|p| p.into_inner());
+            let line = format!("{} {}\n", std::process::id(), role.word());
+            let _ = stream.write_all(line.as_bytes()).await;
+        }
+        l if l.starts_with("handover ") => {
+            let mut words = l["handover ".len()..].split_whitespace();
+            let pid = words.next().and_then(|p| p.parse().ok());
+            let token = tokio::fs::read_to_string(dir.join("token"))
+                .await
+                .unwrap_or_default();
+            let given = words.next().unwrap_or("");
+            let refusal = match pid {
+                None => "the handover request names no process id",
+                Some(_) if token.trim().is_empty() || !same(token.trim(), given) => {
+                    "the handover request does not carry this workspace's token (.baton/token) — run `baton engine` as the workspace's owner"
+                }
+                Some(pid) => {
+                    let _ = wake.send(Wake::Handover(pid, stream));
+                    return;
+                }
+            };
+            let mut stream = stream;
+            let _ = stream.write_all(format!("no {refusal}\n").as_bytes()).await;
+        }
         "subscribe" => {
             tokio::select! {
                 _ = subscribe(stream, events) => {}
@@ -134,6 +234,8 @@ async fn subscribe(mut stream: UnixStream, mut rx: broadcast::Receiver<EngineEve
             Ok(EngineEvent::TaskChanged { task_id }) => format!("task {task_id}\n"),
             Ok(EngineEvent::LogLines { step_run_id, .. }) => format!("log {step_run_id}\n"),
             Ok(EngineEvent::Changed) => "all\n".to_string(),
+            Ok(EngineEvent::HandingOver { pid, running }) => format!("handover {pid} {running}\n"),
+            Ok(EngineEvent::Stopping { text }) => format!("stopping {}\n", text.replace('\n', " ")),
             Ok(EngineEvent::Notify {
                 task_id,
                 title,
@@ -188,6 +290,51 @@ pub fn abort(
     }
 }
 
+/// Who runs the workspace's engine; None when none answers within `timeout`.
+pub fn who(baton_dir: &Path, timeout: Duration) -> Option<Owner> {
+    let line = ask(baton_dir, "who", timeout)?;
+    let mut words = line.split_whitespace();
+    let pid = words.next()?.parse().ok()?;
+    let role = Role::from_word(words.next().unwrap_or(""));
+    Some(Owner { pid, role })
+}
+
+/// True when `given` is `token`, compared in constant time.
+fn same(token: &str, given: &str) -> bool {
+    use subtle::ConstantTimeEq;
+    token.len() == given.len() && bool::from(token.as_bytes().ct_eq(given.as_bytes()))
+}
+
+/// Asks the running engine to hand over to this process, showing the workspace's `token`.
+/// None when none answers within `timeout`; else the number of its steps still to finish,
+/// or its reason for refusing.
+pub fn hand_over(
+    baton_dir: &Path,
+    token: &str,
+    timeout: Duration,
+) -> Option<Result<usize, String>> {
+    let line = ask(
+        baton_dir,
+        &format!("handover {} {token}", std::process::id()),
+        timeout,
+    )?;
+    if let Some(n) = line.strip_prefix("ok ") {
+        return Some(Ok(n.trim().parse().unwrap_or(0)));
+    }
+    line.strip_prefix("no ").map(|e| Err(e.to_string()))
+}
+
+/// Sends one request line and reads the one answer line.
+fn ask(baton_dir: &Path, request: &str, timeout: Duration) -> Option<String> {
+    let mut s = std::os::unix::net::UnixStream::connect(socket_path(baton_dir)).ok()?;
+    s.write_all(format!("{request}\n").as_bytes()).ok()?;
+    s.set_read_timeout(Some(timeout)).ok()?;
+    let mut line = String::new();
+    BufReader::new(s).read_line(&mut line).ok()?;
+    let line = line.trim_end();
+    (!line.is_empty()).then(|| line.to_string())
+}
+
 /// A connection on which the engine will say `ok` once it has applied queued commands.
 pub struct Waiter(BufReader<std::os::unix::net::UnixStream>);
 
@@ -209,7 +356,11 @@ impl Waiter {
 }
 
 /// A subscription to a running engine's changes, for a board in another process.
-pub struct Subscription(BufReader<std::os::unix::net::UnixStream>);
+pub struct Subscription(
+    BufReader<std::os::unix::net::UnixStream>,
+    /// The `baton engine` the engine said it hands over to.
+    Option<u32>,
+);
 
 /// One change a subscription reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -233,7 +384,12 @@ impl Subscription {
     pub fn connect(baton_dir: &Path) -> Option<Self> {
         let mut s = std::os::unix::net::UnixStream::connect(socket_path(baton_dir)).ok()?;
         s.write_all(b"subscribe\n").ok()?;
-        Some(Self(BufReader::new(s)))
+        Some(Self(BufReader::new(s), None))
+    }
+
+    /// The process the engine said it hands over to, if it did.
+    pub fn handed_to(&self) -> Option<u32> {
+        self.1
     }
 
     /// A handle on the socket, to end a blocked [`Subscription::next`] from another thread.
@@ -249,6 +405,19 @@ impl Subscription {
             Ok(_) => {
                 if let Some(json) = line.strip_prefix("notify ") {
                     return Some(notify_change(json));
+                }
+                if let Some(text) = line.strip_prefix("stopping ") {
+                    return Some(Change::Notice(format!(
+                        "the engine is stopping ({}); this board runs it once it has",
+                        crate::ansi::strip(text.trim_end())
+                    )));
+                }
+                if let Some(rest) = line.strip_prefix("handover ") {
+                    let mut w = rest.split_whitespace().map(|n| n.parse::<u32>().ok());
+                    if let (Some(Some(pid)), Some(Some(n))) = (w.next(), w.next()) {
+                        self.1 = Some(pid);
+                        return Some(Change::Notice(handover_text(pid, n as usize)));
+                    }
                 }
                 let mut words = line.split_whitespace();
                 let change = match (words.next(), words.next().and_then(|n| n.parse().ok())) {
@@ -275,5 +444,15 @@ fn notify_change(json: &str) -> Change {
             body: text("body"),
         },
         None => Change::All,
+    }
+}
+
+/// What a board says while its engine hands over to `baton engine` (process `pid`).
+pub fn handover_text(pid: u32, running: usize) -> String {
+    match running {
+        0 => format!("the engine hands over to baton engine (pid {pid}) now"),
+        n => format!(
+            "the engine hands over to baton engine (pid {pid}) once {n} running step(s) finish; it starts no new ones"
+        ),
     }
 }

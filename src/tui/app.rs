@@ -44,6 +44,11 @@ enum Attention {
 pub struct App {
     pub theme: Theme,
     pub mode: Mode,
+    /// Attached: who runs the engine (`baton engine (pid 12)`), when it said.
+    pub owner: Option<crate::engine::wake::Owner>,
+    /// This board took the engine over from one that stopped: a banner says what quitting
+    /// does, until `esc` hides it.
+    pub took_over: bool,
     /// Terminal size.
     pub size: (u16, u16),
     /// The clock the views use for elapsed times (set by the driver; fixed in tests).
@@ -78,6 +83,8 @@ impl App {
         Self {
             theme,
             mode,
+            owner: None,
+            took_over: false,
             size,
             now_ms: 0,
             frame: 0,
@@ -128,6 +135,11 @@ impl App {
     /// Steps running now (for the quit question).
     pub fn running_count(&self) -> usize {
         self.board.counts().0
+    }
+
+    /// Whether the banner saying this board took the engine over shows.
+    pub fn engine_banner(&self) -> bool {
+        self.took_over && self.mode == Mode::Embedded
     }
 
     /// The step whose log is shown.
@@ -265,7 +277,18 @@ impl App {
                 false
             }
             // The driver reconnects; the reducer only reloads.
-            AppEvent::StoreChanged | AppEvent::EngineGone => {
+            AppEvent::EngineNow {
+                mode,
+                owner,
+                took_over,
+            } => {
+                self.mode = mode;
+                self.owner = owner;
+                self.took_over = took_over && mode == Mode::Embedded;
+                self.update(AppEvent::StoreChanged);
+                true
+            }
+            AppEvent::StoreChanged | AppEvent::EngineGone(_) => {
                 self.effect(Effect::LoadBoard);
                 if let Some(id) = self.board.selected {
                     self.effect(Effect::LoadTask(id));

@@ -96,8 +96,16 @@ pub enum AppEvent {
     },
     /// Something in the store changed (attached mode, or the engine's event stream lagged).
     StoreChanged,
-    /// Attached mode: the engine this board was attached to has stopped.
-    EngineGone,
+    /// The engine this board used has stopped by itself, or handed over (the driver
+    /// connects again).
+    EngineGone(crate::engine::client::Ended),
+    /// Who runs the engine now, after the board connected again: this board (`took_over`:
+    /// because the one it followed stopped), or another process (`owner` says which).
+    EngineNow {
+        mode: super::app::Mode,
+        owner: Option<crate::engine::wake::Owner>,
+        took_over: bool,
+    },
     /// A message for people from the engine or a background job.
     Notice(String),
     /// A `notify` hook fired: ring the bell and post a desktop notification.

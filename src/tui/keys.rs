@@ -17,7 +17,12 @@ use ratatui::layout::Rect;
 impl App {
     /// Cards that fit in a column at the current size.
     pub fn card_capacity(&self) -> usize {
-        Areas::new(Rect::new(0, 0, self.size.0, self.size.1), self.focus).card_capacity()
+        Areas::new(
+            Rect::new(0, 0, self.size.0, self.size.1),
+            self.focus,
+            self.engine_banner(),
+        )
+        .card_capacity()
     }
 
     /// True while the screen only says it is too small (nothing else is drawn).
@@ -239,6 +244,8 @@ impl App {
                 Focus::Board => {
                     if !self.board.filter.is_empty() {
                         self.set_filter(String::new());
+                    } else {
+                        self.took_over = false;
                     }
                 }
             },

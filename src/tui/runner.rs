@@ -10,7 +10,7 @@ use super::suspend::{INPUT_POLL, InputGate};
 use super::terminal::Screen;
 use super::theme::Theme;
 use super::ui;
-use crate::engine::client::{self, Change, Client};
+use crate::engine::client::{self, Change, Client, Ended};
 use crate::store::now_ms;
 use crate::workspace::Workspace;
 use crossterm::event::{Event, KeyEventKind, MouseEventKind};
@@ -87,7 +87,7 @@ async fn main_loop(ws: &Workspace) -> Result<(), String> {
     let changes = client::changes();
     forward(changes.subscribe(), tx.clone());
     // Before the screen is taken over, so an engine that cannot start is a plain error.
-    let mut engine = connect(ws, &changes, &tx).await?;
+    let mut engine = connect(ws, &changes, &tx, None).await?;
     // With the engine here, the board shows its catalog (one per process, one watcher);
     // attached, the board reads and watches the pipelines itself.
     let shared = engine.catalog();
@@ -114,6 +114,7 @@ async fn main_loop(ws: &Workspace) -> Result<(), String> {
         .size()
         .map_err(|e| format!("cannot read the terminal size: {e}"))?;
     let mut app = App::new(Theme::from_env(), mode(&engine), (size.width, size.height));
+    app.owner = engine.owner();
     app.now_ms = now_ms();
     let (keys, mut settings, key_warnings) = super::keys_file::load_all(Some(&ws.dir()));
     super::keymap::install(keys);
@@ -276,8 +277,9 @@ fn perform(
     }
 }
 
-/// Feeds an event to the reducer; the engine this board was attached to going away is
-/// handled here, by connecting again (which embeds an engine when none runs).
+/// Feeds an event to the reducer; the engine this board used going away is handled here,
+/// by connecting again: to the engine it handed over to, else running one here (with the
+/// recovery any engine start does).
 async fn handle(
     ev: AppEvent,
     app: &mut App,
@@ -286,45 +288,61 @@ async fn handle(
     changes: &broadcast::Sender<Change>,
     tx: &UnboundedSender<AppEvent>,
 ) -> bool {
-    if !matches!(ev, AppEvent::EngineGone) {
+    let AppEvent::EngineGone(ended) = ev else {
         return app.update(ev);
-    }
-    match connect(ws, changes, tx).await {
+    };
+    tracing::info!(?ended, "the engine this board used has stopped");
+    match connect(ws, changes, tx, Some(ended)).await {
         Ok(next) => {
             *engine = next;
-            app.mode = mode(engine);
-            let text = match app.mode {
-                super::app::Mode::Embedded => {
-                    "the engine this board was attached to stopped; this board runs the engine now"
+            let owner = engine.owner();
+            let text = match &owner {
+                _ if engine.embedded() => {
+                    "the engine this board followed stopped; this board runs the engine now"
+                        .to_string()
                 }
-                super::app::Mode::Attached => "attached to the engine that took over",
+                Some(o) => format!("attached to the engine {o} runs"),
+                None => "attached to the engine that took over".to_string(),
             };
+            app.update(AppEvent::EngineNow {
+                mode: mode(engine),
+                owner,
+                took_over: engine.embedded(),
+            });
             app.say(text, false);
+            true
         }
-        Err(e) => app.say(
-            format!("the engine stopped and a new one could not start: {e}"),
-            true,
-        ),
+        Err(e) => {
+            app.say(
+                format!("the engine stopped and a new one could not start: {e}"),
+                true,
+            );
+            app.update(AppEvent::StoreChanged)
+        }
     }
-    app.update(AppEvent::StoreChanged)
 }
 
-/// Connects to the engine (running it here when none runs); its start-up notices, and the
-/// end of an engine followed ([`AppEvent::EngineGone`]), go to the board.
+/// Connects to the engine (running it here when none runs; after one that `ended`); its
+/// start-up notices, and the end of the engine used ([`AppEvent::EngineGone`]), go to the
+/// board.
 async fn connect(
     ws: &Workspace,
     changes: &broadcast::Sender<Change>,
     tx: &UnboundedSender<AppEvent>,
+    ended: Option<Ended>,
 ) -> Result<Arc<Client>, String> {
-    let (engine, gone) = Client::connect(ws, changes).await?;
+    let (engine, gone) = match ended {
+        Some(ended) => Client::reconnect(ws, changes, None, ended).await?,
+        None => Client::connect(ws, changes).await?,
+    };
     for text in engine.start_notices() {
         let _ = tx.send(AppEvent::Notice(text));
     }
     if let Some(gone) = gone {
         let tx = tx.clone();
         tokio::spawn(async move {
-            if gone.await.is_ok() {
-                let _ = tx.send(AppEvent::EngineGone);
+            if let Ok(ended) = gone.await {
+                let _ = tx.send(AppEvent::EngineGone(ended));
             }
         });
     }

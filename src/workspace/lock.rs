@@ -44,6 +44,17 @@ impl EngineLock {
         }
     }
 
+    /// Takes the lock, blocking until the process holding it lets go (an engine handing
+    /// over); nothing polls meanwhile.
+    pub fn wait(ws: &Workspace) -> Result<Self, WorkspaceError> {
+        let file = open(ws)?;
+        file.lock().map_err(|source| WorkspaceError::Io {
+            path: ws.lock_path(),
+            source,
+        })?;
+        Ok(Self { _file: file })
+    }
+
     /// True when some process holds the engine lock.
     pub fn is_held(ws: &Workspace) -> bool {
         let Ok(file) = open(ws) else { return false };

@@ -35,10 +35,10 @@ pub fn render_header(f: &mut Frame, area: Rect, app: &App) {
     let left_w: usize = spans.iter().map(Span::width).sum();
     // The counts and the engine mode win over the tabs: shorter forms first, then the
     // tabs are cut.
-    let right = (0..3)
+    let right = (0..4)
         .map(|level| header_right(app, level))
         .find(|r| left_w + line_width(r) <= area.width as usize)
-        .unwrap_or_else(|| header_right(app, 2));
+        .unwrap_or_else(|| header_right(app, 3));
     let right_w = (line_width(&right) as u16).min(area.width);
     let [left_area, right_area] =
         Layout::horizontal([Constraint::Min(0), Constraint::Length(right_w)]).areas(area);
@@ -50,7 +50,7 @@ fn line_width(spans: &[Span]) -> usize {
     spans.iter().map(Span::width).sum()
 }
 
-/// The right side of the header; `level` 0 is the longest form, 2 the shortest.
+/// The right side of the header; `level` 0 is the longest form, 3 the shortest.
 fn header_right(app: &App, level: u8) -> Vec<Span<'static>> {
     let t = &app.theme;
     let (running, waiting) = app.board.counts();
@@ -72,11 +72,13 @@ fn header_right(app: &App, level: u8) -> Vec<Span<'static>> {
         };
         right.push(Span::styled(text, style));
     }
-    let mode = match (app.mode, level) {
-        (Mode::Embedded, 0 | 1) => "engine: here ",
-        (Mode::Attached, 0 | 1) => "engine: attached ",
-        (Mode::Embedded, _) => "here ",
-        (Mode::Attached, _) => "attached ",
+    let mode = match (app.mode, level, &app.owner) {
+        (Mode::Attached, 0 | 1, Some(owner)) => format!("engine: {owner} "),
+        (Mode::Attached, 2, Some(owner)) => format!("engine: pid {} ", owner.pid),
+        (Mode::Embedded, 0..=2, _) => "engine: here ".into(),
+        (Mode::Attached, 0..=2, _) => "engine: attached ".into(),
+        (Mode::Embedded, _, _) => "here ".into(),
+        (Mode::Attached, _, _) => "attached ".into(),
     };
     right.push(Span::styled(mode, t.dim()));
     right

@@ -15,6 +15,8 @@ pub const CARD_H: u16 = 2;
 #[derive(Debug, Clone, Copy)]
 pub struct Areas {
     pub header: Rect,
+    /// The row under the header saying this board took the engine over (empty if not).
+    pub engine: Rect,
     pub board: Rect,
     pub detail: Rect,
     pub status: Rect,
@@ -23,10 +25,11 @@ pub struct Areas {
 }
 
 impl Areas {
-    /// Splits a screen of `size` for an app with `focus`.
-    pub fn new(size: Rect, focus: Focus) -> Self {
-        let [header, body, status] = Layout::vertical([
+    /// Splits a screen of `size` for an app with `focus`, and the engine banner if shown.
+    pub fn new(size: Rect, focus: Focus, engine_banner: bool) -> Self {
+        let [header, engine, body, status] = Layout::vertical([
             Constraint::Length(1),
+            Constraint::Length(u16::from(engine_banner)),
             Constraint::Min(0),
             Constraint::Length(1),
         ])
@@ -37,6 +40,7 @@ impl Areas {
             Layout::vertical([Constraint::Length(board_h), Constraint::Min(0)]).areas(body);
         Self {
             header,
+            engine,
             board,
             detail,
             status,
@@ -64,7 +68,7 @@ pub fn detail_parts(inner: Rect, banner: bool) -> (Rect, Rect, Rect) {
 /// The rows of log text visible now (detail pane or full screen).
 pub fn log_height(app: &App) -> usize {
     let size = Rect::new(0, 0, app.size.0, app.size.1);
-    let areas = Areas::new(size, app.focus);
+    let areas = Areas::new(size, app.focus, app.engine_banner());
     if app.modals.iter().any(|m| matches!(m, Modal::FullLog)) {
         // Frame borders and the title row.
         return areas.body.height.saturating_sub(3) as usize;

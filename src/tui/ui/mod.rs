@@ -2,6 +2,7 @@
 
 mod board;
 mod detail;
+mod engine_banner;
 mod fixup;
 mod graph;
 mod header;
@@ -32,8 +33,11 @@ pub fn render(f: &mut Frame, app: &App) {
         f.render_widget(Paragraph::new(msg).wrap(Wrap { trim: true }), area);
         return;
     }
-    let areas = Areas::new(area, app.focus);
+    let areas = Areas::new(area, app.focus, app.engine_banner());
     header::render_header(f, areas.header, app);
+    if app.engine_banner() {
+        engine_banner::render(f, areas.engine, app);
+    }
     board::render(f, areas.board, app);
     detail::render(f, areas.detail, app);
     header::render_status(f, areas.status, app);

@@ -4,6 +4,7 @@
 //! the `commands` table.
 
 pub mod actions;
+pub mod attach;
 mod breakpoints;
 pub mod client;
 mod client_follow;
@@ -33,6 +34,7 @@ mod schedule_catchup;
 mod scheduler;
 mod session;
 mod task_edits;
+pub mod takeover;
 mod transition;
 mod trigger_loop;
 pub mod triggers;
@@ -590,7 +592,12 @@ impl Engine {
         let abort = matches!(req.action, Action::Abort { .. });
         let clean = self.worktree_clean_for(task_id).await;
         let mut merged: Option<std::result::Result<(), String>> = None;
+        let mut req = req;
+        let mut prepared = self.commit_takeover(&mut req).await;
         let out = loop {
+            if let Err(e) = std::mem::replace(&mut prepared, Ok(())) {
+                break Err(e);
+            }
             let (req2, has_git, merged2) = (req.clone(), self.git.is_some(), merged.clone());
             let out = self
                 .store

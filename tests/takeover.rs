@@ -27,10 +27,10 @@ const PIPELINE: &str = r#"{"id": "p", "name": "Agent",
 }"#;
 
 /// What the fake agent's step prints: a session, then an answer.
-const STEP: &str = r#"#!/bin/sh
+const STEP: &str = r###"#!/bin/sh
 printf '%s\n' '{"type":"system","subtype":"init","session_id":"sess-42","model":"fake","tools":[]}'
 printf '%s\n' '{"type":"result","subtype":"success","is_error":false,"result":"## What Was Done\nNothing yet.","session_id":"sess-42"}'
-"#;
+"###;
 
 /// The fake agent's interactive UI: records how it was opened, leaves a change.
 const ATTACH: &str = r#"#!/bin/sh

@@ -157,7 +157,7 @@ fn the_first_task_of_a_fresh_init_agent_workspace_lands_on_its_pipeline_selected
     );
     // The board opens on the workspace's own pipeline: Feature's columns.
     tmux.wait_screen("the Feature board", |s| {
-        s.contains("To do") && s.contains("Plan review") && s.contains("Agent review")
+        s.contains("To do") && s.contains("Plan review") && s.contains("Implement")
     });
     tmux.keys(&["n"]);
     tmux.wait_screen("the new-task form", |s| s.contains("New task"));

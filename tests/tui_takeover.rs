@@ -13,14 +13,19 @@ use tui_support::*;
 
 const WT: &str = "/work/trees/4-speed-up-the-search-index";
 
-/// The board with task 4 waiting at review, its worktree known.
-fn at_review(w: u16, h: u16) -> Harness {
-    let mut h = Harness::new(w, h);
+/// Task 4 waiting at review, its worktree known.
+fn review_detail() -> baton::tui::event::TaskDetail {
     let mut detail = gate_detail();
     detail.task.worktree = Some(WT.into());
     detail.task.branch = Some("baton/4-speed-up-the-search-index".into());
+    detail
+}
+
+/// The board with task 4 selected.
+fn at_review(w: u16, h: u16) -> Harness {
+    let mut h = Harness::new(w, h);
     h.select(4);
-    h.serve(&detail, &[]);
+    h.serve(&review_detail(), &[]);
     h
 }
 
@@ -77,6 +82,17 @@ fn taken_over(h: &mut Harness) {
     assert!(effects.contains(&Effect::LoadMoves(4)), "{effects:?}");
     assert!(effects.contains(&Effect::LoadTask(4)), "{effects:?}");
     assert!(matches!(h.app.modals.last(), Some(Modal::Move(m)) if m.target.task_id == 4));
+    // The reloaded task: its history shows who took it over.
+    let mut detail = review_detail();
+    detail.history = history(
+        4,
+        &[(None, "backlog", "create"), (Some("review"), "review", "takeover")],
+    );
+    detail.history[1].reason = Some(
+        "taken over by alice; its changes were committed to baton/4-speed-up-the-search-index"
+            .into(),
+    );
+    h.event(AppEvent::Task(Box::new(detail)));
     h.event(AppEvent::Moves {
         task_id: 4,
         result: Ok(vec![
@@ -105,6 +121,7 @@ fn after_a_takeover_the_move_menu_offers_the_next_move_at_120x36() {
     let screen = h.screen();
     assert!(screen.contains("the takeover ended"), "{screen}");
     assert!(screen.contains("Ship it"), "{screen}");
+    assert!(screen.contains("11:59:04 taken over by alice;"), "{screen}");
     assert_snapshot!(screen);
 }
 

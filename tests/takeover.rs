@@ -86,7 +86,10 @@ fn worktree(ws: &Ws) -> PathBuf {
     let shown = ws.ok(&["show", "1"]);
     let wt = shown
         .lines()
-        .find_map(|l| l.split_once("· worktree ").map(|(_, w)| w.trim().to_string()))
+        .find_map(|l| {
+            l.split_once("· worktree ")
+                .map(|(_, w)| w.trim().to_string())
+        })
         .unwrap_or_else(|| panic!("no worktree in:\n{shown}"));
     std::fs::canonicalize(wt).unwrap()
 }
@@ -121,14 +124,28 @@ fn check_recorded(ws: &Ws, wt: &Path, record: &Path) {
     assert_eq!(lines[1..3], ["--resume", "sess-42"], "{lines:?}");
     assert_eq!(lines[3], "1 code step-env profile-env", "{lines:?}");
     let reason = takeover_reason(ws).expect("a takeover in the history");
-    assert!(reason.starts_with("taken over by tester; its changes were committed to baton/1-"), "{reason}");
+    assert!(
+        reason.starts_with("taken over by tester; its changes were committed to baton/1-"),
+        "{reason}"
+    );
     assert_eq!(
         git(wt, &["log", "-1", "--format=%s"]).trim(),
         "baton: task 1 taken over by tester"
     );
-    assert_eq!(git(wt, &["show", "--name-only", "--format=", "HEAD"]).trim(), "taken.txt");
-    assert_eq!(git(wt, &["status", "--porcelain"]), "", "nothing left uncommitted");
-    assert_eq!(ws.show(1)["status"], "review", "the task stays where it was");
+    assert_eq!(
+        git(wt, &["show", "--name-only", "--format=", "HEAD"]).trim(),
+        "taken.txt"
+    );
+    assert_eq!(
+        git(wt, &["status", "--porcelain"]),
+        "",
+        "nothing left uncommitted"
+    );
+    assert_eq!(
+        ws.show(1)["status"],
+        "review",
+        "the task stays where it was"
+    );
 }
 
 #[test]
@@ -144,7 +161,10 @@ fn attach_here_opens_the_agent_on_its_session_and_commits_what_it_changed() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{out:?}");
     check_recorded(&ws, &wt, &record);
-    assert!(stdout.contains("agent `fake` on session sess-42"), "{stdout}");
+    assert!(
+        stdout.contains("agent `fake` on session sess-42"),
+        "{stdout}"
+    );
     assert!(stdout.contains("task 1: taken over by tester"), "{stdout}");
     // The next moves, as commands.
     assert!(stdout.contains("baton approve 1"), "{stdout}");
@@ -164,7 +184,10 @@ fn attach_refuses_a_running_step_and_a_task_without_a_worktree() {
     let out = ws.baton(&["attach", &queued.to_string()]).output().unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(&format!("task {queued} has no worktree yet")), "{err}");
+    assert!(
+        err.contains(&format!("task {queued} has no worktree yet")),
+        "{err}"
+    );
 
     let engine = common::spawn_engine(&ws);
     ws.ok(&["start", &queued.to_string()]);
@@ -173,7 +196,9 @@ fn attach_refuses_a_running_step_and_a_task_without_a_worktree() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
-        err.contains(&format!("task {queued}'s step is running; abort it or wait")),
+        err.contains(&format!(
+            "task {queued}'s step is running; abort it or wait"
+        )),
         "{err}"
     );
     ws.ok(&["abort", &queued.to_string()]);
@@ -204,7 +229,11 @@ fn an_agent_without_an_interactive_resume_opens_a_shell_and_says_so() {
     );
     let ran = std::fs::read_to_string(shell.with_extension("ran")).unwrap();
     assert_eq!(std::fs::canonicalize(ran.trim()).unwrap(), wt);
-    assert!(takeover_reason(&ws).unwrap().contains("it left nothing uncommitted"));
+    assert!(
+        takeover_reason(&ws)
+            .unwrap()
+            .contains("it left nothing uncommitted")
+    );
 }
 
 /// The board on `ws` in tmux (`env` before the binary), its task's detail loaded.
@@ -227,10 +256,18 @@ fn t_in_tmux_opens_a_window_on_the_session_and_its_end_is_recorded() {
     let (ws, wt, record) = task_with_session();
     let tmux = board("takeover", &ws, "");
     tmux.keys(&["T"]);
-    let windows = tmux.wait("a second window", || tmux.windows(), |w| w.lines().count() == 2);
+    let windows = tmux.wait(
+        "a second window",
+        || tmux.windows(),
+        |w| w.lines().count() == 2,
+    );
     let started = tmux.display(1, "#{pane_start_command}");
     assert!(started.contains("attach 1 --here"), "{started} {windows}");
-    tmux.wait("the attach's record", || recorded(&record).join("\n"), |r| r.lines().count() == 4);
+    tmux.wait(
+        "the attach's record",
+        || recorded(&record).join("\n"),
+        |r| r.lines().count() == 4,
+    );
     // The window's end wakes the board, which offers the next move.
     tmux.wait_screen("the move menu", |s| {
         s.contains("the takeover ended") && s.contains("Ship it")

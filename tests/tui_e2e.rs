@@ -17,10 +17,7 @@ fn demo_board_help_new_card_and_quit_in_tmux() {
     let status_file = dir.path().join("status");
     let tmux = Tmux::start(
         "e2e",
-        &format!(
-        "{bin} --demo; echo $? > {}",
-            status_file.display()
-        ),
+        &format!("{bin} --demo; echo $? > {}", status_file.display()),
     );
 
     let board = tmux.wait_screen("the demo board", |s| {
@@ -131,7 +128,15 @@ fn the_first_task_of_a_fresh_init_agent_workspace_lands_on_its_pipeline_selected
     git(&repo, &["add", "."]);
     git(
         &repo,
-        &["-c", "user.name=T", "-c", "user.email=t@x", "commit", "-qm", "init"],
+        &[
+            "-c",
+            "user.name=T",
+            "-c",
+            "user.email=t@x",
+            "commit",
+            "-qm",
+            "init",
+        ],
     );
     let xdg = dir.path().join("xdg");
     // The agents' check may fail here (no claude installed); the files are written anyway.
@@ -165,7 +170,9 @@ fn the_first_task_of_a_fresh_init_agent_workspace_lands_on_its_pipeline_selected
     // Tab goes from the title to the prompt, not to the pipeline picker.
     tmux.keys(&["Tab"]);
     tmux.text("Describe the thing to do");
-    tmux.wait_screen("the typed prompt", |s| s.contains("Describe the thing to do"));
+    tmux.wait_screen("the typed prompt", |s| {
+        s.contains("Describe the thing to do")
+    });
     tmux.keys(&["C-s"]);
     // The card lands on Feature, selected: the detail pane shows it.
     let after = tmux.wait_screen("the new card, selected", |s| {

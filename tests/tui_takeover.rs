@@ -86,7 +86,10 @@ fn taken_over(h: &mut Harness) {
     let mut detail = review_detail();
     detail.history = history(
         4,
-        &[(None, "backlog", "create"), (Some("review"), "review", "takeover")],
+        &[
+            (None, "backlog", "create"),
+            (Some("review"), "review", "takeover"),
+        ],
     );
     detail.history[1].reason = Some(
         "taken over by alice; its changes were committed to baton/4-speed-up-the-search-index"
@@ -141,4 +144,16 @@ fn a_takeover_that_failed_says_so_and_opens_no_menu() {
     });
     assert!(h.app.modals.is_empty());
     assert!(h.screen().contains("did not end cleanly"));
+}
+
+#[test]
+fn after_the_takeover_of_a_failed_task_resume_and_retry_are_offered_not_a_menu() {
+    // Task 6 is failed (its column collapsed; the card is found by its id).
+    let mut h = Harness::new(80, 24);
+    h.event(AppEvent::TakenOver {
+        task_id: 6,
+        result: Ok(()),
+    });
+    assert!(h.app.modals.is_empty());
+    assert!(h.screen().contains("R resumes its step, F retries"));
 }

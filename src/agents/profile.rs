@@ -373,7 +373,10 @@ mod tests {
                 "attach_argv": ["claude", "--resume", "{{session}}"]}"#,
         );
         assert!(d.is_empty(), "{d:?}");
-        assert_eq!(p.unwrap().attach_argv, ["claude", "--resume", "{{session}}"]);
+        assert_eq!(
+            p.unwrap().attach_argv,
+            ["claude", "--resume", "{{session}}"]
+        );
         let (p, d) = parse(
             r#"{"id": "o", "backend": "opencode", "attach_argv": ["opencode", "-s", "{{session}}"]}"#,
         );

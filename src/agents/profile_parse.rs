@@ -534,7 +534,9 @@ fn attach_argv(
         d.push(
             Severity::Warning,
             Some("attach_argv"),
-            format!("agent `{id}`: unknown placeholder `{{{{{name}}}}}` in attach_argv stays as written"),
+            format!(
+                "agent `{id}`: unknown placeholder `{{{{{name}}}}}` in attach_argv stays as written"
+            ),
         );
     }
     argv

@@ -160,9 +160,9 @@ fn foreground(plan: &Plan) -> Result<(), String> {
             cmd.env_remove(k);
         }
     }
-    let mut child = cmd.spawn().map_err(|e| {
-        format!("cannot run {program}: {e} — is it installed and on PATH?")
-    })?;
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot run {program}: {e} — is it installed and on PATH?"))?;
     ignore_terminal_signals();
     let status = child
         .wait()

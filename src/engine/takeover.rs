@@ -15,7 +15,10 @@ pub const TRIGGER: &str = "takeover";
 
 /// Why a task cannot be taken over now, in one sentence; None when it can.
 pub fn refusal(task: &Task) -> Option<String> {
-    let there = task.worktree.as_deref().is_some_and(|w| Path::new(w).is_dir());
+    let there = task
+        .worktree
+        .as_deref()
+        .is_some_and(|w| Path::new(w).is_dir());
     refusal_given(task, there)
 }
 
@@ -61,7 +64,9 @@ impl Engine {
         .map_err(|e| EngineError::Other(format!("committing the takeover stopped: {e}")))?
         .map_err(|e| EngineError::Refused {
             task: id,
-            message: format!("what the session changed could not be committed ({e}); it stays in the worktree"),
+            message: format!(
+                "what the session changed could not be committed ({e}); it stays in the worktree"
+            ),
         })?;
         let branch = task.branch.unwrap_or_else(|| "the task branch".into());
         *committed = Some(if changed {

@@ -147,7 +147,8 @@ async fn main_loop(ws: &Workspace) -> Result<(), String> {
                     dirty = true;
                 }
                 Effect::TakeOver { task_id, cwd } => {
-                    let said = super::takeover::run(&mut screen, &gate, ws, task_id, &cwd, tmux, &tx);
+                    let said =
+                        super::takeover::run(&mut screen, &gate, ws, task_id, &cwd, tmux, &tx);
                     say(&mut app, said);
                     dirty = true;
                 }

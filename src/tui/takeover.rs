@@ -9,6 +9,7 @@ use super::event::{AppEvent, Effect};
 use super::modal::{Modal, MoveMenu, Target};
 use super::suspend::{InputGate, suspended};
 use super::terminal::Screen;
+use crate::store::TaskState;
 use crate::workspace::Workspace;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -48,6 +49,26 @@ impl App {
             self.say(format!("task {task_id}: the takeover ended"), false);
             return;
         };
+        // A failed or interrupted task moves on by resume or retry, a finished one not at
+        // all: the move menu would only say "no moves from here".
+        let state = card.state;
+        match state {
+            TaskState::Failed | TaskState::Interrupted => {
+                self.say(
+                    format!("task {task_id}: the takeover ended and was recorded — R resumes its step, F retries from scratch"),
+                    false,
+                );
+                return;
+            }
+            TaskState::Done | TaskState::Cancelled => {
+                self.say(
+                    format!("task {task_id}: the takeover ended and was recorded"),
+                    false,
+                );
+                return;
+            }
+            _ => {}
+        }
         let target = Target {
             task_id,
             status: card.status.clone(),
@@ -93,7 +114,10 @@ pub fn run(
     tx: &UnboundedSender<AppEvent>,
 ) -> Result<String, String> {
     if !cwd.is_dir() {
-        return Err(format!("task {task_id}'s worktree {} is gone", cwd.display()));
+        return Err(format!(
+            "task {task_id}'s worktree {} is gone",
+            cwd.display()
+        ));
     }
     let mut argv = attach_argv(ws, task_id)?;
     if tmux {
@@ -126,8 +150,12 @@ pub fn run(
                 let waited = Command::new("tmux").args(["wait-for", &channel]).status();
                 let result = match waited {
                     Ok(s) if s.success() => Ok(()),
-                    Ok(s) => Err(format!("waiting for task {task_id}'s takeover window failed ({s})")),
-                    Err(e) => Err(format!("cannot wait for task {task_id}'s takeover window: {e}")),
+                    Ok(s) => Err(format!(
+                        "waiting for task {task_id}'s takeover window failed ({s})"
+                    )),
+                    Err(e) => Err(format!(
+                        "cannot wait for task {task_id}'s takeover window: {e}"
+                    )),
                 };
                 let _ = tx.send(AppEvent::TakenOver { task_id, result });
             });

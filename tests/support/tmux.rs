@@ -96,7 +96,12 @@ impl Tmux {
     }
 
     /// Polls `probe` until `ok` holds; returns what satisfied it.
-    pub fn wait(&self, what: &str, probe: impl Fn() -> String, ok: impl Fn(&str) -> bool) -> String {
+    pub fn wait(
+        &self,
+        what: &str,
+        probe: impl Fn() -> String,
+        ok: impl Fn(&str) -> bool,
+    ) -> String {
         let deadline = Instant::now() + PATIENCE;
         loop {
             let seen = probe();

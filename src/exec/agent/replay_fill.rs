@@ -48,7 +48,13 @@ pub fn changed_files(dir: &Path) -> String {
         Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
             .lines()
             .filter_map(|l| l.get(3..))
-            .map(|n| n.rsplit(" -> ").next().unwrap_or(n).trim_matches('"').to_string())
+            .map(|n| {
+                n.rsplit(" -> ")
+                    .next()
+                    .unwrap_or(n)
+                    .trim_matches('"')
+                    .to_string()
+            })
             .collect(),
         _ => Vec::new(),
     };
@@ -57,7 +63,11 @@ pub fn changed_files(dir: &Path) -> String {
 
 /// `` `a` ``, `` `a` and `b` ``, `` `a`, `b` and 3 more files ``; "no file" for none.
 pub fn phrase(names: &[String]) -> String {
-    let shown: Vec<String> = names.iter().take(MAX_FILES).map(|n| format!("`{n}`")).collect();
+    let shown: Vec<String> = names
+        .iter()
+        .take(MAX_FILES)
+        .map(|n| format!("`{n}`"))
+        .collect();
     let more = names.len().saturating_sub(MAX_FILES);
     match (shown.as_slice(), more) {
         ([], _) => "no file".into(),

@@ -43,6 +43,11 @@ pub fn run(ws: &Workspace, args: AttachArgs) -> Outcome {
     let plan = match plan(ws, id) {
         Ok(p) => p,
         Err(f) => {
+            // A window the board opened would close before the sentence could be read.
+            if args.board || args.hold {
+                eprintln!("baton: {}", f.message);
+                hold();
+            }
             wake(args.signal.as_deref());
             return Err(f);
         }

@@ -55,16 +55,13 @@ impl App {
         match state {
             TaskState::Failed | TaskState::Interrupted => {
                 self.say(
-                    format!("task {task_id}: the takeover ended and was recorded — R resumes its step, F retries from scratch"),
+                    format!("task {task_id}: the takeover ended — R resumes its step, F retries from scratch"),
                     false,
                 );
                 return;
             }
             TaskState::Done | TaskState::Cancelled => {
-                self.say(
-                    format!("task {task_id}: the takeover ended and was recorded"),
-                    false,
-                );
+                self.say(format!("task {task_id}: the takeover ended"), false);
                 return;
             }
             _ => {}
@@ -75,7 +72,7 @@ impl App {
             title: card.title.clone(),
         };
         self.say(
-            format!("task {task_id}: the takeover ended and was recorded — choose its next move (Esc leaves it where it is)"),
+            format!("task {task_id}: the takeover ended — choose its next move (Esc leaves it where it is)"),
             false,
         );
         self.effect(Effect::LoadMoves(task_id));

@@ -80,13 +80,11 @@ fn o_opens_a_tmux_window_in_the_tasks_worktree() {
     let (ws, wt) = task_at_review();
     let tmux = board("o", &ws);
     tmux.run(&["send-keys", "-t", "t:0", "o"]);
-    let windows = tmux.wait(
-        "a second window",
-        || tmux.windows(),
-        |w| w.lines().count() == 2,
+    tmux.wait(
+        "a second window in the worktree",
+        || tmux.display_or_empty(1, "#{pane_current_path}"),
+        |path| !path.is_empty() && canon(path) == wt,
     );
-    let path = tmux.display(1, "#{pane_current_path}");
-    assert_eq!(canon(&path), wt, "{windows}");
     tmux.wait(
         "the status line",
         || tmux.screen(),
@@ -138,17 +136,18 @@ fn baton_shell_opens_the_same_window_from_the_cli() {
             ws.root().display()
         ),
     );
-    let windows = tmux.wait(
-        "a second window",
+    // The second window, once its shell runs in the worktree (a new pane reports the
+    // folder of its process, which is there once the process started).
+    tmux.wait(
+        "a second window in the worktree",
         || tmux.windows(),
-        |w| w.lines().count() == 2,
+        |w| {
+            w.lines()
+                .nth(1)
+                .and_then(|l| l.split_once(' '))
+                .is_some_and(|(_, path)| canon(path) == wt)
+        },
     );
-    let (_, path) = windows
-        .lines()
-        .nth(1)
-        .and_then(|l| l.split_once(' '))
-        .expect("path");
-    assert_eq!(canon(path), wt, "{windows}");
     // A task without a worktree is one plain sentence.
     let out = ws.baton(&["shell", "99"]).output().expect("run");
     assert!(!out.status.success());

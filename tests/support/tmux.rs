@@ -90,6 +90,18 @@ impl Tmux {
             .to_string()
     }
 
+    /// [`Tmux::display`], or "" while window `index` does not exist yet.
+    pub fn display_or_empty(&self, index: usize, format: &str) -> String {
+        let target = format!("t:{index}");
+        Command::new("tmux")
+            .args(["-L", &self.0, "display", "-p", "-t", &target, format])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default()
+    }
+
     /// Polls window 0's screen until `ok` holds; returns the screen that satisfied it.
     pub fn wait_screen(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
         self.wait(what, || self.screen(), ok)

@@ -97,12 +97,41 @@ fn the_demo_hands_a_plan_to_the_coder_and_loops_its_review_once() {
     // The second build gets the reviewer's request.
     let rework = ws.ok(&["logs", &id, "--step", "5"]);
     assert!(
-        rework.contains("round-trips through the settings file"),
+        rework.contains("Add a test that “Add a dark mode toggle” survives a save and reload"),
         "{rework}"
     );
 
     ws.ok(&["approve", &id]);
     assert_eq!(ws.show(id.parse().unwrap())["status"], "done");
+}
+
+#[test]
+fn two_demo_tasks_get_reviews_of_their_own_title_and_files() {
+    let dir = tempfile::tempdir().unwrap();
+    common::git_init(dir.path());
+    let ws = Ws::at(dir, "");
+    ws.ok(&["init"]);
+    let review = |title: &str| {
+        let out = ws
+            .baton(&["run", "demo", "--title", title, "--wait", "--json"])
+            .timeout(std::time::Duration::from_secs(120))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "waits for approval: {out:?}");
+        let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        // The first review, which asked for changes.
+        shown["steps"][3]["handoff"]["content"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let dark = review("Add a dark mode toggle");
+    let flaky = review("Fix the \"flaky\" login test");
+    assert_ne!(dark, flaky);
+    assert!(dark.contains("“Add a dark mode toggle”"), "{dark}");
+    assert!(flaky.contains("“Fix the \"flaky\" login test”"), "{flaky}");
+    // The test step's report is the change in the task's worktree.
+    assert!(dark.contains("`test-report.txt`"), "{dark}");
 }
 
 #[test]

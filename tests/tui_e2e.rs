@@ -2,93 +2,11 @@
 //! `n` + a title + ctrl+s creates a card that appears, `q` (and its confirmation) quits and
 //! the process exits 0. Waits poll the pane for an observable condition, with a deadline.
 
+#[path = "support/tmux.rs"]
+mod tmux;
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn start(cmd: &str) -> Self {
-        let me = Self {
-            socket: format!("baton-e2e-{}", std::process::id()),
-        };
-        me.run(&[
-            "-f",
-            "/dev/null",
-            "new-session",
-            "-d",
-            "-s",
-            "t",
-            "-x",
-            "120",
-            "-y",
-            "36",
-            cmd,
-            ";",
-            "set-option",
-            "-g",
-            "remain-on-exit",
-            "on",
-        ]);
-        me
-    }
-
-    fn run(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux")
-            .arg("-L")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .expect("tmux is installed");
-        assert!(
-            out.status.success(),
-            "tmux {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        let mut args = vec!["send-keys", "-t", "t"];
-        args.extend_from_slice(keys);
-        self.run(&args);
-    }
-
-    fn text(&self, text: &str) {
-        self.run(&["send-keys", "-t", "t", "-l", text]);
-    }
-
-    fn screen(&self) -> String {
-        self.run(&["capture-pane", "-p", "-t", "t"])
-    }
-
-    /// Polls the pane until `ok` holds (at most 20 s); returns the screen that satisfied it.
-    fn wait(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let screen = self.screen();
-            if ok(&screen) {
-                return screen;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {what}; the screen was:\n{screen}"
-            );
-            // Polling an external process's screen: there is no event to wait on.
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["-L", &self.socket, "kill-server"])
-            .output();
-    }
-}
+use tmux::Tmux;
 
 #[test]
 fn demo_board_help_new_card_and_quit_in_tmux() {
@@ -97,29 +15,29 @@ fn demo_board_help_new_card_and_quit_in_tmux() {
     // the dead process unreaped for a while).
     let dir = tempfile::tempdir().expect("tempdir");
     let status_file = dir.path().join("status");
-    let tmux = Tmux::start(&format!(
-        "{bin} --demo; echo $? > {}",
-        status_file.display()
-    ));
+    let tmux = Tmux::start(
+        "e2e",
+        &format!("{bin} --demo; echo $? > {}", status_file.display()),
+    );
 
-    let board = tmux.wait("the demo board", |s| {
+    let board = tmux.wait_screen("the demo board", |s| {
         s.contains("Backlog") && s.contains("Planning") && s.contains("#1 ")
     });
     assert!(board.contains("Demo"), "{board}");
 
     tmux.keys(&["?"]);
-    tmux.wait("the help screen", |s| {
+    tmux.wait_screen("the help screen", |s| {
         s.contains("Keys") && s.contains("help (this screen)")
     });
     tmux.keys(&["Escape"]);
-    tmux.wait("help to close", |s| !s.contains("help (this screen)"));
+    tmux.wait_screen("help to close", |s| !s.contains("help (this screen)"));
 
     tmux.keys(&["n"]);
-    tmux.wait("the new-task form", |s| s.contains("New task"));
+    tmux.wait_screen("the new-task form", |s| s.contains("New task"));
     tmux.text("E2E card");
-    tmux.wait("the typed title", |s| s.contains("E2E card"));
+    tmux.wait_screen("the typed title", |s| s.contains("E2E card"));
     tmux.keys(&["C-s"]);
-    let after = tmux.wait("the new card on the board", |s| {
+    let after = tmux.wait_screen("the new card on the board", |s| {
         !s.contains("New task") && s.contains("#7 E2E card")
     });
     assert!(
@@ -185,5 +103,97 @@ fn an_engine_that_cannot_start_is_an_error_before_the_screen_is_taken() {
     assert!(
         !stdout.contains("\x1b[?1049h"),
         "entered the alternate screen"
+    );
+}
+
+/// Runs git in `dir`, failing the test if it fails.
+fn git(dir: &std::path::Path, args: &[&str]) {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .expect("git");
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+}
+
+#[test]
+fn the_first_task_of_a_fresh_init_agent_workspace_lands_on_its_pipeline_selected() {
+    let bin = env!("CARGO_BIN_EXE_baton");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let repo = dir.path().join("repo");
+    std::fs::create_dir_all(&repo).expect("repo");
+    git(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("README"), "hello\n").expect("readme");
+    git(&repo, &["add", "."]);
+    git(
+        &repo,
+        &[
+            "-c",
+            "user.name=T",
+            "-c",
+            "user.email=t@x",
+            "commit",
+            "-qm",
+            "init",
+        ],
+    );
+    let xdg = dir.path().join("xdg");
+    // The agents' check may fail here (no claude installed); the files are written anyway.
+    let init = Command::new(bin)
+        .current_dir(&repo)
+        .args(["init", "--agent", "claude"])
+        .env("XDG_CONFIG_HOME", &xdg)
+        .env_remove("BATON_DIR")
+        .output()
+        .expect("baton init --agent claude");
+    assert!(
+        repo.join(".baton/pipelines/feature.json").is_file(),
+        "{init:?}"
+    );
+
+    let tmux = Tmux::start(
+        "first",
+        &format!(
+            "cd '{}' && env -u BATON_DIR XDG_CONFIG_HOME='{}' {bin}",
+            repo.display(),
+            xdg.display()
+        ),
+    );
+    // The board opens on the workspace's own pipeline: Feature's columns.
+    tmux.wait_screen("the Feature board", |s| {
+        s.contains("To do") && s.contains("Plan review") && s.contains("Implement")
+    });
+    tmux.keys(&["n"]);
+    tmux.wait_screen("the new-task form", |s| s.contains("New task"));
+    tmux.text("My first task");
+    // Tab goes from the title to the prompt, not to the pipeline picker.
+    tmux.keys(&["Tab"]);
+    tmux.text("Describe the thing to do");
+    tmux.wait_screen("the typed prompt", |s| {
+        s.contains("Describe the thing to do")
+    });
+    tmux.keys(&["C-s"]);
+    // The card lands on Feature, selected: the detail pane shows it.
+    let after = tmux.wait_screen("the new card, selected", |s| {
+        !s.contains("New task") && s.contains("┌ #1 My first task · To do · idle")
+    });
+    assert!(after.contains("Plan review"), "still on Feature:\n{after}");
+    let shown = Command::new(bin)
+        .current_dir(&repo)
+        .args(["show", "1", "--json"])
+        .output()
+        .expect("show");
+    let shown: serde_json::Value = serde_json::from_slice(&shown.stdout).expect("json");
+    assert_eq!(shown["pipeline"], "feature");
+    assert_eq!(shown["state"], "idle", "created, not started");
+    let prompt = Command::new(bin)
+        .current_dir(&repo)
+        .args(["show", "1"])
+        .output()
+        .expect("show");
+    assert!(
+        String::from_utf8_lossy(&prompt.stdout).contains("Describe the thing to do"),
+        "the prompt field got the prompt: {prompt:?}"
     );
 }

@@ -4,10 +4,12 @@
 //! poll tmux for an observable condition, with a deadline.
 
 mod common;
+#[path = "support/tmux.rs"]
+mod tmux;
 use common::Ws;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tmux::Tmux;
 
 const PIPELINE: &str = r#"{"id": "g", "name": "Git",
   "statuses": [
@@ -51,80 +53,6 @@ fn branch_and_worktree(ws: &Ws) -> (String, String) {
     (branch.to_string(), wt.to_string())
 }
 
-struct Tmux(String);
-
-impl Tmux {
-    /// A tmux server of its own running `cmd` in window 0 of session `t`.
-    fn start(name: &str, cmd: &str) -> Self {
-        let me = Self(format!("baton-launch-{name}-{}", std::process::id()));
-        me.run(&[
-            "-f",
-            "/dev/null",
-            "new-session",
-            "-d",
-            "-s",
-            "t",
-            "-x",
-            "120",
-            "-y",
-            "36",
-            cmd,
-        ]);
-        me
-    }
-
-    fn run(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux")
-            .args(["-L", &self.0])
-            .args(args)
-            .output()
-            .expect("tmux is installed");
-        assert!(out.status.success(), "tmux {args:?}: {out:?}");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn screen(&self) -> String {
-        self.run(&["capture-pane", "-p", "-t", "t:0"])
-    }
-
-    /// Polls `probe` until `ok` holds (at most 30 s); returns what satisfied it.
-    fn wait(&self, what: &str, probe: impl Fn() -> String, ok: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let seen = probe();
-            if ok(&seen) {
-                return seen;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {what}; saw:\n{seen}\nscreen:\n{}",
-                self.screen()
-            );
-            // Polling another process's screen: there is no event to wait on.
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// `window_index pane_current_path` of every window.
-    fn windows(&self) -> String {
-        self.run(&[
-            "list-windows",
-            "-t",
-            "t",
-            "-F",
-            "#{window_index} #{pane_current_path}",
-        ])
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["-L", &self.0, "kill-server"])
-            .output();
-    }
-}
-
 /// The board on `ws` in tmux, with a plain shell as `$SHELL` and test config folders.
 fn board(name: &str, ws: &Ws) -> Tmux {
     let bin = env!("CARGO_BIN_EXE_baton");
@@ -152,14 +80,11 @@ fn o_opens_a_tmux_window_in_the_tasks_worktree() {
     let (ws, wt) = task_at_review();
     let tmux = board("o", &ws);
     tmux.run(&["send-keys", "-t", "t:0", "o"]);
-    let windows = tmux.wait(
-        "a second window",
-        || tmux.windows(),
-        |w| w.lines().count() == 2,
+    tmux.wait(
+        "a second window in the worktree",
+        || tmux.display_or_empty(1, "#{pane_current_path}"),
+        |path| !path.is_empty() && canon(path) == wt,
     );
-    let second = windows.lines().nth(1).expect("two windows");
-    let (_, path) = second.split_once(' ').expect("index and path");
-    assert_eq!(canon(path), wt, "{windows}");
     tmux.wait(
         "the status line",
         || tmux.screen(),
@@ -211,17 +136,18 @@ fn baton_shell_opens_the_same_window_from_the_cli() {
             ws.root().display()
         ),
     );
-    let windows = tmux.wait(
-        "a second window",
+    // The second window, once its shell runs in the worktree (a new pane reports the
+    // folder of its process, which is there once the process started).
+    tmux.wait(
+        "a second window in the worktree",
         || tmux.windows(),
-        |w| w.lines().count() == 2,
+        |w| {
+            w.lines()
+                .nth(1)
+                .and_then(|l| l.split_once(' '))
+                .is_some_and(|(_, path)| canon(path) == wt)
+        },
     );
-    let (_, path) = windows
-        .lines()
-        .nth(1)
-        .and_then(|l| l.split_once(' '))
-        .expect("path");
-    assert_eq!(canon(path), wt, "{windows}");
     // A task without a worktree is one plain sentence.
     let out = ws.baton(&["shell", "99"]).output().expect("run");
     assert!(!out.status.success());

@@ -159,6 +159,10 @@ pub struct Profile {
     pub resume_argv: Vec<String>,
     /// The prompt sent to a continued session (only what is new).
     pub continue_template: String,
+    /// The interactive command line that opens the task's session for a person
+    /// (`baton attach`, the board's `T`); `{{session}}` is the session id. Empty: the agent
+    /// has no interactive resume, and a shell opens instead.
+    pub attach_argv: Vec<String>,
     /// The outcomes the agent may name, normalised (`needs-info` is kept as `needs_info`).
     pub outcomes: Vec<String>,
     /// Per-attempt limit, unless the pipeline's step sets one.
@@ -360,6 +364,34 @@ mod tests {
             parse(r#"{"id": "o", "backend": "opencode", "resume_argv": ["x", "{{session}}"]}"#);
         assert!(p.is_none());
         assert!(d[0].message.contains("only a `command` agent"), "{d:?}");
+    }
+
+    #[test]
+    fn attach_argv_names_the_session_and_needs_a_backend_that_keeps_one() {
+        let (p, d) = parse(
+            r#"{"id": "c", "backend": "command", "argv": ["claude", "-p"],
+                "attach_argv": ["claude", "--resume", "{{session}}"]}"#,
+        );
+        assert!(d.is_empty(), "{d:?}");
+        assert_eq!(
+            p.unwrap().attach_argv,
+            ["claude", "--resume", "{{session}}"]
+        );
+        let (p, d) = parse(
+            r#"{"id": "o", "backend": "opencode", "attach_argv": ["opencode", "-s", "{{session}}"]}"#,
+        );
+        assert!(d.is_empty(), "{d:?}");
+        assert!(!p.unwrap().attach_argv.is_empty());
+        let (p, d) =
+            parse(r#"{"id": "c", "backend": "command", "argv": ["x"], "attach_argv": ["x"]}"#);
+        assert!(p.is_none());
+        assert!(d[0].message.contains("`{{session}}`"), "{d:?}");
+        let (p, d) = parse(
+            r#"{"id": "r", "backend": "openai", "url": "http://127.0.0.1:1/v1", "model": "m",
+                "attach_argv": ["x", "{{session}}"]}"#,
+        );
+        assert!(p.is_none());
+        assert!(d[0].message.contains("keeps no session"), "{d:?}");
     }
 
     #[test]

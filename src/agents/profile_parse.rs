@@ -29,6 +29,7 @@ const KNOWN: &[&str] = &[
     "session",
     "resume_argv",
     "continue_template",
+    "attach_argv",
 ];
 
 /// Collects diagnostics for one file.
@@ -353,6 +354,7 @@ fn build(d: &mut Diags, obj: &Map<String, Value>) -> Option<Profile> {
         );
     }
     let (session, resume_argv, continue_template) = session(d, obj, &id, backend);
+    let attach_argv = attach_argv(d, obj, &id, backend);
     for name in argv
         .iter()
         .flat_map(|a| unknown_placeholders(a, &["message"]))
@@ -413,6 +415,7 @@ fn build(d: &mut Diags, obj: &Map<String, Value>) -> Option<Profile> {
         session,
         resume_argv,
         continue_template,
+        attach_argv,
         outcomes,
         timeout,
         env,
@@ -499,6 +502,44 @@ fn session(
         );
     }
     (mode, resume_argv, template)
+}
+
+/// `attach_argv`: the interactive command line that opens a task's session (`baton attach`);
+/// only backends that keep a session have one, and it names the session.
+fn attach_argv(
+    d: &mut Diags,
+    obj: &Map<String, Value>,
+    id: &str,
+    backend: Option<Backend>,
+) -> Vec<String> {
+    let argv = string_list(d, obj, "attach_argv").unwrap_or_default();
+    if argv.is_empty() {
+        return argv;
+    }
+    if matches!(backend, Some(Backend::Openai | Backend::Replay)) {
+        d.error(
+            Some("attach_argv"),
+            format!("agent `{id}`: this backend keeps no session to open, so `attach_argv` cannot be used — remove it (`baton attach` opens a shell instead)"),
+        );
+    } else if !argv
+        .iter()
+        .any(|a| crate::agents::template::uses_placeholder(a, "session"))
+    {
+        d.error(
+            Some("attach_argv"),
+            format!("agent `{id}`: `attach_argv` must name the session to open with `{{{{session}}}}`, e.g. [\"claude\", \"--resume\", \"{{{{session}}}}\"]"),
+        );
+    }
+    for name in argv.iter().flat_map(|a| unknown_placeholders(a, &[])) {
+        d.push(
+            Severity::Warning,
+            Some("attach_argv"),
+            format!(
+                "agent `{id}`: unknown placeholder `{{{{{name}}}}}` in attach_argv stays as written"
+            ),
+        );
+    }
+    argv
 }
 
 /// `prompt_via`: only for `command` agents, and with `stdin` the argv must not also carry

@@ -81,6 +81,12 @@ pub struct AgentFile {
     /// The prompt sent to a continued session: only what is new (default
     /// `{{failure}} {{handoff}} {{note}}`).
     continue_template: Option<String>,
+    /// `command` and `opencode`: the interactive command line that opens the task's last
+    /// session for a person (`baton attach`), `{{session}}` being its id
+    /// (`claude --resume {{session}}`, `codex resume {{session}}`,
+    /// `opencode --session {{session}}`). Without it `baton attach` opens a shell.
+    #[schemars(length(min = 1))]
+    attach_argv: Option<Vec<String>>,
     /// The outcomes the agent may name (default: success, failure).
     #[schemars(length(min = 1))]
     outcomes: Option<Vec<String>>,

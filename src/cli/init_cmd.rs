@@ -121,7 +121,8 @@ pub fn profile(spec: &str, role: &str) -> Result<serde_json::Value, String> {
                 "argv": ["claude", "-p", "--output-format", "stream-json", "--verbose",
                          "--permission-mode", mode],
                 "resume_argv": ["claude", "-p", "--resume", "{{session}}", "--output-format",
-                                "stream-json", "--verbose", "--permission-mode", mode]})
+                                "stream-json", "--verbose", "--permission-mode", mode],
+                "attach_argv": ["claude", "--resume", "{{session}}"]})
         }
         ("codex", None) => {
             let sandbox = if edits {
@@ -133,16 +134,20 @@ pub fn profile(spec: &str, role: &str) -> Result<serde_json::Value, String> {
             json!({"backend": "command", "format": "codex-json", "prompt_via": "stdin",
                 "argv": ["codex", "exec", "--json", "--skip-git-repo-check", "--sandbox", sandbox, "-"],
                 "resume_argv": ["codex", "exec", "--json", "--skip-git-repo-check", "--sandbox",
-                                sandbox, "resume", "{{session}}", "-"]})
+                                sandbox, "resume", "{{session}}", "-"],
+                "attach_argv": ["codex", "resume", "{{session}}"]})
         }
         ("opencode", None) => json!({"backend": "opencode", "serve": true,
-            "agent": if edits { "build" } else { "plan" }}),
+            "agent": if edits { "build" } else { "plan" },
+            "attach_argv": ["opencode", "--session", "{{session}}"]}),
         ("opencode", Some(url)) => json!({"backend": "opencode", "url": url,
-            "agent": if edits { "build" } else { "plan" }}),
+            "agent": if edits { "build" } else { "plan" },
+            "attach_argv": ["opencode", "attach", url, "--session", "{{session}}"]}),
         // A chat endpoint has no tool loop and cannot edit files: the coder is OpenCode,
         // started by baton, with the same server as its model provider.
         ("openai", _) if edits => json!({"backend": "opencode", "serve": true, "agent": "build",
-            "model": format!("{OPENCODE_PROVIDER}/{OPENAI_MODEL}")}),
+            "model": format!("{OPENCODE_PROVIDER}/{OPENAI_MODEL}"),
+            "attach_argv": ["opencode", "--session", "{{session}}"]}),
         ("openai", url) => {
             let url = openai_url(url);
             let mut b = json!({"backend": "openai", "url": url, "model": OPENAI_MODEL});
@@ -324,6 +329,9 @@ mod tests {
                     parsed.prompt_template.contains("{{failure}}"),
                     "{file}: {p}"
                 );
+                // Every backend that keeps a session can be taken over interactively.
+                let keeps_session = parsed.backend != crate::agents::Backend::Openai;
+                assert_eq!(!parsed.attach_argv.is_empty(), keeps_session, "{file}: {p}");
                 if parsed.backend == crate::agents::Backend::Command {
                     let resume = &parsed.resume_argv;
                     assert!(resume.iter().any(|a| a == "{{session}}"), "{file}: {p}");

@@ -1,5 +1,6 @@
 //! The headless command line: argument definitions and dispatch.
 
+mod attach_cmd;
 mod config_cmd;
 mod db_cmd;
 mod engine_cmd;
@@ -134,6 +135,23 @@ pub enum Command {
         /// Inside tmux too, run the shell in this pane.
         #[arg(long)]
         here: bool,
+    },
+    /// Take a task over in the agent's own UI, on its last session in its worktree (inside
+    /// tmux: a new window); when you quit it, its changes are committed to the task branch.
+    Attach {
+        id: i64,
+        /// Inside tmux too, run it in this pane.
+        #[arg(long)]
+        here: bool,
+        /// Wake `tmux wait-for CHANNEL` once the takeover is recorded (the board's `T`).
+        #[arg(long, hide = true, value_name = "CHANNEL")]
+        signal: Option<String>,
+        /// Started by the board: wait for Enter after a failure, so it can be read.
+        #[arg(long, hide = true)]
+        board: bool,
+        /// Wait for Enter before ending (a tmux window closes with its program).
+        #[arg(long, hide = true)]
+        hold: bool,
     },
     /// Print a step's log (default: the latest step).
     Logs {
@@ -368,6 +386,22 @@ pub fn dispatch(dir: Option<&PathBuf>, command: Command) -> Outcome {
         | Command::Archive { .. }
         | Command::Delete { .. }) => task_edits::run(&workspace(dir)?, c),
         Command::Shell { id, here } => shell_cmd::run(&workspace(dir)?, id, here),
+        Command::Attach {
+            id,
+            here,
+            signal,
+            board,
+            hold,
+        } => attach_cmd::run(
+            &workspace(dir)?,
+            attach_cmd::AttachArgs {
+                id,
+                here,
+                signal,
+                board,
+                hold,
+            },
+        ),
         Command::Mcp => serve::mcp(&workspace(dir)?),
         Command::Serve { listen } => serve::serve(&workspace(dir)?, &listen),
         Command::Token(TokenCmd::Rotate) => serve::rotate(&workspace(dir)?),

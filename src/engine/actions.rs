@@ -66,6 +66,14 @@ pub enum Action {
         trigger: String,
         note: Option<String>,
     },
+    /// A person quit the agent's own UI opened on the task (`baton attach`): commit what
+    /// the session changed and record who took it over. `committed` is the engine's to
+    /// fill (what became of the changes); a front end leaves it out.
+    TakenOver {
+        by: String,
+        #[serde(default)]
+        committed: Option<String>,
+    },
 }
 
 impl Action {
@@ -87,6 +95,7 @@ impl Action {
             Self::Archive => "archive",
             Self::Delete => "delete",
             Self::Forge { .. } => "forge",
+            Self::TakenOver { .. } => "take over",
         }
     }
 }
@@ -267,6 +276,9 @@ pub fn apply(db: &Db, req: &Request, outside: &Outside) -> Result<Applied> {
         }
         Action::Archive => return super::task_edits::archive(db, &task, &pipeline),
         Action::Delete => return super::task_edits::delete(db, &task),
+        Action::TakenOver { by, committed } => {
+            return super::takeover::record(db, &task, req, by, committed.as_deref());
+        }
         Action::Forge { trigger, note } => {
             let Some(trigger) = Trigger::parse(trigger) else {
                 return Err(refuse(format!("`{trigger}` is not a pipeline trigger")));

@@ -4,6 +4,7 @@
 //! the `commands` table.
 
 pub mod actions;
+pub mod attach;
 mod breakpoints;
 pub mod client;
 mod client_follow;
@@ -34,6 +35,7 @@ mod runner;
 mod schedule_catchup;
 mod scheduler;
 mod session;
+pub mod takeover;
 mod task_edits;
 mod transition;
 mod trigger_loop;
@@ -663,7 +665,12 @@ impl Engine {
         let abort = matches!(req.action, Action::Abort { .. });
         let clean = self.worktree_clean_for(task_id).await;
         let mut merged: Option<std::result::Result<(), String>> = None;
+        let mut req = req;
+        let mut prepared = self.commit_takeover(&mut req).await;
         let out = loop {
+            if let Err(e) = std::mem::replace(&mut prepared, Ok(())) {
+                break Err(e);
+            }
             let (req2, has_git, merged2) = (req.clone(), self.git.is_some(), merged.clone());
             let out = self
                 .store

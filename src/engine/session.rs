@@ -123,7 +123,7 @@ fn failed_step<'a>(
     let entry = history
         .iter()
         .rev()
-        .find(|h| h.to == status && h.trigger != "resume")?;
+        .find(|h| h.to == status && !matches!(h.trigger.as_str(), "resume" | "takeover"))?;
     if !matches!(entry.trigger.as_str(), "failure" | "error" | "ci_failed") {
         return None;
     }

@@ -70,6 +70,8 @@ pub enum Action {
     Shell,
     /// `E`: `$EDITOR` in the task's worktree.
     Editor,
+    /// `T`: take over: the agent's own UI on the task's session, in its worktree.
+    TakeOver,
     /// `y`: copy the task's branch (OSC 52).
     CopyBranch,
     /// `Y`: copy the task's worktree path (OSC 52).

@@ -328,6 +328,10 @@ impl App {
                 self.agent_problems = problems;
                 true
             }
+            AppEvent::TakenOver { task_id, result } => {
+                self.taken_over(task_id, result);
+                true
+            }
             AppEvent::Created(Err(e)) => {
                 self.say(format!("the task was not created: {e}"), true);
                 true

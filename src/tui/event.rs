@@ -123,6 +123,11 @@ pub enum AppEvent {
     AgentProblems(super::agent_health::Problems),
     /// The playground's agents, log lines and result.
     Playground(super::playground::PlaygroundEvent),
+    /// A takeover of the task ended (the agent's UI was quit) and was recorded, or why not.
+    TakenOver {
+        task_id: i64,
+        result: Result<(), String>,
+    },
 }
 
 /// What `D` shows for a task.
@@ -160,6 +165,13 @@ pub enum Effect {
     Playground(super::playground::PlaygroundEffect),
     /// Run a program in a task's worktree (the board suspended, or a tmux window).
     Launch(super::launch::Launch),
+    /// Take a task over in the agent's own UI (`baton attach`): the board suspended, or a
+    /// tmux window.
+    TakeOver {
+        task_id: i64,
+        /// The task's worktree.
+        cwd: std::path::PathBuf,
+    },
     /// Show a diff through the user's pager (the board suspended).
     Page(String),
     /// Put baton's own text (a branch, a path) on the terminal's clipboard.

@@ -137,6 +137,7 @@ pub static BINDINGS: &[Binding] = &[
         "shell in the task's worktree (in tmux: a new window)",
     ),
     c(Task, 'E', A::Editor, "$EDITOR in the task's worktree"),
+    c(Task, 'T', A::TakeOver, "take over: the agent's own UI"),
     c(Task, 'y', A::CopyBranch, "copy the task's branch"),
     c(Task, 'Y', A::CopyPath, "copy the task's worktree path"),
     c(Task, 'L', A::FullLog, "full-screen log"),

@@ -69,6 +69,16 @@ the current tmux pane). `y` and `Y` copy the task's branch and worktree path to 
 clipboard with OSC 52 (inside tmux through its passthrough, which needs
 `set -g allow-passthrough on`); only those words are ever copied, never step output.
 
+`T` takes the task over: the agent's own interactive UI (`claude --resume`, `codex resume`,
+`opencode --session`; the profile's `attach_argv`) opens on the task's last agent session, in
+the folder its step ran in and with its step's `BATON_*` environment; inside tmux in a new
+window, elsewhere with the board suspended. An agent without an interactive resume, or a task
+with no session yet, gets `$SHELL` there instead, and the status line says so. When you quit
+it, baton commits what the session left in the worktree to the task branch, the history says
+`taken over by <you>` (`BATON_USER`, else git's `user.name`), and the move menu opens on the
+task for its next move. `T` is refused while the task's step runs. `baton attach ID` does the
+same from the command line and prints the next commands.
+
 `D` shows the task's diff through your git pager when one is set (`GIT_PAGER`, else
 `git config core.pager`, e.g. `delta`), with the board suspended until you quit it;
 `baton diff` pages the same way on a terminal (`GIT_PAGER=cat` turns it off).

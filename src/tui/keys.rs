@@ -378,6 +378,7 @@ impl App {
             | Action::CopyBranch
             | Action::CopyPath
             | Action::Custom(_) => self.launch_action(action),
+            Action::TakeOver => self.take_over(),
             _ => {}
         }
     }

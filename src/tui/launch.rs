@@ -58,6 +58,16 @@ pub fn shell_argv() -> Vec<String> {
     vec![shell]
 }
 
+/// `-e BATON_USER=…` when it is set: a tmux window gets the server's environment, not this
+/// process's, and the history should name the same person. Nothing else is passed on the
+/// command line (it is visible to other users of the machine).
+pub fn tmux_user_env() -> Vec<String> {
+    match std::env::var("BATON_USER") {
+        Ok(u) if !u.trim().is_empty() => vec!["-e".into(), format!("BATON_USER={u}")],
+        _ => Vec::new(),
+    }
+}
+
 /// The user's editor on the current folder: `$VISUAL`, else `$EDITOR`, else `vi`. The
 /// variable may carry flags (`code -w`), split on spaces as git does for simple values.
 pub fn editor_argv() -> Vec<String> {

@@ -31,6 +31,7 @@ pub mod playground_run;
 mod runner;
 pub mod settings;
 pub mod suspend;
+mod takeover;
 pub mod terminal;
 pub mod theme;
 pub mod ui;

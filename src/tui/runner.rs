@@ -155,6 +155,12 @@ async fn main_loop(ws: &Workspace) -> Result<(), String> {
                     say(&mut app, said);
                     dirty = true;
                 }
+                Effect::TakeOver { task_id, cwd } => {
+                    let said =
+                        super::takeover::run(&mut screen, &gate, ws, task_id, &cwd, tmux, &tx);
+                    say(&mut app, said);
+                    dirty = true;
+                }
                 Effect::Page(text) => {
                     if let Some(pager) = app.settings.pager.clone() {
                         let said = super::suspend::suspended(&mut screen, &gate, || {
@@ -263,7 +269,7 @@ fn perform(
         Effect::Create(new) => create(engine.clone(), new, tx.clone()),
         Effect::Playground(p) => super::playground_run::perform(p, ws, tx),
         // Handled by the loop, which owns the screen.
-        Effect::Launch(_) | Effect::Page(_) => {}
+        Effect::Launch(_) | Effect::Page(_) | Effect::TakeOver { .. } => {}
         Effect::Copy(text) => {
             let mut out = std::io::stdout();
             let _ = out.write_all(super::launch::osc52(&text, tmux).as_bytes());

@@ -16,6 +16,7 @@ mod opencode;
 pub mod opencode_serve;
 mod outcome;
 mod replay;
+mod replay_fill;
 mod session;
 mod step;
 

@@ -116,6 +116,25 @@ pub(super) async fn run(
             );
         }
     };
+    // A recording may speak of the task it is replayed for.
+    let text = if text.contains("{{") {
+        let title = job
+            .env
+            .vars
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "BATON_TASK_TITLE")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_else(|| job.title.clone());
+        let dir = job.env.workdir.clone();
+        let files = tokio::task::spawn_blocking(move || super::replay_fill::changed_files(&dir))
+            .await
+            .unwrap_or_else(|_| "no file".into());
+        let values = super::replay_fill::Fill { title, files };
+        super::replay_fill::apply(&text, p.format, &values)
+    } else {
+        text
+    };
     log.system(format!(
         "replaying {name} ({}, attempt {attempt}); the prompt it was given:",
         p.format.as_str()

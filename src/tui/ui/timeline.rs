@@ -15,15 +15,17 @@ pub fn lines(app: &App, d: &TaskDetail, w: usize) -> Vec<Line<'static>> {
     let mut rows: Vec<(i64, usize, Line<'static>)> = Vec::new();
     for h in &d.history {
         let from = h.from.as_deref().unwrap_or("·");
+        // A takeover moves nothing: its reason says who and what became of the changes.
+        let what = match (h.trigger.as_str(), &h.reason) {
+            ("takeover", Some(reason)) => reason.clone(),
+            _ => format!("{from}→{} {}", h.to, h.trigger),
+        };
         rows.push((
             h.at,
             0,
             Line::from(vec![
                 Span::styled(format!("{} ", clock(h.at)), t.dim()),
-                Span::raw(truncate(
-                    &format!("{from}→{} {}", h.to, h.trigger),
-                    w.saturating_sub(9),
-                )),
+                Span::raw(truncate(&what, w.saturating_sub(9))),
             ]),
         ));
         for g in guards(&h.guards) {

@@ -57,6 +57,10 @@ pub struct NewTask {
     /// Over HTTP, the `Idempotency-Key` header.
     #[serde(skip)]
     pub idempotency_key: Option<String>,
+    /// Ids of tasks it waits for: it starts (when asked to) only once every one of them
+    /// is done.
+    #[serde(default)]
+    pub after: Vec<i64>,
 }
 
 /// A task made (or found by its idempotency key).
@@ -173,6 +177,7 @@ impl Ops {
             branch: None,
             actor: "api".into(),
             idempotency_key: new.idempotency_key,
+            after: new.after,
         };
         // The engine checks it too; checked here, bad input is told apart from a refusal.
         order

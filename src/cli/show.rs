@@ -39,6 +39,19 @@ pub(super) fn show(ws: &Workspace, store: &Store, id: i64, as_json: bool) -> Out
     if let Some(b) = &t.breakpoint {
         println!("breakpoint before {b}");
     }
+    let blockers = db.blockers(id)?;
+    if !blockers.is_empty() {
+        let list: Vec<String> = blockers
+            .iter()
+            .map(|b| format!("{} ({})", b.id, b.state))
+            .collect();
+        let verb = if db.start_waits(id)? {
+            "starts when these are done"
+        } else {
+            "waited for"
+        };
+        println!("⛓ {verb}: {}", list.join(", "));
+    }
     if super::why::paused(&t) {
         println!(
             "paused before {} — context {} · `baton continue {id}` runs it",

@@ -48,7 +48,12 @@ fn after_ids(shown: &Value) -> Vec<(i64, String)> {
         .as_array()
         .expect("`after` is a list")
         .iter()
-        .map(|b| (b["id"].as_i64().unwrap(), b["state"].as_str().unwrap().into()))
+        .map(|b| {
+            (
+                b["id"].as_i64().unwrap(),
+                b["state"].as_str().unwrap().into(),
+            )
+        })
         .collect()
 }
 
@@ -69,7 +74,14 @@ fn a_task_starts_by_itself_once_all_its_blockers_are_done() {
     let b = new(&ws, &["B", "--pipeline", "work"]);
     let c = new(
         &ws,
-        &["C", "--pipeline", "work", "--after", &format!("{a},{b}"), "--start"],
+        &[
+            "C",
+            "--pipeline",
+            "work",
+            "--after",
+            &format!("{a},{b}"),
+            "--start",
+        ],
     );
     let shown = ws.show(c);
     assert_eq!(shown["status"], "todo");
@@ -103,12 +115,18 @@ fn a_start_asked_later_waits_too_and_a_step_first_pipeline_holds_its_step() {
     let ws = ws();
     let a = new(&ws, &["A", "--pipeline", "work"]);
     let c = new(&ws, &["C", "--pipeline", "work", "--after", &a.to_string()]);
-    let d = new(&ws, &["D", "--pipeline", "at_once", "--after", &a.to_string()]);
+    let d = new(
+        &ws,
+        &["D", "--pipeline", "at_once", "--after", &a.to_string()],
+    );
     assert_eq!(ws.show(c)["start_waits"], false, "not asked to start yet");
     let said = ws.ok(&["start", &c.to_string()]);
     assert!(said.contains(&format!("waits for task {a}")), "{said}");
     let shown = ws.show(d);
-    assert_eq!((&shown["status"], &shown["state"]), (&"build".into(), &"idle".into()));
+    assert_eq!(
+        (&shown["status"], &shown["state"]),
+        (&"build".into(), &"idle".into())
+    );
     assert_eq!(shown["steps"].as_array().unwrap().len(), 0, "{shown:#}");
     ws.drain();
     assert_eq!(ws.show(d)["steps"].as_array().unwrap().len(), 0);
@@ -124,7 +142,14 @@ fn a_failed_blocker_leaves_the_task_waiting_and_says_so() {
     let a = new(&ws, &["A", "--pipeline", "breaks"]);
     let c = new(
         &ws,
-        &["C", "--pipeline", "work", "--after", &a.to_string(), "--start"],
+        &[
+            "C",
+            "--pipeline",
+            "work",
+            "--after",
+            &a.to_string(),
+            "--start",
+        ],
     );
     ws.ok(&["start", &a.to_string()]);
     ws.drain();
@@ -152,7 +177,14 @@ fn a_blocker_done_while_no_engine_runs_starts_the_task_at_the_next_engine() {
     let a = new(&ws, &["A", "--pipeline", "work"]);
     let c = new(
         &ws,
-        &["C", "--pipeline", "work", "--after", &a.to_string(), "--start"],
+        &[
+            "C",
+            "--pipeline",
+            "work",
+            "--after",
+            &a.to_string(),
+            "--start",
+        ],
     );
     // No engine: the command line applies the move itself, and the start with it.
     ws.ok(&["move", &a.to_string(), "done"]);
@@ -187,7 +219,11 @@ fn blockers_that_do_not_exist_or_are_archived_are_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&format!("task {a} is archived")), "{err}");
     let list: Value = serde_json::from_str(&ws.ok(&["list", "--json"])).unwrap();
-    assert_eq!(list.as_array().unwrap().len(), 0, "no task was made: {list}");
+    assert_eq!(
+        list.as_array().unwrap().len(),
+        0,
+        "no task was made: {list}"
+    );
 }
 
 #[test]
@@ -217,7 +253,11 @@ fn a_planner_fans_out_and_a_final_task_waits_for_every_child() {
             .and_then(|t| t["id"].as_i64())
             .unwrap_or_else(|| panic!("no task `{title}` in {list:#}"))
     };
-    let (one, two, ship) = (id_of("part 1 of big"), id_of("part 2 of big"), id_of("ship big"));
+    let (one, two, ship) = (
+        id_of("part 1 of big"),
+        id_of("part 2 of big"),
+        id_of("ship big"),
+    );
     assert_eq!(ws.show(p)["status"], "done");
     let shown = ws.show(ship);
     assert_eq!(
@@ -250,7 +290,10 @@ fn a_start_task_hook_waiting_for_siblings_it_does_not_have_is_a_located_error() 
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(text.contains("no start_task hook comes before it"), "{text}");
+    assert!(
+        text.contains("no start_task hook comes before it"),
+        "{text}"
+    );
     assert!(text.contains("lonely.json:5:"), "{text}");
     assert!(text.contains("`after` takes \"siblings\""), "{text}");
     assert!(text.contains("lonely.json:7:"), "{text}");

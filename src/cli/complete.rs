@@ -39,7 +39,11 @@ fn workspace() -> Option<crate::workspace::Workspace> {
 fn short(text: &str) -> String {
     let line = crate::ansi::strip(text);
     let line = line.lines().next().unwrap_or("").trim();
-    let mut out: String = line.chars().filter(|c| !c.is_control()).take(HELP_WIDTH).collect();
+    let mut out: String = line
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(HELP_WIDTH)
+        .collect();
     if line.chars().count() > HELP_WIDTH {
         out.push('…');
     }

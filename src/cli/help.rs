@@ -17,7 +17,10 @@ const GROUPS: &[(&str, &[&str])] = &[
     ),
     ("Pipelines and agents", &["pipelines", "agents", "try"]),
     ("Servers", &["engine", "serve", "mcp", "token", "forge"]),
-    ("Setup", &["init", "config", "db", "completions", "man", "help"]),
+    (
+        "Setup",
+        &["init", "config", "db", "completions", "man", "help"],
+    ),
 ];
 
 /// The root command with its commands listed in groups.

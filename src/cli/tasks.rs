@@ -149,7 +149,15 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
             branch,
             after,
         } => {
-            let id = create(ws, pipeline.as_deref(), &title, prompt, start, branch, after)?;
+            let id = create(
+                ws,
+                pipeline.as_deref(),
+                &title,
+                prompt,
+                start,
+                branch,
+                after,
+            )?;
             println!("{id}");
             if start {
                 hint_if_no_engine(ws);

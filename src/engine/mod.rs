@@ -37,8 +37,8 @@ mod transition;
 mod trigger_loop;
 pub mod triggers;
 pub mod views;
-pub mod wake;
 pub mod waits;
+pub mod wake;
 
 pub use actions::{
     Action, Applied, Created, MAX_TITLE, MergeGate, Outside, Request, blank_title,

@@ -14,21 +14,29 @@ use serde_json::json;
 /// The most tasks one task may wait for.
 pub const MAX_AFTER: usize = 100;
 
-/// Checks the tasks a new task is to wait for: each exists, is on the board (not archived)
-/// and is named once. Returns the ones not done yet.
-pub fn check_after(db: &Db, after: &[i64]) -> Result<Vec<i64>> {
+/// The checks of a list of blockers that need no database: not too many, each named once.
+pub fn check_list(after: &[i64]) -> Result<()> {
     let invalid = |m: String| Err(EngineError::Invalid(m));
     if after.len() > MAX_AFTER {
         return invalid(format!(
-            "a task can wait for at most {MAX_AFTER} tasks, not {}",
+            "`after`: a task can wait for at most {MAX_AFTER} tasks, not {}",
             after.len()
         ));
     }
-    let mut open = Vec::new();
     for (i, id) in after.iter().enumerate() {
         if after[..i].contains(id) {
-            return invalid(format!("task {id} is named twice in `after`"));
+            return invalid(format!("`after`: task {id} is named twice"));
         }
+    }
+    Ok(())
+}
+
+/// Checks the tasks a new task is to wait for: each exists, is on the board (not archived)
+/// and is named once. Returns the ones not done yet.
+pub fn check_after(db: &Db, after: &[i64]) -> Result<Vec<i64>> {
+    check_list(after)?;
+    let mut open = Vec::new();
+    for id in after {
         let task = match db.task(*id) {
             Ok(t) => t,
             Err(crate::store::StoreError::NoTask(_)) => {
@@ -39,9 +47,9 @@ pub fn check_after(db: &Db, after: &[i64]) -> Result<Vec<i64>> {
             Err(e) => return Err(e.into()),
         };
         if db.is_archived(*id)? {
-            return invalid(format!(
+            return Err(EngineError::Invalid(format!(
                 "`after`: task {id} is archived, so it will never finish — name a task on the board"
-            ));
+            )));
         }
         if task.state != TaskState::Done {
             open.push(*id);

@@ -92,7 +92,6 @@ impl Db<'_> {
         )?)
     }
 
-
     /// Records the task a `start_task` follow-up made.
     pub fn set_followup_task(&self, followup: i64, task: i64) -> Result<()> {
         self.exec(

@@ -154,12 +154,12 @@ fn badges(app: &App, card: &TaskCard, w: usize) -> Vec<Span<'static>> {
         // Its start waits for other tasks: which ones, and whether one of them failed.
         _ if card.after.is_some() => {
             let after = card.after.clone().unwrap_or_default();
-            let style = if after.contains("failed") || after.contains("cancelled") {
-                t.error()
+            let (short, style) = if after.contains("failed") || after.contains("cancelled") {
+                ("⛓ ✗", t.error())
             } else {
-                t.dim()
+                ("⛓", t.dim())
             };
-            (format!("⛓ {after}"), "⛓", style)
+            (format!("⛓ {after}"), short, style)
         }
         TaskState::Running => {
             let since = card.running_since.unwrap_or(app.now_ms);

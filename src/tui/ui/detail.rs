@@ -52,7 +52,10 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
     let card = app.board.cards.iter().find(|c| c.id == task.id);
     // The tasks it waits for, as its card shows them.
     if let Some(after) = card.and_then(|c| c.after.as_ref()) {
-        title.push(Span::styled(format!("· waits for ⛓ {after} "), t.attention()));
+        title.push(Span::styled(
+            format!("· waits for ⛓ {after} "),
+            t.attention(),
+        ));
     }
     // The pull request's badge, as its card shows it.
     if let Some(pr) = card.and_then(|c| c.pr.as_ref()) {

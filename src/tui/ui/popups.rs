@@ -163,7 +163,11 @@ fn new_task(f: &mut Frame, body: Rect, app: &App, form: &NewTaskForm) {
         Layout::horizontal([Constraint::Length(11), Constraint::Fill(1)]).areas(after);
     f.render_widget(
         Span::styled(
-            if focused { "› After ⛓ " } else { "  After ⛓ " },
+            if focused {
+                "› After ⛓ "
+            } else {
+                "  After ⛓ "
+            },
             if focused { t.title() } else { t.dim() },
         ),
         label,

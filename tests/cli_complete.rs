@@ -25,7 +25,11 @@ fn task_ids_complete_with_their_titles() {
     std::fs::write(ws.root().join("notes.txt"), "a file, never a candidate").unwrap();
     let a = ws.new_task("demo", "Tidy the settings");
     let b = ws.new_task("demo", "Fix the login");
-    for words in [&["show", ""][..], &["approve", ""], &["new", "x", "--after", ""]] {
+    for words in [
+        &["show", ""][..],
+        &["approve", ""],
+        &["new", "x", "--after", ""],
+    ] {
         let got = offered(&ws, words);
         assert!(
             got.contains(&format!("{b}\tFix the login (backlog)")),
@@ -53,8 +57,14 @@ fn pipeline_ids_complete_built_in_and_the_workspace_s_own() {
         &["pipelines", "show", ""],
     ] {
         let got = offered(&ws, words);
-        assert!(got.contains(&"mine\tMine".to_string()), "{words:?}: {got:?}");
-        assert!(got.contains(&"demo\tDemo".to_string()), "{words:?}: {got:?}");
+        assert!(
+            got.contains(&"mine\tMine".to_string()),
+            "{words:?}: {got:?}"
+        );
+        assert!(
+            got.contains(&"demo\tDemo".to_string()),
+            "{words:?}: {got:?}"
+        );
         assert!(
             !got.iter().any(|c| c.starts_with('1')),
             "no task ids: {got:?}"
@@ -90,9 +100,18 @@ fn help_lists_the_commands_in_groups() {
     assert!(places.windows(2).all(|w| w[0] < w[1]), "{help}");
     // Each command under its own heading.
     assert!(at("\n  approve ") < places[1], "{help}");
-    assert!((places[1]..places[2]).contains(&at("\n  pipelines ")), "{help}");
-    assert!((places[2]..places[3]).contains(&at("\n  engine ")), "{help}");
-    assert!((places[3]..places[4]).contains(&at("\n  completions ")), "{help}");
+    assert!(
+        (places[1]..places[2]).contains(&at("\n  pipelines ")),
+        "{help}"
+    );
+    assert!(
+        (places[2]..places[3]).contains(&at("\n  engine ")),
+        "{help}"
+    );
+    assert!(
+        (places[3]..places[4]).contains(&at("\n  completions ")),
+        "{help}"
+    );
     assert!(help.contains("Exit codes:"), "{help}");
     // `help` for one command is clap's own.
     let show = ws.ok(&["help", "show"]);

@@ -141,11 +141,25 @@ fn a_task_after_two_others_starts_on_the_board_when_both_are_done() {
     let root = dir.path();
     baton(root, &["init"]);
     std::fs::write(root.join(".baton/pipelines/gated.json"), GATED).unwrap();
-    baton(root, &["new", "Blocker one", "--pipeline", "gated", "--start"]);
-    baton(root, &["new", "Blocker two", "--pipeline", "gated", "--start"]);
+    baton(
+        root,
+        &["new", "Blocker one", "--pipeline", "gated", "--start"],
+    );
+    baton(
+        root,
+        &["new", "Blocker two", "--pipeline", "gated", "--start"],
+    );
     let made = baton(
         root,
-        &["new", "Waits", "--pipeline", "gated", "--after", "1,2", "--start"],
+        &[
+            "new",
+            "Waits",
+            "--pipeline",
+            "gated",
+            "--after",
+            "1,2",
+            "--start",
+        ],
     );
     assert_eq!(made.trim(), "3");
 

@@ -113,18 +113,9 @@ pub fn hold(db: &Db, task: i64, open: &[i64], actor: &str) -> Result<String> {
 /// Starts a held task whose blockers are all done: a task at its backlog gets the `start`
 /// transition; one created at a step status gets that step queued.
 pub fn release(db: &Db, task_id: i64, actor: &str) -> Result<()> {
-    db.set_start_waits(task_id, false)?;
     let task = db.task(task_id)?;
     let pipeline = pipeline_of(db, &task)?;
-    db.insert_event(&NewEvent {
-        task_id: Some(task_id),
-        category: "lifecycle",
-        kind: "task.released",
-        summary: "every task it waited for is done: it starts".into(),
-        data: json!({}),
-        actor,
-        level: "info",
-    })?;
+    // The start first: a start its pipeline refuses writes nothing, and the task stays held.
     match pipeline.status(&task.status).map(|s| s.kind) {
         Some(StatusKind::Queue) => {
             let req = Request {
@@ -143,7 +134,39 @@ pub fn release(db: &Db, task_id: i64, actor: &str) -> Result<()> {
         }
         _ => {}
     }
+    db.set_start_waits(task_id, false)?;
+    db.insert_event(&NewEvent {
+        task_id: Some(task_id),
+        category: "lifecycle",
+        kind: "task.released",
+        summary: "every task it waited for is done: it starts".into(),
+        data: json!({}),
+        actor,
+        level: "info",
+    })?;
     Ok(())
+}
+
+/// [`release`], where a start the task's pipeline refuses becomes an error event on the
+/// task (which stays held) instead of undoing the move that released it. A database error
+/// still fails the whole transaction.
+fn release_or_say(db: &Db, task_id: i64, actor: &str) -> Result<()> {
+    match release(db, task_id, actor) {
+        Err(e @ EngineError::Store(_)) => Err(e),
+        Err(e) => {
+            db.insert_event(&NewEvent {
+                task_id: Some(task_id),
+                category: "lifecycle",
+                kind: "task.start_failed",
+                summary: format!("every task it waited for is done, but it could not start: {e}"),
+                data: json!({}),
+                actor: "system",
+                level: "error",
+            })?;
+            Ok(())
+        }
+        Ok(()) => Ok(()),
+    }
 }
 
 /// After `blocker` reached a terminal status of `kind`: starts the tasks that were waiting
@@ -154,10 +177,8 @@ pub fn blocker_finished(db: &Db, blocker: i64, kind: StatusKind) -> Result<()> {
             continue;
         }
         match kind {
-            StatusKind::Done => {
-                if open_blockers(db, d)?.is_empty() {
-                    release(db, d, &format!("task {blocker}"))?;
-                }
+            StatusKind::Done if open_blockers(db, d)?.is_empty() => {
+                release_or_say(db, d, &format!("task {blocker}"))?;
             }
             StatusKind::Failed | StatusKind::Cancelled => {
                 let how = if kind == StatusKind::Failed {
@@ -187,7 +208,7 @@ pub fn blocker_finished(db: &Db, blocker: i64, kind: StatusKind) -> Result<()> {
 pub fn release_ready(db: &Db) -> Result<Vec<i64>> {
     let ready = db.released_waiting()?;
     for id in &ready {
-        release(db, *id, "engine")?;
+        release_or_say(db, *id, "engine")?;
     }
     Ok(ready)
 }

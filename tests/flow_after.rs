@@ -237,12 +237,20 @@ fn a_planner_fans_out_and_a_final_task_waits_for_every_child() {
     {"id": "done", "kind": "done"},
     {"id": "failed", "kind": "failed"}],
   "transitions": [{"from": "plan", "to": "done", "on": "success", "hooks": [
-    {"start_task": {"pipeline": "work", "title": "part 1 of {{title}}"}},
-    {"start_task": {"pipeline": "work", "title": "part 2 of {{title}}"}},
+    {"start_task": {"pipeline": "gated", "title": "part 1 of {{title}}"}},
+    {"start_task": {"pipeline": "gated", "title": "part 2 of {{title}}"}},
     {"start_task": {"pipeline": "work", "title": "ship {{title}}", "after": "siblings"}}]}]}"#,
     );
+    // The children stop at a review gate, so the final task has something to wait for.
+    ws.pipeline(
+        "gated.json",
+        r#"{"id": "gated", "statuses": [
+    {"id": "todo", "kind": "queue"},
+    {"id": "build", "step": {"run": "true"}},
+    {"id": "review", "kind": "gate"},
+    {"id": "done", "kind": "done"}]}"#,
+    );
     let p = new(&ws, &["big", "--pipeline", "plan", "--start"]);
-    ws.drain();
     ws.drain();
     let list: Value = serde_json::from_str(&ws.ok(&["list", "--json"])).unwrap();
     let id_of = |title: &str| {
@@ -259,6 +267,18 @@ fn a_planner_fans_out_and_a_final_task_waits_for_every_child() {
         id_of("ship big"),
     );
     assert_eq!(ws.show(p)["status"], "done");
+    let shown = ws.show(ship);
+    assert_eq!(
+        after_ids(&shown),
+        [(one, "waiting".into()), (two, "waiting".into())]
+    );
+    assert_eq!(shown["status"], "todo", "{shown:#}");
+    assert_eq!(shown["start_waits"], true);
+    ws.ok(&["approve", &one.to_string()]);
+    ws.drain();
+    assert_eq!(ws.show(ship)["status"], "todo", "part 2 is not done yet");
+    ws.ok(&["approve", &two.to_string()]);
+    ws.drain();
     let shown = ws.show(ship);
     assert_eq!(
         after_ids(&shown),

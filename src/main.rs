@@ -1,7 +1,6 @@
 //! The `baton` binary: parse the command line and dispatch.
 
-use baton::cli::{Cli, dispatch, exit};
-use clap::Parser;
+use baton::cli::{dispatch, exit};
 
 fn main() {
     // Die quietly on a closed pipe (`baton list | head`), as command-line tools do.
@@ -17,9 +16,10 @@ fn main() {
     if args.next().is_some_and(|a| a == baton::exec::guard::ARG) {
         baton::exec::guard::main(args.collect());
     }
+    baton::cli::complete_if_asked();
     let _ = color_eyre::install();
     // Usage errors exit 1 like every other error (2 means "waiting at a gate" for `run --wait`).
-    let cli = match Cli::try_parse() {
+    let cli = match baton::cli::parse() {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() {

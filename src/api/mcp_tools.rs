@@ -70,6 +70,9 @@ pub struct CreateArgs {
     /// A key of your choosing for this creation: calling again with the same key returns
     /// the task the first call made instead of making another (safe retries).
     pub idempotency_key: Option<String>,
+    /// Ids of tasks it waits for: it starts only once every one of them is done.
+    #[serde(default)]
+    pub after: Vec<i64>,
 }
 
 /// Which task and step, and which of its log lines.
@@ -232,6 +235,7 @@ pub async fn call(ops: &Ops, name: &str, raw: Option<JsonObject>) -> OpResult {
                 pipeline: a.pipeline,
                 start: a.start,
                 idempotency_key: a.idempotency_key,
+                after: a.after,
             };
             ops.create_task(new).await.map(|c| c.task)
         }

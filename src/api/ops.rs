@@ -14,9 +14,11 @@ pub use crate::engine::views::{Kind, MAX_LOG_LINES, OpError, OpResult, log_line}
 /// A creation's failure sentence, classified by what it says: an unknown pipeline, a
 /// refused start or a reused key (each about a task), else a failure inside.
 fn creation_failed(message: String) -> OpError {
-    let kind = if message.starts_with("no pipeline `") {
+    let kind = if message.starts_with("no pipeline `")
+        || message.starts_with("`after`: there is no task")
+    {
         Kind::NotFound
-    } else if message.starts_with("task ") {
+    } else if message.starts_with("task ") || message.starts_with("`after`:") {
         Kind::Refused
     } else {
         Kind::Internal
@@ -32,6 +34,25 @@ fn refused(message: String) -> OpError {
         Kind::Refused
     };
     OpError::new(kind, message)
+}
+
+/// Task ids: whole numbers, also when a client's JSON writes them as `3.0`.
+fn task_ids<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<i64>, D::Error> {
+    let numbers: Vec<serde_json::Number> = serde::Deserialize::deserialize(d)?;
+    numbers
+        .iter()
+        .map(|n| {
+            n.as_i64()
+                .or_else(|| {
+                    n.as_f64()
+                        .filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15)
+                        .map(|f| f as i64)
+                })
+                .ok_or_else(|| {
+                    serde::de::Error::custom(format!("`after` holds task ids, and {n} is not one"))
+                })
+        })
+        .collect()
 }
 
 /// A new task, as `baton new` takes it.
@@ -57,6 +78,11 @@ pub struct NewTask {
     /// Over HTTP, the `Idempotency-Key` header.
     #[serde(skip)]
     pub idempotency_key: Option<String>,
+    /// Ids of tasks it waits for: it starts (when asked to) only once every one of them
+    /// is done.
+    #[serde(default, deserialize_with = "task_ids")]
+    #[schema(max_items = 100)]
+    pub after: Vec<i64>,
 }
 
 /// A task made (or found by its idempotency key).
@@ -173,10 +199,19 @@ impl Ops {
             branch: None,
             actor: "api".into(),
             idempotency_key: new.idempotency_key,
+            // A task named twice is waited for once.
+            after: new
+                .after
+                .iter()
+                .enumerate()
+                .filter(|(i, id)| !new.after[..*i].contains(id))
+                .map(|(_, id)| *id)
+                .collect(),
         };
         // The engine checks it too; checked here, bad input is told apart from a refusal.
         order
             .check()
+            .and_then(|()| crate::engine::waits::check_list(&order.after))
             .map_err(|e| OpError::new(Kind::Invalid, e.to_string()))?;
         let made = self
             .client

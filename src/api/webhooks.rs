@@ -197,6 +197,7 @@ pub async fn trigger(
         pipeline: Some(pipeline.clone()),
         start: false,
         idempotency_key: None,
+        ..Default::default()
     };
     let created = match s.ops.create_task(new).await {
         Ok(c) => c.task,

@@ -9,7 +9,7 @@
 //! (the agent gets SIGHUP) still records it. With `--signal CHANNEL` (the board's `T`) the
 //! window wakes `tmux wait-for CHANNEL` once the takeover is recorded.
 
-use super::{Failure, Outcome, exit, open_store_to_read};
+use super::{Failure, Outcome, exit};
 use crate::engine::attach::Plan;
 use crate::engine::{Action, Client, Order, Request};
 use crate::workspace::Workspace;
@@ -31,10 +31,10 @@ pub struct AttachArgs {
 
 /// Reads the task's takeover plan from the store.
 fn plan(ws: &Workspace, id: i64) -> Result<Plan, Failure> {
-    let store = open_store_to_read(ws)?;
+    let reader = crate::engine::Reader::open(ws).map_err(|e| Failure::new(e.to_string()))?;
     let agents = crate::agents::load_agents(Some(&ws.agents_dir()));
     let shell = crate::tui::launch::shell_argv();
-    crate::engine::attach::plan(&store.read(), ws, &agents, id, shell).map_err(Failure::new)
+    reader.attach_plan(ws, &agents, id, shell).map_err(Failure::new)
 }
 
 /// `baton attach ID [--here]`.
@@ -193,11 +193,10 @@ fn ignore_terminal_signals() {
 
 /// Prints the commands that move the task on from where it is now.
 fn next_moves(ws: &Workspace, id: i64) {
-    let Ok(store) = open_store_to_read(ws) else {
+    let Ok(reader) = crate::engine::Reader::open(ws) else {
         return;
     };
-    let db = store.read();
-    let Ok(options) = crate::engine::move_options(&db, id) else {
+    let Ok(options) = reader.moves(id) else {
         return;
     };
     let mut lines: Vec<String> = Vec::new();
@@ -214,7 +213,7 @@ fn next_moves(ws: &Workspace, id: i64) {
             lines.push(line);
         }
     }
-    if let Ok(t) = db.task(id)
+    if let Ok(t) = reader.task(id)
         && matches!(
             t.state,
             crate::store::TaskState::Interrupted | crate::store::TaskState::Failed

@@ -1,12 +1,14 @@
 //! The headless command line: argument definitions and dispatch.
 
 mod attach_cmd;
+mod complete;
 mod config_cmd;
 mod db_cmd;
 mod engine_cmd;
 mod engine_takeover;
 mod executors_check;
 pub mod forge_cmd;
+mod help;
 mod init_cmd;
 mod task_edits;
 /// The `--json` shapes, which the API answers with too.
@@ -80,6 +82,9 @@ pub enum Command {
         /// The branch its worktree starts from (default: the configured base branch).
         #[arg(long, value_name = "B")]
         branch: Option<String>,
+        /// Tasks it waits for (`3,4`): it starts only once every one of them is done.
+        #[arg(long, value_name = "IDS", value_delimiter = ',')]
+        after: Vec<i64>,
     },
     /// List tasks, newest first.
     List {
@@ -336,6 +341,29 @@ impl From<WorkspaceError> for Failure {
 
 /// What a command returns: an exit code, or a failure to report.
 pub type Outcome = Result<i32, Failure>;
+
+/// The command line as clap sees it: the commands grouped in `--help`, task and pipeline
+/// ids completed from the workspace (`COMPLETE=bash baton`).
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    help::grouped(complete::with_candidates(Cli::command()))
+}
+
+/// Answers a shell's completion request (`COMPLETE=<shell>` in the environment) and exits;
+/// does nothing otherwise.
+pub fn complete_if_asked() {
+    clap_complete::CompleteEnv::with_factory(command)
+        .bin("baton")
+        .complete();
+}
+
+/// Parses the command line through [`command`].
+pub fn parse() -> Result<Cli, clap::Error> {
+    use clap::FromArgMatches;
+    let mut cmd = command();
+    let matches = cmd.try_get_matches_from_mut(std::env::args_os())?;
+    Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut cmd))
+}
 
 /// Finds the workspace: `--dir`/`BATON_DIR`, else walking up from the cwd.
 pub fn workspace(dir: Option<&PathBuf>) -> Result<Workspace, Failure> {

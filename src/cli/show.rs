@@ -37,6 +37,19 @@ pub(super) fn show(ws: &Workspace, db: &Reader, id: i64, as_json: bool) -> Outco
     if let Some(b) = &t.breakpoint {
         println!("breakpoint before {b}");
     }
+    let blockers = db.blockers(id)?;
+    if !blockers.is_empty() {
+        let list: Vec<String> = blockers
+            .iter()
+            .map(|b| format!("{} ({})", b.id, b.state))
+            .collect();
+        let verb = if db.start_waits(id)? {
+            "starts when these are done"
+        } else {
+            "waited for"
+        };
+        println!("⛓ {verb}: {}", list.join(", "));
+    }
     if super::why::paused(&t) {
         println!(
             "paused before {} — context {} · `baton continue {id}` runs it",

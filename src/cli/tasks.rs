@@ -84,6 +84,7 @@ fn create(
     prompt: Option<String>,
     start: bool,
     branch: Option<String>,
+    after: Vec<i64>,
 ) -> Result<i64, Failure> {
     let new = NewTask {
         title: title.to_string(),
@@ -93,6 +94,7 @@ fn create(
         branch,
         actor: "user".into(),
         idempotency_key: None,
+        after,
     };
     // Created and started in one transaction: a crash or a refused start leaves no task
     // behind whose id was never printed.
@@ -100,7 +102,15 @@ fn create(
         .submit_blocking(Order::Create { create: new })
         .map_err(Failure::new)?;
     match made.answer {
-        crate::engine::Answer::Made(m) => Ok(m.id),
+        crate::engine::Answer::Made(m) => {
+            if m.waits {
+                eprintln!(
+                    "task {}: waits for the tasks it comes after; it starts once they are all done",
+                    m.id
+                );
+            }
+            Ok(m.id)
+        }
         other => Err(Failure::new(format!(
             "the engine answered a creation with `{}` — is it another baton version?",
             other.summary()
@@ -127,8 +137,17 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
             prompt,
             start,
             branch,
+            after,
         } => {
-            let id = create(ws, pipeline.as_deref(), &title, prompt, start, branch)?;
+            let id = create(
+                ws,
+                pipeline.as_deref(),
+                &title,
+                prompt,
+                start,
+                branch,
+                after,
+            )?;
             println!("{id}");
             if start {
                 hint_if_no_engine(ws);
@@ -168,7 +187,7 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
             wait,
             json,
         } => {
-            let id = create(ws, Some(&pipeline), &title, prompt, true, None)?;
+            let id = create(ws, Some(&pipeline), &title, prompt, true, None, Vec::new())?;
             if !wait {
                 hint_if_no_engine(ws);
             }

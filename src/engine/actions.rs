@@ -229,6 +229,19 @@ pub fn apply(db: &Db, req: &Request, outside: &Outside) -> Result<Applied> {
         })
     };
 
+    if matches!(req.action, Action::Start)
+        && pipeline.status(&task.status).map(|s| s.kind) == Some(StatusKind::Queue)
+    {
+        let open = super::waits::open_blockers(db, task.id)?;
+        if !open.is_empty() {
+            return Ok(Applied {
+                task_id: task.id,
+                summary: super::waits::hold(db, task.id, &open, &req.actor)?,
+                moved: None,
+                retry: false,
+            });
+        }
+    }
     let (decision, note, run_id) = match &req.action {
         Action::Start => (
             decided(decide(&pipeline, &task.status, &Trigger::Start, &facts))?,
@@ -435,13 +448,30 @@ pub fn create_task_by(
     prompt: &str,
     actor: &str,
 ) -> Result<i64> {
+    create_task_held(db, pipeline, title, prompt, actor, false)
+}
+
+/// [`create_task_by`]; `held`: its first step, if the pipeline starts with one, is not
+/// queued (the task waits for other tasks first).
+fn create_task_held(
+    db: &Db,
+    pipeline: &Pipeline,
+    title: &str,
+    prompt: &str,
+    actor: &str,
+    held: bool,
+) -> Result<i64> {
     let first = pipeline
         .statuses
         .first()
         .ok_or_else(|| EngineError::Other(format!("pipeline `{}` has no statuses", pipeline.id)))?;
     let snapshot =
         serde_json::to_string(pipeline).map_err(|e| EngineError::Other(e.to_string()))?;
-    let state = entry_state(first.kind, false);
+    let state = if held {
+        TaskState::Idle
+    } else {
+        entry_state(first.kind, false)
+    };
     let id = db.insert_task(title, prompt, &pipeline.id, &snapshot, &first.id, state)?;
     let task = db.task(id)?;
     let run_id = task.run_id.unwrap_or_default();
@@ -465,7 +495,7 @@ pub fn create_task_by(
         actor,
         level: "info",
     })?;
-    if first.kind == StatusKind::Step {
+    if first.kind == StatusKind::Step && !held {
         db.insert_step_run(id, run_id, &first.id, None, 0)?;
         db.set_run_state(run_id, RunState::Running)?;
     }
@@ -481,6 +511,8 @@ pub struct Created {
     pub existed: bool,
     /// The start, when one was asked for and made.
     pub started: Option<Applied>,
+    /// It waits for other tasks: nothing was started or queued yet.
+    pub waits: bool,
 }
 
 /// Creates a task and, when asked, starts it, inside the caller's write transaction: a
@@ -504,18 +536,26 @@ pub fn create_and_start(db: &Db, pipeline: &Pipeline, new: &NewTask) -> Result<C
             id,
             existed: true,
             started: None,
+            waits: db.start_waits(id)?,
         });
     }
-    let id = create_task_by(db, pipeline, &new.title, &new.prompt, &new.actor)?;
+    let open = super::waits::check_after(db, &new.after)?;
+    let held = !open.is_empty();
+    let id = create_task_held(db, pipeline, &new.title, &new.prompt, &new.actor, held)?;
     if let Some(key) = &new.idempotency_key {
         db.set_idempotency_key(id, key)?;
     }
     if let Some(b) = &new.branch {
         db.set_base_branch(id, b)?;
     }
-    // A pipeline whose first status is a step has queued it already.
+    super::waits::add_deps(db, id, &new.after)?;
+    // A pipeline whose first status is a step has queued it already, or would have: with
+    // tasks to wait for, that start is held like an asked-for one.
     let queued = pipeline.statuses.first().map(|s| s.kind) == Some(StatusKind::Step);
-    let started = if new.start && !queued {
+    if held && (new.start || queued) {
+        super::waits::hold(db, id, &open, &new.actor)?;
+    }
+    let started = if new.start && !queued && !held {
         let req = Request {
             task_id: id,
             action: Action::Start,
@@ -530,6 +570,7 @@ pub fn create_and_start(db: &Db, pipeline: &Pipeline, new: &NewTask) -> Result<C
         id,
         existed: false,
         started,
+        waits: held,
     })
 }
 

@@ -400,7 +400,8 @@ async fn run_command(
 /// A `start_task` hook: `{"pipeline": "deploy", "title": "Deploy {{title}}", "prompt": "…"}`
 /// creates a task on another pipeline and starts it. Templates see `{{id}}`, `{{title}}`,
 /// `{{prompt}}` and `{{status}}` of the task that moved, filled in one pass. A chain of
-/// tasks creating tasks stops at [`MAX_CHAIN_DEPTH`].
+/// tasks creating tasks stops at [`MAX_CHAIN_DEPTH`]. With `"after": "siblings"` the new
+/// task waits for the tasks made by the `start_task` hooks before it in the same move.
 async fn start_task(
     ctx: &Ctx,
     task: &Task,
@@ -449,6 +450,7 @@ async fn start_task(
         .find(|p| p.id == pipeline_id)
         .ok_or_else(|| format!("no pipeline `{pipeline_id}` to start a task on"))?;
     let parent = task.id;
+    let waits_for_siblings = spec.get("after").and_then(|a| a.as_str()) == Some("siblings");
     let created = ctx
         .store
         .write(move |db| {
@@ -459,8 +461,25 @@ async fn start_task(
                     depth - 1
                 )));
             }
+            if waits_for_siblings {
+                // Waits for the tasks the hooks before it made, started once they are done.
+                let new = super::NewTask {
+                    title: title.clone(),
+                    prompt: prompt.clone(),
+                    start: true,
+                    actor: "hook".into(),
+                    after: db.sibling_tasks(row)?,
+                    ..Default::default()
+                };
+                let id = super::create_and_start(db, &pipeline, &new)?.id;
+                db.set_task_parent(id, parent, depth)?;
+                db.set_followup_task(row, id)?;
+                db.finish_followup(row, true, &format!("started task {id} on {}", pipeline.id))?;
+                return Ok(Ok(id));
+            }
             let id = super::actions::create_task_by(db, &pipeline, &title, &prompt, "hook")?;
             db.set_task_parent(id, parent, depth)?;
+            db.set_followup_task(row, id)?;
             // Finished in the same transaction that made the task: a crash after it never
             // makes a second one.
             db.finish_followup(row, true, &format!("started task {id} on {}", pipeline.id))?;

@@ -41,6 +41,7 @@ mod transition;
 mod trigger_loop;
 pub mod triggers;
 pub mod views;
+pub mod waits;
 pub mod wake;
 
 pub use actions::{
@@ -483,6 +484,15 @@ impl Engine {
             tracing::error!("picking up steps that outlived the last engine failed: {e}");
         }
         self.retry_unknown();
+        // A task held for blockers that finished without starting it (an older engine).
+        match self.store.write(waits::release_ready).await {
+            Ok(ids) => {
+                for task_id in ids {
+                    let _ = self.events.send(EngineEvent::TaskChanged { task_id });
+                }
+            }
+            Err(e) => tracing::error!("starting tasks whose blockers are done failed: {e}"),
+        }
         loop {
             if look {
                 self.drain_commands().await;

@@ -65,6 +65,7 @@ impl Engine {
                         let first_is_step = pipeline.statuses.first().map(|s| s.kind)
                             == Some(crate::pipeline::StatusKind::Step);
                         let queued = !created.existed
+                            && !created.waits
                             && (first_is_step
                                 || created
                                     .started
@@ -76,6 +77,7 @@ impl Engine {
                             existed: created.existed,
                             started: created.started.as_ref().map(|a| a.summary.clone()),
                             queued,
+                            waits: created.waits,
                         };
                         if let Some(id) = command {
                             let body = serde_json::to_string(&made)

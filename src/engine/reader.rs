@@ -131,6 +131,27 @@ impl Reader {
         super::move_options(&self.store.read(), id)
     }
 
+    /// The tasks task `id` waits for, with where each is now.
+    pub fn blockers(&self, id: i64) -> Result<Vec<crate::store::Blocker>> {
+        self.store.read().blockers(id)
+    }
+
+    /// True when task `id`'s start waits for its blockers.
+    pub fn start_waits(&self, id: i64) -> Result<bool> {
+        self.store.read().start_waits(id)
+    }
+
+    /// What taking task `id` over opens, or why it cannot be taken over now.
+    pub fn attach_plan(
+        &self,
+        ws: &Workspace,
+        agents: &crate::agents::AgentCatalog,
+        id: i64,
+        shell: Vec<String>,
+    ) -> std::result::Result<super::attach::Plan, String> {
+        super::attach::plan(&self.store.read(), ws, agents, id, shell)
+    }
+
     /// `show --json` of task `id`.
     pub fn show_json(&self, id: i64) -> Result<serde_json::Value> {
         views::show(&self.store.read(), id)

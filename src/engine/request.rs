@@ -33,6 +33,10 @@ pub struct NewTask {
     /// A client's key for this creation: a retry with the same key returns the first task.
     #[serde(default)]
     pub idempotency_key: Option<String>,
+    /// Tasks it waits for: it starts (when asked to, or when its pipeline starts with a
+    /// step) only once every one of them is done.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<i64>,
 }
 
 /// What the engine made of a [`NewTask`].
@@ -47,6 +51,9 @@ pub struct Made {
     /// The start queued a step (it waits for an engine when none runs).
     #[serde(default)]
     pub queued: bool,
+    /// It waits for other tasks to be done before it starts.
+    #[serde(default)]
+    pub waits: bool,
 }
 
 /// The engine's answer to an [`Order`].

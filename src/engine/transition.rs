@@ -221,6 +221,14 @@ pub fn transition(
     let stop = db.end_open_step_runs(task.id, StepState::Cancelled, "the task moved on")?;
     let paused = task.breakpoint.as_deref() == Some(target.id.as_str());
     db.set_task_status(task.id, &target.id, entry_state(target.kind, paused))?;
+    let terminal = matches!(
+        target.kind,
+        StatusKind::Done | StatusKind::Failed | StatusKind::Cancelled
+    );
+    // A task whose start was held leaves the hold with any move (a start, an abort).
+    if task.state == TaskState::Idle || terminal {
+        db.set_start_waits(task.id, false)?;
+    }
     db.set_run_state(run_id, run_state_for(target.kind))?;
 
     let guards = serde_json::to_value(&decision.guards).unwrap_or_default();
@@ -309,6 +317,9 @@ pub fn transition(
         }
         None
     };
+    if terminal {
+        super::waits::blocker_finished(db, task.id, target.kind)?;
+    }
     Ok(Moved {
         task_id: task.id,
         from: task.status.clone(),

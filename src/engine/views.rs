@@ -74,6 +74,8 @@ pub fn show(db: &Db, task_id: i64) -> Result<Value> {
         "steps": steps,
         "history": history,
         "pr": db.task_pr(task_id)?,
+        "after": db.blockers(task_id)?,
+        "start_waits": db.start_waits(task_id)?,
     }))
 }
 

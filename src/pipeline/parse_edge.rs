@@ -200,7 +200,19 @@ fn parse_guard(ctx: &mut Ctx, name: &str, v: &Value, ptr: &str, what: &str) -> O
 fn parse_hook(ctx: &mut Ctx, name: &str, v: &Value, ptr: &str, what: &str) -> Option<Hook> {
     Some(match name {
         "notify" => Hook::Notify(v.clone()),
-        "start_task" => Hook::StartTask(v.clone()),
+        "start_task" => match v.get("after") {
+            None | Some(Value::Null) => Hook::StartTask(v.clone()),
+            Some(Value::String(s)) if s == "siblings" => Hook::StartTask(v.clone()),
+            Some(a) => {
+                ctx.error(
+                    &join(ptr, "after"),
+                    format!(
+                        "{what}: hook `start_task`: `after` takes \"siblings\" (wait for the tasks the start_task hooks before it make), not {a}"
+                    ),
+                );
+                return None;
+            }
+        },
         "webhook" => Hook::Webhook(v.clone()),
         "merge" => Hook::Merge(v.clone()),
         "push" => Hook::Push(v.clone()),

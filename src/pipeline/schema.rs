@@ -307,6 +307,17 @@ pub struct StartTaskHook {
     title: Option<String>,
     /// Prompt template, same placeholders.
     prompt: Option<String>,
+    /// `"siblings"`: the new task waits for the tasks made by the `start_task` hooks before
+    /// it in the same transition, and starts once they are all done.
+    after: Option<StartAfter>,
+}
+
+/// What a `start_task` hook's task waits for.
+#[derive(JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StartAfter {
+    /// The tasks made by the `start_task` hooks listed before it.
+    Siblings,
 }
 
 /// `{"url": "https://hooks.example/x", "headers": {"X-Token": "…"}}`.

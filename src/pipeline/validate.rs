@@ -50,6 +50,26 @@ pub(crate) fn check(ctx: &mut Ctx, parsed: &Parsed) {
             }
         }
     }
+    // A task that waits for its siblings needs siblings: start_task hooks before it.
+    for (t, ptr) in p.transitions.iter().zip(&parsed.transition_ptrs) {
+        for (i, hook) in t.hooks.iter().enumerate() {
+            let super::model::Hook::StartTask(spec) = hook else {
+                continue;
+            };
+            let before = t.hooks[..i]
+                .iter()
+                .any(|h| matches!(h, super::model::Hook::StartTask(_)));
+            if spec.get("after").is_some_and(|a| a.is_string()) && !before {
+                ctx.error(
+                    &join(
+                        &join(&join(&join(ptr, "hooks"), &i.to_string()), "start_task"),
+                        "after",
+                    ),
+                    "this start_task hook waits for its siblings, but no start_task hook comes before it in this transition — list the hooks that make them first".to_string(),
+                );
+            }
+        }
+    }
     // Reachability of a broken pipeline would mostly echo its errors.
     if !errors_before && !ctx.has_errors() {
         warn_unreachable(ctx, parsed);

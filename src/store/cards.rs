@@ -28,6 +28,8 @@ pub struct TaskCard {
     pub alert: Option<String>,
     /// The pull request's badge (`PR#12 open ✓`), once the task has one.
     pub pr: Option<String>,
+    /// While its start waits for other tasks: the ones not yet done (`3, 4 failed`).
+    pub after: Option<String>,
 }
 
 impl Db<'_> {
@@ -74,7 +76,12 @@ const CARD: &str = concat!(
     "ORDER BY e.id DESC LIMIT 1), ",
     "(SELECT 'PR#' || p.number || ' ' || p.state || CASE p.checks ",
     "WHEN 'passed' THEN ' ✓' WHEN 'failed' THEN ' ✗' WHEN 'pending' THEN ' …' ",
-    "ELSE '' END FROM task_prs p WHERE p.task_id = t.id) ",
+    "ELSE '' END FROM task_prs p WHERE p.task_id = t.id), ",
+    "CASE WHEN t.start_waits = 1 THEN ",
+    "(SELECT group_concat(b.id || CASE b.state WHEN 'failed' THEN ' failed' ",
+    "WHEN 'cancelled' THEN ' cancelled' ELSE '' END, ', ') ",
+    "FROM task_deps d JOIN tasks b ON b.id = d.after_id ",
+    "WHERE d.task_id = t.id AND b.state != 'done') END ",
     "FROM tasks t",
 );
 
@@ -94,5 +101,6 @@ fn card(r: &rusqlite::Row<'_>) -> rusqlite::Result<TaskCard> {
         cost: r.get(9)?,
         alert: r.get(10)?,
         pr: r.get(11)?,
+        after: r.get(12)?,
     })
 }

@@ -6,6 +6,7 @@
 
 mod cards;
 mod commands;
+mod deps;
 mod dump;
 mod events;
 mod fixup;
@@ -22,6 +23,7 @@ mod types;
 mod verify;
 
 pub use cards::TaskCard;
+pub use deps::Blocker;
 pub use dump::Carried;
 pub use followups::FollowupRow;
 pub use handle::StoreHandle;

@@ -245,6 +245,20 @@ pub(super) const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX task_prs_number ON task_prs(number);
     "#,
+    // Tasks that wait for other tasks: a row per blocker. `start_waits` is set while the
+    // task's start waits for its blockers to be done; the engine clears it when it starts
+    // the task.
+    r#"
+    CREATE TABLE task_deps (
+        task_id  INTEGER NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+        after_id INTEGER NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+        PRIMARY KEY (task_id, after_id)
+    );
+    CREATE INDEX task_deps_after ON task_deps(after_id);
+    ALTER TABLE tasks ADD COLUMN start_waits INTEGER NOT NULL DEFAULT 0;
+    -- The task a `start_task` hook made, so a later hook of the same move can wait for it.
+    ALTER TABLE followups ADD COLUMN made_task INTEGER;
+    "#,
 ];
 
 /// The schema version this build writes.

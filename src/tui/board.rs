@@ -415,6 +415,7 @@ mod tests {
             cost: None,
             alert: None,
             pr: None,
+            after: None,
         }
     }
 

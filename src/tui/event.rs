@@ -146,6 +146,8 @@ pub struct NewTask {
     pub title: String,
     pub prompt: String,
     pub start: bool,
+    /// Tasks it waits for.
+    pub after: Vec<i64>,
 }
 
 /// Work the reducer asks the driver to do.

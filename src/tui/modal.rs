@@ -79,6 +79,8 @@ pub enum Field {
     Title,
     Pipeline,
     Prompt,
+    /// The tasks it waits for (`3, 4`).
+    After,
     Start,
 }
 
@@ -90,6 +92,8 @@ pub struct NewTaskForm {
     pub prompt: TextArea<'static>,
     pub pipelines: Vec<Pipeline>,
     pub pipeline: usize,
+    /// Ids of the tasks it waits for, as typed.
+    pub after: TextArea<'static>,
     pub start: bool,
     pub field: Field,
     pub error: Option<String>,
@@ -127,11 +131,14 @@ impl NewTaskForm {
         title.set_placeholder_text("what should be done");
         let mut prompt = TextArea::default();
         prompt.set_placeholder_text("details for the steps (markdown, several lines)");
+        let mut after = TextArea::default();
+        after.set_placeholder_text("ids of tasks to finish first, e.g. 3, 4");
         Self {
             title,
             prompt,
             pipelines,
             pipeline,
+            after,
             start: true,
             field: Field::Title,
             error: None,
@@ -141,7 +148,7 @@ impl NewTaskForm {
 
     fn cycle(&mut self, forward: bool) {
         use Field::*;
-        let order = [Title, Prompt, Pipeline, Start];
+        let order = [Title, Prompt, Pipeline, After, Start];
         let i = order.iter().position(|f| *f == self.field).unwrap_or(0) as isize;
         let next = (i + if forward { 1 } else { -1 }).rem_euclid(order.len() as isize);
         self.field = order[next as usize];
@@ -166,6 +173,14 @@ impl NewTaskForm {
                 }
                 Field::Prompt => {
                     self.prompt.input(key);
+                }
+                Field::After => {
+                    if key.code == KeyCode::Enter {
+                        self.cycle(true);
+                    } else {
+                        self.after.input(key);
+                        self.error = None;
+                    }
                 }
                 // Only the arrows change the pipeline: letters typed here (a prompt meant
                 // for the field above) must not silently pick another one.
@@ -214,13 +229,38 @@ impl NewTaskForm {
             self.error = Some("no pipeline to put it on".into());
             return Outcome::Stay;
         };
+        let after = match parse_ids(&self.after.lines().join(" ")) {
+            Ok(ids) => ids,
+            Err(word) => {
+                self.error = Some(format!(
+                    "`{word}` is not a task id — give ids like 3, 4 (or leave it empty)"
+                ));
+                self.field = Field::After;
+                return Outcome::Stay;
+            }
+        };
         Outcome::Done(Effect::Create(NewTask {
             pipeline,
             title,
             prompt: self.prompt.lines().join("\n").trim_end().to_string(),
             start: self.start,
+            after,
         }))
     }
+}
+
+/// Task ids typed as `3, 4`, `3 4` or `#3,#4`; the first word that is not one, if any.
+pub fn parse_ids(text: &str) -> Result<Vec<i64>, String> {
+    text.split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|w| !w.is_empty())
+        .map(|w| {
+            w.trim_start_matches('#')
+                .parse::<i64>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| w.to_string())
+        })
+        .collect()
 }
 
 /// What a note goes with.

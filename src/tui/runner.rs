@@ -397,6 +397,7 @@ fn create(engine: Arc<Client>, new: NewTask, tx: UnboundedSender<AppEvent>) {
             branch: None,
             actor: "tui".into(),
             idempotency_key: None,
+            after: new.after,
         };
         match engine.create(order).await {
             Ok(made) => {

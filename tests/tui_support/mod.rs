@@ -62,6 +62,7 @@ pub fn card(id: i64, title: &str, status: &str, state: TaskState) -> TaskCard {
         cost: None,
         alert: None,
         pr: None,
+        after: None,
     }
 }
 

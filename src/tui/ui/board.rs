@@ -151,6 +151,16 @@ fn badges(app: &App, card: &TaskCard, w: usize) -> Vec<Span<'static>> {
         spans.push(Span::styled(text, style));
     };
     let (long, short, style): (String, &str, Style) = match card.state {
+        // Its start waits for other tasks: which ones, and whether one of them failed.
+        _ if card.after.is_some() => {
+            let after = card.after.clone().unwrap_or_default();
+            let (short, style) = if after.contains("failed") || after.contains("cancelled") {
+                ("⛓ ✗", t.error())
+            } else {
+                ("⛓", t.dim())
+            };
+            (format!("⛓ {after}"), short, style)
+        }
         TaskState::Running => {
             let since = card.running_since.unwrap_or(app.now_ms);
             let spin = SPINNER[app.frame % SPINNER.len()];

@@ -49,14 +49,16 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         Span::styled(truncate(&task.title, w.saturating_sub(30)), t.title()),
         Span::styled(format!(" · {label} · {} ", task.state), t.dim()),
     ];
+    let card = app.board.cards.iter().find(|c| c.id == task.id);
+    // The tasks it waits for, as its card shows them.
+    if let Some(after) = card.and_then(|c| c.after.as_ref()) {
+        title.push(Span::styled(
+            format!("· waits for ⛓ {after} "),
+            t.attention(),
+        ));
+    }
     // The pull request's badge, as its card shows it.
-    if let Some(pr) = app
-        .board
-        .cards
-        .iter()
-        .find(|c| c.id == task.id)
-        .and_then(|c| c.pr.as_ref())
-    {
+    if let Some(pr) = card.and_then(|c| c.pr.as_ref()) {
         title.push(Span::styled(format!("· {pr} "), t.dim()));
     }
     block = block.title(Line::from(title));

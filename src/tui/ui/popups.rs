@@ -102,10 +102,11 @@ fn new_task(f: &mut Frame, body: Rect, app: &App, form: &NewTaskForm) {
     );
     let inner = block.inner(area);
     f.render_widget(block, area);
-    let [title, prompt, pipeline, start, error] = Layout::vertical([
+    let [title, prompt, pipeline, after, start, error] = Layout::vertical([
         Constraint::Length(3),
         Constraint::Min(3),
         Constraint::Length(2),
+        Constraint::Length(1),
         Constraint::Length(1),
         Constraint::Length(1),
     ])
@@ -157,6 +158,21 @@ fn new_task(f: &mut Frame, body: Rect, app: &App, form: &NewTaskForm) {
         ),
     ];
     f.render_widget(Paragraph::new(lines), pipeline);
+    let focused = form.field == Field::After;
+    let [label, input] =
+        Layout::horizontal([Constraint::Length(11), Constraint::Fill(1)]).areas(after);
+    f.render_widget(
+        Span::styled(
+            if focused {
+                "› After ⛓ "
+            } else {
+                "  After ⛓ "
+            },
+            if focused { t.title() } else { t.dim() },
+        ),
+        label,
+    );
+    f.render_widget(&form.after, input);
     let b = field_block("Prompt", Field::Prompt);
     f.render_widget(&form.prompt, b.inner(prompt));
     f.render_widget(b, prompt);

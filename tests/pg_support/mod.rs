@@ -24,7 +24,8 @@ pub struct Pg {
 /// The folder holding `initdb` and `pg_ctl`.
 fn bin_dir() -> Option<PathBuf> {
     if let Some(d) = std::env::var_os("BATON_PG_BIN") {
-        return Some(PathBuf::from(d));
+        let d = PathBuf::from(d);
+        return d.join("initdb").exists().then_some(d);
     }
     let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
         .into_iter()

@@ -182,7 +182,7 @@ pub enum Location {
     /// `.baton/baton.db`, or another file.
     Sqlite(std::path::PathBuf),
     /// `[store] store = "postgres://…"` or `BATON_DATABASE_URL`.
-    Postgres(PgTarget),
+    Postgres(Box<PgTarget>),
 }
 
 impl Location {
@@ -194,10 +194,14 @@ impl Location {
         setting: Option<(&str, &std::path::Path)>,
     ) -> std::result::Result<Self, String> {
         match (env.filter(|e| !e.trim().is_empty()), setting) {
-            (Some(url), _) => Ok(Self::Postgres(PgTarget::parse(url, UrlSource::Env)?)),
-            (None, Some((url, file))) => {
-                Ok(Self::Postgres(PgTarget::parse(url, UrlSource::File(file))?))
-            }
+            (Some(url), _) => Ok(Self::Postgres(Box::new(PgTarget::parse(
+                url,
+                UrlSource::Env,
+            )?))),
+            (None, Some((url, file))) => Ok(Self::Postgres(Box::new(PgTarget::parse(
+                url,
+                UrlSource::File(file),
+            )?))),
             (None, None) => Ok(Self::Sqlite(db.to_path_buf())),
         }
     }

@@ -2,7 +2,10 @@
 //! import, and a check.
 
 use super::{Failure, Outcome, exit};
-use crate::store::{SCHEMA_VERSION, Store, schema_of};
+use crate::store::pg::UrlSource;
+use crate::store::{
+    Carried, Location, PgStore, PgTarget, SCHEMA_VERSION, Store, StoreError, schema_of,
+};
 use crate::workspace::{EngineLock, Workspace};
 use clap::Subcommand;
 use std::io::{BufRead, BufReader, BufWriter, Write};
@@ -25,7 +28,8 @@ pub enum DbCmd {
     /// Fill an empty board from an export (`-` reads stdin); refuses a board with tasks.
     Import {
         file: PathBuf,
-        /// Import into this database file (made if missing) instead of the workspace's.
+        /// Import into this database file (made if missing), or this postgres://… database
+        /// (password from PGPASSWORD or ~/.pgpass), instead of the workspace's board.
         #[arg(long, value_name = "DB")]
         to: Option<PathBuf>,
     },
@@ -38,6 +42,17 @@ pub enum DbCmd {
 
 /// Runs a `baton db` subcommand.
 pub fn run(ws: &Workspace, cmd: DbCmd) -> Outcome {
+    if let DbCmd::Import { file, to: Some(to) } = &cmd
+        && let Some(url) = to
+            .to_str()
+            .filter(|u| crate::store::pg::target::is_postgres_url(u))
+    {
+        let target = PgTarget::parse(url, UrlSource::Arg("--to")).map_err(Failure::new)?;
+        return pg_import(&target, file);
+    }
+    if let Location::Postgres(target) = super::store_location(ws)? {
+        return postgres(&target, cmd);
+    }
     match cmd {
         DbCmd::Status => status(ws),
         DbCmd::Migrate => {
@@ -97,28 +112,30 @@ fn status(ws: &Workspace) -> Outcome {
             "{}: no database yet (this baton writes schema {SCHEMA_VERSION})",
             path.display()
         ),
-        Some(v) => {
-            let note = match v.cmp(&SCHEMA_VERSION) {
-                std::cmp::Ordering::Equal => "current".to_string(),
-                std::cmp::Ordering::Less => "older — `baton db migrate` upgrades it".to_string(),
-                std::cmp::Ordering::Greater => "newer than this baton — upgrade baton".to_string(),
-            };
-            println!(
-                "{}: schema {v}, this baton writes {SCHEMA_VERSION} ({note})",
-                path.display()
-            );
-        }
+        Some(v) => println!(
+            "{}: schema {v}, this baton writes {SCHEMA_VERSION} ({})",
+            path.display(),
+            note(v)
+        ),
     }
     Ok(exit::OK)
 }
 
 fn export(ws: &Workspace, out: Option<&Path>) -> Outcome {
     let mut store = open_store_to_read(ws)?;
+    export_with(out, |w| store.export(w))
+}
+
+/// Writes an export to stdout or to a new file `out`, then says what it carried.
+fn export_with(
+    out: Option<&Path>,
+    mut export: impl FnMut(&mut dyn Write) -> Result<Carried, StoreError>,
+) -> Outcome {
     let carried = match out {
         None => {
             let stdout = std::io::stdout();
             let mut w = BufWriter::new(stdout.lock());
-            store.export(&mut w)?
+            export(&mut w)?
         }
         Some(path) => {
             let file = std::fs::OpenOptions::new()
@@ -137,7 +154,7 @@ fn export(ws: &Workspace, out: Option<&Path>) -> Outcome {
                     ))
                 })?;
             let mut w = BufWriter::new(file);
-            let carried = store.export(&mut w)?;
+            let carried = export(&mut w)?;
             w.into_inner()
                 .map_err(|e| Failure::new(format!("cannot write {}: {e}", path.display())))?
                 .sync_all()
@@ -153,8 +170,9 @@ fn export(ws: &Workspace, out: Option<&Path>) -> Outcome {
     Ok(exit::OK)
 }
 
-fn import(ws: &Workspace, file: &Path, to: Option<&Path>) -> Outcome {
-    let mut input: Box<dyn BufRead> = if file == Path::new("-") {
+/// The export to read: a file, or stdin for `-`.
+fn open_input(file: &Path) -> Result<Box<dyn BufRead>, Failure> {
+    Ok(if file == Path::new("-") {
         Box::new(BufReader::new(std::io::stdin()))
     } else {
         if file.is_dir() {
@@ -170,7 +188,11 @@ fn import(ws: &Workspace, file: &Path, to: Option<&Path>) -> Outcome {
             ))
         })?;
         Box::new(BufReader::new(f))
-    };
+    })
+}
+
+fn import(ws: &Workspace, file: &Path, to: Option<&Path>) -> Outcome {
+    let mut input = open_input(file)?;
     // The workspace's own board: no engine may run on it while it is filled.
     // `--to` naming the board's own file is the board itself.
     let own = ws.db_path();
@@ -189,7 +211,10 @@ fn import(ws: &Workspace, file: &Path, to: Option<&Path>) -> Outcome {
             (Some(lock), open_store(ws)?)
         }
     };
-    let carried = store.import(&mut input)?;
+    imported(&store.import(&mut input)?)
+}
+
+fn imported(carried: &Carried) -> Outcome {
     let mut err = std::io::stderr();
     let _ = writeln!(
         err,
@@ -200,18 +225,94 @@ fn import(ws: &Workspace, file: &Path, to: Option<&Path>) -> Outcome {
     Ok(exit::OK)
 }
 
-/// Opens the workspace's store (whole-file administration is the one command that does).
+/// Opens the workspace's store (whole-file administration is the one command that does;
+/// SQLite here, a board in PostgreSQL is refused).
 fn open_store(ws: &Workspace) -> Result<Store, Failure> {
+    super::refuse_postgres(ws)?;
     Ok(Store::open(&ws.db_path())?)
 }
 
 /// Opens the workspace's store for a command that only reads: read-only when this process
 /// may not write there (a read-only checkout or mount), so reading never needs to write.
 fn open_store_to_read(ws: &Workspace) -> Result<Store, Failure> {
+    super::refuse_postgres(ws)?;
     let path = ws.db_path();
     if Store::writable(&path) {
         open_store(ws)
     } else {
         Ok(Store::open_read_only(&path)?)
+    }
+}
+
+/// Fills the PostgreSQL board at `target` from an export.
+fn pg_import(target: &PgTarget, file: &Path) -> Outcome {
+    let mut input = open_input(file)?;
+    let mut store = PgStore::connect(target)?;
+    // A database with no baton tables yet is an empty board: make them first.
+    store.migrate()?;
+    imported(&store.import(&mut input)?)
+}
+
+/// `baton db …` on a board kept in PostgreSQL.
+fn postgres(target: &PgTarget, cmd: DbCmd) -> Outcome {
+    let shown = target.shown();
+    match cmd {
+        DbCmd::Status => {
+            let mut store = PgStore::connect(target)?;
+            match store.schema_version()? {
+                None => println!(
+                    "{shown}: no baton schema yet (this baton writes schema {SCHEMA_VERSION}) — `baton db migrate` makes it"
+                ),
+                Some(v) => println!(
+                    "{shown}: schema {v}, this baton writes {SCHEMA_VERSION} ({})",
+                    note(v)
+                ),
+            }
+            Ok(exit::OK)
+        }
+        DbCmd::Migrate => {
+            let mut store = PgStore::connect(target)?;
+            match store.migrate()? {
+                Some(v) if v == SCHEMA_VERSION => println!("schema {v}: already current"),
+                Some(v) => println!("schema {v} → {SCHEMA_VERSION}"),
+                None => println!("made the schema in {shown} at schema {SCHEMA_VERSION}"),
+            }
+            Ok(exit::OK)
+        }
+        DbCmd::Export { out } => {
+            let mut store = PgStore::connect(target)?;
+            export_with(out.as_deref(), |w| store.export(w))
+        }
+        // `--to FILE`: out of PostgreSQL into a SQLite file.
+        DbCmd::Import { file, to: Some(db) } => {
+            let mut input = open_input(&file)?;
+            imported(&Store::open(&db)?.import(&mut input)?)
+        }
+        DbCmd::Import { file, to: None } => pg_import(target, &file),
+        DbCmd::Backup { .. } => Err(Failure::new(format!(
+            "`baton db backup` copies a SQLite file, and this board is kept in PostgreSQL ({shown}) — use pg_dump, or `baton db export`"
+        ))),
+        DbCmd::Verify => {
+            let mut store = PgStore::connect(target)?;
+            let found = store.verify()?;
+            for f in &found {
+                println!("{f}");
+            }
+            if found.is_empty() {
+                println!("{shown}: sound");
+                Ok(exit::OK)
+            } else {
+                Ok(exit::ERROR)
+            }
+        }
+    }
+}
+
+/// How a found schema version compares with this baton's.
+fn note(v: i64) -> &'static str {
+    match v.cmp(&SCHEMA_VERSION) {
+        std::cmp::Ordering::Equal => "current",
+        std::cmp::Ordering::Less => "older — `baton db migrate` upgrades it",
+        std::cmp::Ordering::Greater => "newer than this baton — upgrade baton",
     }
 }

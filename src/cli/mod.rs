@@ -389,8 +389,51 @@ pub fn workspace(dir: Option<&PathBuf>) -> Result<Workspace, Failure> {
     }
 }
 
+/// Where the workspace's board lives: `BATON_DATABASE_URL`, else `[store] store` in the
+/// config files, else `.baton/baton.db`.
+pub fn store_location(ws: &Workspace) -> Result<crate::store::Location, Failure> {
+    let setting = crate::workspace::store_setting(
+        &ws.config_path(),
+        crate::workspace::layered::user_config_path().as_deref(),
+    )?;
+    let env = std::env::var("BATON_DATABASE_URL").ok();
+    crate::store::Location::resolve(
+        &ws.db_path(),
+        env.as_deref(),
+        setting.as_ref().map(|(u, f)| (u.as_str(), f.as_path())),
+    )
+    .map_err(Failure::new)
+}
+
+/// Refuses a board kept in PostgreSQL for what runs only on SQLite so far (the engine, the
+/// board, task commands), so nothing quietly uses `.baton/baton.db` instead.
+pub fn refuse_postgres(ws: &Workspace) -> Result<(), Failure> {
+    match store_location(ws)? {
+        crate::store::Location::Sqlite(_) => Ok(()),
+        crate::store::Location::Postgres(t) => Err(Failure::new(format!(
+            "this board is kept in PostgreSQL ({}), where this baton runs only `baton db` commands (status, migrate, export, import, verify) — the engine, the board and task commands still need SQLite: unset BATON_DATABASE_URL or [store] store to use .baton/baton.db",
+            t.shown()
+        ))),
+    }
+}
+
 /// Runs a headless subcommand.
 pub fn dispatch(dir: Option<&PathBuf>, command: Command) -> Outcome {
+    if !matches!(
+        command,
+        Command::Init { .. }
+            | Command::Pipelines(_)
+            | Command::Agents(_)
+            | Command::Completions { .. }
+            | Command::Man
+            | Command::Config(_)
+            | Command::Try(_)
+            | Command::Token(_)
+            | Command::Db(_)
+            | Command::Forge(_)
+    ) {
+        refuse_postgres(&workspace(dir)?)?;
+    }
     match command {
         Command::Init { agent } => tasks::init(dir, agent.as_deref()),
         Command::Pipelines(cmd) => pipelines::run(dir, cmd),

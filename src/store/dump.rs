@@ -14,7 +14,7 @@ use std::io::{BufRead, Write};
 const FORMAT: i64 = 1;
 
 /// Tables a new database fills itself: they are replaced, not counted as a board's content.
-const SEEDED: &[&str] = &["change_counter", "meta"];
+pub(super) const SEEDED: &[&str] = &["change_counter", "meta"];
 
 /// How many rows an export or import carried, per table, in the order they came.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -23,7 +23,7 @@ pub struct Carried {
 }
 
 impl Carried {
-    fn add(&mut self, table: &str) {
+    pub(super) fn add(&mut self, table: &str) {
         match self.tables.iter_mut().find(|(t, _)| t == table) {
             Some((_, n)) => *n += 1,
             None => self.tables.push((table.to_string(), 1)),
@@ -54,11 +54,12 @@ impl Store {
             source: e,
         };
         let tx = self.conn.transaction()?;
-        let header = json!({"baton_export": FORMAT, "schema": schema::SCHEMA_VERSION});
-        writeln!(out, "{header}").map_err(io)?;
+        writeln!(out, "{}", header()).map_err(io)?;
         let mut carried = Carried::default();
         for table in tables(&tx)? {
-            let mut stmt = tx.prepare(&format!("SELECT * FROM \"{table}\" ORDER BY rowid"))?;
+            // By primary key, which both stores have, so an export reads the same from either.
+            let order = primary_key(&tx, &table)?;
+            let mut stmt = tx.prepare(&format!("SELECT * FROM \"{table}\" ORDER BY {order}"))?;
             let names: Vec<String> = stmt.column_names().map(str::to_string).collect();
             let mut rows = stmt.query([])?;
             while let Some(r) = rows.next()? {
@@ -80,39 +81,8 @@ impl Store {
     /// every line is taken. Refuses a store that already holds a task, and an export of
     /// another schema version.
     pub fn import(&mut self, input: &mut dyn BufRead) -> Result<Carried> {
-        let bad =
-            |n: usize, why: String| StoreError::Conflict(format!("line {n} of the export: {why}"));
         let mut lines = input.lines().enumerate();
-        let header: Value = match lines.next() {
-            Some((_, Ok(l))) => serde_json::from_str(&l).map_err(|e| {
-                bad(
-                    1,
-                    format!("not JSON ({e}) — give a file `baton db export` wrote"),
-                )
-            })?,
-            Some((_, Err(e))) => {
-                return Err(bad(
-                    1,
-                    format!("{e} — give a file `baton db export` wrote (JSON lines, UTF-8)"),
-                ));
-            }
-            None => {
-                return Err(bad(
-                    1,
-                    "the file is empty — give a file `baton db export` wrote".into(),
-                ));
-            }
-        };
-        if header["baton_export"] != json!(FORMAT) {
-            return Err(bad(1, "this is not a baton export (no `baton_export` header) — give a file `baton db export` wrote".into()));
-        }
-        let schema_of_file = header["schema"].as_i64().unwrap_or(0);
-        if schema_of_file != schema::SCHEMA_VERSION {
-            return Err(StoreError::Conflict(format!(
-                "the export is of schema {schema_of_file} and this baton writes schema {} — import it with the baton version that exported it, then upgrade",
-                schema::SCHEMA_VERSION
-            )));
-        }
+        read_header(&mut lines)?;
         for table in tables(&self.conn)? {
             if SEEDED.contains(&table.as_str()) {
                 continue;
@@ -143,20 +113,10 @@ impl Store {
         let mut seeded: Vec<(usize, String, Map<String, Value>)> = Vec::new();
         for (i, line) in lines {
             let n = i + 1;
-            let line = line.map_err(|e| {
-                bad(
-                    n,
-                    format!("{e} — give a file `baton db export` wrote (JSON lines, UTF-8)"),
-                )
-            })?;
-            if line.trim().is_empty() {
+            let Some((table, row)) = read_row(n, line)? else {
                 continue;
-            }
-            let item: Value = serde_json::from_str(&line)
-                .map_err(|e| bad(n, format!("not JSON ({e}) — was the file cut or edited?")))?;
-            let (Some(table), Some(row)) = (item["table"].as_str(), item["row"].as_object()) else {
-                return Err(bad(n, "a row line is {\"table\": …, \"row\": {…}}".into()));
             };
+            let (table, row) = (table.as_str(), &row);
             if !known.iter().any(|t| t == table) {
                 return Err(bad(n, format!("this baton has no table `{table}`")));
             }
@@ -223,6 +183,76 @@ impl Store {
     }
 }
 
+/// A line of the export that is wrong: its number and why.
+pub(super) fn bad(n: usize, why: String) -> StoreError {
+    StoreError::Conflict(format!("line {n} of the export: {why}"))
+}
+
+/// The export's first line.
+pub(super) fn header() -> Value {
+    json!({"baton_export": FORMAT, "schema": schema::SCHEMA_VERSION})
+}
+
+/// Reads and checks the header line: a baton export of this schema version.
+pub(super) fn read_header(
+    lines: &mut impl Iterator<Item = (usize, std::io::Result<String>)>,
+) -> Result<()> {
+    let header: Value = match lines.next() {
+        Some((_, Ok(l))) => serde_json::from_str(&l).map_err(|e| {
+            bad(
+                1,
+                format!("not JSON ({e}) — give a file `baton db export` wrote"),
+            )
+        })?,
+        Some((_, Err(e))) => {
+            return Err(bad(
+                1,
+                format!("{e} — give a file `baton db export` wrote (JSON lines, UTF-8)"),
+            ));
+        }
+        None => {
+            return Err(bad(
+                1,
+                "the file is empty — give a file `baton db export` wrote".into(),
+            ));
+        }
+    };
+    if header["baton_export"] != json!(FORMAT) {
+        return Err(bad(1, "this is not a baton export (no `baton_export` header) — give a file `baton db export` wrote".into()));
+    }
+    let schema_of_file = header["schema"].as_i64().unwrap_or(0);
+    if schema_of_file != schema::SCHEMA_VERSION {
+        return Err(StoreError::Conflict(format!(
+            "the export is of schema {schema_of_file} and this baton writes schema {} — import it with the baton version that exported it, then upgrade",
+            schema::SCHEMA_VERSION
+        )));
+    }
+    Ok(())
+}
+
+/// One row line of the export, line `n`: its table and row; `None` for a blank line.
+pub(super) fn read_row(
+    n: usize,
+    line: std::io::Result<String>,
+) -> Result<Option<(String, Map<String, Value>)>> {
+    let line = line.map_err(|e| {
+        bad(
+            n,
+            format!("{e} — give a file `baton db export` wrote (JSON lines, UTF-8)"),
+        )
+    })?;
+    if line.trim().is_empty() {
+        return Ok(None);
+    }
+    let mut item: Value = serde_json::from_str(&line)
+        .map_err(|e| bad(n, format!("not JSON ({e}) — was the file cut or edited?")))?;
+    let table = item["table"].as_str().map(str::to_string);
+    match (table, item.get_mut("row").map(Value::take)) {
+        (Some(table), Some(Value::Object(row))) => Ok(Some((table, row))),
+        _ => Err(bad(n, "a row line is {\"table\": …, \"row\": {…}}".into())),
+    }
+}
+
 /// Inserts one exported row, its columns by name.
 fn insert(
     tx: &rusqlite::Connection,
@@ -254,6 +284,23 @@ fn tables(conn: &rusqlite::Connection) -> Result<Vec<String>> {
     )?;
     let names = stmt.query_map([], |r| r.get::<_, String>(0))?;
     Ok(names.collect::<rusqlite::Result<_>>()?)
+}
+
+/// A table's primary key columns, quoted and comma-separated (`rowid` where it has none).
+fn primary_key(conn: &rusqlite::Connection, table: &str) -> Result<String> {
+    let mut stmt =
+        conn.prepare("SELECT name FROM pragma_table_info(?1) WHERE pk > 0 ORDER BY pk")?;
+    let cols: Vec<String> = stmt
+        .query_map([table], |r| r.get::<_, String>(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    if cols.is_empty() {
+        return Ok("rowid".into());
+    }
+    Ok(cols
+        .iter()
+        .map(|c| format!("\"{}\"", c.replace('"', "\"\"")))
+        .collect::<Vec<_>>()
+        .join(", "))
 }
 
 fn to_json(v: ValueRef<'_>) -> Value {

@@ -13,6 +13,7 @@ mod fixup;
 mod followups;
 mod handle;
 mod logs;
+pub mod pg;
 mod prs;
 mod schema;
 mod snapshots;
@@ -27,6 +28,7 @@ pub use deps::Blocker;
 pub use dump::Carried;
 pub use followups::FollowupRow;
 pub use handle::StoreHandle;
+pub use pg::{Location, PgStore, PgTarget};
 pub use prs::TaskPr;
 pub use schema::SCHEMA_VERSION;
 pub use steps::StepResult;
@@ -87,6 +89,9 @@ pub enum StoreError {
     },
     #[error("the store has stopped")]
     Closed,
+    /// A PostgreSQL board's failure, as a sentence naming the (redacted) URL.
+    #[error("{0}")]
+    Postgres(String),
 }
 
 impl From<rusqlite::Error> for StoreError {

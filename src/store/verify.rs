@@ -31,33 +31,7 @@ impl Store {
                 "{row} of `{table}` points at a row of `{parent}` that is gone — it belongs to nothing; with the engine stopped, delete it (`sqlite3 .baton/baton.db 'DELETE FROM {table} WHERE rowid = {rowid}'`) or restore a backup"
             ));
         }
-        let unlinked = [
-            (
-                "SELECT id FROM tasks WHERE run_id IS NOT NULL \
-                 AND run_id NOT IN (SELECT id FROM runs)",
-                "task {} names a run that is gone",
-            ),
-            (
-                "SELECT id FROM commands WHERE task_id IS NOT NULL AND state = 'pending' \
-                 AND task_id NOT IN (SELECT id FROM tasks)",
-                "pending command {} is for a task that is gone (the engine will refuse it)",
-            ),
-            (
-                "SELECT s.id FROM step_runs s JOIN runs r ON r.id = s.run_id \
-                 WHERE r.task_id <> s.task_id",
-                "step run {} belongs to another task's run",
-            ),
-            (
-                "SELECT id FROM step_runs \
-                 WHERE execution_key <> run_id || ':' || status || ':' || attempt",
-                "step run {} carries an execution key that is not its run, status and attempt",
-            ),
-            (
-                "SELECT id FROM tasks WHERE change_seq > (SELECT seq FROM change_counter)",
-                "task {} carries a change number past the counter; event streams may skip its next change",
-            ),
-        ];
-        for (sql, what) in unlinked {
+        for (sql, what) in UNLINKED {
             let mut stmt = self.conn.prepare(sql)?;
             let ids: Vec<i64> = stmt
                 .query_map([], |r| r.get(0))?
@@ -69,6 +43,35 @@ impl Store {
         Ok(found)
     }
 }
+
+/// Rows that point at nothing or do not fit together, beyond the foreign keys: a query for
+/// their ids and the finding, `{}` standing for the id. Plain SQL both stores read alike.
+pub(super) const UNLINKED: &[(&str, &str)] = &[
+    (
+        "SELECT id FROM tasks WHERE run_id IS NOT NULL \
+         AND run_id NOT IN (SELECT id FROM runs)",
+        "task {} names a run that is gone",
+    ),
+    (
+        "SELECT id FROM commands WHERE task_id IS NOT NULL AND state = 'pending' \
+         AND task_id NOT IN (SELECT id FROM tasks)",
+        "pending command {} is for a task that is gone (the engine will refuse it)",
+    ),
+    (
+        "SELECT s.id FROM step_runs s JOIN runs r ON r.id = s.run_id \
+         WHERE r.task_id <> s.task_id",
+        "step run {} belongs to another task's run",
+    ),
+    (
+        "SELECT id FROM step_runs \
+         WHERE execution_key <> run_id || ':' || status || ':' || attempt",
+        "step run {} carries an execution key that is not its run, status and attempt",
+    ),
+    (
+        "SELECT id FROM tasks WHERE change_seq > (SELECT seq FROM change_counter)",
+        "task {} carries a change number past the counter; event streams may skip its next change",
+    ),
+];
 
 /// The schema version written in the database file at `path`, read without changing the
 /// file (no migration, no `-wal` created).

@@ -54,6 +54,18 @@ pub struct Config {
     pub serve: ServeConfig,
     /// The forge pull requests go to (`[forge]`); none when the table is absent.
     pub forge: Option<crate::forge::ForgeSettings>,
+    /// Where the board lives (`[store]`): SQLite in `.baton/baton.db` unless it names a
+    /// PostgreSQL URL.
+    pub store: StoreSettings,
+}
+
+/// `[store]`: the board's database.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreSettings {
+    /// `postgres://USER@HOST:PORT/DATABASE`, without a password (that comes from
+    /// `PGPASSWORD` or `~/.pgpass`). `BATON_DATABASE_URL` wins over it.
+    pub store: Option<String>,
 }
 
 /// `[serve]`: the HTTP API's settings.
@@ -96,6 +108,7 @@ impl Default for Config {
             default_executor: None,
             serve: ServeConfig::default(),
             forge: None,
+            store: StoreSettings::default(),
         }
     }
 }
@@ -163,12 +176,58 @@ impl Config {
                 message: problem,
             });
         }
+        if let Some(url) = &cfg.store.store {
+            crate::store::pg::target::check_setting(url, path).map_err(|m| {
+                WorkspaceError::Config {
+                    path: path.to_path_buf(),
+                    message: format!("{m}{}", key_line(text, "store")),
+                }
+            })?;
+        }
         if let Some(table) = &cfg.executor_table {
             cfg.default_executor = super::config_executor::default_executor(table)
                 .map_err(|m| refuse("[executor]", &m))?;
         }
         Ok(cfg)
     }
+}
+
+/// `[store] store` as written in the workspace's config file, else the user's, with the
+/// file it came from; read apart from the other settings, so a board in PostgreSQL is
+/// never taken for the SQLite one because some other setting is wrong. A file that is not
+/// TOML at all is refused, since it may name a store.
+pub fn store_setting(
+    workspace: &Path,
+    user: Option<&Path>,
+) -> Result<Option<(String, PathBuf)>, WorkspaceError> {
+    for file in std::iter::once(workspace).chain(super::layered::readable(user)) {
+        let text = match std::fs::read_to_string(file) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(source) => {
+                return Err(WorkspaceError::Io {
+                    path: file.to_path_buf(),
+                    source,
+                });
+            }
+        };
+        let table: toml::Table = match toml::from_str(&text) {
+            Ok(t) => t,
+            Err(_) => {
+                // Config::load words the error with its line.
+                Config::load(file)?;
+                continue;
+            }
+        };
+        if let Some(url) = table
+            .get("store")
+            .and_then(|s| s.get("store"))
+            .and_then(toml::Value::as_str)
+        {
+            return Ok(Some((url.to_string(), file.to_path_buf())));
+        }
+    }
+    Ok(None)
 }
 
 /// ` (at line N)` for the line that sets `key`, when one does.

@@ -12,7 +12,7 @@ pub mod logging;
 pub mod scratch;
 pub mod watch;
 
-pub use config::{Config, ShutdownMode};
+pub use config::{Config, ShutdownMode, StoreSettings, store_setting};
 pub use git_queue::GitQueue;
 pub use lock::EngineLock;
 

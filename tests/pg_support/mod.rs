@@ -1,0 +1,174 @@
+//! A real PostgreSQL server for one test: `initdb` in a temporary folder and `pg_ctl` on a
+//! free port of 127.0.0.1, with password (SCRAM) logins over TCP. PostgreSQL refuses to run
+//! as root, so under root the server runs as `nobody`. The binaries come from
+//! `BATON_PG_BIN`, else the newest `/usr/lib/postgresql/*/bin` (Debian's `postgresql`),
+//! else `PATH`; where there are none, the test skips, or fails under
+//! `BATON_REQUIRE_INFRA=1`.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The login the server is made with.
+pub const USER: &str = "baton";
+/// Its password (only ever handed to baton through PGPASSWORD or a .pgpass file).
+pub const PASSWORD: &str = "pg-test-s3cret";
+
+/// A running server, stopped when dropped.
+pub struct Pg {
+    dir: tempfile::TempDir,
+    bin: PathBuf,
+    pub port: u16,
+}
+
+/// The folder holding `initdb` and `pg_ctl`.
+fn bin_dir() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("BATON_PG_BIN") {
+        let d = PathBuf::from(d);
+        return d.join("initdb").exists().then_some(d);
+    }
+    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let v = e.file_name().to_str()?.parse().ok()?;
+            let bin = e.path().join("bin");
+            bin.join("initdb").exists().then_some((v, bin))
+        })
+        .collect();
+    found.sort();
+    if let Some((_, bin)) = found.pop() {
+        return Some(bin);
+    }
+    std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p).find(|d| d.join("initdb").exists() && d.join("pg_ctl").exists())
+    })
+}
+
+/// Runs `cmd` as the server's owner: `nobody` when this process is root.
+fn as_owner(cmd: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    if nix::unistd::geteuid().is_root() {
+        cmd.uid(65534).gid(65534).env("HOME", "/");
+    }
+    cmd
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+impl Pg {
+    /// Makes and starts a server; `None` (after saying so) when PostgreSQL is missing.
+    pub fn start() -> Option<Self> {
+        let Some(bin) = bin_dir() else {
+            crate::infra::missing(
+                "PostgreSQL (initdb, pg_ctl)",
+                "install Debian's postgresql (.ci/run does), or set BATON_PG_BIN to the folder holding initdb",
+            );
+            return None;
+        };
+        let dir = tempfile::tempdir().expect("tempdir");
+        if nix::unistd::geteuid().is_root() {
+            let nobody = Some(nix::unistd::Uid::from_raw(65534));
+            nix::unistd::chown(dir.path(), nobody, Some(nix::unistd::Gid::from_raw(65534)))
+                .expect("chown the server's folder to nobody");
+        }
+        let pwfile = dir.path().join("pw");
+        std::fs::write(&pwfile, PASSWORD).unwrap();
+        let out = as_owner(Command::new(bin.join("initdb")).args([
+            "-D",
+            dir.path().join("data").to_str().unwrap(),
+            "-U",
+            USER,
+            "--pwfile",
+            pwfile.to_str().unwrap(),
+            "--auth-local=trust",
+            "--auth-host=scram-sha-256",
+            "-E",
+            "UTF8",
+            "--locale=C",
+            "--no-sync",
+        ]))
+        .output()
+        .expect("run initdb");
+        assert!(out.status.success(), "initdb: {out:?}");
+        // Another process may take the port between asking and starting: try again.
+        for _ in 0..5 {
+            let port = free_port();
+            let out = as_owner(Command::new(bin.join("pg_ctl")).args([
+                "-D",
+                dir.path().join("data").to_str().unwrap(),
+                "-l",
+                dir.path().join("log").to_str().unwrap(),
+                "-w",
+                "-t",
+                "60",
+                "-o",
+                &format!(
+                    "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
+                    dir.path().display()
+                ),
+                "start",
+            ]))
+            .output()
+            .expect("run pg_ctl");
+            if out.status.success() {
+                return Some(Self { dir, bin, port });
+            }
+            let log = std::fs::read_to_string(dir.path().join("log")).unwrap_or_default();
+            assert!(
+                log.contains("could not bind"),
+                "pg_ctl start: {out:?}\n{log}"
+            );
+        }
+        panic!("no free port for PostgreSQL after five tries");
+    }
+
+    /// The URL of database `db`, without the password.
+    pub fn url(&self, db: &str) -> String {
+        format!("postgres://{USER}@127.0.0.1:{}/{db}", self.port)
+    }
+
+    /// A client of database `db`, for a test's own looks and changes.
+    pub fn client(&self, db: &str) -> postgres::Client {
+        let mut c = postgres::Config::new();
+        c.host("127.0.0.1")
+            .port(self.port)
+            .user(USER)
+            .password(PASSWORD)
+            .dbname(db);
+        c.connect(postgres::NoTls)
+            .expect("connect to the test server")
+    }
+
+    /// Makes an empty database `db`.
+    pub fn create_db(&self, db: &str) {
+        self.client("postgres")
+            .batch_execute(&format!("CREATE DATABASE \"{db}\""))
+            .expect("create database");
+    }
+
+    /// The server's folder (its log is `log` there).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Pg {
+    fn drop(&mut self) {
+        let _ = as_owner(Command::new(self.bin.join("pg_ctl")).args([
+            "-D",
+            self.dir.path().join("data").to_str().unwrap_or("."),
+            "-m",
+            "immediate",
+            "-w",
+            "stop",
+        ]))
+        .output();
+    }
+}

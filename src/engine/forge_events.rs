@@ -4,6 +4,7 @@
 
 use crate::forge::webhook::{ForgeEvent, What};
 use crate::store::{Db, NewEvent};
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 /// Event keys remembered (in the webhook deliveries' window).
@@ -27,18 +28,39 @@ pub fn failure_note(ev: &ForgeEvent) -> Option<String> {
     })
 }
 
-/// Records `ev` for `task` unless an event with the same meaning was recorded before.
-/// Returns true when it is new (and its trigger should fire).
-pub fn record(
-    db: &Db,
-    task: i64,
-    number: u64,
-    ev: &ForgeEvent,
-    source: &str,
-) -> crate::store::Result<bool> {
-    if !db.note_delivery(&ev.key(number), KEEP, KEEP_MS)? {
-        return Ok(false);
-    }
+/// What a forge event writes on its task, worked out before the transaction that applies
+/// it (and carried in the request, so a queued one is applied the same way).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ForgeRecord {
+    /// The key naming the event itself (the merge of #12, failed checks on `abc`).
+    pub key: String,
+    /// The pull request's number.
+    pub number: u64,
+    /// The event's summary, with where it came from.
+    pub summary: String,
+    /// The pull request's new state (`merged`, `closed`), when the event changes it.
+    pub state: Option<String>,
+    /// The checks failed.
+    pub failed: bool,
+    /// The trigger it fires.
+    pub trigger: String,
+    /// `webhook …` or `poll`.
+    pub source: String,
+}
+
+/// The last words of a request's summary when its keys were seen before: nothing was done.
+pub const SEEN: &str = "this forge event was seen before, so nothing was done";
+/// The words of a request's summary when the event was recorded but moved nothing.
+pub const MOVED_NOTHING: &str = "the forge event is recorded; it moved nothing";
+
+/// (new, moved the task) from the summary an applied forge request answered with.
+pub fn outcome(summary: &str) -> (bool, bool) {
+    let fresh = !summary.ends_with(SEEN);
+    (fresh, fresh && !summary.contains(MOVED_NOTHING))
+}
+
+/// The record of `ev` on pull request `number`, seen by `source`.
+pub fn describe(number: u64, ev: &ForgeEvent, source: &str) -> ForgeRecord {
     let (summary, state) = match &ev.what {
         What::Merged => (format!("#{number} was merged"), Some("merged")),
         What::Closed => (
@@ -58,12 +80,36 @@ pub fn record(
             None,
         ),
     };
-    let failed = matches!(ev.what, What::ChecksFailed { .. });
+    ForgeRecord {
+        key: ev.key(number),
+        number,
+        summary: format!("{summary} ({source})"),
+        state: state.map(String::from),
+        failed: matches!(ev.what, What::ChecksFailed { .. }),
+        trigger: ev.trigger().to_string(),
+        source: source.to_string(),
+    }
+}
+
+/// Notes `keys` (delivery ids, the event's own key) as seen, in the caller's transaction.
+/// False when one was seen before: the event was applied then, and is not again.
+pub fn note_seen<'a>(db: &Db, keys: impl IntoIterator<Item = &'a String>) -> crate::store::Result<bool> {
+    let mut fresh = true;
+    for key in keys {
+        // Every key is noted, so a redelivery under a new id of an event applied before is
+        // remembered by its id too.
+        fresh &= db.note_delivery(key, KEEP, KEEP_MS)?;
+    }
+    Ok(fresh)
+}
+
+/// Writes `rec` on `task`: its pull request's state and checks, and an event.
+pub fn record(db: &Db, task: i64, rec: &ForgeRecord) -> crate::store::Result<()> {
     if let Some(mut pr) = db.task_pr(task)? {
-        if let Some(st) = state {
-            pr.state = st.to_string();
+        if let Some(st) = &rec.state {
+            pr.state = st.clone();
         }
-        if failed {
+        if rec.failed {
             pr.checks = "failed".into();
         }
         db.set_task_pr(&pr)?;
@@ -72,12 +118,12 @@ pub fn record(
         task_id: Some(task),
         category: "forge",
         kind: "forge.event",
-        summary: format!("{summary} ({source})"),
-        data: json!({"number": number, "trigger": ev.trigger(), "source": source}),
+        summary: rec.summary.clone(),
+        data: json!({"number": rec.number, "trigger": rec.trigger, "source": rec.source}),
         actor: "forge",
-        level: if failed { "warning" } else { "info" },
+        level: if rec.failed { "warning" } else { "info" },
     })?;
-    Ok(true)
+    Ok(())
 }
 
 /// After a pull request was merged: deletes its branch on the remote (through the

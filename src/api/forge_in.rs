@@ -5,10 +5,10 @@
 //! as an event, and fires the task's `pr_merged`, `pr_closed`, `ci_failed` or
 //! `outcome:changes_requested` transition.
 
+use super::forge_in_say;
 use super::http::{AppState, error};
 use super::webhooks::signature_ok;
 use crate::engine::{Action, forge_events};
-use super::forge_in_say;
 use crate::forge::issues::{self, IssueSeen};
 use crate::forge::webhook::{self, ForgeEvent, What};
 use crate::forge::{ForgeSettings, Kind, Target};

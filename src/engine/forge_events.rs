@@ -93,7 +93,10 @@ pub fn describe(number: u64, ev: &ForgeEvent, source: &str) -> ForgeRecord {
 
 /// Notes `keys` (delivery ids, the event's own key) as seen, in the caller's transaction.
 /// False when one was seen before: the event was applied then, and is not again.
-pub fn note_seen<'a>(db: &Db, keys: impl IntoIterator<Item = &'a String>) -> crate::store::Result<bool> {
+pub fn note_seen<'a>(
+    db: &Db,
+    keys: impl IntoIterator<Item = &'a String>,
+) -> crate::store::Result<bool> {
     let mut fresh = true;
     for key in keys {
         // Every key is noted, so a redelivery under a new id of an event applied before is
@@ -172,5 +175,114 @@ pub async fn after_merge(
         .await;
     if let Err(e) = written {
         tracing::warn!("recording the branch deletion of task {task} failed: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::actions::{Action, Outside, Request, apply};
+    use crate::engine::{EngineError, Result};
+    use crate::store::{Store, TaskState};
+
+    const P: &str = r#"{
+      "id": "p", "name": "P",
+      "statuses": [
+        {"id": "in_pr", "kind": "gate"},
+        {"id": "review", "kind": "gate"},
+        {"id": "done", "kind": "done"}
+      ],
+      "transitions": [{"from": "in_pr", "to": "done", "on": "pr_merged"}]
+    }"#;
+
+    fn merged(delivery: &str) -> Request {
+        let ev = ForgeEvent {
+            number: Some(12),
+            branch: None,
+            head_repo: None,
+            what: What::Merged,
+        };
+        Request {
+            task_id: 1,
+            action: Action::Forge {
+                trigger: "pr_merged".into(),
+                note: None,
+                seen: vec![format!("github:{delivery}")],
+                record: Some(describe(12, &ev, "test")),
+            },
+            expected_status: None,
+            actor: "forge".into(),
+        }
+    }
+
+    fn store_at(status: &str) -> (tempfile::TempDir, Store) {
+        let (p, _) = crate::pipeline::parse_pipeline("p", P, None);
+        let json = serde_json::to_string(&p.expect("parses")).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("t.db")).unwrap();
+        store
+            .write(|db| db.insert_task("t", "", "p", &json, status, TaskState::Waiting))
+            .unwrap();
+        (dir, store)
+    }
+
+    fn forge_events(store: &Store) -> usize {
+        let events = store.read().events(1).unwrap();
+        events.iter().filter(|e| e.kind == "forge.event").count()
+    }
+
+    #[test]
+    fn a_delivery_is_noted_in_the_transaction_that_applies_it() {
+        let (_dir, mut store) = store_at("in_pr");
+        // The transaction fails after applying the event (a crash before the commit): the
+        // delivery is not remembered either, so its redelivery applies it.
+        let crashed: Result<()> = store.write(|db| {
+            apply(db, &merged("d1"), &Outside::NONE)?;
+            Err(EngineError::Other("the process died".into()))
+        });
+        assert!(crashed.is_err());
+        assert_eq!(store.read().task(1).unwrap().status, "in_pr");
+        assert_eq!(forge_events(&store), 0);
+
+        let applied = store
+            .write(|db| apply(db, &merged("d1"), &Outside::NONE))
+            .unwrap();
+        assert_eq!(
+            outcome(&applied.summary),
+            (true, true),
+            "{}",
+            applied.summary
+        );
+        assert_eq!(store.read().task(1).unwrap().status, "done");
+        // The same delivery, and another delivery of the same merge: nothing more.
+        for d in ["d1", "d2"] {
+            let again = store
+                .write(|db| apply(db, &merged(d), &Outside::NONE))
+                .unwrap();
+            assert_eq!(outcome(&again.summary), (false, false), "{}", again.summary);
+            assert!(again.moved.is_none());
+        }
+        assert_eq!(forge_events(&store), 1);
+    }
+
+    #[test]
+    fn an_event_with_nowhere_to_go_is_recorded_once_and_moves_nothing() {
+        let (_dir, mut store) = store_at("review");
+        let applied = store
+            .write(|db| apply(db, &merged("d1"), &Outside::NONE))
+            .unwrap();
+        assert_eq!(
+            outcome(&applied.summary),
+            (true, false),
+            "{}",
+            applied.summary
+        );
+        assert_eq!(store.read().task(1).unwrap().status, "review");
+        assert_eq!(forge_events(&store), 1);
+        let again = store
+            .write(|db| apply(db, &merged("d2"), &Outside::NONE))
+            .unwrap();
+        assert_eq!(outcome(&again.summary).0, false);
+        assert_eq!(forge_events(&store), 1);
     }
 }

@@ -277,10 +277,16 @@ fn feature_opens_a_pull_request_only_where_there_is_a_forge() {
     };
     let (to, hooks) = at("review", Trigger::Approve, true);
     assert_eq!(to, "in_pr");
-    assert!(matches!(hooks[..], [crate::pipeline::Hook::Pr(_)]), "{hooks:?}");
+    assert!(
+        matches!(hooks[..], [crate::pipeline::Hook::Pr(_)]),
+        "{hooks:?}"
+    );
     let (to, hooks) = at("review", Trigger::Approve, false);
     assert_eq!(to, "done");
-    assert!(matches!(hooks[..], [crate::pipeline::Hook::Merge(_)]), "{hooks:?}");
+    assert!(
+        matches!(hooks[..], [crate::pipeline::Hook::Merge(_)]),
+        "{hooks:?}"
+    );
     for (trigger, want) in [
         ("pr_merged", "done"),
         ("pr_closed", "cancelled"),

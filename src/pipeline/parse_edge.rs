@@ -206,34 +206,34 @@ fn parse_hook(ctx: &mut Ctx, name: &str, v: &Value, ptr: &str, what: &str) -> Op
         "webhook" => Hook::Webhook(v.clone()),
         "merge" => Hook::Merge(v.clone()),
         "push" => Hook::Push(v.clone()),
-        "comment" => {
-            match v.get("body") {
-                Some(b) if !b.is_string() => {
+        "comment" => match v.get("body") {
+            Some(b) if !b.is_string() => {
+                ctx.error(
+                    ptr,
+                    format!("{what}: hook `comment`: `body` takes a text template, not {b}"),
+                );
+                return None;
+            }
+            _ if !v.is_object() && !v.is_null() => {
+                ctx.error(
+                    ptr,
+                    format!(
+                        "{what}: hook `comment` takes an object like {{\"body\": \"…\"}}, not {v}"
+                    ),
+                );
+                return None;
+            }
+            _ => match v.get("on") {
+                Some(on) if on != "pr" && on != "issue" => {
                     ctx.error(
                         ptr,
-                        format!("{what}: hook `comment`: `body` takes a text template, not {b}"),
+                        format!("{what}: hook `comment`: `on` is \"pr\" or \"issue\", not {on}"),
                     );
                     return None;
                 }
-                _ if !v.is_object() && !v.is_null() => {
-                    ctx.error(
-                    ptr,
-                    format!("{what}: hook `comment` takes an object like {{\"body\": \"…\"}}, not {v}"),
-                );
-                    return None;
-                }
-                _ => match v.get("on") {
-                    Some(on) if on != "pr" && on != "issue" => {
-                        ctx.error(
-                            ptr,
-                            format!("{what}: hook `comment`: `on` is \"pr\" or \"issue\", not {on}"),
-                        );
-                        return None;
-                    }
-                    _ => Hook::Comment(v.clone()),
-                },
-            }
-        }
+                _ => Hook::Comment(v.clone()),
+            },
+        },
         "pr" => match crate::forge::hook::PrOptions::parse(v) {
             Ok(_) => Hook::Pr(v.clone()),
             Err(why) => {

@@ -100,14 +100,19 @@ fn check_issue(ctx: &mut Ctx, ptr: &str, at: &str, spec: &Value) {
                 if l.as_str().is_none_or(|l| l.trim().is_empty()) {
                     ctx.error(
                         &join(&labels_at, &i.to_string()),
-                        format!("{at}: issue label {} must be a label's name, not {l}", i + 1),
+                        format!(
+                            "{at}: issue label {} must be a label's name, not {l}",
+                            i + 1
+                        ),
                     );
                 }
             }
         }
         Some(v) => ctx.error(
             &labels_at,
-            format!("{at}: issue labels must be a list of one or more names like [\"baton\"], not {v}"),
+            format!(
+                "{at}: issue labels must be a list of one or more names like [\"baton\"], not {v}"
+            ),
         ),
     }
 }

@@ -213,10 +213,11 @@ impl Ops {
 
     /// Hands the engine a request about task `id` at the status it is at now; its summary.
     pub(crate) async fn request(&self, id: i64, action: Action) -> Result<String, OpError> {
-        // The status seen now: the request fails if someone moved the task meanwhile.
+        // The status seen now: the request fails if someone moved the task meanwhile. A
+        // forge event applies wherever the task is (its pipeline says what it does there).
         let task = self.store.read(move |db| db.task(id)).await?;
         let expected_status = match action {
-            Action::Start => None,
+            Action::Start | Action::Forge { .. } => None,
             _ => Some(task.status),
         };
         let req = Request {

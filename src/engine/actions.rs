@@ -288,28 +288,15 @@ pub fn apply(db: &Db, req: &Request, outside: &Outside) -> Result<Applied> {
             let Some(trigger) = Trigger::parse(trigger) else {
                 return Err(refuse(format!("`{trigger}` is not a pipeline trigger")));
             };
-            if !fe::note_seen(db, seen.iter().chain(record.as_ref().map(|r| &r.key)))? {
-                return Ok(Applied {
-                    task_id: task.id,
-                    summary: format!("task {}: {}", task.id, fe::SEEN),
-                    moved: None,
-                    retry: false,
-                });
-            }
-            if let Some(rec) = record {
-                fe::record(db, task.id, rec)?;
+            if let Some(seen_before) = fe::note(db, task.id, seen, record.as_ref())? {
+                return Ok(seen_before);
             }
             match decide(&pipeline, &task.status, &trigger, &facts) {
                 Ok(d) => (d, note.clone(), run_id),
                 // The event stays recorded (and seen) though the task does not move.
                 Err(source) => {
                     let why = explain(&task, &pipeline, &facts, &req.action, source);
-                    return Ok(Applied {
-                        task_id: task.id,
-                        summary: format!("task {}: {} ({why})", task.id, fe::MOVED_NOTHING),
-                        moved: None,
-                        retry: false,
-                    });
+                    return Ok(fe::moved_nothing(task.id, &why.to_string()));
                 }
             }
         }

@@ -106,6 +106,38 @@ pub fn note_seen<'a>(
     Ok(fresh)
 }
 
+/// Notes a forge request's keys and writes its record on `task`, in the transaction that
+/// applies it. `Some`: the keys were seen before, and this is the request's whole answer.
+pub fn note(
+    db: &Db,
+    task: i64,
+    seen: &[String],
+    record: Option<&ForgeRecord>,
+) -> crate::store::Result<Option<super::Applied>> {
+    if !note_seen(db, seen.iter().chain(record.map(|r| &r.key)))? {
+        return Ok(Some(super::Applied {
+            task_id: task,
+            summary: format!("task {task}: {SEEN}"),
+            moved: None,
+            retry: false,
+        }));
+    }
+    if let Some(rec) = record {
+        self::record(db, task, rec)?;
+    }
+    Ok(None)
+}
+
+/// The answer to a forge event recorded on `task` that moved nothing, and why.
+pub fn moved_nothing(task: i64, why: &str) -> super::Applied {
+    super::Applied {
+        task_id: task,
+        summary: format!("task {task}: {MOVED_NOTHING} ({why})"),
+        moved: None,
+        retry: false,
+    }
+}
+
 /// Writes `rec` on `task`: its pull request's state and checks, and an event.
 pub fn record(db: &Db, task: i64, rec: &ForgeRecord) -> crate::store::Result<()> {
     if let Some(mut pr) = db.task_pr(task)? {
@@ -282,7 +314,7 @@ mod tests {
         let again = store
             .write(|db| apply(db, &merged("d2"), &Outside::NONE))
             .unwrap();
-        assert_eq!(outcome(&again.summary).0, false);
+        assert!(!outcome(&again.summary).0, "{}", again.summary);
         assert_eq!(forge_events(&store), 1);
     }
 }

@@ -353,3 +353,93 @@ fn a_refusal_says_what_to_do_and_never_carries_the_token() {
         "{err}"
     );
 }
+
+/// Open issues by label, as each forge's issue list documents them, and comments on an
+/// issue (GitLab keeps them apart from merge request notes).
+#[test]
+fn open_issues_by_label_and_issue_comments_on_each_forge() {
+    let (server, stub) = stubs::forge::start();
+    let gh = client(Kind::Github, &server.url, "acme/app");
+    stub.answer(
+        "GET",
+        "/repos/acme/app/issues",
+        200,
+        json!([
+            {"number": 7, "title": "Crash", "body": "It crashes", "state": "open",
+             "html_url": "https://github.com/acme/app/issues/7", "labels": [{"name": "baton"}]},
+            {"number": 12, "title": "A pull request", "body": "", "state": "open",
+             "html_url": "u", "labels": [{"name": "baton"}], "pull_request": {"url": "x"}}
+        ]),
+    );
+    let issues = gh.open_issues("good first").expect("listed");
+    assert_eq!(issues.len(), 1, "pull requests are left out: {issues:?}");
+    assert_eq!(
+        (issues[0].number, issues[0].body.as_str()),
+        (7, "It crashes")
+    );
+    assert_eq!(issues[0].key(), "issue:github:acme/app:7");
+    let asked = &stub.calls("GET", "/repos/acme/app/issues?")[0];
+    assert!(asked.path.contains("state=open"), "{}", asked.path);
+    assert!(asked.path.contains("labels=good%20first"), "{}", asked.path);
+
+    let gl = client(Kind::Gitlab, &server.url, "acme/app");
+    stub.answer(
+        "GET",
+        "/projects/acme%2Fapp/issues",
+        200,
+        json!([{"iid": 3, "title": "T", "description": "D", "state": "opened",
+            "web_url": "https://gitlab.com/acme/app/-/issues/3", "labels": ["baton"]}]),
+    );
+    let issues = gl.open_issues("baton").expect("listed");
+    assert_eq!(issues.len(), 1);
+    assert_eq!(
+        (issues[0].number, issues[0].labels.clone()),
+        (3, vec!["baton".to_string()])
+    );
+    let asked = &stub.calls("GET", "/projects/acme%2Fapp/issues?")[0];
+    assert!(
+        asked.path.contains("state=opened&labels=baton"),
+        "{}",
+        asked.path
+    );
+    stub.answer(
+        "POST",
+        "/projects/acme%2Fapp/issues/3/notes",
+        201,
+        json!({"id": 1}),
+    );
+    gl.comment_issue(3, "on it").expect("commented");
+    assert_eq!(
+        stub.calls("POST", "/projects/acme%2Fapp/issues/3/notes")[0].body["body"],
+        "on it"
+    );
+
+    let gt = client(Kind::Forgejo, &server.url, "acme/app");
+    stub.answer(
+        "GET",
+        "/repos/acme/app/issues",
+        200,
+        json!([{"number": 5, "title": "T", "body": "B", "state": "open", "html_url": "u",
+            "labels": [{"name": "baton"}]}]),
+    );
+    let issues = gt.open_issues("baton").expect("listed");
+    assert_eq!((issues[0].number, issues[0].forge.as_str()), (5, "forgejo"));
+    let asked = stub.calls("GET", "/repos/acme/app/issues?");
+    assert!(
+        asked.last().unwrap().path.contains("type=issues"),
+        "{:?}",
+        asked.last()
+    );
+    stub.answer(
+        "POST",
+        "/repos/acme/app/issues/5/comments",
+        201,
+        json!({"id": 1}),
+    );
+    gt.comment_issue(5, "on it").expect("commented");
+    assert_eq!(
+        stub.calls("POST", "/repos/acme/app/issues/5/comments")
+            .len(),
+        1
+    );
+}

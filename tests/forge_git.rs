@@ -1,10 +1,13 @@
-//! The forge's git side against a real bare repository as the remote, over file://:
+//! The forge's git side against a real bare repository as the remote, over file:// and
+//! over ssh to a real local sshd:
 //! pushing a task branch, pushing a rework with --force-with-lease, refusing to overwrite
 //! someone else's push, deleting the branch after a merge; and `baton forge check` against
 //! a stub of GitHub's REST API.
 
 mod common;
+mod infra;
 mod stubs;
+mod support_sshd;
 
 use baton::forge::push::{delete_branch, push_branch};
 use common::{Ws, git, git_init};
@@ -71,6 +74,34 @@ fn a_task_branch_is_pushed_reworked_with_lease_and_deleted_after_merge() {
     assert_eq!(remote_head(&bare, "baton/1-task"), None);
     // Deleting it again is not an error.
     delete_branch(&work, "origin", "baton/1-task").expect("already gone");
+}
+
+#[test]
+fn over_ssh_a_task_branch_is_pushed_reworked_with_lease_and_deleted() {
+    let Some(sshd) = support_sshd::Sshd::start() else {
+        return;
+    };
+    let (_dir, work, bare) = repo();
+    let ssh = format!("ssh -F {}", sshd.client_config.display());
+    git(&work, &["config", "core.sshCommand", &ssh]);
+    let url = format!("{}:{}", support_sshd::HOST, bare.display());
+    git(&work, &["remote", "set-url", "origin", &url]);
+    push_branch(&work, "origin", "baton/1-task").expect("first push over ssh");
+    let head = git(&work, &["rev-parse", "HEAD"]).trim().to_string();
+    assert_eq!(
+        remote_head(&bare, "baton/1-task").as_deref(),
+        Some(head.as_str())
+    );
+    std::fs::write(work.join("a.txt"), "two\n").unwrap();
+    git(&work, &["commit", "-qam", "first, reworked", "--amend"]);
+    let reworked = git(&work, &["rev-parse", "HEAD"]).trim().to_string();
+    push_branch(&work, "origin", "baton/1-task").expect("rework push over ssh");
+    assert_eq!(
+        remote_head(&bare, "baton/1-task").as_deref(),
+        Some(reworked.as_str())
+    );
+    delete_branch(&work, "origin", "baton/1-task").expect("delete over ssh");
+    assert_eq!(remote_head(&bare, "baton/1-task"), None);
 }
 
 #[test]

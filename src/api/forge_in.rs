@@ -5,9 +5,11 @@
 //! as an event, and fires the task's `pr_merged`, `pr_closed`, `ci_failed` or
 //! `outcome:changes_requested` transition.
 
+use super::forge_in_say;
 use super::http::{AppState, error};
 use super::webhooks::signature_ok;
 use crate::engine::{Action, forge_events};
+use crate::forge::issues::{self, IssueSeen};
 use crate::forge::webhook::{self, ForgeEvent, What};
 use crate::forge::{ForgeSettings, Kind, Target};
 use crate::store::StoreError;
@@ -147,7 +149,10 @@ pub(super) async fn github(s: &AppState, event: &str, delivery: &str, body: &[u8
 
 /// Whether a GitHub event is one [`github`] handles.
 pub(super) fn is_pr_event(event: &str) -> bool {
-    matches!(event, "pull_request" | "pull_request_review" | "check_run")
+    matches!(
+        event,
+        "pull_request" | "pull_request_review" | "check_run" | "issues" | "issue_comment"
+    )
 }
 
 /// The note handed to the next step: the failing checks, or the review with its comments
@@ -213,32 +218,39 @@ async fn handle(
             .ok()
             .flatten()
     };
+    if let Some(issue) = issues::parse_issue_event(kind, &event, &payload) {
+        return issue_in(s, issue, ours.as_deref(), &event, &delivery).await;
+    }
+    if let Some(c) = issues::parse_baton_comment(kind, &event, &payload) {
+        return forge_in_say::baton_comment(s, c, id_key, &event, &delivery).await;
+    }
     // The task the event is about: by the pull request's number, else (a payload without
-    // one) its branch in this repository.
+    // one) its branch in this repository. A delivery that reaches no task is noted here;
+    // one that does is noted in the transaction that applies it.
     let found = {
-        let parsed = parsed.clone();
+        let (parsed, id_key) = (parsed.clone(), id_key.clone());
         s.ops
             .store()
             .write(move |db| {
-                if !db.note_delivery(&id_key, KEEP, KEEP_MS)? {
+                let task = match parsed.filter(ForgeEvent::keyable) {
+                    None => None,
+                    Some(ev) => match (ev.number, &ev.branch) {
+                        _ if !same_repo(
+                            ev.head_repo.as_deref(),
+                            ours.as_deref(),
+                            ev.number.is_some(),
+                        ) =>
+                        {
+                            None
+                        }
+                        (Some(n), _) => db.task_pr_by_number(n as i64)?.map(|p| (p.task_id, n)),
+                        (None, Some(b)) => db.task_by_branch(b)?.map(|id| (id, 0)),
+                        (None, None) => None,
+                    },
+                };
+                if task.is_none() && !db.note_delivery(&id_key, KEEP, KEEP_MS)? {
                     return Ok::<_, StoreError>(None);
                 }
-                let Some(ev) = parsed.filter(ForgeEvent::keyable) else {
-                    return Ok(Some(None));
-                };
-                let task = match (ev.number, &ev.branch) {
-                    _ if !same_repo(
-                        ev.head_repo.as_deref(),
-                        ours.as_deref(),
-                        ev.number.is_some(),
-                    ) =>
-                    {
-                        None
-                    }
-                    (Some(n), _) => db.task_pr_by_number(n as i64)?.map(|p| (p.task_id, n)),
-                    (None, Some(b)) => db.task_by_branch(b)?.map(|id| (id, 0)),
-                    (None, None) => None,
-                };
                 Ok(Some(task))
             })
             .await
@@ -265,10 +277,9 @@ async fn handle(
     let applied = apply(
         s,
         task,
-        number,
-        &ev,
+        forge_events::describe(number, &ev, &format!("{kind} {event} delivery {delivery}")),
+        id_key,
         note,
-        &format!("{kind} {event} delivery {delivery}"),
     )
     .await;
     if matches!((&applied, &ev.what), (Ok((false, _)), What::Merged)) {
@@ -283,6 +294,30 @@ async fn handle(
 }
 
 use forge_events::{KEEP, KEEP_MS};
+
+/// An issue event: the engine makes a task of it when an `issue` trigger watches it (once
+/// per issue, so a redelivery makes nothing new). An issue of another repository than the
+/// configured one is left alone.
+async fn issue_in(
+    s: &AppState,
+    issue: IssueSeen,
+    ours: Option<&str>,
+    event: &str,
+    delivery: &str,
+) -> Response {
+    if ours.is_some_and(|o| !o.eq_ignore_ascii_case(&issue.repo)) {
+        return axum::Json(json!({"event": event, "delivery": delivery, "task": null,
+            "issue": issue.number, "summary": "the issue is not of the configured repository"}))
+        .into_response();
+    }
+    let number = issue.number;
+    match s.ops.issue(issue).await {
+        Ok(summary) => axum::Json(json!({"event": event, "delivery": delivery,
+            "issue": number, "summary": summary}))
+        .into_response(),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
+    }
+}
 
 /// The configured repository (`owner/name`), or `None` when the settings do not name one.
 fn configured_repo(settings: &ForgeSettings, root: &std::path::Path, kind: Kind) -> Option<String> {
@@ -315,30 +350,25 @@ fn kind_slug(kind: Kind) -> &'static str {
     }
 }
 
-/// Records the event on the task once (by its meaning) and fires its trigger. Returns
-/// (seen before, the task moved).
+/// Records the event on the task once (by its delivery id and its meaning) and fires its
+/// trigger, in one transaction. Returns (seen before, the task moved).
 async fn apply(
     s: &AppState,
     task: i64,
-    number: u64,
-    ev: &ForgeEvent,
+    record: forge_events::ForgeRecord,
+    delivery: String,
     note: Option<String>,
-    source: &str,
 ) -> Result<(bool, bool), String> {
-    let (event, source) = (ev.clone(), source.to_string());
-    let fresh = s
-        .ops
-        .store()
-        .write(move |db| forge_events::record(db, task, number, &event, &source))
-        .await
-        .map_err(|e| e.to_string())?;
-    if !fresh {
-        return Ok((true, false));
+    let action = Action::Forge {
+        trigger: record.trigger.clone(),
+        note,
+        seen: vec![delivery],
+        record: Some(record),
+    };
+    let summary = s.ops.request(task, action).await.map_err(|e| e.message)?;
+    let (fresh, moved) = forge_events::outcome(&summary);
+    if !moved {
+        tracing::info!("forge event for task {task}: {summary}");
     }
-    let trigger = ev.trigger().to_string();
-    let moved = s.ops.act(task, Action::Forge { trigger, note }).await;
-    if let Err(e) = &moved {
-        tracing::info!("forge event for task {task} moved nothing: {e}");
-    }
-    Ok((false, moved.is_ok()))
+    Ok((!fresh, moved))
 }

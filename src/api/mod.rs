@@ -6,6 +6,7 @@ mod catalog_ops;
 pub mod conns;
 pub mod extract;
 pub mod forge_in;
+mod forge_in_say;
 pub mod github_push;
 pub mod http;
 pub mod mcp;

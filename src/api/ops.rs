@@ -233,11 +233,26 @@ impl Ops {
         self.show_task(id).await
     }
 
-    async fn request(&self, id: i64, action: Action) -> Result<String, OpError> {
-        // The status seen now: the request fails if someone moved the task meanwhile.
+    /// Hands the engine an issue the forge showed (a task when an `issue` trigger watches
+    /// it); the engine's one-line answer.
+    pub(crate) async fn issue(
+        &self,
+        issue: crate::forge::issues::IssueSeen,
+    ) -> Result<String, String> {
+        let client = self.client.read().await;
+        client
+            .order(crate::engine::Order::Issue { issue })
+            .await
+            .map(|a| a.summary())
+    }
+
+    /// Hands the engine a request about task `id` at the status it is at now; its summary.
+    pub(crate) async fn request(&self, id: i64, action: Action) -> Result<String, OpError> {
+        // The status seen now: the request fails if someone moved the task meanwhile. A
+        // forge event applies wherever the task is (its pipeline says what it does there).
         let task = self.store.read(move |db| db.task(id)).await?;
         let expected_status = match action {
-            Action::Start => None,
+            Action::Start | Action::Forge { .. } => None,
             _ => Some(task.status),
         };
         let req = Request {

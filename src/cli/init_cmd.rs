@@ -219,7 +219,8 @@ fn summary(spec: &str) -> String {
 }
 
 /// The `feature` pipeline `init --agent` writes: plan, a human look at the plan, build, an
-/// agent review that can send the work back, a human review, done.
+/// agent review that can send the work back, a human review, then a local merge — or, in a
+/// workspace with a forge, a pull request the task follows until it is merged.
 pub fn feature_pipeline() -> serde_json::Value {
     serde_json::json!({
         "$schema": PIPELINE_SCHEMA,
@@ -233,6 +234,7 @@ pub fn feature_pipeline() -> serde_json::Value {
             {"id": "build", "label": "Implementing", "step": {"agent": "coder", "timeout": "45m"}},
             {"id": "agent_review", "label": "Agent review", "step": {"agent": "reviewer", "timeout": "15m"}},
             {"id": "review", "label": "Review", "kind": "gate"},
+            {"id": "in_pr", "label": "Pull request", "kind": "gate"},
             {"id": "done", "label": "Done", "kind": "done"},
             {"id": "failed", "label": "Failed", "kind": "failed"},
             {"id": "cancelled", "label": "Cancelled", "kind": "cancelled"}
@@ -244,8 +246,13 @@ pub fn feature_pipeline() -> serde_json::Value {
             {"from": "plan_review", "to": "plan", "on": "reject", "label": "Re-plan"},
             {"from": "build", "to": "todo", "on": "outcome:needs_info", "label": "Needs more information"},
             {"from": "agent_review", "to": "build", "on": "outcome:changes_requested", "label": "Changes requested", "guards": [{"max_visits": 3}]},
+            {"from": "review", "to": "in_pr", "on": "approve", "label": "Open a pull request", "guards": [{"forge": true}], "hooks": [{"pr": {}}]},
             {"from": "review", "to": "done", "on": "approve", "label": "Merge", "hooks": [{"merge": {}}]},
-            {"from": "review", "to": "build", "on": "reject", "label": "Changes requested"}
+            {"from": "review", "to": "build", "on": "reject", "label": "Changes requested"},
+            {"from": "in_pr", "to": "done", "on": "pr_merged", "label": "Merged"},
+            {"from": "in_pr", "to": "cancelled", "on": "pr_closed", "label": "Closed without merging"},
+            {"from": "in_pr", "to": "build", "on": "ci_failed", "label": "CI failed"},
+            {"from": "in_pr", "to": "build", "on": "changes_requested", "label": "Changes requested on the pull request"}
         ]
     })
 }

@@ -65,6 +65,14 @@ pub enum Action {
     Forge {
         trigger: String,
         note: Option<String>,
+        /// Keys naming the delivery and the event: noted in the transaction that applies
+        /// the event, so a crash cannot apply it twice or lose it; one seen before makes
+        /// the request do nothing.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        seen: Vec<String>,
+        /// What the event writes on the task, in the same transaction.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        record: Option<super::forge_events::ForgeRecord>,
     },
     /// A person quit the agent's own UI opened on the task (`baton attach`): commit what
     /// the session changed and record who took it over. `committed` is the engine's to
@@ -143,6 +151,8 @@ pub struct Outside<'a> {
     pub merge: MergeCheck<'a>,
     /// `git status` of the task's worktree, when a `clean_worktree` guard may need it.
     pub worktree_clean: Option<bool>,
+    /// The workspace has a usable forge (`[forge]` whose remote resolves), for `forge` guards.
+    pub forge: bool,
 }
 
 fn no_merge(_: &Task, _: &[crate::pipeline::Hook]) -> std::result::Result<(), MergeGate> {
@@ -154,6 +164,7 @@ impl Outside<'static> {
     pub const NONE: Outside<'static> = Outside {
         merge: &no_merge,
         worktree_clean: None,
+        forge: false,
     };
 }
 
@@ -194,7 +205,7 @@ pub fn apply(db: &Db, req: &Request, outside: &Outside) -> Result<Applied> {
     }
     let pipeline = pipeline_of(db, &task)?;
     let run_id = task.run_id.unwrap_or_default();
-    let owned = FactsOwned::load(db, &task, &pipeline, outside.worktree_clean)?;
+    let owned = FactsOwned::load(db, &task, &pipeline, outside.worktree_clean, outside.forge)?;
     let facts = owned.facts();
     let refuse = |message: String| EngineError::Refused {
         task: task.id,
@@ -292,15 +303,27 @@ pub fn apply(db: &Db, req: &Request, outside: &Outside) -> Result<Applied> {
         Action::TakenOver { by, committed } => {
             return super::takeover::record(db, &task, req, by, committed.as_deref());
         }
-        Action::Forge { trigger, note } => {
+        Action::Forge {
+            trigger,
+            note,
+            seen,
+            record,
+        } => {
+            use super::forge_events as fe;
             let Some(trigger) = Trigger::parse(trigger) else {
                 return Err(refuse(format!("`{trigger}` is not a pipeline trigger")));
             };
-            (
-                decided(decide(&pipeline, &task.status, &trigger, &facts))?,
-                note.clone(),
-                run_id,
-            )
+            if let Some(seen_before) = fe::note(db, task.id, seen, record.as_ref())? {
+                return Ok(seen_before);
+            }
+            match decide(&pipeline, &task.status, &trigger, &facts) {
+                Ok(d) => (d, note.clone(), run_id),
+                // The event stays recorded (and seen) though the task does not move.
+                Err(source) => {
+                    let why = explain(&task, &pipeline, &facts, &req.action, source);
+                    return Ok(fe::moved_nothing(task.id, &why.to_string()));
+                }
+            }
         }
     };
     // A re-run may have set a breakpoint on the way in.
@@ -579,7 +602,7 @@ pub fn create_and_start(db: &Db, pipeline: &Pipeline, new: &NewTask) -> Result<C
 pub fn move_options(db: &Db, task_id: i64) -> Result<Vec<crate::pipeline::MoveOption>> {
     let task = db.task(task_id)?;
     let pipeline = pipeline_of(db, &task)?;
-    let owned = FactsOwned::load(db, &task, &pipeline, None)?;
+    let owned = FactsOwned::load(db, &task, &pipeline, None, false)?;
     Ok(crate::pipeline::move_options(
         &pipeline,
         &task.status,

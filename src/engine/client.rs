@@ -408,7 +408,7 @@ fn queue(ws: &Workspace, order: &Order) -> Result<Answer, String> {
             match cmd.state {
                 CommandState::Done => {
                     return match order {
-                        Order::Act(_) => Ok(applied(result)),
+                        Order::Act(_) | Order::Issue { .. } => Ok(applied(result)),
                         Order::Create { .. } => serde_json::from_str(&result)
                             .map(Answer::Made)
                             .map_err(|e| format!("the engine's answer to command {id} is unreadable ({e}) — is it another baton version?")),

@@ -70,6 +70,12 @@ pub(super) async fn pr(ctx: &Ctx, task: &Task, spec: &Value) -> Result<String, S
     let (settings, branch) = prepare(ctx, task, "pr").await?;
     push_now(ctx, task, &settings, &branch).await?;
     let (handoff, tests) = latest_work(ctx, task.id).await?;
+    let id = task.id;
+    let closes = ctx
+        .store
+        .read(move |db| super::forge_issues::issue_of(db, id))
+        .await
+        .map_err(|e| e.to_string())?;
     let base = opts
         .base
         .clone()
@@ -81,7 +87,7 @@ pub(super) async fn pr(ctx: &Ctx, task: &Task, spec: &Value) -> Result<String, S
         head: branch,
         base,
         title: task.title.clone(),
-        body: crate::forge::hook::body(handoff.as_ref(), tests, None, task.id),
+        body: crate::forge::hook::body(handoff.as_ref(), tests, closes, task.id),
         draft: opts.draft,
         labels: opts.labels,
         reviewers: opts.reviewers,
@@ -162,7 +168,8 @@ async fn latest_work(
     Ok((handoff, tests))
 }
 
-/// `comment`: posts the handoff, or the hook's `body` template, on the task's pull request.
+/// `comment`: posts the handoff, or the hook's `body` template, on the task's pull request,
+/// or on its issue when it has no pull request (or `"on": "issue"` asks for the issue).
 pub(super) async fn comment(ctx: &Ctx, task: &Task, spec: &Value) -> Result<String, String> {
     let ws = ctx.ws.clone();
     let settings = tokio::task::spawn_blocking(move || ws.config())
@@ -172,14 +179,34 @@ pub(super) async fn comment(ctx: &Ctx, task: &Task, spec: &Value) -> Result<Stri
         .forge
         .ok_or("the comment hook needs a [forge] table in .baton/config.toml — add one (docs/forge.md)")?;
     let id = task.id;
-    let pr = ctx
+    let (pr, issue) = ctx
         .store
-        .read(move |db| db.task_pr(id))
+        .read(move |db| Ok((db.task_pr(id)?, super::forge_issues::issue_of(db, id)?)))
         .await
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| {
-            format!("task {id} has no pull request to comment on — a pr hook opens one first")
-        })?;
+        .map_err(|e: crate::store::StoreError| e.to_string())?;
+    let on_issue = match spec.get("on").and_then(Value::as_str) {
+        Some("issue") => true,
+        Some("pr") | None => pr.is_none() && issue.is_some(),
+        Some(other) => {
+            return Err(format!(
+                "hook comment: `on` is \"pr\" or \"issue\", not \"{other}\""
+            ));
+        }
+    };
+    let number = match (on_issue, &pr, issue) {
+        (true, _, Some(n)) => n,
+        (true, _, None) => {
+            return Err(format!(
+                "task {id} came from no issue, so there is none to comment on"
+            ));
+        }
+        (false, Some(pr), _) => pr.number as u64,
+        (false, None, _) => {
+            return Err(format!(
+                "task {id} has no pull request to comment on — a pr hook opens one first"
+            ));
+        }
+    };
     let (handoff, tests) = latest_work(ctx, id).await?;
     let default = crate::forge::hook::body(handoff.as_ref(), tests, None, id);
     let body = match spec.get("body").and_then(Value::as_str) {
@@ -191,12 +218,20 @@ pub(super) async fn comment(ctx: &Ctx, task: &Task, spec: &Value) -> Result<Stri
         None => default,
     };
     let root = ctx.ws.root().to_path_buf();
-    let number = pr.number as u64;
     tokio::task::spawn_blocking(move || {
         let forge = Target::client_for(&settings, &root)?;
-        forge.comment(number, &body).map_err(|e| e.to_string())
+        let posted = if on_issue {
+            forge.comment_issue(number, &body)
+        } else {
+            forge.comment(number, &body)
+        };
+        posted.map_err(|e| e.to_string())
     })
     .await
     .map_err(|e| format!("the comment hook stopped: {e}"))??;
-    Ok(format!("commented on #{number}"))
+    Ok(if on_issue {
+        format!("commented on issue #{number}")
+    } else {
+        format!("commented on #{number}")
+    })
 }

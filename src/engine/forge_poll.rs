@@ -21,6 +21,7 @@ impl Engine {
         };
         let (store, handle) = (self.store.clone(), self.handle());
         let (root, stop) = (self.ws.root().to_path_buf(), self.shutdown.clone());
+        let labels = super::forge_issues::watched_labels(&self.triggers);
         tokio::spawn(async move {
             loop {
                 tokio::select! {
@@ -30,9 +31,57 @@ impl Engine {
                 if let Err(e) = poll_once(&store, &handle, &settings, root.clone()).await {
                     tracing::warn!("polling the forge failed: {e}");
                 }
+                if let Err(e) = poll_issues(&store, &handle, &settings, &root, &labels).await {
+                    tracing::warn!("polling the forge's issues failed: {e}");
+                }
             }
         });
     }
+}
+
+/// One look at the open issues carrying a label an `issue` trigger watches (one call per
+/// label); each one not seen before goes to the engine, which makes its task.
+async fn poll_issues(
+    store: &StoreHandle,
+    handle: &EngineHandle,
+    settings: &ForgeSettings,
+    root: &std::path::Path,
+    labels: &[String],
+) -> Result<(), String> {
+    if labels.is_empty() {
+        return Ok(());
+    }
+    let (s, r, l) = (settings.clone(), root.to_path_buf(), labels.to_vec());
+    let seen = tokio::task::spawn_blocking(move || {
+        let forge = Target::client_for(&s, &r)?;
+        let mut out: Vec<crate::forge::issues::IssueSeen> = Vec::new();
+        for label in &l {
+            for issue in forge.open_issues(label).map_err(|e| e.to_string())? {
+                if !out.iter().any(|o| o.number == issue.number) {
+                    out.push(issue);
+                }
+            }
+        }
+        Ok::<_, String>(out)
+    })
+    .await
+    .map_err(|e| e.to_string())??;
+    for issue in seen {
+        let key = format!("trigger:{}", issue.key());
+        let made = store
+            .read(move |db| db.meta(&key))
+            .await
+            .map_err(|e| e.to_string())?;
+        if made.is_some() {
+            continue;
+        }
+        let number = issue.number;
+        match handle.order(super::Order::Issue { issue }).await {
+            Ok(a) => tracing::info!("polled issue #{number}: {}", a.summary()),
+            Err(e) => tracing::warn!("polled issue #{number} made no task: {e}"),
+        }
+    }
+    Ok(())
 }
 
 /// One look at every open pull request; fires what changed.
@@ -107,37 +156,35 @@ pub(super) async fn poll_once(
     .map_err(|e| e.to_string())??;
     for (row, ev) in seen {
         let (task, number) = (row.task_id, row.number as u64);
-        let event = ev.clone();
-        let fresh = store
-            .write(move |db| {
-                // The checks seen now go on the card; a change of state is the event's to make.
-                if event.is_none() {
-                    db.set_task_pr(&row)?;
-                }
-                match &event {
-                    Some(ev) => forge_events::record(db, task, number, ev, "poll"),
-                    None => Ok(false),
-                }
-            })
-            .await
-            .map_err(|e| e.to_string())?;
-        if let (true, Some(ev)) = (fresh, ev) {
-            let merged = matches!(ev.what, What::Merged);
-            let req = Request {
-                task_id: task,
-                action: Action::Forge {
-                    trigger: ev.trigger().to_string(),
-                    note: forge_events::failure_note(&ev),
-                },
-                expected_status: None,
-                actor: "forge".into(),
-            };
-            if let Err(e) = handle.send(req).await {
-                tracing::info!("a polled forge event for task {task} moved nothing: {e}");
+        let Some(ev) = ev else {
+            // The checks seen now go on the card; a change of state is an event's to make.
+            store
+                .write(move |db| db.set_task_pr(&row))
+                .await
+                .map_err(|e| e.to_string())?;
+            continue;
+        };
+        // Recorded, deduplicated and applied in one transaction.
+        let req = Request {
+            task_id: task,
+            action: Action::Forge {
+                trigger: ev.trigger().to_string(),
+                note: forge_events::failure_note(&ev),
+                seen: Vec::new(),
+                record: Some(forge_events::describe(number, &ev, "poll")),
+            },
+            expected_status: None,
+            actor: "forge".into(),
+        };
+        let fresh = match handle.send(req).await {
+            Ok(summary) => forge_events::outcome(&summary).0,
+            Err(e) => {
+                tracing::info!("a polled forge event for task {task} was not applied: {e}");
+                false
             }
-            if merged {
-                forge_events::after_merge(store, root.clone(), settings.clone(), task).await;
-            }
+        };
+        if fresh && matches!(ev.what, What::Merged) {
+            forge_events::after_merge(store, root.clone(), settings.clone(), task).await;
         }
     }
     Ok(())

@@ -14,6 +14,7 @@ mod error;
 mod followups;
 pub mod forge_events;
 mod forge_hooks;
+mod forge_issues;
 mod forge_poll;
 mod handover;
 mod log_cap;
@@ -674,6 +675,7 @@ impl Engine {
         // it. One that is refused (a stale expected status) leaves the step running.
         let abort = matches!(req.action, Action::Abort { .. });
         let clean = self.worktree_clean_for(task_id).await;
+        let forge = self.forge_ready().await;
         let mut merged: Option<std::result::Result<(), String>> = None;
         let mut req = req;
         let mut prepared = self.commit_takeover(&mut req).await;
@@ -691,6 +693,7 @@ impl Engine {
                     let outside = Outside {
                         merge: &gate,
                         worktree_clean: clean,
+                        forge,
                     };
                     let applied = actions::apply(db, &req2, &outside)?;
                     if let Some(id) = command {
@@ -770,6 +773,22 @@ impl Engine {
         tokio::task::spawn_blocking(move || effects::merge_for(&git, &task))
             .await
             .unwrap_or_else(|e| Err(format!("the merge panicked: {e}")))
+    }
+
+    /// Whether the workspace has a usable forge: `[forge]` whose remote resolves to a
+    /// repository on a known forge. Asked before a transaction (it reads git's config); a
+    /// workspace with no `[forge]` costs nothing.
+    async fn forge_ready(&self) -> bool {
+        let Some(settings) = self.cfg.forge.clone() else {
+            return false;
+        };
+        let root = self.ws.root().to_path_buf();
+        tokio::task::spawn_blocking(move || {
+            crate::forge::remote::url_of(&root, settings.remote()).is_some()
+                && crate::forge::Target::of_workspace(&settings, &root).is_ok()
+        })
+        .await
+        .unwrap_or(false)
     }
 
     /// `git status` of a task's worktree, asked only when its pipeline has a

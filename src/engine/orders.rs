@@ -17,6 +17,7 @@ impl Engine {
         match order {
             Order::Act(req) => self.apply_command(req, command).await,
             Order::Create { create } => self.create(create, command).await,
+            Order::Issue { issue } => self.take_issue(issue, command).await,
         }
     }
 

@@ -95,13 +95,17 @@ pub enum Order {
     Create { create: NewTask },
     /// Act on a task.
     Act(Request),
+    /// An issue the forge showed: a task when an `issue` trigger watches it.
+    Issue {
+        issue: crate::forge::issues::IssueSeen,
+    },
 }
 
 impl Order {
     /// The task the order is about (none for a creation).
     pub fn task_id(&self) -> Option<i64> {
         match self {
-            Self::Create { .. } => None,
+            Self::Create { .. } | Self::Issue { .. } => None,
             Self::Act(r) => Some(r.task_id),
         }
     }

@@ -99,6 +99,7 @@ pub(super) fn retry_decision(
             handoff_fields: &[],
             worktree_clean: None,
             run_cost: 0.0,
+            forge: false,
         };
         decide(pipeline, &first.id, &Trigger::Start, &facts)
             .map(|d| d.to)

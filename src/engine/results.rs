@@ -119,7 +119,7 @@ pub fn finish_step(
         return Ok(None);
     }
     let pipeline = pipeline_of(db, &task)?;
-    let owned = FactsOwned::load(db, &task, &pipeline, outside.worktree_clean)?;
+    let owned = FactsOwned::load(db, &task, &pipeline, outside.worktree_clean, outside.forge)?;
     let attempts = if report.trigger == Trigger::Error && report.retryable {
         db.attempts_since_entry(task.id, step.run_id, &step.status)?
     } else {

@@ -91,6 +91,7 @@ fn step_results_table() {
                 handoff_fields: &[],
                 worktree_clean: None,
                 run_cost: 0.0,
+                forge: false,
             },
             attempts: *attempts,
             visits: &count,

@@ -319,6 +319,7 @@ impl Engine {
             self.cfg.max_parallel.saturating_sub(self.running.len())
         };
         let has_git = self.git.is_some();
+        let forge = !shutdown && self.forge_ready().await;
         let mut merged: Option<std::result::Result<(), String>> = None;
         let out = loop {
             let (report, merged2) = (report.clone(), merged.clone());
@@ -335,6 +336,7 @@ impl Engine {
                         let outside = Outside {
                             merge: &gate,
                             worktree_clean: clean,
+                            forge,
                         };
                         results::finish_step(db, step_id, &report, &outside)?
                     };

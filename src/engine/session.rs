@@ -39,10 +39,13 @@ pub async fn carry(store: &StoreHandle, step: &StepRun) -> Carried {
 pub fn carried(db: &Db, step: &StepRun) -> Result<Carried> {
     let runs = db.step_runs(step.task_id)?;
     let before: Vec<&StepRun> = runs.iter().filter(|r| r.id < step.id).collect();
-    let failed = failed_step(&db.history(step.task_id)?, &before, &step.status);
-    let failure = match failed {
-        Some(f) => describe_failure(db, f)?,
-        None => String::new(),
+    let history = db.history(step.task_id)?;
+    let failed = failed_step(&history, &before, &step.status);
+    let ci = ci_failure(&history, &step.status);
+    let failure = match (failed, &ci) {
+        (Some(f), _) => describe_failure(db, f)?,
+        (None, Some(text)) => text.clone(),
+        (None, None) => String::new(),
     };
     let pipeline = db.pipeline(step.task_id).ok();
     let agent = pipeline.as_deref().and_then(|p| agent_of(p, &step.status));
@@ -60,8 +63,9 @@ pub fn carried(db: &Db, step: &StepRun) -> Result<Carried> {
                 ))
             })
             .unwrap_or_default();
-        // Only what came after the continued step is new to its session.
-        let new_failure = failed.is_some_and(|f| f.id > from.id);
+        // Only what came after the continued step is new to its session; failed checks on
+        // the forge always came after the work they checked.
+        let new_failure = failed.is_some_and(|f| f.id > from.id) || ci.is_some();
         Earlier {
             session: from.session_id.clone().unwrap_or_default(),
             step_run: from.id,
@@ -129,6 +133,33 @@ fn failed_step<'a>(
     }
     let from = entry.from.as_deref()?;
     before.iter().rev().find(|r| r.status == from).copied()
+}
+
+/// `{{failure}}` after the forge's checks failed: the last move into `status` was
+/// `ci_failed`, and its note names the failing checks with the forge's summaries.
+fn ci_failure(history: &[HistoryEntry], status: &str) -> Option<String> {
+    let entry = history
+        .iter()
+        .rev()
+        .find(|h| h.to == status && h.trigger != "resume")?;
+    if entry.trigger != "ci_failed" {
+        return None;
+    }
+    let what = entry
+        .reason
+        .as_deref()
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
+        .unwrap_or("the checks failed");
+    Some(Redactor::from_vars(env_vars()).apply(format!(
+        "## What failed\n\nThe pull request's checks failed on the forge:\n\n{}",
+        plain_lines(what)
+    )))
+}
+
+/// [`plain`] for each line of a text.
+fn plain_lines(text: &str) -> String {
+    text.lines().map(plain).collect::<Vec<_>>().join("\n")
 }
 
 /// `{{failure}}` for `step`: which step failed, its error, and the tail of its log (capped,

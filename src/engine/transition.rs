@@ -135,16 +135,19 @@ pub struct FactsOwned {
     handoff_fields: Vec<String>,
     worktree_clean: Option<bool>,
     run_cost: f64,
+    forge: bool,
 }
 
 impl FactsOwned {
     /// Reads the facts for a task's current run. `worktree_clean` was gathered before the
     /// transaction (it needs git); None when no guard needs it or there is no worktree.
+    /// `forge`: the workspace has a usable forge, also known before the transaction.
     pub fn load(
         db: &Db,
         task: &Task,
         pipeline: &Pipeline,
         worktree_clean: Option<bool>,
+        forge: bool,
     ) -> Result<Self> {
         let run = task.run_id.unwrap_or_default();
         let mut visits = std::collections::HashMap::new();
@@ -186,6 +189,7 @@ impl FactsOwned {
             handoff_fields,
             worktree_clean,
             run_cost: if cost { db.run_cost(run)? } else { 0.0 },
+            forge,
         })
     }
 
@@ -197,6 +201,7 @@ impl FactsOwned {
             handoff_fields: &self.handoff_fields,
             worktree_clean: self.worktree_clean,
             run_cost: self.run_cost,
+            forge: self.forge,
         }
     }
 }

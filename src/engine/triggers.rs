@@ -17,6 +17,8 @@ pub enum Kind {
     Push(Vec<String>),
     /// A task of this pipeline reached done.
     TaskDone(String),
+    /// An open issue on the forge carrying one of these labels.
+    Issue(Vec<String>),
 }
 
 /// A parsed trigger.
@@ -84,9 +86,25 @@ pub fn parse(p: &Pipeline) -> (Vec<Trigger>, Vec<String>) {
                     continue;
                 }
             }
+        } else if let Some(spec) = raw.get("issue") {
+            let labels: Vec<String> = spec
+                .get("labels")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|l| l.as_str().filter(|l| !l.trim().is_empty()))
+                        .map(String::from)
+                        .collect()
+                })
+                .unwrap_or_default();
+            if labels.is_empty() {
+                errors.push(format!("{at}: issue needs \"labels\": [\"baton\"]"));
+                continue;
+            }
+            Kind::Issue(labels)
         } else {
             errors.push(format!(
-                "{at}: unknown trigger (use schedule, push or task_done)"
+                "{at}: unknown trigger (use schedule, push, task_done or issue)"
             ));
             continue;
         };
@@ -94,13 +112,18 @@ pub fn parse(p: &Pipeline) -> (Vec<Trigger>, Vec<String>) {
             Kind::Schedule(_) => "{{date}}",
             Kind::Push(_) => "{{branch}} {{sha}}",
             Kind::TaskDone(_) => "after {{title}}",
+            Kind::Issue(_) => "{{title}}",
+        };
+        let default_prompt = match kind {
+            Kind::Issue(_) => "{{body}}\n\n(issue #{{number}}: {{url}})",
+            _ => "",
         };
         out.push(Trigger {
             pipeline: p.id.clone(),
             index,
             kind,
             title: text("title", default_title),
-            prompt: text("prompt", ""),
+            prompt: text("prompt", default_prompt),
         });
     }
     (out, errors)
@@ -257,6 +280,8 @@ pub struct Firing {
     pub vars: Vec<(String, String)>,
     /// The slot of a schedule firing, remembered so a restart knows what it missed.
     pub slot: Option<DateTime<Local>>,
+    /// The issue a firing of an `issue` trigger came from: the task remembers it.
+    pub issue: Option<u64>,
 }
 
 /// The firing of schedule trigger `i` (`t`) for its slot `at`.
@@ -266,6 +291,7 @@ pub fn schedule_firing(i: usize, t: &Trigger, at: DateTime<Local>) -> Firing {
         key: format!("schedule:{}:{}:{}", t.pipeline, t.index, at.to_rfc3339()),
         vars: vec![("date".into(), at.format("%Y-%m-%d %H:%M").to_string())],
         slot: Some(at),
+        issue: None,
     }
 }
 
@@ -357,6 +383,7 @@ impl TriggerSet {
                             ("sha".into(), sha.chars().take(12).collect()),
                         ],
                         slot: None,
+                        issue: None,
                     }),
                     None => {}
                 }
@@ -434,6 +461,7 @@ impl TriggerSet {
                     ("id".into(), task.id.to_string()),
                 ],
                 slot: None,
+                issue: None,
             })
             .collect()
     }

@@ -250,4 +250,21 @@ impl Forge for Gitea {
         )?;
         Ok(())
     }
+
+    fn open_issues(&self, label: &str) -> Result<Vec<super::issues::IssueSeen>, ForgeError> {
+        let what = format!("the open issues labelled `{label}`");
+        let path = format!(
+            "/repos/{}/issues?state=open&type=issues&labels={}&limit=50",
+            self.repo,
+            super::http::segment(label)
+        );
+        let v = self.http.get(&path, &what)?;
+        let list = v
+            .as_array()
+            .ok_or_else(|| self.http.bad(&what, "not a list"))?;
+        Ok(list
+            .iter()
+            .filter_map(|i| super::issues::from_github_like(self.http.kind, &self.repo, i))
+            .collect())
+    }
 }

@@ -179,4 +179,21 @@ impl Forge for GitHub {
         )?;
         Ok(())
     }
+
+    fn open_issues(&self, label: &str) -> Result<Vec<super::issues::IssueSeen>, ForgeError> {
+        let what = format!("the open issues labelled `{label}`");
+        let path = format!(
+            "/repos/{}/issues?state=open&labels={}&per_page=100",
+            self.repo,
+            segment(label)
+        );
+        let v = self.http.get(&path, &what)?;
+        let list = v
+            .as_array()
+            .ok_or_else(|| self.http.bad(&what, "not a list"))?;
+        Ok(list
+            .iter()
+            .filter_map(|i| super::issues::from_github_like(Kind::Github, &self.repo, i))
+            .collect())
+    }
 }

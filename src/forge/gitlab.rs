@@ -10,6 +10,8 @@ use serde_json::{Value, json};
 pub(super) struct GitLab {
     http: Http,
     project: String,
+    /// `owner/name`, as issues are named.
+    repo: String,
 }
 
 impl GitLab {
@@ -17,6 +19,7 @@ impl GitLab {
         Self {
             http,
             project: format!("/projects/{}", segment(repo)),
+            repo: repo.to_string(),
         }
     }
 
@@ -228,5 +231,33 @@ impl Forge for GitLab {
             &format!("commenting on !{number}"),
         )?;
         Ok(())
+    }
+
+    fn comment_issue(&self, number: u64, body: &str) -> Result<(), ForgeError> {
+        let path = format!("{}/issues/{number}/notes", self.project);
+        self.http.call(
+            Method::POST,
+            &path,
+            Some(&json!({"body": body})),
+            &format!("commenting on issue #{number}"),
+        )?;
+        Ok(())
+    }
+
+    fn open_issues(&self, label: &str) -> Result<Vec<super::issues::IssueSeen>, ForgeError> {
+        let what = format!("the open issues labelled `{label}`");
+        let path = format!(
+            "{}/issues?state=opened&labels={}&per_page=100",
+            self.project,
+            segment(label)
+        );
+        let v = self.http.get(&path, &what)?;
+        let list = v
+            .as_array()
+            .ok_or_else(|| self.http.bad(&what, "not a list"))?;
+        Ok(list
+            .iter()
+            .filter_map(|i| super::issues::from_gitlab_api(&self.repo, i))
+            .collect())
     }
 }

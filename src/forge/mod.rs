@@ -9,6 +9,7 @@ mod github;
 mod gitlab;
 pub mod hook;
 mod http;
+pub mod issues;
 pub mod push;
 pub mod remote;
 pub mod settings;
@@ -321,6 +322,13 @@ pub trait Forge: Send + Sync {
     ) -> Result<Vec<ReviewComment>, ForgeError>;
     /// Comments on a pull request or issue.
     fn comment(&self, number: u64, body: &str) -> Result<(), ForgeError>;
+    /// Comments on an issue (where issues and pull requests share their numbers and
+    /// comments, as on GitHub and Gitea, the same as [`Forge::comment`]).
+    fn comment_issue(&self, number: u64, body: &str) -> Result<(), ForgeError> {
+        self.comment(number, body)
+    }
+    /// The open issues carrying `label` (one page, newest first), pull requests left out.
+    fn open_issues(&self, label: &str) -> Result<Vec<issues::IssueSeen>, ForgeError>;
 
     /// Opens the branch's pull request, or updates the one already open; then labels and
     /// reviewers. Returns the pull request and whether it was created.

@@ -23,6 +23,8 @@ pub struct Facts<'a> {
     pub worktree_clean: Option<bool>,
     /// Dollars spent in the current run.
     pub run_cost: f64,
+    /// The workspace has a usable forge (`[forge]` with a remote that resolves).
+    pub forge: bool,
 }
 
 /// One guard evaluated while deciding.
@@ -375,6 +377,19 @@ fn check_guard(guard: &Guard, to: &str, facts: &Facts) -> (bool, String) {
             (false, "the worktree has uncommitted changes".into())
         }
         Guard::CleanWorktree(_) => (true, "worktree clean".into()),
+        Guard::Forge(want) if facts.forge == *want => (
+            true,
+            if facts.forge {
+                "the workspace has a forge".into()
+            } else {
+                "the workspace has no forge".into()
+            },
+        ),
+        Guard::Forge(_) if facts.forge => (false, "the workspace has a forge".into()),
+        Guard::Forge(_) => (
+            false,
+            "the workspace has no forge ([forge] in config.toml with a remote)".into(),
+        ),
         Guard::Budget(limit) if facts.run_cost < *limit => (
             true,
             format!("{} spent of {}", usd(facts.run_cost), usd(*limit)),

@@ -100,6 +100,7 @@ struct F {
     fields: Vec<String>,
     clean: Option<bool>,
     cost: f64,
+    forge: bool,
 }
 
 impl F {
@@ -110,6 +111,7 @@ impl F {
             handoff_fields: &self.fields,
             worktree_clean: self.clean,
             run_cost: self.cost,
+            forge: self.forge,
         }
     }
 }

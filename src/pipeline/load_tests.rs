@@ -90,6 +90,7 @@ fn demo_flows_and_loops() {
             handoff_fields: &[],
             worktree_clean: None,
             run_cost: 0.0,
+            forge: false,
         };
         decide(&p, from, &t, &f).expect("decides").to
     };
@@ -119,6 +120,7 @@ fn demo_flows_and_loops() {
         handoff_fields: &[],
         worktree_clean: None,
         run_cost: 0.0,
+        forge: false,
     };
     let blocked = decide(&p, "ai_review", &changes, &f).unwrap_err();
     assert!(
@@ -251,4 +253,47 @@ fn the_default_pipeline_is_the_workspaces_own_even_when_it_overrides_a_builtin()
         catalog.default_pipeline().map(|p| p.name.as_str()),
         Some("Our feature")
     );
+}
+
+#[test]
+fn feature_opens_a_pull_request_only_where_there_is_a_forge() {
+    let (_, text) = builtin_sources()
+        .iter()
+        .find(|(name, _)| name.ends_with("feature.json"))
+        .expect("feature is built in");
+    let p = parse_pipeline("feature", text, None).0.expect("parses");
+    let visits = std::collections::HashMap::new();
+    let at = |from: &str, t: Trigger, forge: bool| {
+        let f = Facts {
+            visits: &visits,
+            step_running: false,
+            handoff_fields: &[],
+            worktree_clean: None,
+            run_cost: 0.0,
+            forge,
+        };
+        let d = decide(&p, from, &t, &f).expect("decides");
+        (d.to, d.hooks)
+    };
+    let (to, hooks) = at("review", Trigger::Approve, true);
+    assert_eq!(to, "in_pr");
+    assert!(
+        matches!(hooks[..], [crate::pipeline::Hook::Pr(_)]),
+        "{hooks:?}"
+    );
+    let (to, hooks) = at("review", Trigger::Approve, false);
+    assert_eq!(to, "done");
+    assert!(
+        matches!(hooks[..], [crate::pipeline::Hook::Merge(_)]),
+        "{hooks:?}"
+    );
+    for (trigger, want) in [
+        ("pr_merged", "done"),
+        ("pr_closed", "cancelled"),
+        ("ci_failed", "build"),
+        ("outcome:changes_requested", "build"),
+    ] {
+        let t = Trigger::parse(trigger).expect("a trigger");
+        assert_eq!(at("in_pr", t, true).0, want, "{trigger}");
+    }
 }

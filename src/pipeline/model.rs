@@ -20,7 +20,7 @@ pub struct Pipeline {
     pub statuses: Vec<Status>,
     #[serde(default)]
     pub transitions: Vec<Transition>,
-    /// Automatic task creators (`schedule`, `push`, `task_done`); kept as raw JSON for now.
+    /// Automatic task creators (`schedule`, `push`, `task_done`, `issue`); kept as raw JSON for now.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub triggers: Vec<serde_json::Value>,
 }
@@ -280,6 +280,9 @@ pub enum Guard {
     CleanWorktree(#[serde(default)] bool),
     /// The run's cost so far is below this many dollars.
     Budget(f64),
+    /// `true`: the workspace has a usable forge (`[forge]` whose remote resolves to a
+    /// repository); `false`: it has none.
+    Forge(bool),
 }
 
 impl Guard {
@@ -291,6 +294,7 @@ impl Guard {
             Self::HasHandoffField(f) => format!("has_handoff_field: {f}"),
             Self::CleanWorktree(_) => "clean_worktree".into(),
             Self::Budget(b) => format!("budget: {b}"),
+            Self::Forge(on) => format!("forge: {on}"),
         }
     }
 }

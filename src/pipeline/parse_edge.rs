@@ -7,7 +7,8 @@ use serde_json::Value;
 use std::collections::BTreeSet;
 
 const TRIGGERS: &str = "start, approve, reject, manual, success, failure, error, abort, pr_merged, pr_closed, ci_failed, changes_requested or outcome:<name>";
-const GUARDS: &str = "max_visits, no_running_step, has_handoff_field, clean_worktree or budget";
+const GUARDS: &str =
+    "max_visits, no_running_step, has_handoff_field, clean_worktree, budget or forge";
 const HOOKS: &str = "notify, run, start_task, webhook, merge, push, pr or comment";
 
 /// Parses transition number `index` (`ids`: the status ids in order); `from` values go into `leaving` even when the rest is broken.
@@ -169,6 +170,7 @@ fn parse_guard(ctx: &mut Ctx, name: &str, v: &Value, ptr: &str, what: &str) -> O
             .map(Guard::MaxVisits),
         "no_running_step" => v.as_bool().map(Guard::NoRunningStep),
         "clean_worktree" => v.as_bool().map(Guard::CleanWorktree),
+        "forge" => v.as_bool().map(Guard::Forge),
         "has_handoff_field" => v
             .as_str()
             .filter(|s| !s.trim().is_empty())
@@ -185,7 +187,7 @@ fn parse_guard(ctx: &mut Ctx, name: &str, v: &Value, ptr: &str, what: &str) -> O
     if guard.is_none() {
         let wanted = match name {
             "max_visits" => "a whole number ≥ 0",
-            "no_running_step" | "clean_worktree" => "true or false",
+            "no_running_step" | "clean_worktree" | "forge" => "true or false",
             "has_handoff_field" => "a handoff field name",
             _ => "a number of dollars ≥ 0",
         };
@@ -216,25 +218,34 @@ fn parse_hook(ctx: &mut Ctx, name: &str, v: &Value, ptr: &str, what: &str) -> Op
         "webhook" => Hook::Webhook(v.clone()),
         "merge" => Hook::Merge(v.clone()),
         "push" => Hook::Push(v.clone()),
-        "comment" => {
-            match v.get("body") {
-                Some(b) if !b.is_string() => {
+        "comment" => match v.get("body") {
+            Some(b) if !b.is_string() => {
+                ctx.error(
+                    ptr,
+                    format!("{what}: hook `comment`: `body` takes a text template, not {b}"),
+                );
+                return None;
+            }
+            _ if !v.is_object() && !v.is_null() => {
+                ctx.error(
+                    ptr,
+                    format!(
+                        "{what}: hook `comment` takes an object like {{\"body\": \"…\"}}, not {v}"
+                    ),
+                );
+                return None;
+            }
+            _ => match v.get("on") {
+                Some(on) if on != "pr" && on != "issue" => {
                     ctx.error(
                         ptr,
-                        format!("{what}: hook `comment`: `body` takes a text template, not {b}"),
+                        format!("{what}: hook `comment`: `on` is \"pr\" or \"issue\", not {on}"),
                     );
                     return None;
                 }
-                _ if !v.is_object() && !v.is_null() => {
-                    ctx.error(
-                    ptr,
-                    format!("{what}: hook `comment` takes an object like {{\"body\": \"…\"}}, not {v}"),
-                );
-                    return None;
-                }
                 _ => Hook::Comment(v.clone()),
-            }
-        }
+            },
+        },
         "pr" => match crate::forge::hook::PrOptions::parse(v) {
             Ok(_) => Hook::Pr(v.clone()),
             Err(why) => {

@@ -7,8 +7,10 @@ use super::parse::Ctx;
 use super::parse_step::did_you_mean;
 use serde_json::Value;
 
-const FIELDS: &[&str] = &["schedule", "push", "task_done", "title", "prompt"];
-const KINDS: &[&str] = &["schedule", "push", "task_done"];
+const FIELDS: &[&str] = &["schedule", "push", "task_done", "issue", "title", "prompt"];
+const KINDS: &[&str] = &["schedule", "push", "task_done", "issue"];
+/// The fields of an `issue` trigger's object.
+const ISSUE_FIELDS: &[&str] = &["labels"];
 
 /// The cron fields of a five-field pattern, with their ranges; a six-field one has
 /// `second` (0–59) first.
@@ -41,7 +43,7 @@ pub(crate) fn check(ctx: &mut Ctx, triggers: &[Value]) {
             let message = match did_you_mean(key, FIELDS) {
                 Some(near) => format!("{at}: unknown field `{key}` — did you mean `{near}`?"),
                 None => format!(
-                    "{at}: unknown field `{key}` (a trigger has one of schedule, push, task_done, plus title and prompt)"
+                    "{at}: unknown field `{key}` (a trigger has one of schedule, push, task_done, issue, plus title and prompt)"
                 ),
             };
             ctx.error_key(&join(&ptr, key), message);
@@ -50,8 +52,11 @@ pub(crate) fn check(ctx: &mut Ctx, triggers: &[Value]) {
         if kinds != 1 {
             ctx.error(
                 &ptr,
-                format!("{at}: a trigger has exactly one of schedule, push or task_done"),
+                format!("{at}: a trigger has exactly one of schedule, push, task_done or issue"),
             );
+        }
+        if let Some(spec) = obj.get("issue") {
+            check_issue(ctx, &join(&ptr, "issue"), &at, spec);
         }
         if let Some(spec) = obj.get("schedule") {
             let at_value = join(&ptr, "schedule");
@@ -67,6 +72,48 @@ pub(crate) fn check(ctx: &mut Ctx, triggers: &[Value]) {
                 ),
             }
         }
+    }
+}
+
+/// An `issue` trigger: `{"labels": ["baton"]}`, at least one label, each a name.
+fn check_issue(ctx: &mut Ctx, ptr: &str, at: &str, spec: &Value) {
+    const SHAPE: &str = "{\"labels\": [\"baton\"]}";
+    let Some(obj) = spec.as_object() else {
+        ctx.error(ptr, format!("{at}: issue is an object like {SHAPE}"));
+        return;
+    };
+    for key in obj.keys().filter(|k| !ISSUE_FIELDS.contains(&k.as_str())) {
+        let message = match did_you_mean(key, ISSUE_FIELDS) {
+            Some(near) => format!("{at}: issue has no field `{key}` — did you mean `{near}`?"),
+            None => format!("{at}: issue has no field `{key}` (it takes labels: {SHAPE})"),
+        };
+        ctx.error_key(&join(ptr, key), message);
+    }
+    let labels_at = join(ptr, "labels");
+    match obj.get("labels") {
+        None => ctx.error(
+            ptr,
+            format!("{at}: issue needs the labels that make an issue a task, like {SHAPE}"),
+        ),
+        Some(Value::Array(list)) if !list.is_empty() => {
+            for (i, l) in list.iter().enumerate() {
+                if l.as_str().is_none_or(|l| l.trim().is_empty()) {
+                    ctx.error(
+                        &join(&labels_at, &i.to_string()),
+                        format!(
+                            "{at}: issue label {} must be a label's name, not {l}",
+                            i + 1
+                        ),
+                    );
+                }
+            }
+        }
+        Some(v) => ctx.error(
+            &labels_at,
+            format!(
+                "{at}: issue labels must be a list of one or more names like [\"baton\"], not {v}"
+            ),
+        ),
     }
 }
 

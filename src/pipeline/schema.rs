@@ -244,6 +244,9 @@ pub enum Guard {
     CleanWorktree(bool),
     /// Allowed only while the task's cost (dollars) is below this.
     Budget(#[schemars(range(min = 0.0))] f64),
+    /// true: allowed only when the workspace has a usable forge ([forge] with a remote);
+    /// false: only when it has none.
+    Forge(bool),
 }
 
 /// One hook: an object with one key.
@@ -275,6 +278,17 @@ pub struct CommentHook {
     /// The comment; `{{id}}`, `{{title}}`, `{{status}}` and `{{handoff}}` are filled in.
     /// Default: the latest handoff's sections and the test counts.
     body: Option<String>,
+    /// Where it goes: the task's pull request (`pr`, the default while it has one) or the
+    /// issue the task came from (`issue`, the default when it has no pull request).
+    on: Option<CommentOn>,
+}
+
+/// Where a comment goes.
+#[derive(JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CommentOn {
+    Pr,
+    Issue,
 }
 
 /// `{"draft": true, "base": "main", "labels": ["baton"], "reviewers": ["ana"]}`.
@@ -333,7 +347,7 @@ pub struct WebhookHook {
 #[derive(JsonSchema)]
 pub struct MergeHook {}
 
-/// A task creator: exactly one of `schedule`, `push` or `task_done`, with templates.
+/// A task creator: exactly one of `schedule`, `push`, `task_done` or `issue`, with templates.
 #[derive(JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[schemars(extend(
@@ -341,7 +355,8 @@ pub struct MergeHook {}
     "oneOf" = [
         {"required": ["schedule"]},
         {"required": ["push"]},
-        {"required": ["task_done"]}
+        {"required": ["task_done"]},
+        {"required": ["issue"]}
     ]
 ))]
 pub struct TriggerFile {
@@ -351,7 +366,10 @@ pub struct TriggerFile {
     push: Option<PushTrigger>,
     /// Another task reached done.
     task_done: Option<TaskDoneTrigger>,
-    /// Title template (`{{date}}`; `{{branch}}`, `{{sha}}`; `{{title}}`, `{{id}}`).
+    /// An issue opened or labelled on the forge with one of these labels.
+    issue: Option<IssueTrigger>,
+    /// Title template (`{{date}}`; `{{branch}}`, `{{sha}}`; `{{title}}`, `{{id}}`; an
+    /// issue's `{{title}}`, `{{body}}`, `{{number}}`, `{{url}}`).
     title: Option<String>,
     /// Prompt template.
     prompt: Option<String>,
@@ -363,6 +381,15 @@ pub struct PushTrigger {
     /// Branch patterns.
     #[schemars(length(min = 1))]
     branches: Vec<String>,
+}
+
+/// `{"labels": ["baton"]}`: an open issue carrying one of the labels becomes a task.
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IssueTrigger {
+    /// Label names.
+    #[schemars(length(min = 1))]
+    labels: Vec<String>,
 }
 
 /// `{"pipeline": "feature"}`.

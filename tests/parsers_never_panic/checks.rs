@@ -68,6 +68,7 @@ pub fn exercise_pipeline(p: &Pipeline) {
         handoff_fields: &fields,
         worktree_clean: Some(false),
         run_cost: 1.5,
+        forge: true,
     };
     let mut triggers: Vec<Trigger> = [
         "start", "approve", "reject", "manual", "success", "failure", "error", "abort",

@@ -249,6 +249,7 @@ mod tests {
             handoff_fields: &[],
             worktree_clean: None,
             run_cost: 0.0,
+            forge: false,
         };
         for answer in [
             "OUTCOME: needs-info",

@@ -66,6 +66,16 @@ pub enum Action {
         trigger: String,
         note: Option<String>,
     },
+    /// Say something to the task's agent: to its running step where the backend takes
+    /// input, else queued for its next step, or a new attempt continuing its last session.
+    Say {
+        text: String,
+    },
+    /// Answer the open questions of the agent that ended with `needs_info`, one answer per
+    /// question, in order; the task goes back to the status that asked.
+    Answer {
+        answers: Vec<String>,
+    },
 }
 
 impl Action {
@@ -87,6 +97,8 @@ impl Action {
             Self::Archive => "archive",
             Self::Delete => "delete",
             Self::Forge { .. } => "forge",
+            Self::Say { .. } => "say",
+            Self::Answer { .. } => "answer",
         }
     }
 }
@@ -267,6 +279,13 @@ pub fn apply(db: &Db, req: &Request, outside: &Outside) -> Result<Applied> {
         }
         Action::Archive => return super::task_edits::archive(db, &task, &pipeline),
         Action::Delete => return super::task_edits::delete(db, &task),
+        Action::Say { text } => match super::say::say(db, &task, &pipeline, text, &req.actor)? {
+            super::say::Said::Queued(applied) => return Ok(applied),
+            super::say::Said::Attempt(planned) => planned,
+        },
+        Action::Answer { answers } => {
+            super::answer::answer(db, &task, &pipeline, answers, &req.actor)?
+        }
         Action::Forge { trigger, note } => {
             let Some(trigger) = Trigger::parse(trigger) else {
                 return Err(refuse(format!("`{trigger}` is not a pipeline trigger")));

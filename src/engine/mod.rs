@@ -4,6 +4,7 @@
 //! the `commands` table.
 
 pub mod actions;
+mod answer;
 mod breakpoints;
 pub mod client;
 mod client_follow;
@@ -29,6 +30,7 @@ mod request;
 mod restart;
 mod results;
 mod runner;
+mod say;
 mod schedule_catchup;
 mod scheduler;
 mod session;
@@ -140,6 +142,8 @@ struct Running {
     /// Cancelled by the step's task once its process is gone and its report is sent.
     ended: CancellationToken,
     task_id: i64,
+    /// Messages said to the step while it runs (a backend that reads none drops them).
+    said: mpsc::UnboundedSender<crate::exec::agent::LiveMessage>,
     /// Its pipeline has a `clean_worktree` guard, so its result needs `git status`.
     uses_clean: bool,
 }
@@ -587,6 +591,11 @@ impl Engine {
         // An abort that is written stops the task's step through `after`; one whose write
         // fails (a full disk) stops it all the same and is recorded once the database takes
         // it. One that is refused (a stale expected status) leaves the step running.
+        if let Action::Say { text } = &req.action
+            && let Some(out) = self.say_live(&req, text, command).await
+        {
+            return out;
+        }
         let abort = matches!(req.action, Action::Abort { .. });
         let clean = self.worktree_clean_for(task_id).await;
         let mut merged: Option<std::result::Result<(), String>> = None;

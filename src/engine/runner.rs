@@ -42,6 +42,8 @@ pub struct Job {
     pub max_step_log: u64,
     /// The workspace's OpenCode server (profiles with `"serve": true`).
     pub opencode: Option<std::sync::Arc<crate::exec::agent::opencode_serve::OpencodeServer>>,
+    /// The messages said to the step while it runs (agent steps).
+    pub inbox: Option<crate::exec::agent::Inbox>,
 }
 
 /// Prompts up to this size are also passed in `BATON_TASK_PROMPT`.
@@ -428,6 +430,24 @@ pub fn report_for(finish: &Finish, env: &StepEnv) -> StepReport {
     }
 }
 
+/// Marks the messages a step takes as delivered to it: those kept for the next step, and
+/// the one a new attempt was made for.
+fn take_messages(store: &StoreHandle, step_id: i64, messages: &[crate::store::Message]) {
+    use super::say::via;
+    let (attempt, next): (Vec<_>, Vec<_>) = messages
+        .iter()
+        .partition(|m| m.via == via::NEW_ATTEMPT);
+    let attempt: Vec<i64> = attempt.iter().map(|m| m.id).collect();
+    let next: Vec<i64> = next.iter().map(|m| m.id).collect();
+    if attempt.is_empty() && next.is_empty() {
+        return;
+    }
+    store.write_detached("the messages a step takes", move |db| {
+        db.deliver_messages(&attempt, step_id, None)?;
+        db.deliver_messages(&next, step_id, Some(via::NEXT_STEP))
+    });
+}
+
 /// Runs an agent step: template values from the task, the previous handoff's context
 /// header as `{{handoff}}`, and the session id and process recorded as soon as they exist.
 async fn agent_step(
@@ -442,6 +462,8 @@ async fn agent_step(
     let (t, s) = (&job.task, &job.step);
     let step_id = s.id;
     let carried = super::session::carry(store, s).await;
+    let messages = carried.messages_text();
+    take_messages(store, step_id, &carried.messages);
     let vars = TemplateVars {
         title: t.title.clone(),
         prompt: t.prompt.clone(),
@@ -452,6 +474,7 @@ async fn agent_step(
         context_dir: job.context_dir.display().to_string(),
         failure: carried.failure,
         session: String::new(),
+        messages,
     };
     let session = |id: &str| {
         let id = id.to_string();
@@ -484,11 +507,18 @@ async fn agent_step(
         placement,
         opencode: job.opencode.as_deref(),
         earlier: carried.earlier,
+        inbox: job.inbox.clone(),
+    };
+    let delivered = |id: i64| {
+        store.write_detached("a message said to a running agent", move |db| {
+            db.deliver_messages(&[id], step_id, Some(super::say::via::LIVE))
+        });
     };
     let hooks = Hooks {
         session: &session,
         spawned: &spawned,
         continued: &continued,
+        delivered: &delivered,
     };
     let rep = exec::agent::run_step(step, log, cancel, &hooks).await;
     StepReport {

@@ -244,11 +244,15 @@ fn task(db: &Db, id: i64) -> crate::store::Result<TaskDetail> {
         .collect();
     let keep = notices.len().saturating_sub(5);
     notices.drain(..keep);
+    let messages = db.messages(id)?;
+    let questions = crate::engine::views::open_questions(db, &task)?;
     Ok(TaskDetail {
         task,
         steps,
         history,
         notices,
+        messages,
+        questions,
     })
 }
 

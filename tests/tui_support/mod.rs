@@ -295,6 +295,8 @@ pub fn running_detail() -> (TaskDetail, Vec<LogLine>) {
             ],
         ),
         notices: vec![],
+        messages: vec![],
+        questions: vec![],
     };
     let mut texts: Vec<String> = vec!["Building: Add a dark mode toggle".into()];
     for i in 1..=14 {
@@ -332,6 +334,8 @@ pub fn interrupted_detail() -> (TaskDetail, Vec<LogLine>) {
             ],
         ),
         notices: vec![],
+        messages: vec![],
+        questions: vec![],
     };
     let log = log_lines(
         21,
@@ -354,6 +358,8 @@ pub fn gate_detail() -> TaskDetail {
         ],
         history: history(4, &[(None, "backlog", "create")]),
         notices: vec![],
+        messages: vec![],
+        questions: vec![],
     }
 }
 
@@ -364,5 +370,7 @@ pub fn backlog_detail() -> TaskDetail {
         steps: vec![],
         history: history(1, &[(None, "backlog", "create")]),
         notices: vec![],
+        messages: vec![],
+        questions: vec![],
     }
 }

@@ -290,11 +290,11 @@ pub async fn call(ops: &Ops, name: &str, raw: Option<JsonObject>) -> OpResult {
         "resume" => ops.act(args::<IdArgs>(name, raw)?.id, Action::Resume).await,
         "say" => {
             let a: SayArgs = args(name, raw)?;
-            ops.act(a.id, Action::Say { text: a.text }).await
+            ops.talk(a.id, Action::Say { text: a.text }).await
         }
         "answer" => {
             let a: AnswerArgs = args(name, raw)?;
-            ops.act(a.id, Action::Answer { answers: a.answers }).await
+            ops.talk(a.id, Action::Answer { answers: a.answers }).await
         }
         "retry" => ops.act(args::<IdArgs>(name, raw)?.id, Action::Retry).await,
         "task_logs" => {

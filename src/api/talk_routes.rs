@@ -27,7 +27,7 @@ pub async fn say_task(
     body: Bytes,
 ) -> Response {
     match parse_json::<SayBody>(&body, r#"{"text": "…"}"#) {
-        Ok(b) => reply(s.ops.act(id, Action::Say { text: b.text }).await),
+        Ok(b) => reply(s.ops.talk(id, Action::Say { text: b.text }).await),
         Err(r) => *r,
     }
 }
@@ -39,8 +39,8 @@ pub async fn say_task(
     params(("id" = i64, Path, description = "task id")),
     request_body = AnswerBody,
     responses((status = 200, body = ShowTask), (status = 404, body = ErrorBody, description = "no such task"),
-        (status = 409, body = ErrorBody, description = "its agent asked nothing (its last step did not end with needs_info)"),
-        (status = 400, body = ErrorBody, description = "no answer, more answers than questions, or an answer holds a NUL byte"),
+        (status = 409, body = ErrorBody, description = "its agent asked nothing (its last step did not end with needs_info), or more answers than questions"),
+        (status = 400, body = ErrorBody, description = "no answer, or an answer holds a NUL byte or is over 32 KiB"),
         (status = 422, body = ErrorBody, description = "the body is JSON of the wrong shape (it needs `answers`)")),
     security(("bearer" = [])))]
 pub async fn answer_task(
@@ -49,7 +49,7 @@ pub async fn answer_task(
     body: Bytes,
 ) -> Response {
     match parse_json::<AnswerBody>(&body, r#"{"answers": ["…"]}"#) {
-        Ok(b) => reply(s.ops.act(id, Action::Answer { answers: b.answers }).await),
+        Ok(b) => reply(s.ops.talk(id, Action::Answer { answers: b.answers }).await),
         Err(r) => *r,
     }
 }

@@ -4,7 +4,7 @@
 
 use super::error::{EngineError, Result};
 use super::restart::plain;
-use super::say::{check_text, via};
+use super::say::{check_answers, via};
 use super::session::agent_of;
 use super::task_edits::Planned;
 use crate::pipeline::{Pipeline, Trigger};
@@ -66,22 +66,13 @@ pub(super) fn answer(
         )));
     };
     let questions = open_questions(&asking);
-    if answers.iter().all(|a| a.trim().is_empty()) {
-        return Err(EngineError::Invalid(
-            "no answer given: give one answer per question, in order".into(),
-        ));
-    }
+    check_answers(answers)?;
     if !questions.is_empty() && answers.len() > questions.len() {
         return Err(EngineError::Invalid(format!(
             "{} answers for {} questions: give one answer per question, in order",
             answers.len(),
             questions.len()
         )));
-    }
-    for (i, a) in answers.iter().enumerate() {
-        if !a.trim().is_empty() {
-            check_text(a, &format!("answer {}", i + 1))?;
-        }
     }
     let text = crate::questions::pairs(&questions, answers);
     db.insert_message(task.id, &text, actor, via::NEW_ATTEMPT)?;

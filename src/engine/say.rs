@@ -55,6 +55,22 @@ pub fn check_text(text: &str, what: &str) -> Result<()> {
     Ok(())
 }
 
+/// The checks of answers that need nothing but them: at least one, none with a NUL byte or
+/// over the length cap.
+pub fn check_answers(answers: &[String]) -> Result<()> {
+    if answers.iter().all(|a| a.trim().is_empty()) {
+        return Err(EngineError::Invalid(
+            "no answer given: give one answer per question, in order".into(),
+        ));
+    }
+    for (i, a) in answers.iter().enumerate() {
+        if !a.trim().is_empty() {
+            check_text(a, &format!("answer {}", i + 1))?;
+        }
+    }
+    Ok(())
+}
+
 /// The latest agent step run of the task's current run that has ended, preferring one that
 /// left a session to continue.
 pub(super) fn last_agent_step(db: &Db, task: &Task, pipeline: &Pipeline) -> Result<Option<StepRun>> {

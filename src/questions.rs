@@ -69,7 +69,7 @@ pub fn pairs(questions: &[String], answers: &[String]) -> String {
         let a = answers
             .get(i)
             .map(|a| a.trim())
-            .filter(|a| !a.is_empty())
+            .filter(|a| !a.chars().all(|c| c.is_whitespace() || c.is_control()))
             .unwrap_or("(no answer given)");
         out.push_str(&format!("\nQ{}: {q}\nA{}: {a}\n", i + 1, i + 1));
     }

@@ -3,7 +3,7 @@
 
 use super::ops::NewTask;
 use super::schema::{
-    ActionBody, ActionName, AnswerBody, ErrorBody, HistoryItem, ListItem, LogLineItem, LogsPage,
+    ActionBody, ActionName, AnswerBody, AnswerText, ErrorBody, HistoryItem, ListItem, LogLineItem, LogsPage,
     MessageItem, MoveBody, PrItem, SayBody, ShowTask, StepItem, TriggerBody, ValidateBody,
 };
 use super::{forge_in, routes, sse, talk_routes, webhooks};
@@ -89,7 +89,7 @@ impl utoipa::Modify for CommonAnswers {
     ),
     components(schemas(
         NewTask, ActionBody, ActionName, MoveBody, ValidateBody, TriggerBody, ErrorBody, ListItem, ShowTask, StepItem, PrItem,
-        HistoryItem, LogsPage, LogLineItem, MessageItem, SayBody, AnswerBody,
+        HistoryItem, LogsPage, LogLineItem, MessageItem, SayBody, AnswerBody, AnswerText,
     )),
     modifiers(&Bearer, &CommonAnswers),
 )]

@@ -46,7 +46,12 @@ pub struct MoveBody {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SayBody {
-    /// What to say to the task's agent (at most 32 KiB).
+    /// What to say to the task's agent: not blank, no NUL byte, at most 32768 characters.
+    #[schema(
+        min_length = 1,
+        max_length = 32768,
+        pattern = r"^[^\u0000]*[^\s\u0000-\u001f\u007f-\u009f][^\u0000]*$"
+    )]
     pub text: String,
 }
 
@@ -55,9 +60,15 @@ pub struct SayBody {
 #[serde(deny_unknown_fields)]
 pub struct AnswerBody {
     /// One answer per open question (`questions` of the task), in order; an empty string
-    /// leaves one unanswered.
-    pub answers: Vec<String>,
+    /// leaves one unanswered (but not all of them).
+    #[schema(min_items = 1)]
+    pub answers: Vec<AnswerText>,
 }
+
+/// One answer: no NUL byte, at most 32768 characters.
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(value_type = String, pattern = r"^[^\u0000]*$")]
+pub struct AnswerText(pub String);
 
 /// `POST /api/pipelines/validate`.
 #[derive(Debug, Deserialize, ToSchema)]

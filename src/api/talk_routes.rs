@@ -49,7 +49,9 @@ pub async fn answer_task(
     body: Bytes,
 ) -> Response {
     match parse_json::<AnswerBody>(&body, r#"{"answers": ["…"]}"#) {
-        Ok(b) => reply(s.ops.talk(id, Action::Answer { answers: b.answers }).await),
+        Ok(b) => reply(s.ops.talk(id, Action::Answer {
+                    answers: b.answers.into_iter().map(|a| a.0).collect(),
+                }).await),
         Err(r) => *r,
     }
 }

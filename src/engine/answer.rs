@@ -67,6 +67,12 @@ pub(super) fn answer(
     };
     let questions = open_questions(&asking);
     check_answers(answers)?;
+    if answers.iter().all(|a| super::say::blank(a)) {
+        return Err(refuse(
+            "every answer is empty: answer at least one question (an empty answer leaves that one open)"
+                .into(),
+        ));
+    }
     if !questions.is_empty() && answers.len() > questions.len() {
         return Err(EngineError::Invalid(format!(
             "{} answers for {} questions: give one answer per question, in order",

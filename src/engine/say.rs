@@ -11,7 +11,7 @@ use super::task_edits::Planned;
 use crate::pipeline::{Pipeline, Trigger};
 use crate::store::{Db, StepRun, StepState, Task, TaskState};
 
-/// The longest message, in bytes: a message is a few paragraphs, not a file.
+/// The longest message, in characters: a message is a few paragraphs, not a file.
 pub const MAX_MESSAGE: usize = 32 * 1024;
 
 /// How a message went.
@@ -35,10 +35,7 @@ pub(super) enum Said {
 /// Why a message cannot be sent, in one sentence; `what` names it (`the message`, `answer 2`).
 pub fn check_text(text: &str, what: &str) -> Result<()> {
     let invalid = |m: String| Err(EngineError::Invalid(m));
-    if crate::ansi::strip(text)
-        .chars()
-        .all(|c| c.is_whitespace() || c.is_control())
-    {
+    if blank(text) {
         return invalid(format!("{what} is empty: give the words to send the agent"));
     }
     if text.contains('\0') {
@@ -46,25 +43,30 @@ pub fn check_text(text: &str, what: &str) -> Result<()> {
             "{what} holds a NUL byte, which no agent can be given — remove it"
         ));
     }
-    if text.len() > MAX_MESSAGE {
+    let n = text.chars().count();
+    if n > MAX_MESSAGE {
         return invalid(format!(
-            "{what} is {} bytes long; keep it to {MAX_MESSAGE} at most (put long material in a file in the worktree and name it)",
-            text.len()
+            "{what} is {n} characters long; keep it to {MAX_MESSAGE} at most (put long material in a file in the worktree and name it)"
         ));
     }
     Ok(())
 }
 
+/// True when `text` says nothing: only spaces and control characters.
+pub fn blank(text: &str) -> bool {
+    text.chars().all(|c| c.is_whitespace() || c.is_control())
+}
+
 /// The checks of answers that need nothing but them: at least one, none with a NUL byte or
-/// over the length cap.
+/// over the length cap. (All of them blank is the engine's refusal: nothing to send.)
 pub fn check_answers(answers: &[String]) -> Result<()> {
-    if answers.iter().all(|a| a.trim().is_empty()) {
+    if answers.is_empty() {
         return Err(EngineError::Invalid(
             "no answer given: give one answer per question, in order".into(),
         ));
     }
     for (i, a) in answers.iter().enumerate() {
-        if !a.trim().is_empty() {
+        if !blank(a) {
             check_text(a, &format!("answer {}", i + 1))?;
         }
     }
@@ -218,7 +220,7 @@ mod tests {
     fn blank_nul_and_long_messages_are_refused_in_one_sentence() {
         for (text, want) in [
             ("  \n\t", "is empty"),
-            ("\u{1b}[31m", "is empty"),
+            ("\u{7}\r\n", "is empty"),
             ("a\0b", "NUL byte"),
         ] {
             let e = check_text(text, "the message").unwrap_err().to_string();

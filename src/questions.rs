@@ -65,7 +65,10 @@ pub fn pairs(questions: &[String], answers: &[String]) -> String {
     let mut out = String::from("## Answers to your open questions\n");
     let n = questions.len().max(answers.len());
     for i in 0..n {
-        let q = questions.get(i).map(String::as_str).unwrap_or("(no question)");
+        let q = questions
+            .get(i)
+            .map(String::as_str)
+            .unwrap_or("(no question)");
         let a = answers
             .get(i)
             .map(|a| a.trim())
@@ -96,7 +99,10 @@ mod tests {
 
     #[test]
     fn plain_lines_are_questions_and_none_is_nothing() {
-        assert_eq!(split("Which port?\nWhich user?\n"), ["Which port?", "Which user?"]);
+        assert_eq!(
+            split("Which port?\nWhich user?\n"),
+            ["Which port?", "Which user?"]
+        );
         for empty in ["", "None.", "- None", "N/A", "  \n"] {
             assert!(split(empty).is_empty(), "{empty:?}");
         }

@@ -300,8 +300,10 @@ fn a_message_to_an_agent_that_takes_no_input_reaches_the_next_step() {
 
 #[test]
 fn answers_to_the_agents_questions_reach_it_and_the_task_goes_back_to_the_asking_status() {
-    let Some(rig) = Rig::new(vec![Reply::handoff("needs_info"), Reply::handoff("success")])
-    else {
+    let Some(rig) = Rig::new(vec![
+        Reply::handoff("needs_info"),
+        Reply::handoff("success"),
+    ]) else {
         return;
     };
     let id = rig.new_task(&[]);
@@ -309,7 +311,10 @@ fn answers_to_the_agents_questions_reach_it_and_the_task_goes_back_to_the_asking
     let shown = rig.ws.show(id);
     // quick_fix sends a coder that needs information back to its backlog.
     assert_eq!(shown["status"], "todo", "{shown:#}");
-    assert_eq!(shown["questions"], serde_json::json!(["Should it say more?"]));
+    assert_eq!(
+        shown["questions"],
+        serde_json::json!(["Should it say more?"])
+    );
     let before = rig.turns().len();
     let out = rig.ok(&[
         "answer",

@@ -81,15 +81,25 @@ fn say_and_answer_over_http() {
     );
     assert_eq!(code, StatusCode::CONFLICT, "{e}");
     let said = e["error"].as_str().unwrap();
-    assert!(said.contains("asked nothing") && said.contains("baton say"), "{said}");
-    let (code, e) = post(&s, &format!("/api/tasks/{id}/answer"), r#"{"answers": "yes"}"#);
+    assert!(
+        said.contains("asked nothing") && said.contains("baton say"),
+        "{said}"
+    );
+    let (code, e) = post(
+        &s,
+        &format!("/api/tasks/{id}/answer"),
+        r#"{"answers": "yes"}"#,
+    );
     assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
     assert_eq!(show(&s, id)["messages"].as_array().unwrap().len(), 1);
     // A finished task has no agent to hear it.
     let done = create(&s, true);
     let start = std::time::Instant::now();
     while show(&s, done)["status"] != "review" {
-        assert!(start.elapsed() < PATIENCE, "the task never reached its gate");
+        assert!(
+            start.elapsed() < PATIENCE,
+            "the task never reached its gate"
+        );
         std::thread::yield_now();
     }
     let (code, _) = post(&s, &format!("/api/tasks/{done}/approve"), "{}");
@@ -152,7 +162,10 @@ fn say_and_answer_as_mcp_tools() {
         .iter()
         .filter_map(|t| t["name"].as_str())
         .collect();
-    assert!(names.contains(&"say") && names.contains(&"answer"), "{names:?}");
+    assert!(
+        names.contains(&"say") && names.contains(&"answer"),
+        "{names:?}"
+    );
     let made = answer(3);
     let task: Value =
         serde_json::from_str(made["result"]["content"][0]["text"].as_str().unwrap()).unwrap();

@@ -18,7 +18,12 @@ fn message(id: i64, text: &str, delivered_to: Option<i64>, via: &str) -> Message
         text: text.into(),
         actor: "tui".into(),
         at: NOW - 60_000 + id * 1000,
-        state: if delivered_to.is_some() { "delivered" } else { "queued" }.into(),
+        state: if delivered_to.is_some() {
+            "delivered"
+        } else {
+            "queued"
+        }
+        .into(),
         delivered_to,
         via: via.into(),
         delivered_at: delivered_to.map(|_| NOW - 30_000),
@@ -30,7 +35,12 @@ fn talked_to() -> (TaskDetail, Vec<baton::store::LogLine>) {
     let (mut d, log) = running_detail();
     d.messages = vec![
         message(1, "Use the system theme by default.", Some(12), "live"),
-        message(2, "And \x1b[31mremember\x1b[0m the docs.", None, "next step"),
+        message(
+            2,
+            "And \x1b[31mremember\x1b[0m the docs.",
+            None,
+            "next step",
+        ),
     ];
     (d, log)
 }
@@ -46,7 +56,8 @@ fn said_screen(w: u16, h: u16) -> String {
     hs.ctrl('s');
     let sent: Vec<Effect> = hs.app.take_effects();
     assert!(
-        sent.iter().any(|e| matches!(e, Effect::Send(r) if r.task_id == 2
+        sent.iter()
+            .any(|e| matches!(e, Effect::Send(r) if r.task_id == 2
             && r.action == Action::Say { text: "Also test the toggle.".into() })),
         "{sent:?}"
     );

@@ -3,8 +3,9 @@
 
 use super::ops::NewTask;
 use super::schema::{
-    ActionBody, ActionName, AnswerBody, AnswerText, ErrorBody, HistoryItem, ListItem, LogLineItem, LogsPage,
-    MessageItem, MoveBody, PrItem, SayBody, ShowTask, StepItem, TriggerBody, ValidateBody,
+    ActionBody, ActionName, AnswerBody, AnswerText, ErrorBody, HistoryItem, ListItem, LogLineItem,
+    LogsPage, MessageItem, MoveBody, PrItem, SayBody, ShowTask, StepItem, TriggerBody,
+    ValidateBody,
 };
 use super::{forge_in, routes, sse, talk_routes, webhooks};
 use axum::response::{IntoResponse, Response};

@@ -49,7 +49,6 @@ pub struct SayBody {
     /// What to say to the task's agent: not blank, no NUL byte, at most 32768 characters.
     #[schema(
         min_length = 1,
-        max_length = 32768,
         pattern = r"^[^\u0000]*[^\s\u0000-\u001f\u007f-\u009f][^\u0000]*$"
     )]
     pub text: String,

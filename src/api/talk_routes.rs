@@ -49,9 +49,16 @@ pub async fn answer_task(
     body: Bytes,
 ) -> Response {
     match parse_json::<AnswerBody>(&body, r#"{"answers": ["…"]}"#) {
-        Ok(b) => reply(s.ops.talk(id, Action::Answer {
-                    answers: b.answers.into_iter().map(|a| a.0).collect(),
-                }).await),
+        Ok(b) => reply(
+            s.ops
+                .talk(
+                    id,
+                    Action::Answer {
+                        answers: b.answers.into_iter().map(|a| a.0).collect(),
+                    },
+                )
+                .await,
+        ),
         Err(r) => *r,
     }
 }

@@ -92,7 +92,12 @@ mod tests {
             answers_from_json(r#"{"answers": ["8080", ""]}"#).unwrap(),
             ["8080", ""]
         );
-        for bad in [r#"["8080"]"#, r#"{"answer": ["x"]}"#, "{", r#"{"answers": [1]}"#] {
+        for bad in [
+            r#"["8080"]"#,
+            r#"{"answer": ["x"]}"#,
+            "{",
+            r#"{"answers": [1]}"#,
+        ] {
             let e = answers_from_json(bad).unwrap_err().message;
             assert!(e.starts_with("--json: "), "{bad}: {e}");
             assert!(e.contains("one string per question"), "{bad}: {e}");

@@ -49,9 +49,9 @@ pub use client::{Client, Gone, Submitted};
 pub use effects::{GitCtx, safe_url};
 pub use error::{EngineError, Result};
 pub use recovery::Recovered;
-pub use say::{MAX_MESSAGE, check_answers, check_text};
 pub use request::{Answer, MAX_IDEMPOTENCY_KEY, Made, NewTask, Order};
 pub use results::{MAX_AUTOMATIC_VISITS, ResultDecision, ResultFacts, StepReport, on_result};
+pub use say::{MAX_MESSAGE, check_answers, check_text};
 pub use transition::{entry_state, pipeline_of};
 
 use crate::store::{CommandState, Db, StoreHandle};

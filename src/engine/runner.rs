@@ -434,9 +434,8 @@ pub fn report_for(finish: &Finish, env: &StepEnv) -> StepReport {
 /// the one a new attempt was made for.
 fn take_messages(store: &StoreHandle, step_id: i64, messages: &[crate::store::Message]) {
     use super::say::via;
-    let (attempt, next): (Vec<_>, Vec<_>) = messages
-        .iter()
-        .partition(|m| m.via == via::NEW_ATTEMPT);
+    let (attempt, next): (Vec<_>, Vec<_>) =
+        messages.iter().partition(|m| m.via == via::NEW_ATTEMPT);
     let attempt: Vec<i64> = attempt.iter().map(|m| m.id).collect();
     let next: Vec<i64> = next.iter().map(|m| m.id).collect();
     if attempt.is_empty() && next.is_empty() {

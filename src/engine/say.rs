@@ -75,7 +75,11 @@ pub fn check_answers(answers: &[String]) -> Result<()> {
 
 /// The latest agent step run of the task's current run that has ended, preferring one that
 /// left a session to continue.
-pub(super) fn last_agent_step(db: &Db, task: &Task, pipeline: &Pipeline) -> Result<Option<StepRun>> {
+pub(super) fn last_agent_step(
+    db: &Db,
+    task: &Task,
+    pipeline: &Pipeline,
+) -> Result<Option<StepRun>> {
     let run_id = task.run_id.unwrap_or_default();
     let ended: Vec<StepRun> = db
         .step_runs(task.id)?
@@ -118,9 +122,7 @@ pub(super) fn say(
         TaskState::Running | TaskState::Queued => {
             let agent = agent_of(pipeline, &task.status);
             queued(match agent {
-                Some(a) => format!(
-                    "queued for the next step: `{a}` takes no input while it runs"
-                ),
+                Some(a) => format!("queued for the next step: `{a}` takes no input while it runs"),
                 None => "queued for its next agent step (a script step runs now)".into(),
             })
         }
@@ -171,8 +173,10 @@ impl super::Engine {
                     return Ok(None);
                 }
                 let id = db.insert_message(task_id, &said_text, &actor, via::LIVE)?;
-                let summary =
-                    format!("task {task_id}: said to the running agent `{agent}` (its step at `{}`)", step.status);
+                let summary = format!(
+                    "task {task_id}: said to the running agent `{agent}` (its step at `{}`)",
+                    step.status
+                );
                 if let Some(c) = command {
                     db.finish_command(c, crate::store::CommandState::Done, &summary)?;
                 }

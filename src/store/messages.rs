@@ -28,8 +28,7 @@ pub struct Message {
     pub delivered_at: Option<i64>,
 }
 
-const COLS: &str =
-    "id, task_id, text, actor, created_at, state, delivered_to, via, delivered_at";
+const COLS: &str = "id, task_id, text, actor, created_at, state, delivered_to, via, delivered_at";
 
 fn row(r: &rusqlite::Row) -> rusqlite::Result<Message> {
     Ok(Message {

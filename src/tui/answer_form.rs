@@ -111,7 +111,10 @@ mod tests {
     fn each_question_gets_its_answer_and_enter_on_the_last_sends() {
         let mut f = form();
         typed(&mut f, "8080");
-        assert!(matches!(f.key(KeyEvent::from(KeyCode::Enter)), Outcome::Stay));
+        assert!(matches!(
+            f.key(KeyEvent::from(KeyCode::Enter)),
+            Outcome::Stay
+        ));
         typed(&mut f, "root");
         assert_eq!(f.texts(), ["8080", "root"]);
         match f.key(KeyEvent::from(KeyCode::Enter)) {

@@ -448,8 +448,12 @@ mod tests {
         assert_eq!(v["type"], "user");
         assert_eq!(v["message"]["role"], "user");
         assert_eq!(v["message"]["content"], "a \"quote\"\nand a line");
-        assert!(is_result(r#"{"type":"result","subtype":"success","result":"x"}"#));
-        assert!(!is_result(r#"{"type":"assistant","message":{"content":"result"}}"#));
+        assert!(is_result(
+            r#"{"type":"result","subtype":"success","result":"x"}"#
+        ));
+        assert!(!is_result(
+            r#"{"type":"assistant","message":{"content":"result"}}"#
+        ));
     }
 
     #[test]

@@ -46,9 +46,8 @@ pub struct LiveMessage {
 
 /// Where a running agent step finds the messages said to it. A backend that reads input
 /// mid-run takes the receiver; one that does not leaves the messages to the next step.
-pub type Inbox = std::sync::Arc<
-    std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<LiveMessage>>>,
->;
+pub type Inbox =
+    std::sync::Arc<std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<LiveMessage>>>>;
 
 /// What an agent produced.
 #[derive(Debug, Clone, Default, PartialEq)]

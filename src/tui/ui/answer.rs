@@ -33,11 +33,7 @@ pub fn render(f: &mut Frame, body: Rect, app: &App, form: &AnswerForm) {
         let y = inner.y + row as u16 * ROWS;
         let q = Rect::new(inner.x, y, inner.width, 1);
         let a = Rect::new(inner.x + 2, y + 1, inner.width.saturating_sub(2), 1);
-        let style = if i == form.field {
-            t.key()
-        } else {
-            t.dim()
-        };
+        let style = if i == form.field { t.key() } else { t.dim() };
         let text = truncate(&format!("{}. {}", i + 1, form.questions[i]), w);
         f.render_widget(Paragraph::new(Span::styled(text, style)), q);
         if a.y < inner.y + inner.height {

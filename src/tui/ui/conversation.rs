@@ -32,11 +32,18 @@ pub fn lines(app: &App, d: &TaskDetail, w: usize) -> Vec<Line<'static>> {
                     .find(|s| s.id == id)
                     .map(|s| format!("{}#{}", s.status, s.attempt))
                     .unwrap_or_else(|| "a step".into());
-                format!("→ {step} ({})", m.via)
+                let via = match m.via.as_str() {
+                    "new attempt" => "new",
+                    "next step" => "next",
+                    other => other,
+                };
+                format!("→ {step} ({via})")
             }
             _ => "queued".to_string(),
         };
-        let head = format!("{} {} {went}: ", clock(m.at), m.actor);
+        // Compact: the minute, where it went, then as much of the text as fits.
+        let at = clock(m.at);
+        let head = format!("{} {went}: ", at.get(..5).unwrap_or(&at));
         let room = w.saturating_sub(head.chars().count());
         out.push(Line::from(vec![
             Span::styled(truncate(&head, w), t.dim()),
@@ -46,10 +53,7 @@ pub fn lines(app: &App, d: &TaskDetail, w: usize) -> Vec<Line<'static>> {
     if !d.questions.is_empty() {
         out.push(Line::styled(
             truncate(
-                &format!(
-                    "{} open question(s) — I answers them",
-                    d.questions.len()
-                ),
+                &format!("{} open question(s) — I answers them", d.questions.len()),
                 w,
             ),
             t.attention(),

@@ -243,10 +243,7 @@ fn note(f: &mut Frame, body: Rect, app: &App, form: &NoteForm) {
     let inner = block.inner(area);
     f.render_widget(block, area);
     let [label, note] = Layout::vertical([Constraint::Length(1), Constraint::Min(1)]).areas(inner);
-    f.render_widget(
-        Paragraph::new(Span::styled(said, t.dim())),
-        label,
-    );
+    f.render_widget(Paragraph::new(Span::styled(said, t.dim())), label);
     f.render_widget(&form.note, note);
 }
 

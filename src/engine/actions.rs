@@ -280,7 +280,7 @@ pub fn apply(db: &Db, req: &Request, outside: &Outside) -> Result<Applied> {
         Action::Archive => return super::task_edits::archive(db, &task, &pipeline),
         Action::Delete => return super::task_edits::delete(db, &task),
         Action::Say { text } => match super::say::say(db, &task, &pipeline, text, &req.actor)? {
-            super::say::Said::Queued(applied) => return Ok(applied),
+            super::say::Said::Queued(applied) => return Ok(*applied),
             super::say::Said::Attempt(planned) => planned,
         },
         Action::Answer { answers } => {

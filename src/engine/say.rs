@@ -27,7 +27,7 @@ pub mod via {
 /// What `say` does with a task.
 pub(super) enum Said {
     /// Kept for the next agent step: nothing moves.
-    Queued(Applied),
+    Queued(Box<Applied>),
     /// A new attempt of the last agent step, continuing its session.
     Attempt(Planned),
 }
@@ -107,12 +107,12 @@ pub(super) fn say(
     };
     let queued = |summary: String| -> Result<Said> {
         db.insert_message(task.id, text, actor, via::NEXT_STEP)?;
-        Ok(Said::Queued(Applied {
+        Ok(Said::Queued(Box::new(Applied {
             task_id: task.id,
             summary: format!("task {}: {summary}", task.id),
             moved: None,
             retry: false,
-        }))
+        })))
     };
     match task.state {
         TaskState::Done | TaskState::Cancelled => Err(refuse(format!(

@@ -430,23 +430,6 @@ pub fn report_for(finish: &Finish, env: &StepEnv) -> StepReport {
     }
 }
 
-/// Marks the messages a step takes as delivered to it: those kept for the next step, and
-/// the one a new attempt was made for.
-fn take_messages(store: &StoreHandle, step_id: i64, messages: &[crate::store::Message]) {
-    use super::say::via;
-    let (attempt, next): (Vec<_>, Vec<_>) =
-        messages.iter().partition(|m| m.via == via::NEW_ATTEMPT);
-    let attempt: Vec<i64> = attempt.iter().map(|m| m.id).collect();
-    let next: Vec<i64> = next.iter().map(|m| m.id).collect();
-    if attempt.is_empty() && next.is_empty() {
-        return;
-    }
-    store.write_detached("the messages a step takes", move |db| {
-        db.deliver_messages(&attempt, step_id, None)?;
-        db.deliver_messages(&next, step_id, Some(via::NEXT_STEP))
-    });
-}
-
 /// Runs an agent step: template values from the task, the previous handoff's context
 /// header as `{{handoff}}`, and the session id and process recorded as soon as they exist.
 async fn agent_step(
@@ -462,7 +445,7 @@ async fn agent_step(
     let step_id = s.id;
     let carried = super::session::carry(store, s).await;
     let messages = carried.messages_text();
-    take_messages(store, step_id, &carried.messages);
+    super::say::take_messages(store, step_id, &carried.messages);
     let vars = TemplateVars {
         title: t.title.clone(),
         prompt: t.prompt.clone(),

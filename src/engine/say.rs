@@ -204,6 +204,27 @@ impl super::Engine {
     }
 }
 
+/// Marks the messages a step takes as delivered to it: those kept for the next step, and
+/// the one a new attempt was made for.
+pub(super) fn take_messages(
+    store: &crate::store::StoreHandle,
+    step_id: i64,
+    messages: &[crate::store::Message],
+) {
+    use super::say::via;
+    let (attempt, next): (Vec<_>, Vec<_>) =
+        messages.iter().partition(|m| m.via == via::NEW_ATTEMPT);
+    let attempt: Vec<i64> = attempt.iter().map(|m| m.id).collect();
+    let next: Vec<i64> = next.iter().map(|m| m.id).collect();
+    if attempt.is_empty() && next.is_empty() {
+        return;
+    }
+    store.write_detached("the messages a step takes", move |db| {
+        db.deliver_messages(&attempt, step_id, None)?;
+        db.deliver_messages(&next, step_id, Some(via::NEXT_STEP))
+    });
+}
+
 /// Messages as a prompt holds them: each with who said it, oldest first.
 pub fn render_messages(messages: &[crate::store::Message]) -> String {
     if messages.is_empty() {

@@ -12,6 +12,7 @@ pub mod exec;
 pub mod forge;
 pub mod handoff;
 pub mod pipeline;
+pub mod questions;
 pub mod store;
 pub mod testcounts;
 pub mod tui;

@@ -41,6 +41,8 @@ fn paused_detail() -> TaskDetail {
             ],
         ),
         notices: vec![],
+        messages: vec![],
+        questions: vec![],
     }
 }
 
@@ -185,6 +187,8 @@ fn history_shows_guards_hooks_and_events_on_one_timeline() {
             ],
         ),
         notices: vec![],
+        messages: vec![],
+        questions: vec![],
     };
     d.history[1].guards = serde_json::json!([
         {"guard": "max_visits: 3", "passed": true, "detail": "build entered 2 of 3 times"}

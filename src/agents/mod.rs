@@ -13,7 +13,7 @@ mod template;
 pub use live::LiveAgents;
 pub use load::{AgentCatalog, ProfileError, load_agents};
 pub use profile::{
-    Backend, DEFAULT_CONTINUE_TEMPLATE, DEFAULT_OPENCODE_URL, DEFAULT_TEMPLATE, Format, Profile,
-    PromptVia, SessionMode, parse_profile,
+    Backend, DEFAULT_CONTINUE_TEMPLATE, DEFAULT_OPENCODE_URL, DEFAULT_TEMPLATE, Format, InputMode,
+    Profile, PromptVia, SessionMode, parse_profile,
 };
 pub use template::{TemplateVars, fill, render_argv, render_prompt, unknown_placeholders};

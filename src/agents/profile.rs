@@ -75,6 +75,19 @@ impl Format {
     }
 }
 
+/// Whether a `command` agent takes more input while it runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InputMode {
+    /// The prompt only (on argv or stdin); nothing can be said to it while it runs.
+    #[default]
+    Text,
+    /// Claude Code's `--input-format stream-json`: the prompt and every message said while
+    /// it runs are user messages, one JSON line each, on its standard input; baton closes
+    /// it once a turn ends with nothing left to send.
+    StreamJson,
+}
+
 /// How a `command` agent receives its rendered prompt.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -119,7 +132,8 @@ impl SessionMode {
 }
 
 /// The prompt sent to a continued session when a profile gives none: only what is new.
-pub const DEFAULT_CONTINUE_TEMPLATE: &str = "{{failure}}\n\n{{handoff}}\n\n{{note}}";
+pub const DEFAULT_CONTINUE_TEMPLATE: &str =
+    "{{failure}}\n\n{{handoff}}\n\n{{note}}\n\n{{messages}}";
 
 /// One agent profile.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -150,6 +164,8 @@ pub struct Profile {
     pub format: Format,
     /// How a `command` agent receives the prompt.
     pub prompt_via: PromptVia,
+    /// Whether it takes messages on stdin while it runs (`"input": "stream-json"`).
+    pub input: InputMode,
     /// The prompt, with `{{title}}`, `{{prompt}}`, `{{handoff}}`, … placeholders.
     pub prompt_template: String,
     /// Whether a later step of this agent on the same task continues its session.
@@ -189,6 +205,11 @@ impl Profile {
             (None, _) => "",
         };
         url.trim_end_matches('/').to_string()
+    }
+
+    /// True when a running step of this profile reads messages said to it.
+    pub fn takes_input(&self) -> bool {
+        self.backend == Backend::Command && self.input == InputMode::StreamJson
     }
 
     /// True when this profile's steps can continue an earlier session: it asks to, and its

@@ -16,6 +16,7 @@ const KNOWN: &[&str] = &[
     "argv",
     "format",
     "prompt_via",
+    "input",
     "prompt_template",
     "outcomes",
     "timeout",
@@ -209,6 +210,7 @@ fn build(d: &mut Diags, obj: &Map<String, Value>) -> Option<Profile> {
         }
     };
     let prompt_via = prompt_via(d, obj, &id, backend, &argv);
+    let input = input(d, obj, &id, backend, prompt_via);
     let recordings = match obj.get("recording") {
         Some(Value::String(one)) => vec![one.clone()],
         _ => string_list(d, obj, "recording").unwrap_or_default(),
@@ -350,7 +352,7 @@ fn build(d: &mut Diags, obj: &Map<String, Value>) -> Option<Profile> {
         d.push(
             Severity::Warning,
             Some("prompt_template"),
-            format!("agent `{id}`: unknown placeholder `{{{{{name}}}}}` stays as written (known: title, prompt, handoff, note, branch, status, context_dir, failure)"),
+            format!("agent `{id}`: unknown placeholder `{{{{{name}}}}}` stays as written (known: title, prompt, handoff, note, branch, status, context_dir, failure, messages)"),
         );
     }
     let (session, resume_argv, continue_template) = session(d, obj, &id, backend);
@@ -411,6 +413,7 @@ fn build(d: &mut Diags, obj: &Map<String, Value>) -> Option<Profile> {
         argv,
         format,
         prompt_via,
+        input,
         prompt_template,
         session,
         resume_argv,
@@ -579,6 +582,41 @@ fn prompt_via(
         );
     }
     via
+}
+
+/// `input`: `stream-json` only for a `command` agent that reads its prompt on stdin.
+fn input(
+    d: &mut Diags,
+    obj: &Map<String, Value>,
+    id: &str,
+    backend: Option<Backend>,
+    via: PromptVia,
+) -> InputMode {
+    let mode = match string(d, obj, "input").as_deref() {
+        None | Some("text") => return InputMode::Text,
+        Some("stream-json") => InputMode::StreamJson,
+        Some(other) => {
+            d.error(
+                Some("input"),
+                format!("agent `{id}`: unknown input `{other}` (expected text or stream-json)"),
+            );
+            return InputMode::Text;
+        }
+    };
+    if backend.is_some_and(|b| b != Backend::Command) {
+        d.error(
+            Some("input"),
+            format!("agent `{id}`: only a `command` agent takes `input`; an OpenCode session takes messages over HTTP — remove it"),
+        );
+        return InputMode::Text;
+    }
+    if via != PromptVia::Stdin {
+        d.error(
+            Some("input"),
+            format!("agent `{id}`: `\"input\": \"stream-json\"` sends the prompt as a JSON line on stdin — set `\"prompt_via\": \"stdin\"` and add `--input-format stream-json` to argv"),
+        );
+    }
+    mode
 }
 
 /// An optional string member; a value of another type is an error.

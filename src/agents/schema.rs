@@ -63,13 +63,17 @@ pub struct AgentFile {
     /// prompt is written to the process's standard input, which is then closed, and `argv`
     /// must not contain `{{message}}`.
     prompt_via: Option<PromptViaName>,
+    /// `command`: `stream-json` when the agent reads user messages as JSON lines on stdin
+    /// while it runs (Claude Code's `--input-format stream-json`), so `baton say` reaches it
+    /// mid-run; needs `prompt_via` `stdin`. Default `text`.
+    input: Option<InputName>,
     /// `replay`: the recorded output, relative to the profile's folder; a list plays one
     /// recording per attempt of the status (the last one repeats).
     recording: Option<Recording>,
     /// `replay`: the pause between two recorded lines, like "50ms" (default: none).
     pace: Option<Duration>,
     /// The prompt, with `{{title}}`, `{{prompt}}`, `{{handoff}}`, `{{note}}`, `{{failure}}`,
-    /// `{{branch}}`, `{{status}}` and `{{context_dir}}`.
+    /// `{{messages}}`, `{{branch}}`, `{{status}}` and `{{context_dir}}`.
     prompt_template: Option<String>,
     /// Whether a later step of this agent on the same task continues its session (default
     /// `fresh`).
@@ -79,7 +83,7 @@ pub struct AgentFile {
     #[schemars(length(min = 1))]
     resume_argv: Option<Vec<String>>,
     /// The prompt sent to a continued session: only what is new (default
-    /// `{{failure}} {{handoff}} {{note}}`).
+    /// `{{failure}} {{handoff}} {{note}} {{messages}}`).
     continue_template: Option<String>,
     /// `command` and `opencode`: the interactive command line that opens the task's last
     /// session for a person (`baton attach`), `{{session}}` being its id
@@ -139,6 +143,16 @@ pub enum PromptViaName {
     Argv,
     /// On standard input, then closed (any length).
     Stdin,
+}
+
+/// Whether a `command` agent takes messages while it runs.
+#[derive(JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum InputName {
+    /// The prompt only.
+    Text,
+    /// User messages as JSON lines on stdin, closed after a turn ends with nothing to send.
+    StreamJson,
 }
 
 /// One recording, or one per attempt.

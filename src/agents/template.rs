@@ -17,6 +17,9 @@ pub struct TemplateVars {
     pub failure: String,
     /// The session a continued step resumes (`resume_argv` only).
     pub session: String,
+    /// What people said to the agent since its last step (`baton say`, answers to its
+    /// questions), each with who said it.
+    pub messages: String,
 }
 
 impl TemplateVars {
@@ -31,6 +34,7 @@ impl TemplateVars {
             "context_dir" => &self.context_dir,
             "failure" => &self.failure,
             "session" => &self.session,
+            "messages" => &self.messages,
             _ => return None,
         })
     }

@@ -54,6 +54,27 @@ pub struct MoveArgs {
     pub note: Option<String>,
 }
 
+/// Which task, and what to say to its agent.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct SayArgs {
+    /// The task's id.
+    pub id: i64,
+    /// What to say to the task's agent (at most 32 KiB).
+    pub text: String,
+}
+
+/// Which task, and the answers to its agent's open questions.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct AnswerArgs {
+    /// The task's id.
+    pub id: i64,
+    /// One answer per question in the task's `questions`, in order ("" leaves one
+    /// unanswered).
+    pub answers: Vec<String>,
+}
+
 /// The new task.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]
@@ -176,6 +197,16 @@ pub fn tools() -> Vec<Tool> {
             "Start the task over: a new run from the first step.",
             false,
         ),
+        tool::<SayArgs>(
+            "say",
+            "Say something to a task's agent. A running agent that takes input mid-run hears it at once; otherwise its next step gets it. A task waiting at a gate or failed continues its agent's last session with the message as a new attempt. The task's `messages` show where each message went.",
+            false,
+        ),
+        tool::<AnswerArgs>(
+            "answer",
+            "Answer the open questions of a task whose agent ended with needs_info (show_task lists them as `questions`): one answer per question, in order. The agent gets the question and answer pairs and the task goes back to the status that asked.",
+            false,
+        ),
         tool::<LogsArgs>(
             "task_logs",
             "Read a step's log lines (default: the latest step, last 200 lines). Each line has id, stream (stdout, stderr, system), text and time. Pass `after` = `next_after` from the previous call to read only new lines.",
@@ -261,6 +292,14 @@ pub async fn call(ops: &Ops, name: &str, raw: Option<JsonObject>) -> OpResult {
             ops.act(a.id, action).await
         }
         "resume" => ops.act(args::<IdArgs>(name, raw)?.id, Action::Resume).await,
+        "say" => {
+            let a: SayArgs = args(name, raw)?;
+            ops.talk(a.id, Action::Say { text: a.text }).await
+        }
+        "answer" => {
+            let a: AnswerArgs = args(name, raw)?;
+            ops.talk(a.id, Action::Answer { answers: a.answers }).await
+        }
         "retry" => ops.act(args::<IdArgs>(name, raw)?.id, Action::Retry).await,
         "task_logs" => {
             let a: LogsArgs = args(name, raw)?;

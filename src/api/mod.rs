@@ -19,6 +19,7 @@ pub mod routes;
 pub mod schema;
 pub mod shapes;
 pub mod sse;
+pub mod talk_routes;
 pub mod token;
 pub mod webhooks;
 

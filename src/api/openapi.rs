@@ -3,10 +3,11 @@
 
 use super::ops::NewTask;
 use super::schema::{
-    ActionBody, ActionName, ErrorBody, HistoryItem, ListItem, LogLineItem, LogsPage, MoveBody,
-    PrItem, ShowTask, StepItem, TriggerBody, ValidateBody,
+    ActionBody, ActionName, AnswerBody, AnswerText, ErrorBody, HistoryItem, ListItem, LogLineItem,
+    LogsPage, MessageItem, MoveBody, PrItem, SayBody, ShowTask, StepItem, TriggerBody,
+    ValidateBody,
 };
-use super::{forge_in, routes, sse, webhooks};
+use super::{forge_in, routes, sse, talk_routes, webhooks};
 use axum::response::{IntoResponse, Response};
 use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -85,11 +86,11 @@ impl utoipa::Modify for CommonAnswers {
         routes::list_tasks, routes::create_task, routes::show_task, routes::act, routes::move_task,
         routes::task_logs, routes::task_diff, routes::list_pipelines, routes::show_pipeline,
         routes::validate_pipeline, routes::list_agents, sse::events, webhooks::github, forge_in::gitlab, forge_in::gitea,
-        webhooks::trigger,
+        webhooks::trigger, talk_routes::say_task, talk_routes::answer_task,
     ),
     components(schemas(
         NewTask, ActionBody, ActionName, MoveBody, ValidateBody, TriggerBody, ErrorBody, ListItem, ShowTask, StepItem, PrItem,
-        HistoryItem, LogsPage, LogLineItem,
+        HistoryItem, LogsPage, LogLineItem, MessageItem, SayBody, AnswerBody, AnswerText,
     )),
     modifiers(&Bearer, &CommonAnswers),
 )]

@@ -228,6 +228,18 @@ impl Ops {
 
     /// Applies an action to a task (start, approve, reject, move, abort, resume, retry);
     /// returns the task afterwards as `show --json` does.
+    /// `say` and `answer`: their text is checked here first, so that bad input is a 400
+    /// rather than a refusal.
+    pub async fn talk(&self, id: i64, action: Action) -> OpResult {
+        let checked = match &action {
+            Action::Say { text } => crate::engine::check_text(text, "the message"),
+            Action::Answer { answers } => crate::engine::check_answers(answers),
+            _ => Ok(()),
+        };
+        checked.map_err(|e| OpError::new(Kind::Invalid, e.to_string()))?;
+        self.act(id, action).await
+    }
+
     pub async fn act(&self, id: i64, action: Action) -> OpResult {
         self.request(id, action).await?;
         self.show_task(id).await

@@ -24,6 +24,11 @@ pub fn api() -> Router<AppState> {
         .route("/api/tasks/{id}/logs", get(task_logs))
         .route("/api/tasks/{id}/diff", get(task_diff))
         .route("/api/tasks/{id}/move", post(move_task))
+        .route("/api/tasks/{id}/say", post(super::talk_routes::say_task))
+        .route(
+            "/api/tasks/{id}/answer",
+            post(super::talk_routes::answer_task),
+        )
         .route("/api/tasks/{id}/{action}", post(act))
         .route("/api/pipelines", get(list_pipelines))
         .route("/api/pipelines/{id}", get(show_pipeline))

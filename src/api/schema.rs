@@ -42,6 +42,33 @@ pub struct MoveBody {
     pub note: Option<String>,
 }
 
+/// The body of `POST /api/tasks/{id}/say`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SayBody {
+    /// What to say to the task's agent: not blank, no NUL byte, at most 32768 characters.
+    #[schema(
+        min_length = 1,
+        pattern = r"^[^\u0000]*[^\s\u0000-\u001f\u007f-\u009f][^\u0000]*$"
+    )]
+    pub text: String,
+}
+
+/// The body of `POST /api/tasks/{id}/answer`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AnswerBody {
+    /// One answer per open question (`questions` of the task), in order; an empty string
+    /// leaves one unanswered (but not all of them).
+    #[schema(min_items = 1)]
+    pub answers: Vec<AnswerText>,
+}
+
+/// One answer: no NUL byte, at most 32768 characters.
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(value_type = String, pattern = r"^[^\u0000]*$")]
+pub struct AnswerText(pub String);
+
 /// `POST /api/pipelines/validate`.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct ValidateBody {
@@ -95,6 +122,28 @@ pub struct ShowTask {
     pub history: Vec<HistoryItem>,
     /// The task's pull request on the forge, once a `pr` hook opened one.
     pub pr: Option<PrItem>,
+    /// What people said to the task's agent, oldest first.
+    pub messages: Vec<MessageItem>,
+    /// The open questions of its agent's `needs_info` handoff, while they wait for
+    /// answers (`POST /api/tasks/{id}/answer`); else empty.
+    pub questions: Vec<String>,
+}
+
+/// A message said to a task's agent in `show --json`.
+#[derive(Debug, ToSchema)]
+pub struct MessageItem {
+    pub id: i64,
+    pub text: String,
+    /// Who said it: user, tui, api or mcp.
+    pub actor: String,
+    pub at: String,
+    /// queued or delivered.
+    pub state: String,
+    /// live (into the running step), next step, or new attempt.
+    pub via: String,
+    /// The attempt of the step it reached, as `status#attempt`.
+    pub delivered_to: Option<String>,
+    pub delivered_at: Option<String>,
 }
 
 /// A task's pull request in `show --json`.

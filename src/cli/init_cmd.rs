@@ -110,18 +110,21 @@ pub fn profile(spec: &str, role: &str) -> Result<serde_json::Value, String> {
         .ok_or_else(|| format!("no role `{role}`"))?;
     let edits = role == "coder";
     let template = format!(
-        "{instructions}\n\n# {{{{title}}}}\n\n{{{{prompt}}}}\n\n{{{{handoff}}}}\n\n{{{{failure}}}}\n\n{{{{note}}}}\n\n{HANDOFF} If you cannot go on without more information, end with the line `OUTCOME: needs_info`."
+        "{instructions}\n\n# {{{{title}}}}\n\n{{{{prompt}}}}\n\n{{{{handoff}}}}\n\n{{{{failure}}}}\n\n{{{{note}}}}\n\n{{{{messages}}}}\n\n{HANDOFF} If you cannot go on without more information, end with the line `OUTCOME: needs_info`."
     );
     let mut p = json!({"$schema": AGENT_SCHEMA, "id": role});
     let backend = match (kind, url) {
-        // The prompt goes on stdin: one argv element is capped at 128 KiB on Linux.
+        // The prompt goes on stdin (one argv element is capped at 128 KiB on Linux), as
+        // the first user message of a stream-json input that `baton say` adds to mid-run.
         ("claude", None) => {
             let mode = if edits { "acceptEdits" } else { "plan" };
             json!({"backend": "command", "format": "claude-stream-json", "prompt_via": "stdin",
-                "argv": ["claude", "-p", "--output-format", "stream-json", "--verbose",
-                         "--permission-mode", mode],
-                "resume_argv": ["claude", "-p", "--resume", "{{session}}", "--output-format",
-                                "stream-json", "--verbose", "--permission-mode", mode],
+                "input": "stream-json",
+                "argv": ["claude", "-p", "--input-format", "stream-json", "--output-format",
+                         "stream-json", "--verbose", "--permission-mode", mode],
+                "resume_argv": ["claude", "-p", "--resume", "{{session}}", "--input-format",
+                                "stream-json", "--output-format", "stream-json", "--verbose",
+                                "--permission-mode", mode],
                 "attach_argv": ["claude", "--resume", "{{session}}"]})
         }
         ("codex", None) => {

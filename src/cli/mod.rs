@@ -10,6 +10,7 @@ mod executors_check;
 pub mod forge_cmd;
 mod help;
 mod init_cmd;
+mod talk;
 mod task_edits;
 /// The `--json` shapes, which the API answers with too.
 pub(crate) use crate::engine::views as json;
@@ -122,6 +123,23 @@ pub enum Command {
         status: String,
         #[arg(long)]
         note: Option<String>,
+    },
+    /// Say something to a task's agent: its running step hears it where the agent takes
+    /// input mid-run (else it waits for the next step); a task that waits or failed
+    /// continues its agent's last session with it, as a new attempt.
+    Say {
+        id: i64,
+        /// What to say; `-` reads it from stdin.
+        text: String,
+    },
+    /// Answer the open questions of an agent that ended with `needs_info`: asked one by
+    /// one on the terminal, or given with --json; the task goes back to the status that
+    /// asked.
+    Answer {
+        id: i64,
+        /// `{"answers": ["…", …]}`, one per question in order; `-` reads it from stdin.
+        #[arg(long)]
+        json: Option<String>,
     },
     /// Pause a task before the step of STATUS.
     Break { id: i64, status: String },
@@ -456,6 +474,7 @@ pub fn dispatch(dir: Option<&PathBuf>, command: Command) -> Outcome {
         | Command::Edit { .. }
         | Command::Archive { .. }
         | Command::Delete { .. }) => task_edits::run(&workspace(dir)?, c),
+        c @ (Command::Say { .. } | Command::Answer { .. }) => talk::run(&workspace(dir)?, c),
         Command::Shell { id, here } => shell_cmd::run(&workspace(dir)?, id, here),
         Command::Attach {
             id,

@@ -82,6 +82,16 @@ pub enum Action {
         #[serde(default)]
         committed: Option<String>,
     },
+    /// Say something to the task's agent: to its running step where the backend takes
+    /// input, else queued for its next step, or a new attempt continuing its last session.
+    Say {
+        text: String,
+    },
+    /// Answer the open questions of the agent that ended with `needs_info`, one answer per
+    /// question, in order; the task goes back to the status that asked.
+    Answer {
+        answers: Vec<String>,
+    },
 }
 
 impl Action {
@@ -104,6 +114,8 @@ impl Action {
             Self::Delete => "delete",
             Self::Forge { .. } => "forge",
             Self::TakenOver { .. } => "take over",
+            Self::Say { .. } => "say",
+            Self::Answer { .. } => "answer",
         }
     }
 }
@@ -302,6 +314,13 @@ pub fn apply(db: &Db, req: &Request, outside: &Outside) -> Result<Applied> {
         Action::Delete => return super::task_edits::delete(db, &task),
         Action::TakenOver { by, committed } => {
             return super::takeover::record(db, &task, req, by, committed.as_deref());
+        }
+        Action::Say { text } => match super::say::say(db, &task, &pipeline, text, &req.actor)? {
+            super::say::Said::Queued(applied) => return Ok(*applied),
+            super::say::Said::Attempt(planned) => planned,
+        },
+        Action::Answer { answers } => {
+            super::answer::answer(db, &task, &pipeline, answers, &req.actor)?
         }
         Action::Forge {
             trigger,

@@ -5,6 +5,7 @@
 
 pub mod actions;
 pub mod attach;
+mod answer;
 mod breakpoints;
 pub mod client;
 mod client_follow;
@@ -33,6 +34,7 @@ mod request;
 mod restart;
 mod results;
 mod runner;
+mod say;
 mod schedule_catchup;
 mod scheduler;
 mod session;
@@ -56,6 +58,7 @@ pub use reader::Reader;
 pub use recovery::Recovered;
 pub use request::{Answer, MAX_IDEMPOTENCY_KEY, Made, NewTask, Order};
 pub use results::{MAX_AUTOMATIC_VISITS, ResultDecision, ResultFacts, StepReport, on_result};
+pub use say::{MAX_MESSAGE, check_answers, check_text};
 pub use transition::{entry_state, pipeline_of};
 
 use crate::store::{CommandState, Db, StoreHandle};
@@ -167,6 +170,8 @@ struct Running {
     /// Cancelled by the step's task once its process is gone and its report is sent.
     ended: CancellationToken,
     task_id: i64,
+    /// Messages said to the step while it runs (a backend that reads none drops them).
+    said: mpsc::UnboundedSender<crate::exec::agent::LiveMessage>,
     /// Its pipeline has a `clean_worktree` guard, so its result needs `git status`.
     uses_clean: bool,
 }
@@ -673,6 +678,11 @@ impl Engine {
         // An abort that is written stops the task's step through `after`; one whose write
         // fails (a full disk) stops it all the same and is recorded once the database takes
         // it. One that is refused (a stale expected status) leaves the step running.
+        if let Action::Say { text } = &req.action
+            && let Some(out) = self.say_live(&req, text, command).await
+        {
+            return out;
+        }
         let abort = matches!(req.action, Action::Abort { .. });
         let clean = self.worktree_clean_for(task_id).await;
         let forge = self.forge_ready().await;

@@ -196,11 +196,13 @@ pub async fn try_agent(
         },
         opencode: Some(&opencode),
         earlier: None,
+        inbox: None,
     };
     let hooks = Hooks {
         session: &|_| {},
         spawned: &|_| {},
         continued: &|_| {},
+        delivered: &|_| {},
     };
     let report = run_step(step, lines, cancel, &hooks).await;
     // A try's OpenCode server lives as long as the try.

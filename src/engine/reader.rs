@@ -152,6 +152,16 @@ impl Reader {
         super::attach::plan(&self.store.read(), ws, agents, id, shell)
     }
 
+    /// What was said to task `id`'s agent, oldest first.
+    pub fn messages(&self, id: i64) -> Result<Vec<crate::store::Message>> {
+        self.store.read().messages(id)
+    }
+
+    /// The questions the agent of `task` asked and nobody has answered yet.
+    pub fn open_questions(&self, task: &Task) -> Result<Vec<String>> {
+        views::open_questions(&self.store.read(), task)
+    }
+
     /// `show --json` of task `id`.
     pub fn show_json(&self, id: i64) -> Result<serde_json::Value> {
         views::show(&self.store.read(), id)

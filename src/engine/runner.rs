@@ -42,6 +42,8 @@ pub struct Job {
     pub max_step_log: u64,
     /// The workspace's OpenCode server (profiles with `"serve": true`).
     pub opencode: Option<std::sync::Arc<crate::exec::agent::opencode_serve::OpencodeServer>>,
+    /// The messages said to the step while it runs (agent steps).
+    pub inbox: Option<crate::exec::agent::Inbox>,
 }
 
 /// Prompts up to this size are also passed in `BATON_TASK_PROMPT`.
@@ -442,6 +444,8 @@ async fn agent_step(
     let (t, s) = (&job.task, &job.step);
     let step_id = s.id;
     let carried = super::session::carry(store, s).await;
+    let messages = carried.messages_text();
+    super::say::take_messages(store, step_id, &carried.messages);
     let vars = TemplateVars {
         title: t.title.clone(),
         prompt: t.prompt.clone(),
@@ -452,6 +456,7 @@ async fn agent_step(
         context_dir: job.context_dir.display().to_string(),
         failure: carried.failure,
         session: String::new(),
+        messages,
     };
     let session = |id: &str| {
         let id = id.to_string();
@@ -484,11 +489,18 @@ async fn agent_step(
         placement,
         opencode: job.opencode.as_deref(),
         earlier: carried.earlier,
+        inbox: job.inbox.clone(),
+    };
+    let delivered = |id: i64| {
+        store.write_detached("a message said to a running agent", move |db| {
+            db.deliver_messages(&[id], step_id, Some(super::say::via::LIVE))
+        });
     };
     let hooks = Hooks {
         session: &session,
         spawned: &spawned,
         continued: &continued,
+        delivered: &delivered,
     };
     let rep = exec::agent::run_step(step, log, cancel, &hooks).await;
     StepReport {

@@ -167,6 +167,7 @@ impl Engine {
         });
         let cancel = CancellationToken::new();
         let ended = CancellationToken::new();
+        let (said, inbox) = tokio::sync::mpsc::unbounded_channel();
         self.running.insert(
             step.id,
             Running {
@@ -174,6 +175,7 @@ impl Engine {
                 reason: None,
                 ended: ended.clone(),
                 task_id: task.id,
+                said,
                 uses_clean: self.git.is_some()
                     && pipeline
                         .as_ref()
@@ -225,6 +227,7 @@ impl Engine {
             reattach,
             max_step_log: self.cfg.max_step_log,
             opencode: Some(self.opencode.clone()),
+            inbox: Some(std::sync::Arc::new(std::sync::Mutex::new(Some(inbox)))),
         };
         let store = self.store.clone();
         let logs = self.logs.clone();

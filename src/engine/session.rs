@@ -20,6 +20,22 @@ pub struct Carried {
     pub earlier: Option<Earlier>,
     /// `{{failure}}`: empty unless a failure led into the step.
     pub failure: String,
+    /// The messages said to the task's agent that no step has taken yet; the step takes
+    /// them all (those a new attempt was made for are its note, not `{{messages}}`).
+    pub messages: Vec<crate::store::Message>,
+}
+
+impl Carried {
+    /// `{{messages}}`: the messages kept for the next step.
+    pub fn messages_text(&self) -> String {
+        let kept: Vec<_> = self
+            .messages
+            .iter()
+            .filter(|m| m.via != super::say::via::NEW_ATTEMPT)
+            .cloned()
+            .collect();
+        super::say::render_messages(&kept)
+    }
 }
 
 /// [`carried`] read off the async threads; a store that cannot answer leaves the step
@@ -77,7 +93,12 @@ pub fn carried(db: &Db, step: &StepRun) -> Result<Carried> {
             },
         }
     });
-    Ok(Carried { earlier, failure })
+    let messages = db.queued_messages(step.task_id)?;
+    Ok(Carried {
+        earlier,
+        failure,
+        messages,
+    })
 }
 
 /// The step run whose session `step` may continue: the latest one before it, in the same run
@@ -109,7 +130,7 @@ fn newer_handoff<'a>(
 }
 
 /// The agent profile a status's step names.
-fn agent_of<'a>(p: &'a Pipeline, status: &str) -> Option<&'a str> {
+pub(super) fn agent_of<'a>(p: &'a Pipeline, status: &str) -> Option<&'a str> {
     match &p.status(status)?.step.as_ref()?.action {
         StepAction::Agent(a) => Some(a),
         _ => None,

@@ -48,6 +48,29 @@ pub fn show(db: &Db, task_id: i64) -> Result<Value> {
             })
         })
         .collect();
+    let runs = db.step_runs(task_id)?;
+    let step_name = |id: i64| {
+        runs.iter()
+            .find(|s| s.id == id)
+            .map(|s| format!("{}#{}", s.status, s.attempt))
+    };
+    let messages: Vec<Value> = db
+        .messages(task_id)?
+        .into_iter()
+        .map(|m| {
+            json!({
+                "id": m.id,
+                "text": m.text,
+                "actor": m.actor,
+                "at": rfc3339(m.at),
+                "state": m.state,
+                "via": m.via,
+                "delivered_to": m.delivered_to.and_then(step_name),
+                "delivered_at": m.delivered_at.map(rfc3339),
+            })
+        })
+        .collect();
+    let questions = open_questions(db, &t)?;
     let history: Vec<Value> = db
         .history(task_id)?
         .into_iter()
@@ -76,7 +99,24 @@ pub fn show(db: &Db, task_id: i64) -> Result<Value> {
         "pr": db.task_pr(task_id)?,
         "after": db.blockers(task_id)?,
         "start_waits": db.start_waits(task_id)?,
+        "messages": messages,
+        "questions": questions,
     }))
+}
+
+/// The open questions a task's agent waits to have answered (empty when it waits for none).
+pub fn open_questions(db: &Db, t: &Task) -> Result<Vec<String>> {
+    let Ok(pipeline) = super::pipeline_of(db, t) else {
+        return Ok(Vec::new());
+    };
+    let asking = match super::answer::asking_step(db, t, &pipeline) {
+        Ok(a) => a,
+        Err(super::EngineError::Store(e)) => return Err(e),
+        Err(_) => None,
+    };
+    Ok(asking
+        .map(|s| super::answer::open_questions(&s))
+        .unwrap_or_default())
 }
 
 /// A history row's guards as a list of `{"guard", "passed", "detail"}` (rows written by

@@ -110,7 +110,12 @@ pub fn decide(
     let status = live_status(p, from)?;
     if matches!(
         trigger,
-        Trigger::Resume | Trigger::Retry | Trigger::Dismiss | Trigger::Rerun
+        Trigger::Resume
+            | Trigger::Retry
+            | Trigger::Dismiss
+            | Trigger::Rerun
+            | Trigger::Say
+            | Trigger::Answer
     ) {
         return Err(no_transition(from, trigger));
     }

@@ -181,6 +181,12 @@ pub enum Trigger {
     Dismiss,
     /// Engine action: a new run from a chosen status, earlier handoffs kept.
     Rerun,
+    /// Engine action: someone said something to the task's agent, which continues its
+    /// last session as a new attempt (never in a pipeline file).
+    Say,
+    /// Engine action: the agent's open questions were answered; back to the status that
+    /// asked, as a new attempt (never in a pipeline file).
+    Answer,
 }
 
 impl Trigger {
@@ -242,6 +248,8 @@ impl fmt::Display for Trigger {
             Self::Retry => f.write_str("retry"),
             Self::Dismiss => f.write_str("dismiss"),
             Self::Rerun => f.write_str("rerun"),
+            Self::Say => f.write_str("say"),
+            Self::Answer => f.write_str("answer"),
         }
     }
 }
@@ -260,6 +268,8 @@ impl<'de> Deserialize<'de> for Trigger {
             "retry" => Ok(Self::Retry),
             "dismiss" => Ok(Self::Dismiss),
             "rerun" => Ok(Self::Rerun),
+            "say" => Ok(Self::Say),
+            "answer" => Ok(Self::Answer),
             other => Self::parse(other)
                 .ok_or_else(|| serde::de::Error::custom(format!("unknown trigger `{other}`"))),
         }

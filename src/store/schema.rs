@@ -259,6 +259,22 @@ pub(super) const MIGRATIONS: &[&str] = &[
     -- The task a `start_task` hook made, so a later hook of the same move can wait for it.
     ALTER TABLE followups ADD COLUMN made_task INTEGER;
     "#,
+    // Messages said to a task's agent (`baton say`, answers to its questions): queued until
+    // a step takes them, then delivered to it (live, in the next step, or a new attempt).
+    r#"
+    CREATE TABLE messages (
+        id            INTEGER PRIMARY KEY AUTOINCREMENT,
+        task_id       INTEGER NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+        text          TEXT NOT NULL,
+        actor         TEXT NOT NULL,
+        created_at    INTEGER NOT NULL,
+        state         TEXT NOT NULL DEFAULT 'queued',
+        delivered_to  INTEGER,
+        via           TEXT NOT NULL DEFAULT 'next step',
+        delivered_at  INTEGER
+    );
+    CREATE INDEX messages_task ON messages(task_id, state);
+    "#,
 ];
 
 /// Migrations whose SQLite text has no faithful PostgreSQL rendering, by position in

@@ -22,6 +22,10 @@ pub enum Action {
     Start,
     Approve,
     Reject,
+    /// `i`: say something to the task's agent.
+    Say,
+    /// `I`: answer the open questions of the task's agent.
+    Answer,
     Move,
     Abort,
     Resume,

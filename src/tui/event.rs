@@ -26,6 +26,10 @@ pub struct TaskDetail {
     pub history: Vec<HistoryEntry>,
     /// Warnings and errors recorded for the task (hook failures, extraction problems).
     pub notices: Vec<Event>,
+    /// What people said to its agent, oldest first.
+    pub messages: Vec<crate::store::Message>,
+    /// The open questions its agent waits to have answered (`needs_info`), else empty.
+    pub questions: Vec<String>,
 }
 
 /// Which part of a step's log to read.

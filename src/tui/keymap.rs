@@ -119,6 +119,8 @@ pub static BINDINGS: &[Binding] = &[
     c(Task, 's', A::Start, "start"),
     c(Task, 'a', A::Approve, "approve"),
     c(Task, 'r', A::Reject, "reject (with a note)"),
+    c(Task, 'i', A::Say, "say something to the agent"),
+    c(Task, 'I', A::Answer, "answer the agent's open questions"),
     c(Task, 'm', A::Move, "move to another status"),
     c(Task, 'x', A::Abort, "abort (asks first)"),
     c(Task, 'R', A::Resume, "resume an interrupted or failed step"),

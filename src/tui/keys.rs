@@ -337,6 +337,26 @@ impl App {
                 target,
                 NoteFor::Reject,
             )))),
+            Action::Say => self
+                .modals
+                .push(Modal::Note(Box::new(NoteForm::new(target, NoteFor::Say)))),
+            Action::Answer => {
+                let questions = self
+                    .detail
+                    .as_ref()
+                    .filter(|d| d.task.id == target.task_id)
+                    .map(|d| d.questions.clone());
+                match questions {
+                    Some(q) if !q.is_empty() => self.modals.push(Modal::Answer(Box::new(
+                        super::answer_form::AnswerForm::new(target, q),
+                    ))),
+                    Some(_) => self.say(
+                        "its agent asks nothing: no open questions from a needs_info step — i says something to it",
+                        true,
+                    ),
+                    None => self.say("loading the task…", false),
+                }
+            }
             Action::Abort => self.modals.push(Modal::Confirm(Confirm::Abort(target))),
             Action::Move => {
                 self.effect(Effect::LoadMoves(target.task_id));

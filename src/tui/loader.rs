@@ -306,11 +306,15 @@ fn task(db: &Reader, id: i64) -> crate::store::Result<TaskDetail> {
         .collect();
     let keep = notices.len().saturating_sub(5);
     notices.drain(..keep);
+    let messages = db.messages(id)?;
+    let questions = db.open_questions(&task)?;
     Ok(TaskDetail {
         task,
         steps,
         history,
         notices,
+        messages,
+        questions,
     })
 }
 

@@ -8,6 +8,7 @@
 
 pub mod action;
 pub mod agent_health;
+pub mod answer_form;
 pub mod app;
 pub mod board;
 pub mod demo;

@@ -17,8 +17,10 @@ pub enum Modal {
         scroll: u16,
     },
     NewTask(Box<NewTaskForm>),
-    /// A note sent with a reject or a move.
+    /// A note sent with a reject or a move, or a message for the agent.
     Note(Box<NoteForm>),
+    /// `I`: one answer per open question of the agent.
+    Answer(Box<super::answer_form::AnswerForm>),
     Move(MoveMenu),
     Confirm(Confirm),
     Diff(DiffView),
@@ -270,6 +272,8 @@ pub enum NoteFor {
     Reject,
     /// `m` then enter: move to this status.
     Move { to: String },
+    /// `i`: a message for the task's agent.
+    Say,
 }
 
 /// A note for the next step, sent with a rejection or a move (multi-line, optional).
@@ -289,6 +293,7 @@ impl NoteForm {
             NoteFor::Move { .. } => {
                 "a note for the next step (optional) — ctrl+s moves; enter on an empty note too"
             }
+            NoteFor::Say => "what to tell the agent (a running one hears it now)",
         };
         note.set_placeholder_text(hint);
         Self {
@@ -306,6 +311,10 @@ impl NoteForm {
     fn submit(&self) -> Outcome {
         let note = self.text();
         let action = match &self.purpose {
+            NoteFor::Say => match note {
+                Some(text) => EngineAction::Say { text },
+                None => return Outcome::Say("type what to tell the agent first".into()),
+            },
             NoteFor::Reject => EngineAction::Reject { note },
             NoteFor::Move { to } => EngineAction::Move {
                 to: to.clone(),
@@ -517,6 +526,7 @@ impl Modal {
             },
             Modal::NewTask(f) => f.key(key),
             Modal::Note(f) => f.key(key),
+            Modal::Answer(f) => f.key(key),
             Modal::Move(m) => m.key(key),
             Modal::Confirm(c) => c.key(key),
             Modal::Diff(d) => d.key(key),

@@ -296,6 +296,8 @@ pub fn running_detail() -> (TaskDetail, Vec<LogLine>) {
             ],
         ),
         notices: vec![],
+        messages: vec![],
+        questions: vec![],
     };
     let mut texts: Vec<String> = vec!["Building: Add a dark mode toggle".into()];
     for i in 1..=14 {
@@ -333,6 +335,8 @@ pub fn interrupted_detail() -> (TaskDetail, Vec<LogLine>) {
             ],
         ),
         notices: vec![],
+        messages: vec![],
+        questions: vec![],
     };
     let log = log_lines(
         21,
@@ -355,6 +359,8 @@ pub fn gate_detail() -> TaskDetail {
         ],
         history: history(4, &[(None, "backlog", "create")]),
         notices: vec![],
+        messages: vec![],
+        questions: vec![],
     }
 }
 
@@ -365,5 +371,7 @@ pub fn backlog_detail() -> TaskDetail {
         steps: vec![],
         history: history(1, &[(None, "backlog", "create")]),
         notices: vec![],
+        messages: vec![],
+        questions: vec![],
     }
 }

@@ -37,6 +37,19 @@ use log::Log;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
+/// A message said to a running agent: its row and its text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LiveMessage {
+    /// The message's id in the store.
+    pub id: i64,
+    pub text: String,
+}
+
+/// Where a running agent step finds the messages said to it. A backend that reads input
+/// mid-run takes the receiver; one that does not leaves the messages to the next step.
+pub type Inbox =
+    std::sync::Arc<std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<LiveMessage>>>>;
+
 /// What an agent produced.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AgentRun {
@@ -100,6 +113,8 @@ pub struct AgentJob<'a> {
     pub opencode: Option<&'a opencode_serve::OpencodeServer>,
     /// The session this run continues (the prompt is then only what is new).
     pub resume: Option<String>,
+    /// The messages said to the step while it runs.
+    pub inbox: Option<Inbox>,
 }
 
 /// Callbacks that record what must survive a crash the moment it exists.
@@ -110,6 +125,8 @@ pub struct Hooks<'a> {
     pub spawned: &'a (dyn Fn(Spawned) + Send + Sync),
     /// The step continues this session (`None`: it fell back to a fresh one).
     pub continued: &'a (dyn Fn(Option<&str>) + Send + Sync),
+    /// A message said while the step runs reached the agent (its id).
+    pub delivered: &'a (dyn Fn(i64) + Send + Sync),
 }
 
 /// Runs one agent to its end. Stops it (aborting its session or killing its process group)

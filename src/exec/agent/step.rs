@@ -40,6 +40,8 @@ pub struct AgentStep<'a> {
     /// The session an earlier step of the same agent left, which this step continues when
     /// its profile says `"session": "continue"`.
     pub earlier: Option<Earlier>,
+    /// The messages said to the step while it runs.
+    pub inbox: Option<super::Inbox>,
 }
 
 /// An earlier step's session and what is new to it since.
@@ -194,6 +196,7 @@ pub async fn run_step(
             ..step.env
         },
         resume: resume.map(|e| e.session.clone()),
+        inbox: step.inbox.clone(),
     };
     let mut finish = super::run(&job, log.clone(), cancel.clone(), hooks).await;
     let mut lost = None;

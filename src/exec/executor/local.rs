@@ -117,7 +117,16 @@ fn spawn(launch: &Launch, log: LogSender) -> Result<LocalStep, ExecError> {
     if let (Some(bytes), Some(mut input)) = (launch.stdin.clone(), child.stdin.take()) {
         tokio::spawn(async move {
             use tokio::io::AsyncWriteExt;
-            let _ = input.write_all(&bytes.0).await;
+            if input.write_all(&bytes.0).await.is_ok()
+                && let Some(mut more) = bytes.1.as_ref().and_then(|m| m.take())
+            {
+                let _ = input.flush().await;
+                while let Some(chunk) = more.recv().await {
+                    if input.write_all(&chunk).await.is_err() || input.flush().await.is_err() {
+                        break;
+                    }
+                }
+            }
             let _ = input.shutdown().await;
         });
     }

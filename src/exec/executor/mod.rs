@@ -81,15 +81,48 @@ pub struct Launch {
     pub stdin: Option<Stdin>,
 }
 
-/// Bytes a step reads on its standard input (an agent's prompt).
+/// Bytes a step reads on its standard input (an agent's prompt), and, where the executor
+/// pipes it, more bytes sent while it runs: the input is closed once the sender is dropped.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Stdin(pub Arc<[u8]>);
+pub struct Stdin(pub Arc<[u8]>, pub Option<MoreInput>);
 
 impl std::fmt::Debug for Stdin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Stdin({} bytes)", self.0.len())
     }
 }
+
+impl Stdin {
+    /// These bytes, then the end of the input.
+    pub fn bytes(bytes: &[u8]) -> Self {
+        Self(bytes.into(), None)
+    }
+}
+
+/// What a running step is sent on its standard input after the first bytes; taken by the
+/// executor that writes it (an executor that cannot leaves it, and the sender sees it gone).
+#[derive(Clone)]
+pub struct MoreInput(Arc<std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>>>>);
+
+impl MoreInput {
+    /// The input fed from `rx`.
+    pub fn new(rx: tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>) -> Self {
+        Self(Arc::new(std::sync::Mutex::new(Some(rx))))
+    }
+
+    /// The receiver, for the one writer that takes it.
+    pub fn take(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>> {
+        self.0.lock().ok()?.take()
+    }
+}
+
+impl PartialEq for MoreInput {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for MoreInput {}
 
 /// How an executor gives a step the bytes meant for its standard input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

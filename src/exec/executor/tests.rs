@@ -238,7 +238,7 @@ async fn fed(place: &Place, argv: &[&str], input: &[u8]) -> Result<Vec<String>, 
     let e = env(&place.worktree, &[]);
     let argv = argv.iter().map(|a| a.to_string()).collect();
     let mut s = place
-        .start_fed(Program::Argv(argv), Some(Stdin(input.into())), &e, tx)
+        .start_fed(Program::Argv(argv), Some(Stdin::bytes(input)), &e, tx)
         .await?;
     let f = drive(
         s.as_mut(),

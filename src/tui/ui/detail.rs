@@ -201,6 +201,7 @@ fn render_left(f: &mut Frame, area: Rect, app: &App, d: &TaskDetail) {
             after.extend(handoff_lines(step, content, w, app));
         }
     }
+    after.extend(super::conversation::lines(app, d, w));
     after.push(Line::raw(""));
     after.push(Line::styled("History", t.title()));
     let hist = super::timeline::lines(app, d, w);

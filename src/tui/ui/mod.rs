@@ -1,6 +1,8 @@
 //! Drawing: a pure function of the app state. Nothing here changes state or does I/O.
 
+mod answer;
 mod board;
+mod conversation;
 mod detail;
 mod engine_banner;
 mod fixup;

@@ -40,6 +40,7 @@ pub fn render(f: &mut Frame, areas: &Areas, app: &App, modal: &Modal) {
         Modal::Help { scroll } => help(f, areas.body, app, *scroll),
         Modal::NewTask(form) => new_task(f, areas.body, app, form),
         Modal::Note(form) => note(f, areas.body, app, form),
+        Modal::Answer(form) => super::answer::render(f, areas.body, app, form),
         Modal::Move(menu) => move_menu(f, areas.body, app, menu),
         Modal::Confirm(c) => confirm(f, areas.body, app, c),
         Modal::Diff(d) => diff(f, areas.body, app, d),
@@ -241,15 +242,24 @@ fn note(f: &mut Frame, body: Rect, app: &App, form: &NoteForm) {
             ),
             "ctrl+s move · esc cancel",
         ),
+        NoteFor::Say => (
+            format!(
+                "Say to #{} {}",
+                form.target.task_id,
+                truncate(&form.target.title, 36)
+            ),
+            "ctrl+s send · esc cancel",
+        ),
+    };
+    let said = match &form.purpose {
+        NoteFor::Say => "Message for the agent:",
+        _ => "Note for the next step (optional):",
     };
     let block = frame(app, title, hint);
     let inner = block.inner(area);
     f.render_widget(block, area);
     let [label, note] = Layout::vertical([Constraint::Length(1), Constraint::Min(1)]).areas(inner);
-    f.render_widget(
-        Paragraph::new(Span::styled("Note for the next step (optional):", t.dim())),
-        label,
-    );
+    f.render_widget(Paragraph::new(Span::styled(said, t.dim())), label);
     f.render_widget(&form.note, note);
 }
 

@@ -1,0 +1,278 @@
+//! `say`: something said to a task's agent. A running step whose backend reads input
+//! mid-run gets it at once (the engine's live path, `Engine::say_live`); otherwise a task
+//! with a step on its way keeps it for that step (`{{messages}}`), and a task that waits
+//! or ended at a failure continues its last agent session with it, as a new attempt.
+
+use super::actions::Applied;
+use super::error::{EngineError, Result};
+use super::restart::plain;
+use super::session::agent_of;
+use super::task_edits::Planned;
+use crate::pipeline::{Pipeline, Trigger};
+use crate::store::{Db, StepRun, StepState, Task, TaskState};
+
+/// The longest message, in characters: a message is a few paragraphs, not a file.
+pub const MAX_MESSAGE: usize = 32 * 1024;
+
+/// How a message went.
+pub mod via {
+    /// Written to the running step's input.
+    pub const LIVE: &str = "live";
+    /// Kept for the task's next agent step (`{{messages}}`).
+    pub const NEXT_STEP: &str = "next step";
+    /// A new attempt was made for it (the message is its `{{note}}`).
+    pub const NEW_ATTEMPT: &str = "new attempt";
+}
+
+/// What `say` does with a task.
+pub(super) enum Said {
+    /// Kept for the next agent step: nothing moves.
+    Queued(Box<Applied>),
+    /// A new attempt of the last agent step, continuing its session.
+    Attempt(Planned),
+}
+
+/// Why a message cannot be sent, in one sentence; `what` names it (`the message`, `answer 2`).
+pub fn check_text(text: &str, what: &str) -> Result<()> {
+    let invalid = |m: String| Err(EngineError::Invalid(m));
+    if blank(text) {
+        return invalid(format!("{what} is empty: give the words to send the agent"));
+    }
+    if text.contains('\0') {
+        return invalid(format!(
+            "{what} holds a NUL byte, which no agent can be given — remove it"
+        ));
+    }
+    let n = text.chars().count();
+    if n > MAX_MESSAGE {
+        return invalid(format!(
+            "{what} is {n} characters long; keep it to {MAX_MESSAGE} at most (put long material in a file in the worktree and name it)"
+        ));
+    }
+    Ok(())
+}
+
+/// True when `text` says nothing: only spaces and control characters.
+pub fn blank(text: &str) -> bool {
+    text.chars().all(|c| c.is_whitespace() || c.is_control())
+}
+
+/// The checks of answers that need nothing but them: at least one, none with a NUL byte or
+/// over the length cap. (All of them blank is the engine's refusal: nothing to send.)
+pub fn check_answers(answers: &[String]) -> Result<()> {
+    if answers.is_empty() {
+        return Err(EngineError::Invalid(
+            "no answer given: give one answer per question, in order".into(),
+        ));
+    }
+    for (i, a) in answers.iter().enumerate() {
+        if !blank(a) {
+            check_text(a, &format!("answer {}", i + 1))?;
+        }
+    }
+    Ok(())
+}
+
+/// The latest agent step run of the task's current run that has ended, preferring one that
+/// left a session to continue.
+pub(super) fn last_agent_step(
+    db: &Db,
+    task: &Task,
+    pipeline: &Pipeline,
+) -> Result<Option<StepRun>> {
+    let run_id = task.run_id.unwrap_or_default();
+    let ended: Vec<StepRun> = db
+        .step_runs(task.id)?
+        .into_iter()
+        .filter(|r| r.run_id == run_id && agent_of(pipeline, &r.status).is_some())
+        .filter(|r| !matches!(r.state, StepState::Running | StepState::Pending))
+        .collect();
+    let with_session = ended.iter().rev().find(|r| r.session_id.is_some());
+    Ok(with_session.or(ended.last()).cloned())
+}
+
+/// `say` inside the caller's write transaction (the live path found no running step that
+/// takes input).
+pub(super) fn say(
+    db: &Db,
+    task: &Task,
+    pipeline: &Pipeline,
+    text: &str,
+    actor: &str,
+) -> Result<Said> {
+    check_text(text, "the message")?;
+    let refuse = |message: String| EngineError::Refused {
+        task: task.id,
+        message,
+    };
+    let queued = |summary: String| -> Result<Said> {
+        db.insert_message(task.id, text, actor, via::NEXT_STEP)?;
+        Ok(Said::Queued(Box::new(Applied {
+            task_id: task.id,
+            summary: format!("task {}: {summary}", task.id),
+            moved: None,
+            retry: false,
+        })))
+    };
+    match task.state {
+        TaskState::Done | TaskState::Cancelled => Err(refuse(format!(
+            "it has finished (it is {} at `{}`), so no agent is left to hear it — `baton rerun {} --from STATUS` runs it again",
+            task.state, task.status, task.id
+        ))),
+        TaskState::Running | TaskState::Queued => {
+            let agent = agent_of(pipeline, &task.status);
+            queued(match agent {
+                Some(a) => format!("queued for the next step: `{a}` takes no input while it runs"),
+                None => "queued for its next agent step (a script step runs now)".into(),
+            })
+        }
+        TaskState::Idle | TaskState::Waiting | TaskState::Interrupted | TaskState::Failed => {
+            let Some(last) = last_agent_step(db, task, pipeline)? else {
+                return queued("queued for its first agent step".into());
+            };
+            db.insert_message(task.id, text, actor, via::NEW_ATTEMPT)?;
+            Ok(Said::Attempt((
+                plain(&last.status, Trigger::Say),
+                Some(text.to_string()),
+                task.run_id.unwrap_or_default(),
+            )))
+        }
+    }
+}
+
+impl super::Engine {
+    /// Says `text` to the task's running step when its agent reads input mid-run: the
+    /// message is recorded and handed to the step, which marks it delivered once written
+    /// (one it can no longer take stays for the next step). None: no such step, so the
+    /// request goes the usual way.
+    pub(super) async fn say_live(
+        &mut self,
+        req: &super::Request,
+        text: &str,
+        command: Option<i64>,
+    ) -> Option<std::result::Result<super::Answer, String>> {
+        let task_id = req.task_id;
+        let (step_id, said) = self
+            .running
+            .iter()
+            .find(|(_, r)| r.task_id == task_id && r.reason.is_none())
+            .map(|(id, r)| (*id, r.said.clone()))?;
+        check_text(text, "the message").ok()?;
+        let agents = self.agents.clone();
+        let (said_text, actor) = (text.to_string(), req.actor.clone());
+        let out = self
+            .store
+            .write(move |db| {
+                let task = db.task(task_id)?;
+                let pipeline = super::pipeline_of(db, &task)?;
+                let step = db.step_run(step_id)?;
+                let Some(agent) = agent_of(&pipeline, &step.status) else {
+                    return Ok(None);
+                };
+                if !agents.get(agent).is_ok_and(|p| p.takes_input()) {
+                    return Ok(None);
+                }
+                let id = db.insert_message(task_id, &said_text, &actor, via::LIVE)?;
+                let summary = format!(
+                    "task {task_id}: said to the running agent `{agent}` (its step at `{}`)",
+                    step.status
+                );
+                if let Some(c) = command {
+                    db.finish_command(c, crate::store::CommandState::Done, &summary)?;
+                }
+                Ok::<_, EngineError>(Some((id, summary)))
+            })
+            .await;
+        let out = match out {
+            Ok(None) => return None,
+            Ok(Some((id, summary))) => {
+                let _ = said.send(crate::exec::agent::LiveMessage {
+                    id,
+                    text: text.to_string(),
+                });
+                Ok(super::Answer::Applied {
+                    summary,
+                    queued: false,
+                })
+            }
+            Err(e) => Err(e.to_string()),
+        };
+        let _ = self
+            .events
+            .send(super::EngineEvent::TaskChanged { task_id });
+        Some(out)
+    }
+}
+
+/// Marks the messages a step takes as delivered to it: those kept for the next step, and
+/// the one a new attempt was made for.
+pub(super) fn take_messages(
+    store: &crate::store::StoreHandle,
+    step_id: i64,
+    messages: &[crate::store::Message],
+) {
+    use super::say::via;
+    let (attempt, next): (Vec<_>, Vec<_>) =
+        messages.iter().partition(|m| m.via == via::NEW_ATTEMPT);
+    let attempt: Vec<i64> = attempt.iter().map(|m| m.id).collect();
+    let next: Vec<i64> = next.iter().map(|m| m.id).collect();
+    if attempt.is_empty() && next.is_empty() {
+        return;
+    }
+    store.write_detached("the messages a step takes", move |db| {
+        db.deliver_messages(&attempt, step_id, None)?;
+        db.deliver_messages(&next, step_id, Some(via::NEXT_STEP))
+    });
+}
+
+/// Messages as a prompt holds them: each with who said it, oldest first.
+pub fn render_messages(messages: &[crate::store::Message]) -> String {
+    if messages.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("## Messages from people while you worked\n");
+    for m in messages {
+        out.push_str(&format!("\n{} said:\n\n{}\n", m.actor, m.text.trim_end()));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blank_nul_and_long_messages_are_refused_in_one_sentence() {
+        for (text, want) in [
+            ("  \n\t", "is empty"),
+            ("\u{7}\r\n", "is empty"),
+            ("a\0b", "NUL byte"),
+        ] {
+            let e = check_text(text, "the message").unwrap_err().to_string();
+            assert!(e.contains(want), "{text:?}: {e}");
+        }
+        let long = "x".repeat(MAX_MESSAGE + 1);
+        let e = check_text(&long, "the message").unwrap_err().to_string();
+        assert!(e.contains("32768 at most"), "{e}");
+        assert!(check_text("use the 2nd API", "the message").is_ok());
+    }
+
+    #[test]
+    fn messages_render_with_who_said_them() {
+        let m = |actor: &str, text: &str| crate::store::Message {
+            id: 1,
+            task_id: 1,
+            text: text.into(),
+            actor: actor.into(),
+            at: 0,
+            state: "queued".into(),
+            delivered_to: None,
+            via: via::NEXT_STEP.into(),
+            delivered_at: None,
+        };
+        assert_eq!(render_messages(&[]), "");
+        let r = render_messages(&[m("user", "use tabs\n"), m("api", "and tests")]);
+        assert!(r.contains("user said:\n\nuse tabs\n"), "{r}");
+        assert!(r.contains("api said:\n\nand tests"), "{r}");
+    }
+}

@@ -160,9 +160,10 @@ fn the_first_task_of_a_fresh_init_agent_workspace_lands_on_its_pipeline_selected
             xdg.display()
         ),
     );
-    // The board opens on the workspace's own pipeline: Feature's columns.
+    // The board opens on the workspace's own pipeline: Feature's columns (cut short at
+    // 120 columns).
     tmux.wait_screen("the Feature board", |s| {
-        s.contains("To do") && s.contains("Plan review") && s.contains("Implement")
+        s.contains("To do") && s.contains("Planning") && s.contains("Pull re")
     });
     tmux.keys(&["n"]);
     tmux.wait_screen("the new-task form", |s| s.contains("New task"));
@@ -178,7 +179,7 @@ fn the_first_task_of_a_fresh_init_agent_workspace_lands_on_its_pipeline_selected
     let after = tmux.wait_screen("the new card, selected", |s| {
         !s.contains("New task") && s.contains("┌ #1 My first task · To do · idle")
     });
-    assert!(after.contains("Plan review"), "still on Feature:\n{after}");
+    assert!(after.contains("Pull re"), "still on Feature:\n{after}");
     let shown = Command::new(bin)
         .current_dir(&repo)
         .args(["show", "1", "--json"])

@@ -3,8 +3,8 @@
 
 use super::ops::NewTask;
 use super::schema::{
-    ActionBody, ActionName, AnswerBody, AnswerText, ErrorBody, HistoryItem, ListItem, LogLineItem,
-    LogsPage, MessageItem, MoveBody, PrItem, SayBody, ShowTask, StepItem, TriggerBody,
+    ActionBody, ActionName, AnswerBody, AnswerText, BlockerItem, ErrorBody, HistoryItem, ListItem,
+    LogLineItem, LogsPage, MessageItem, MoveBody, PrItem, SayBody, ShowTask, StepItem, TriggerBody,
     ValidateBody,
 };
 use super::{forge_in, routes, sse, talk_routes, webhooks};
@@ -90,7 +90,7 @@ impl utoipa::Modify for CommonAnswers {
     ),
     components(schemas(
         NewTask, ActionBody, ActionName, MoveBody, ValidateBody, TriggerBody, ErrorBody, ListItem, ShowTask, StepItem, PrItem,
-        HistoryItem, LogsPage, LogLineItem, MessageItem, SayBody, AnswerBody, AnswerText,
+        HistoryItem, BlockerItem, LogsPage, LogLineItem, MessageItem, SayBody, AnswerBody, AnswerText,
     )),
     modifiers(&Bearer, &CommonAnswers),
 )]

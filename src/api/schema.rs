@@ -127,6 +127,19 @@ pub struct ShowTask {
     /// The open questions of its agent's `needs_info` handoff, while they wait for
     /// answers (`POST /api/tasks/{id}/answer`); else empty.
     pub questions: Vec<String>,
+    /// The tasks this one waits for (`after`), with where each is now.
+    pub after: Vec<BlockerItem>,
+    /// True while its start waits for those tasks to be done.
+    pub start_waits: bool,
+}
+
+/// A task another waits for, in `show --json`'s `after`.
+#[derive(Debug, ToSchema)]
+pub struct BlockerItem {
+    pub id: i64,
+    /// idle, queued, running, waiting, interrupted, done, failed or cancelled.
+    pub state: String,
+    pub status: String,
 }
 
 /// A message said to a task's agent in `show --json`.

@@ -58,12 +58,11 @@ fn task_ids() -> Vec<CompletionCandidate> {
     if !ws.db_path().exists() {
         return Vec::new();
     }
-    let Ok(store) = crate::store::Store::open_read_only(&ws.db_path()) else {
+    let Ok(reader) = crate::engine::Reader::open(&ws) else {
         return Vec::new();
     };
-    let tasks = store
-        .read()
-        .list_tasks(&crate::store::TaskFilter::default())
+    let tasks = reader
+        .tasks(&crate::store::TaskFilter::default())
         .unwrap_or_default();
     tasks
         .iter()

@@ -41,6 +41,30 @@ fn the_tab_and_the_detail_pane_name_the_failing_agent_80x24() {
     assert_snapshot!(h.screen());
 }
 
+#[test]
+fn agents_failing_for_one_reason_share_one_warning() {
+    let mut h = Harness::new(120, 36);
+    let mut problems = std::collections::HashMap::new();
+    for agent in ["demo-planner", "demo-coder", "demo-reviewer"] {
+        problems.insert(agent.to_string(), WHY.to_string());
+    }
+    h.event(AppEvent::AgentProblems(problems));
+    let (detail, log) = running_detail();
+    h.select(2);
+    h.serve(&detail, &log);
+    let screen = h.screen();
+    assert_eq!(
+        screen.matches("cannot run here").count(),
+        1,
+        "one warning for the three agents:\n{screen}"
+    );
+    assert!(
+        screen.contains("⚠ agents demo-planner, demo-coder,")
+            && screen.contains("demo-reviewer cannot run here"),
+        "{screen}"
+    );
+}
+
 fn choice(id: &str, problem: Option<&str>) -> AgentChoice {
     AgentChoice {
         id: id.into(),

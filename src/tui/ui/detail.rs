@@ -171,8 +171,17 @@ fn render_left(f: &mut Frame, area: Rect, app: &App, d: &TaskDetail) {
         }
     }
     let mut after = Vec::new();
+    // Agents failing for the same reason (one CLI missing) share one warning.
+    let mut problems: Vec<(Vec<String>, &str)> = Vec::new();
     for (agent, why) in app.agent_problems(&d.task.pipeline_id) {
-        let text = format!("⚠ agent {agent} cannot run here: {why}");
+        match problems.iter_mut().find(|(_, w)| *w == why) {
+            Some((agents, _)) => agents.push(agent),
+            None => problems.push((vec![agent], why)),
+        }
+    }
+    for (agents, why) in problems {
+        let noun = if agents.len() == 1 { "agent" } else { "agents" };
+        let text = format!("⚠ {noun} {} cannot run here: {why}", agents.join(", "));
         let text = crate::ansi::strip(&text).into_owned();
         after.extend(
             wrap(&text, w, 3)

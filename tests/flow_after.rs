@@ -128,6 +128,17 @@ fn a_start_asked_later_waits_too_and_a_step_first_pipeline_holds_its_step() {
         (&"build".into(), &"idle".into())
     );
     assert_eq!(shown["steps"].as_array().unwrap().len(), 0, "{shown:#}");
+    // Started by hand, it says what it waits for rather than that no move fits.
+    let said = ws.ok(&["start", &d.to_string()]);
+    assert!(said.contains(&format!("waits for task {a}")), "{said}");
+    // A task others wait for cannot be deleted out from under them.
+    let refused = ws.baton(&["delete", &a.to_string()]).output().unwrap();
+    assert!(!refused.status.success());
+    let why = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        why.contains(&format!("tasks {c}, {d} wait for it")),
+        "{why}"
+    );
     ws.drain();
     assert_eq!(ws.show(d)["steps"].as_array().unwrap().len(), 0);
     ws.ok(&["start", &a.to_string()]);

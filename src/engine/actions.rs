@@ -252,8 +252,14 @@ pub fn apply(db: &Db, req: &Request, outside: &Outside) -> Result<Applied> {
         })
     };
 
+    // A start waits for the task's blockers: at its backlog, or at the first step of a
+    // pipeline that begins with one, held there until they are done.
     if matches!(req.action, Action::Start)
-        && pipeline.status(&task.status).map(|s| s.kind) == Some(StatusKind::Queue)
+        && match pipeline.status(&task.status).map(|s| s.kind) {
+            Some(StatusKind::Queue) => true,
+            Some(StatusKind::Step) => task.state == TaskState::Idle && db.start_waits(task.id)?,
+            _ => false,
+        }
     {
         let open = super::waits::open_blockers(db, task.id)?;
         if !open.is_empty() {

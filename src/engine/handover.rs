@@ -29,6 +29,13 @@ impl Engine {
                     who.pid
                 )
             }
+            // A handover to another `baton engine` is under way: that one gets the lock.
+            Role::Front if self.handover_to.is_some_and(|to| to != pid) => {
+                let to = self.handover_to.unwrap_or_default();
+                format!(
+                    "no this engine is already handing over to baton engine (pid {to}), and one engine runs per workspace — stop that one first (kill {to}), or attach to it with `baton` once it runs\n"
+                )
+            }
             // Already stopping (its board is quitting): the lock is free soon anyway.
             Role::Front if stopping.is_some() && self.handover_to.is_none() => {
                 format!("ok {running}\n")

@@ -259,6 +259,25 @@ pub(super) fn delete(db: &Db, task: &Task) -> Result<Applied> {
             ),
         ));
     }
+    // A task others still wait for: deleting it would leave them held for good.
+    let mut held = Vec::new();
+    for d in db.dependents(task.id)? {
+        if db.start_waits(d)? {
+            held.push(d);
+        }
+    }
+    if !held.is_empty() {
+        return Err(refuse(
+            task,
+            format!(
+                "task{} {} wait{} for it — `baton abort {}` cancels it and leaves them waiting, marked; delete them first to delete it",
+                if held.len() == 1 { "" } else { "s" },
+                super::waits::id_list(&held),
+                if held.len() == 1 { "s" } else { "" },
+                task.id
+            ),
+        ));
+    }
     db.delete_task(task.id)?;
     Ok(done(task, format!("task {}: deleted", task.id)))
 }

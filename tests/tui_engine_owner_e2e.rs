@@ -278,6 +278,15 @@ fn baton_engine_takes_over_from_a_board_at_the_next_step_boundary() {
         s.contains(&format!("engine: baton engine (pid {pid})"))
     });
     assert!(!screen.contains("engine: here"), "{screen}");
+    // Attached now, the board watches the pipelines itself: a new file brings its tab.
+    ws.pipeline(
+        "extra.json",
+        r#"{"id": "extra", "name": "Extraordinary", "statuses": [
+            {"id": "todo", "kind": "queue"}, {"id": "done", "kind": "done"}]}"#,
+    );
+    tmux.wait("the new pipeline's tab on the attached board", |s| {
+        s.contains("Extraordinary")
+    });
     common::wait_for("the test step to run in baton engine", || {
         status_of(&ws, id).0 == "done"
     });

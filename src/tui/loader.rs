@@ -23,6 +23,9 @@ pub enum LoadReq {
     Graph(i64),
     /// Definition files changed: read the pipelines again, then the board.
     Reload,
+    /// The engine this board shared its pipelines with is gone (it handed over): read and
+    /// reload them here from now on, then the board.
+    ReadOwn,
 }
 
 /// The UI's handle on the loader thread (it ends when this is dropped).
@@ -124,6 +127,13 @@ fn run(
                 }
                 // The engine reloads them and says what went wrong.
                 (LoadReq::Reload, Pipelines::Shared(_)) => LoadReq::Board,
+                (LoadReq::ReadOwn, Pipelines::Shared(_)) => {
+                    source =
+                        Pipelines::Own(LiveCatalog::load(&ws.pipelines_dir(), &ws.agents_dir()));
+                    catalog = source.current();
+                    LoadReq::Board
+                }
+                (LoadReq::ReadOwn, Pipelines::Own(_)) => LoadReq::Board,
                 (req, _) => req,
             };
             if let Pipelines::Shared(rx) = &mut source
@@ -172,7 +182,7 @@ fn answer(ws: &Workspace, db: &Reader, catalog: &Catalog, req: LoadReq) -> AppEv
         AppEvent::LoadFailed(format!("loading {what} failed: {e}"))
     };
     match req {
-        LoadReq::Board | LoadReq::Reload => match board(db, catalog) {
+        LoadReq::Board | LoadReq::Reload | LoadReq::ReadOwn => match board(db, catalog) {
             Ok(b) => AppEvent::Board(b),
             Err(e) => failed("the board", &e),
         },

@@ -93,19 +93,7 @@ async fn main_loop(ws: &Workspace) -> Result<(), String> {
     let shared = engine.catalog();
     let watch_here = shared.is_none();
     let loader = Loader::spawn_on(ws.clone(), tx.clone(), shared);
-    let reload = loader.requester();
-    let _defs = watch_here
-        .then(|| {
-            crate::workspace::watch::watch(&ws.dir(), move |paths| {
-                // config.toml is the engine's to read; pipelines and agents are the board's too.
-                if paths.iter().any(|p| !p.ends_with("config.toml")) {
-                    reload(super::loader::LoadReq::Reload)
-                }
-            })
-            .map_err(|e| tracing::warn!("{e}; edits to pipelines apply when baton starts again"))
-            .ok()
-        })
-        .flatten();
+    let mut defs = watch_here.then(|| watch_definitions(ws, &loader)).flatten();
     let mut screen = Screen::enter().map_err(|e| format!("cannot set up the terminal: {e}"))?;
     let gate = Arc::new(InputGate::default());
     spawn_input(tx.clone(), gate.clone());
@@ -187,6 +175,12 @@ async fn main_loop(ws: &Workspace) -> Result<(), String> {
                 // Drain what is already queued before drawing.
                 while let Ok(ev) = rx.try_recv() {
                     dirty |= handle(ev, &mut app, &mut engine, ws, &changes, &tx).await;
+                }
+                // Attached now to an engine elsewhere (its engine handed over): the board
+                // reads and watches the pipelines itself from here on.
+                if defs.is_none() && !engine.embedded() {
+                    loader.requester()(super::loader::LoadReq::ReadOwn);
+                    defs = watch_definitions(ws, &loader);
                 }
             }
             _ = tick.tick(), if ticking => {
@@ -281,6 +275,22 @@ fn perform(
             let _ = out.flush();
         }
     }
+}
+
+/// Watches the workspace's pipelines and agents, reloading the board's copy on a change.
+fn watch_definitions(
+    ws: &Workspace,
+    loader: &Loader,
+) -> Option<crate::workspace::watch::DefinitionWatcher> {
+    let reload = loader.requester();
+    crate::workspace::watch::watch(&ws.dir(), move |paths| {
+        // config.toml is the engine's to read; pipelines and agents are the board's too.
+        if paths.iter().any(|p| !p.ends_with("config.toml")) {
+            reload(super::loader::LoadReq::Reload)
+        }
+    })
+    .map_err(|e| tracing::warn!("{e}; edits to pipelines apply when baton starts again"))
+    .ok()
 }
 
 /// Feeds an event to the reducer; the engine this board used going away is handled here,

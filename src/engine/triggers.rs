@@ -2,9 +2,10 @@
 //! schedule, on a new commit to a matching branch, or when another task reaches done.
 //! Every firing has a dedupe key recorded in the store, so a restart never fires twice.
 
-use super::actions::{Action, Outside, Request, apply, create_task_by};
+use super::actions::{Action, Outside, Request, apply, create_and_start, create_task_by};
+use super::request::NewTask;
 use crate::pipeline::{Pipeline, StatusKind};
-use crate::store::{Db, NewEvent, Task};
+use crate::store::{Db, NewEvent, StoreError, Task};
 use chrono::{DateTime, Local};
 use serde_json::{Value, json};
 
@@ -30,6 +31,8 @@ pub struct Trigger {
     /// Title template: `{{date}}`, `{{branch}}`, `{{sha}}`, `{{title}}`, `{{id}}`.
     pub title: String,
     pub prompt: String,
+    /// `"after": "previous"`: each task waits for the one this trigger made before it.
+    pub after_previous: bool,
 }
 
 /// Parses a pipeline's `triggers`; problems are plain sentences naming the trigger.
@@ -108,6 +111,14 @@ pub fn parse(p: &Pipeline) -> (Vec<Trigger>, Vec<String>) {
             ));
             continue;
         };
+        let after_previous = match raw.get("after") {
+            None => false,
+            Some(Value::String(s)) if s == "previous" => true,
+            Some(v) => {
+                errors.push(format!("{at}: {}", crate::pipeline::trigger_after_problem(v)));
+                continue;
+            }
+        };
         let default_title = match kind {
             Kind::Schedule(_) => "{{date}}",
             Kind::Push(_) => "{{branch}} {{sha}}",
@@ -124,6 +135,7 @@ pub fn parse(p: &Pipeline) -> (Vec<Trigger>, Vec<String>) {
             kind,
             title: text("title", default_title),
             prompt: text("prompt", default_prompt),
+            after_previous,
         });
     }
     (out, errors)
@@ -175,19 +187,41 @@ pub fn fire(
     }
     let title = render(&trigger.title, vars);
     let prompt = render(&trigger.prompt, vars);
-    let id = create_task_by(db, pipeline, &title, &prompt, "trigger")?;
-    if pipeline.statuses.first().map(|s| s.kind) == Some(StatusKind::Queue) {
-        apply(
-            db,
-            &Request {
-                task_id: id,
-                action: Action::Start,
-                expected_status: None,
-                actor: "trigger".into(),
-            },
-            &Outside::NONE,
-        )?;
-    }
+    let first_is_queue = pipeline.statuses.first().map(|s| s.kind) == Some(StatusKind::Queue);
+    let last_key = format!("trigger-last:{}:{}", trigger.pipeline, trigger.index);
+    let after = if trigger.after_previous {
+        previous(db, &last_key)?
+    } else {
+        Vec::new()
+    };
+    let id = if after.is_empty() {
+        let id = create_task_by(db, pipeline, &title, &prompt, "trigger")?;
+        if first_is_queue {
+            apply(
+                db,
+                &Request {
+                    task_id: id,
+                    action: Action::Start,
+                    expected_status: None,
+                    actor: "trigger".into(),
+                },
+                &Outside::NONE,
+            )?;
+        }
+        id
+    } else {
+        // Held (and marked) until the one before is done, then started like any waiting task.
+        let new = NewTask {
+            title,
+            prompt,
+            start: first_is_queue,
+            actor: "trigger".into(),
+            after,
+            ..Default::default()
+        };
+        create_and_start(db, pipeline, &new)?.id
+    };
+    db.set_meta(&last_key, &id.to_string())?;
     db.set_meta(&meta_key, &id.to_string())?;
     db.insert_event(&NewEvent {
         task_id: Some(id),
@@ -203,6 +237,22 @@ pub fn fire(
         level: "info",
     })?;
     Ok(Some(id))
+}
+
+/// The task a trigger made last (remembered under `key`), while it is still on the board.
+fn previous(db: &Db, key: &str) -> super::Result<Vec<i64>> {
+    let Some(id) = db.meta(key)?.and_then(|v| v.parse::<i64>().ok()) else {
+        return Ok(Vec::new());
+    };
+    match db.task(id) {
+        Err(StoreError::NoTask(_)) => return Ok(Vec::new()),
+        Err(e) => return Err(e.into()),
+        Ok(_) => {}
+    }
+    if db.is_archived(id)? {
+        return Ok(Vec::new());
+    }
+    Ok(vec![id])
 }
 
 #[cfg(test)]

@@ -162,7 +162,9 @@ fn a_bad_after_on_a_trigger_is_located() {
         "{err}"
     );
     assert!(
-        err.contains("bad.json:5:31: error: trigger 3: unknown field `aftr` — did you mean `after`?"),
+        err.contains(
+            "bad.json:5:31: error: trigger 3: unknown field `aftr` — did you mean `after`?"
+        ),
         "{err}"
     );
     assert!(!err.contains("trigger 1"), "`previous` is fine: {err}");

@@ -4,8 +4,8 @@
 //! the `commands` table.
 
 pub mod actions;
-pub mod attach;
 mod answer;
+pub mod attach;
 mod breakpoints;
 pub mod client;
 mod client_follow;

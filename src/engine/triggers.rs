@@ -115,7 +115,10 @@ pub fn parse(p: &Pipeline) -> (Vec<Trigger>, Vec<String>) {
             None => false,
             Some(Value::String(s)) if s == "previous" => true,
             Some(v) => {
-                errors.push(format!("{at}: {}", crate::pipeline::trigger_after_problem(v)));
+                errors.push(format!(
+                    "{at}: {}",
+                    crate::pipeline::trigger_after_problem(v)
+                ));
                 continue;
             }
         };
@@ -256,71 +259,8 @@ fn previous(db: &Db, key: &str) -> super::Result<Vec<i64>> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn globs() {
-        for (p, t, want) in [
-            ("main", "main", true),
-            ("main", "mainx", false),
-            ("release/*", "release/1.2", true),
-            ("release/*", "release", false),
-            ("*", "anything", true),
-            ("feat/*/x", "feat/a/b/x", true),
-            ("feat/*/x", "feat/a/b/y", false),
-        ] {
-            assert_eq!(glob(p, t), want, "{p} ~ {t}");
-        }
-    }
-
-    fn pipeline(triggers: Value) -> Pipeline {
-        serde_json::from_value(json!({
-            "id": "p", "name": "P",
-            "statuses": [{"id": "todo", "label": "todo", "kind": "queue"}],
-            "triggers": triggers,
-        }))
-        .unwrap()
-    }
-
-    #[test]
-    fn parses_each_kind_and_names_bad_ones() {
-        let (ok, errs) = parse(&pipeline(json!([
-            {"schedule": "0 3 * * *", "title": "nightly {{date}}"},
-            {"schedule": "*/5 * * * * *"},
-            {"push": {"branches": ["main", "release/*"]}},
-            {"task_done": {"pipeline": "feature"}},
-            {"schedule": "not cron"},
-            {"push": {}},
-            {"webhook": {}},
-        ])));
-        assert_eq!(ok.len(), 4);
-        assert_eq!(ok[0].title, "nightly {{date}}");
-        assert_eq!(errs.len(), 3, "{errs:?}");
-        assert!(errs[0].contains("trigger 5") && errs[0].contains("cron"));
-        assert!(errs[1].contains("branches"));
-        assert!(errs[2].contains("unknown trigger"));
-    }
-
-    #[test]
-    fn next_fire_is_after_now() {
-        let (ok, _) = parse(&pipeline(json!([{"schedule": "*/5 * * * * *"}])));
-        let Kind::Schedule(cron) = &ok[0].kind else {
-            panic!()
-        };
-        let now = Local::now();
-        let next = next_fire(cron, now).unwrap();
-        assert!(next > now && next <= now + chrono::Duration::seconds(5));
-    }
-
-    #[test]
-    fn renders_templates() {
-        assert_eq!(
-            render("{{branch}}@{{sha}}", &[("branch", "main"), ("sha", "abc")]),
-            "main@abc"
-        );
-    }
-}
+#[path = "triggers_tests.rs"]
+mod tests;
 
 /// A firing ready to be recorded.
 #[derive(Debug, Clone)]

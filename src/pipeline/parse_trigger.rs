@@ -8,7 +8,13 @@ use super::parse_step::did_you_mean;
 use serde_json::Value;
 
 const FIELDS: &[&str] = &[
-    "schedule", "push", "task_done", "issue", "title", "prompt", "after",
+    "schedule",
+    "push",
+    "task_done",
+    "issue",
+    "title",
+    "prompt",
+    "after",
 ];
 const KINDS: &[&str] = &["schedule", "push", "task_done", "issue"];
 /// The fields of an `issue` trigger's object.

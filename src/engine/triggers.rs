@@ -1,6 +1,7 @@
 //! Pipeline triggers: tasks created and started on their own — on a cron
 //! schedule, on a new commit to a matching branch, or when another task reaches done.
 //! Every firing has a dedupe key recorded in the store, so a restart never fires twice.
+//! With `"after": "previous"` each task waits for the one its trigger made before it.
 
 use super::actions::{Action, Outside, Request, apply, create_and_start, create_task_by};
 use super::request::NewTask;

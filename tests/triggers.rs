@@ -139,3 +139,108 @@ fn bad_triggers_are_reported_by_validate() {
         "{err}"
     );
 }
+
+#[test]
+fn a_bad_after_on_a_trigger_is_located() {
+    let ws = Ws::new();
+    ws.pipeline(
+        "bad.json",
+        r#"{"id": "bad", "name": "Bad",
+  "statuses": [{"id": "todo", "kind": "queue"}, {"id": "done", "kind": "done"}],
+  "triggers": [{"schedule": "0 3 * * *", "after": "previous"},
+    {"schedule": "0 4 * * *", "after": "x"},
+    {"schedule": "0 5 * * *", "aftr": "previous"}]
+}"#,
+    );
+    let out = ws.baton(&["pipelines", "validate"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "bad.json:4:40: error: trigger 2: after takes \"previous\" (wait for the task this trigger made last), not \"x\""
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "bad.json:5:31: error: trigger 3: unknown field `aftr` — did you mean `after`?"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("trigger 1"), "`previous` is fine: {err}");
+}
+
+/// A push to `main` fires both triggers: `ci`'s tasks wait for the one before, `free`'s
+/// start at once.
+#[test]
+fn a_trigger_with_after_previous_waits_for_the_task_it_made_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("repo");
+    common::git_init(&root);
+    let ws = Ws::at(dir, "repo");
+    ws.baton(&["init"]).assert().success();
+    let pipeline = |id: &str, after: &str| {
+        format!(
+            r#"{{"id": "{id}", "name": "{id}",
+  "statuses": [
+    {{"id": "todo", "kind": "queue"}},
+    {{"id": "review", "kind": "gate"}},
+    {{"id": "done", "kind": "done"}}
+  ],
+  "triggers": [{{"push": {{"branches": ["main"]}}, "title": "build {{{{sha}}}}"{after}}}]
+}}"#
+        )
+    };
+    ws.pipeline("ci.json", &pipeline("ci", r#", "after": "previous""#));
+    ws.pipeline("free.json", &pipeline("free", ""));
+    let of = |p: &str| -> Vec<serde_json::Value> {
+        let mut all: Vec<_> = tasks(&ws)
+            .into_iter()
+            .filter(|t| t["pipeline"] == p)
+            .collect();
+        all.sort_by_key(|t| t["id"].as_i64());
+        all
+    };
+    let engine = spawn_engine(&ws);
+    let seen = || {
+        baton::store::Store::open(&ws.root().join(".baton/baton.db"))
+            .unwrap()
+            .read()
+            .meta("push-seen:free:0:main")
+            .unwrap()
+            .is_some()
+    };
+    wait_for("the first look at branch heads", seen);
+    common::git(&root, &["commit", "-q", "--allow-empty", "-m", "two"]);
+    wait_for("the first push's tasks", || {
+        of("ci").len() == 1 && of("free").len() == 1
+    });
+    let first = of("ci")[0]["id"].as_i64().unwrap();
+    assert_eq!(ws.show(first)["status"], "review", "nothing before it");
+    common::git(&root, &["commit", "-q", "--allow-empty", "-m", "three"]);
+    wait_for("the second push's tasks", || {
+        of("ci").len() == 2 && of("free").len() == 2
+    });
+    // Without `after` both start at once.
+    assert!(of("free").iter().all(|t| t["status"] == "review"));
+    // With it the second waits for the first.
+    let second = of("ci")[1]["id"].as_i64().unwrap();
+    let shown = ws.show(second);
+    assert_eq!(shown["status"], "todo", "{shown}");
+    assert_eq!(shown["start_waits"], true, "{shown}");
+    let after: Vec<i64> = shown["after"]
+        .as_array()
+        .expect("`after` is a list")
+        .iter()
+        .map(|b| b["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(after, [first]);
+    // Done with the first: the second starts by itself.
+    ws.ok(&["approve", &first.to_string()]);
+    wait_for("the second to start", || {
+        ws.show(second)["status"] == "review"
+    });
+    stop(engine);
+    assert_eq!(ws.show(first)["status"], "done");
+    assert_eq!(ws.show(second)["start_waits"], false);
+}

@@ -1,10 +1,12 @@
 //! Pipeline triggers: tasks created and started on their own — on a cron
 //! schedule, on a new commit to a matching branch, or when another task reaches done.
 //! Every firing has a dedupe key recorded in the store, so a restart never fires twice.
+//! With `"after": "previous"` each task waits for the one its trigger made before it.
 
-use super::actions::{Action, Outside, Request, apply, create_task_by};
+use super::actions::{Action, Outside, Request, apply, create_and_start, create_task_by};
+use super::request::NewTask;
 use crate::pipeline::{Pipeline, StatusKind};
-use crate::store::{Db, NewEvent, Task};
+use crate::store::{Db, NewEvent, StoreError, Task};
 use chrono::{DateTime, Local};
 use serde_json::{Value, json};
 
@@ -30,6 +32,8 @@ pub struct Trigger {
     /// Title template: `{{date}}`, `{{branch}}`, `{{sha}}`, `{{title}}`, `{{id}}`.
     pub title: String,
     pub prompt: String,
+    /// `"after": "previous"`: each task waits for the one this trigger made before it.
+    pub after_previous: bool,
 }
 
 /// Parses a pipeline's `triggers`; problems are plain sentences naming the trigger.
@@ -108,6 +112,17 @@ pub fn parse(p: &Pipeline) -> (Vec<Trigger>, Vec<String>) {
             ));
             continue;
         };
+        let after_previous = match raw.get("after") {
+            None => false,
+            Some(Value::String(s)) if s == "previous" => true,
+            Some(v) => {
+                errors.push(format!(
+                    "{at}: {}",
+                    crate::pipeline::trigger_after_problem(v)
+                ));
+                continue;
+            }
+        };
         let default_title = match kind {
             Kind::Schedule(_) => "{{date}}",
             Kind::Push(_) => "{{branch}} {{sha}}",
@@ -124,6 +139,7 @@ pub fn parse(p: &Pipeline) -> (Vec<Trigger>, Vec<String>) {
             kind,
             title: text("title", default_title),
             prompt: text("prompt", default_prompt),
+            after_previous,
         });
     }
     (out, errors)
@@ -175,19 +191,41 @@ pub fn fire(
     }
     let title = render(&trigger.title, vars);
     let prompt = render(&trigger.prompt, vars);
-    let id = create_task_by(db, pipeline, &title, &prompt, "trigger")?;
-    if pipeline.statuses.first().map(|s| s.kind) == Some(StatusKind::Queue) {
-        apply(
-            db,
-            &Request {
-                task_id: id,
-                action: Action::Start,
-                expected_status: None,
-                actor: "trigger".into(),
-            },
-            &Outside::NONE,
-        )?;
-    }
+    let first_is_queue = pipeline.statuses.first().map(|s| s.kind) == Some(StatusKind::Queue);
+    let last_key = format!("trigger-last:{}:{}", trigger.pipeline, trigger.index);
+    let after = if trigger.after_previous {
+        previous(db, &last_key)?
+    } else {
+        Vec::new()
+    };
+    let id = if after.is_empty() {
+        let id = create_task_by(db, pipeline, &title, &prompt, "trigger")?;
+        if first_is_queue {
+            apply(
+                db,
+                &Request {
+                    task_id: id,
+                    action: Action::Start,
+                    expected_status: None,
+                    actor: "trigger".into(),
+                },
+                &Outside::NONE,
+            )?;
+        }
+        id
+    } else {
+        // Held (and marked) until the one before is done, then started like any waiting task.
+        let new = NewTask {
+            title,
+            prompt,
+            start: first_is_queue,
+            actor: "trigger".into(),
+            after,
+            ..Default::default()
+        };
+        create_and_start(db, pipeline, &new)?.id
+    };
+    db.set_meta(&last_key, &id.to_string())?;
     db.set_meta(&meta_key, &id.to_string())?;
     db.insert_event(&NewEvent {
         task_id: Some(id),
@@ -205,72 +243,25 @@ pub fn fire(
     Ok(Some(id))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn globs() {
-        for (p, t, want) in [
-            ("main", "main", true),
-            ("main", "mainx", false),
-            ("release/*", "release/1.2", true),
-            ("release/*", "release", false),
-            ("*", "anything", true),
-            ("feat/*/x", "feat/a/b/x", true),
-            ("feat/*/x", "feat/a/b/y", false),
-        ] {
-            assert_eq!(glob(p, t), want, "{p} ~ {t}");
-        }
+/// The task a trigger made last (remembered under `key`), while it is still on the board.
+fn previous(db: &Db, key: &str) -> super::Result<Vec<i64>> {
+    let Some(id) = db.meta(key)?.and_then(|v| v.parse::<i64>().ok()) else {
+        return Ok(Vec::new());
+    };
+    match db.task(id) {
+        Err(StoreError::NoTask(_)) => return Ok(Vec::new()),
+        Err(e) => return Err(e.into()),
+        Ok(_) => {}
     }
-
-    fn pipeline(triggers: Value) -> Pipeline {
-        serde_json::from_value(json!({
-            "id": "p", "name": "P",
-            "statuses": [{"id": "todo", "label": "todo", "kind": "queue"}],
-            "triggers": triggers,
-        }))
-        .unwrap()
+    if db.is_archived(id)? {
+        return Ok(Vec::new());
     }
-
-    #[test]
-    fn parses_each_kind_and_names_bad_ones() {
-        let (ok, errs) = parse(&pipeline(json!([
-            {"schedule": "0 3 * * *", "title": "nightly {{date}}"},
-            {"schedule": "*/5 * * * * *"},
-            {"push": {"branches": ["main", "release/*"]}},
-            {"task_done": {"pipeline": "feature"}},
-            {"schedule": "not cron"},
-            {"push": {}},
-            {"webhook": {}},
-        ])));
-        assert_eq!(ok.len(), 4);
-        assert_eq!(ok[0].title, "nightly {{date}}");
-        assert_eq!(errs.len(), 3, "{errs:?}");
-        assert!(errs[0].contains("trigger 5") && errs[0].contains("cron"));
-        assert!(errs[1].contains("branches"));
-        assert!(errs[2].contains("unknown trigger"));
-    }
-
-    #[test]
-    fn next_fire_is_after_now() {
-        let (ok, _) = parse(&pipeline(json!([{"schedule": "*/5 * * * * *"}])));
-        let Kind::Schedule(cron) = &ok[0].kind else {
-            panic!()
-        };
-        let now = Local::now();
-        let next = next_fire(cron, now).unwrap();
-        assert!(next > now && next <= now + chrono::Duration::seconds(5));
-    }
-
-    #[test]
-    fn renders_templates() {
-        assert_eq!(
-            render("{{branch}}@{{sha}}", &[("branch", "main"), ("sha", "abc")]),
-            "main@abc"
-        );
-    }
+    Ok(vec![id])
 }
+
+#[cfg(test)]
+#[path = "triggers_tests.rs"]
+mod tests;
 
 /// A firing ready to be recorded.
 #[derive(Debug, Clone)]

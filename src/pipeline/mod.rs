@@ -20,6 +20,7 @@ mod parse;
 mod parse_edge;
 mod parse_step;
 mod parse_trigger;
+pub use parse_trigger::trigger_after_problem;
 pub mod schema;
 mod validate;
 

@@ -1,13 +1,21 @@
 //! Checks a pipeline's `triggers` where the file is read, so a problem carries its
 //! file:line:col like every other: unknown fields (with a "did you mean"), and cron patterns
-//! explained by the field they are about ("minute 61 is out of range 0–59").
+//! explained by the field they are about ("minute 61 is out of range 0–59"), and `after`.
 
 use super::locate::join;
 use super::parse::Ctx;
 use super::parse_step::did_you_mean;
 use serde_json::Value;
 
-const FIELDS: &[&str] = &["schedule", "push", "task_done", "issue", "title", "prompt"];
+const FIELDS: &[&str] = &[
+    "schedule",
+    "push",
+    "task_done",
+    "issue",
+    "title",
+    "prompt",
+    "after",
+];
 const KINDS: &[&str] = &["schedule", "push", "task_done", "issue"];
 /// The fields of an `issue` trigger's object.
 const ISSUE_FIELDS: &[&str] = &["labels"];
@@ -43,7 +51,7 @@ pub(crate) fn check(ctx: &mut Ctx, triggers: &[Value]) {
             let message = match did_you_mean(key, FIELDS) {
                 Some(near) => format!("{at}: unknown field `{key}` — did you mean `{near}`?"),
                 None => format!(
-                    "{at}: unknown field `{key}` (a trigger has one of schedule, push, task_done, issue, plus title and prompt)"
+                    "{at}: unknown field `{key}` (a trigger has one of schedule, push, task_done, issue, plus title, prompt and after)"
                 ),
             };
             ctx.error_key(&join(&ptr, key), message);
@@ -54,6 +62,12 @@ pub(crate) fn check(ctx: &mut Ctx, triggers: &[Value]) {
                 &ptr,
                 format!("{at}: a trigger has exactly one of schedule, push, task_done or issue"),
             );
+        }
+        if let Some(a) = obj.get("after")
+            && a.as_str() != Some("previous")
+        {
+            let why = trigger_after_problem(a);
+            ctx.error(&join(&ptr, "after"), format!("{at}: {why}"));
         }
         if let Some(spec) = obj.get("issue") {
             check_issue(ctx, &join(&ptr, "issue"), &at, spec);
@@ -73,6 +87,11 @@ pub(crate) fn check(ctx: &mut Ctx, triggers: &[Value]) {
             }
         }
     }
+}
+
+/// What is wrong with a trigger's `after` value `v` (anything but `"previous"`).
+pub fn trigger_after_problem(v: &Value) -> String {
+    format!("after takes \"previous\" (wait for the task this trigger made last), not {v}")
 }
 
 /// An `issue` trigger: `{"labels": ["baton"]}`, at least one label, each a name.

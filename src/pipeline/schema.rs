@@ -373,6 +373,17 @@ pub struct TriggerFile {
     title: Option<String>,
     /// Prompt template.
     prompt: Option<String>,
+    /// `"previous"`: each task waits for the task this trigger made last, and starts once
+    /// it is done, so runs never overlap.
+    after: Option<TriggerAfter>,
+}
+
+/// What a trigger's task waits for.
+#[derive(JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TriggerAfter {
+    /// The task this trigger made last.
+    Previous,
 }
 
 /// `{"branches": ["main", "release/*"]}` (`*` matches any run of characters).

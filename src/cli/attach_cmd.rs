@@ -34,7 +34,9 @@ fn plan(ws: &Workspace, id: i64) -> Result<Plan, Failure> {
     let reader = crate::engine::Reader::open(ws).map_err(|e| Failure::new(e.to_string()))?;
     let agents = crate::agents::load_agents(Some(&ws.agents_dir()));
     let shell = crate::tui::launch::shell_argv();
-    reader.attach_plan(ws, &agents, id, shell).map_err(Failure::new)
+    reader
+        .attach_plan(ws, &agents, id, shell)
+        .map_err(Failure::new)
 }
 
 /// `baton attach ID [--here]`.

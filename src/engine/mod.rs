@@ -4,8 +4,8 @@
 //! the `commands` table.
 
 pub mod actions;
-mod answer;
 pub mod attach;
+mod answer;
 mod breakpoints;
 pub mod client;
 mod client_follow;

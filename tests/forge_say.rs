@@ -282,11 +282,16 @@ fn a_writers_baton_comment_continues_the_agent_once_and_others_are_only_recorded
     let asked = stub.calls("GET", "/repos/acme/app/collaborators/dee/permission");
     assert_eq!(asked.len(), 1, "the forge's API was asked once");
     assert_eq!(asked[0].headers["authorization"], format!("Bearer {TOKEN}"));
+    // When the API cannot tell, nothing is said either.
+    let perm = "/repos/acme/app/collaborators/zed/permission";
+    stub.answer("GET", perm, 500, json!({"message": "Server Error"}));
+    let unknown = deliver(&server, "c4", &comment("/baton go on", "zed", None));
+    assert_eq!(unknown["said"], false, "{unknown}");
 
     let store = baton::store::Store::open(&ws.root().join(".baton/baton.db")).unwrap();
     let events = store.read().events(id).unwrap();
     let say: Vec<_> = events.iter().filter(|e| e.kind == "forge.say").collect();
-    assert_eq!(say.len(), 3, "{say:?}");
+    assert_eq!(say.len(), 4, "{say:?}");
     assert!(
         say[0].summary.contains("said to the agent: fix the typo"),
         "{}",
@@ -306,6 +311,13 @@ fn a_writers_baton_comment_continues_the_agent_once_and_others_are_only_recorded
             .contains("not said (dee may not write to acme/app)"),
         "{}",
         say[2].summary
+    );
+    let why = &say[3].summary;
+    assert!(
+        why.contains(
+            "not said (whether zed may write to acme/app could not be checked: GitHub answered 500"
+        ),
+        "{why}"
     );
     let messages = store.read().messages(id).unwrap();
     assert_eq!(messages.len(), 1, "{messages:?}");

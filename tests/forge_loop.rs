@@ -469,11 +469,13 @@ fn a_labelled_issue_becomes_one_task_whose_pull_request_closes_it() {
     assert!(body.ends_with("Closes #7"), "{body}");
     wait_status(&ws, 1, "in_pr");
 
-    // A `/baton` comment on the pull request is recorded on the task, once.
+    // A `/baton` comment on the pull request from someone the forge does not let write
+    // (the stub knows no collaborators) is recorded on the task, once, and not said.
     let said = json!({"action": "created", "issue": {"number": 12, "pull_request": {"url": "u"}},
         "comment": {"body": "/baton please add a test", "user": {"login": "octo"}}});
     let first = deliver("issue_comment", "c1", &said);
     assert_eq!(first["task"], 1, "{first}");
+    assert_eq!(first["said"], false, "{first}");
     let again = deliver("issue_comment", "c1", &said);
     assert_eq!(again["duplicate"], true, "{again}");
     let events = store.read().events(1).unwrap();

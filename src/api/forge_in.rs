@@ -222,7 +222,15 @@ async fn handle(
         return issue_in(s, issue, ours.as_deref(), &event, &delivery).await;
     }
     if let Some(c) = issues::parse_baton_comment(kind, &event, &payload) {
-        return forge_in_say::baton_comment(s, c, id_key, &event, &delivery).await;
+        let origin = forge_in_say::Origin {
+            settings: &settings,
+            kind,
+            ours: ours.as_deref(),
+            id_key,
+            event: &event,
+            delivery: &delivery,
+        };
+        return forge_in_say::baton_comment(s, origin, c).await;
     }
     // The task the event is about: by the pull request's number, else (a payload without
     // one) its branch in this repository. A delivery that reaches no task is noted here;

@@ -1,51 +1,127 @@
-//! A comment starting with `/baton` on a task's pull request: recorded on the task as an
-//! event (`forge.say`) with the rest of its text, once per delivery.
+//! A comment starting with `/baton` on a task's pull request: the rest is said to the
+//! task's agent (as `baton say` does) when its author may write to the repository, and
+//! recorded on the task either way, once per delivery.
 
 use super::http::{AppState, error};
-use crate::engine::forge_events::{KEEP, KEEP_MS};
+use crate::engine::Action;
+use crate::engine::forge_events::{self, KEEP, KEEP_MS};
+use crate::engine::forge_say::NOT_SAID;
 use crate::forge::issues::BatonComment;
-use crate::store::{NewEvent, StoreError};
+use crate::forge::{ForgeSettings, Kind, Target};
+use crate::store::StoreError;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-/// Records `c` on the task whose pull request it was written on.
-pub(super) async fn baton_comment(
-    s: &AppState,
-    c: BatonComment,
-    id_key: String,
-    event: &str,
-    delivery: &str,
-) -> Response {
-    let number = c.number;
-    let recorded = s
-        .ops
-        .store()
-        .write(move |db| {
-            if !db.note_delivery(&id_key, KEEP, KEEP_MS)? {
-                return Ok::<_, StoreError>(Err(()));
-            }
-            let Some(pr) = db.task_pr_by_number(c.number as i64)? else {
-                return Ok(Ok(None));
-            };
-            db.insert_event(&NewEvent {
-                task_id: Some(pr.task_id),
-                category: "forge",
-                kind: "forge.say",
-                summary: format!("/baton from {} on #{}: {}", c.author, c.number, c.text),
-                data: json!({"number": c.number, "author": c.author, "text": c.text}),
-                actor: "forge",
-                level: "info",
-            })?;
-            Ok(Ok(Some(pr.task_id)))
-        })
-        .await;
-    match recorded {
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-        Ok(Err(())) => axum::Json(json!({"event": event, "delivery": delivery, "duplicate": true}))
-            .into_response(),
-        Ok(Ok(task)) => axum::Json(json!({"event": event, "delivery": delivery,
-            "duplicate": false, "task": task, "number": number, "recorded": task.is_some()}))
-        .into_response(),
+/// Where a comment came from: the forge, the configured repository, the delivery.
+pub(super) struct Origin<'a> {
+    pub settings: &'a ForgeSettings,
+    pub kind: Kind,
+    /// The configured repository (`owner/name`), when known.
+    pub ours: Option<&'a str>,
+    /// The key noting the delivery.
+    pub id_key: String,
+    pub event: &'a str,
+    pub delivery: &'a str,
+}
+
+/// Says `c` to the agent of the task whose pull request it was written on, or records why
+/// not.
+pub(super) async fn baton_comment(s: &AppState, o: Origin<'_>, c: BatonComment) -> Response {
+    let (event, delivery, number) = (o.event, o.delivery, c.number);
+    if let (Some(theirs), Some(ours)) = (c.repo.as_deref(), o.ours)
+        && !theirs.eq_ignore_ascii_case(ours)
+    {
+        return axum::Json(json!({"event": event, "delivery": delivery, "task": null,
+            "summary": "the comment is not on the configured repository"}))
+        .into_response();
+    }
+    // The task whose pull request it is on; a delivery that reaches none is noted here, one
+    // that does in the transaction that says it.
+    let found = {
+        let id_key = o.id_key.clone();
+        s.ops
+            .store()
+            .write(move |db| match db.task_pr_by_number(number as i64)? {
+                Some(pr) => Ok::<_, StoreError>(Some(Some(pr.task_id))),
+                None if db.note_delivery(&id_key, KEEP, KEEP_MS)? => Ok(Some(None)),
+                None => Ok(None),
+            })
+            .await
+    };
+    let task = match found {
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Ok(None) => {
+            return axum::Json(json!({"event": event, "delivery": delivery, "duplicate": true}))
+                .into_response();
+        }
+        Ok(Some(None)) => {
+            return axum::Json(json!({"event": event, "delivery": delivery,
+                "duplicate": false, "task": null, "number": number}))
+            .into_response();
+        }
+        Ok(Some(Some(task))) => task,
+    };
+    let repo = o
+        .ours
+        .or(c.repo.as_deref())
+        .unwrap_or("the repository")
+        .to_string();
+    let refused = refusal(s, &o, &c, &repo).await;
+    let actor = format!("forge:{}", c.author);
+    let action = Action::ForgeSay {
+        text: c.text,
+        number,
+        author: c.author,
+        seen: vec![o.id_key],
+        refused,
+    };
+    match s.ops.request_as(task, action, &actor).await {
+        Ok(summary) => {
+            let (fresh, _) = forge_events::outcome(&summary);
+            let said = fresh && !summary.contains(&format!(": {NOT_SAID}: "));
+            axum::Json(
+                json!({"event": event, "delivery": delivery, "duplicate": !fresh,
+                "task": task, "number": number, "said": said, "summary": summary}),
+            )
+            .into_response()
+        }
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.message),
+    }
+}
+
+/// Why the comment is not said: its author may not write to the repository, or that could
+/// not be checked. GitHub's payload says what the author may do; elsewhere the forge's API
+/// is asked.
+async fn refusal(s: &AppState, o: &Origin<'_>, c: &BatonComment, repo: &str) -> Option<String> {
+    if c.author.is_empty() {
+        return Some("the comment does not name its author".into());
+    }
+    let writer = match c.writer {
+        Some(w) => Ok(w),
+        None => {
+            let (settings, kind, root) = (
+                o.settings.clone(),
+                o.kind,
+                s.ops.workspace().root().to_path_buf(),
+            );
+            let (login, id) = (c.author.clone(), c.author_id);
+            tokio::task::spawn_blocking(move || {
+                let mut target = Target::of_workspace(&settings, &root)?;
+                target.kind = kind;
+                let forge = target.connect().map_err(|e| e.to_string())?;
+                forge.may_write(&login, id).map_err(|e| e.to_string())
+            })
+            .await
+            .unwrap_or_else(|e| Err(e.to_string()))
+        }
+    };
+    match writer {
+        Ok(true) => None,
+        Ok(false) => Some(format!("{} may not write to {repo}", c.author)),
+        Err(e) => Some(format!(
+            "whether {} may write to {repo} could not be checked: {e}",
+            c.author
+        )),
     }
 }

@@ -260,18 +260,28 @@ impl Ops {
 
     /// Hands the engine a request about task `id` at the status it is at now; its summary.
     pub(crate) async fn request(&self, id: i64, action: Action) -> Result<String, OpError> {
+        self.request_as(id, action, "api").await
+    }
+
+    /// [`Ops::request`] on behalf of `actor` (`forge:alice` for a comment on the forge).
+    pub(crate) async fn request_as(
+        &self,
+        id: i64,
+        action: Action,
+        actor: &str,
+    ) -> Result<String, OpError> {
         // The status seen now: the request fails if someone moved the task meanwhile. A
         // forge event applies wherever the task is (its pipeline says what it does there).
         let task = self.store.read(move |db| db.task(id)).await?;
         let expected_status = match action {
-            Action::Start | Action::Forge { .. } => None,
+            Action::Start | Action::Forge { .. } | Action::ForgeSay { .. } => None,
             _ => Some(task.status),
         };
         let req = Request {
             task_id: id,
             action,
             expected_status,
-            actor: "api".into(),
+            actor: actor.into(),
         };
         let client = self.client.read().await;
         client.send(req).await.map_err(refused)

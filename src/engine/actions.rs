@@ -92,6 +92,20 @@ pub enum Action {
     Answer {
         answers: Vec<String>,
     },
+    /// A `/baton` comment on the task's pull request: said to its agent as `Say` is (the
+    /// request's actor names the author), unless `refused` says why not; recorded on the
+    /// task either way. `seen` (the delivery) is noted in the same transaction, so a
+    /// redelivery says nothing twice.
+    ForgeSay {
+        text: String,
+        /// The pull request's number.
+        number: u64,
+        /// Who wrote the comment.
+        author: String,
+        seen: Vec<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        refused: Option<String>,
+    },
 }
 
 impl Action {
@@ -116,6 +130,7 @@ impl Action {
             Self::TakenOver { .. } => "take over",
             Self::Say { .. } => "say",
             Self::Answer { .. } => "answer",
+            Self::ForgeSay { .. } => "say",
         }
     }
 }
@@ -328,6 +343,10 @@ pub fn apply(db: &Db, req: &Request, outside: &Outside) -> Result<Applied> {
         Action::Answer { answers } => {
             super::answer::answer(db, &task, &pipeline, answers, &req.actor)?
         }
+        Action::ForgeSay { .. } => match super::forge_say::apply(db, &task, &pipeline, req)? {
+            Ok(planned) => planned,
+            Err(done) => return Ok(done),
+        },
         Action::Forge {
             trigger,
             note,

@@ -17,6 +17,7 @@ pub mod forge_events;
 mod forge_hooks;
 mod forge_issues;
 mod forge_poll;
+pub mod forge_say;
 mod handover;
 mod log_cap;
 mod log_replay;
@@ -678,8 +679,17 @@ impl Engine {
         // An abort that is written stops the task's step through `after`; one whose write
         // fails (a full disk) stops it all the same and is recorded once the database takes
         // it. One that is refused (a stale expected status) leaves the step running.
-        if let Action::Say { text } = &req.action
-            && let Some(out) = self.say_live(&req, text, command).await
+        let live = match &req.action {
+            Action::Say { text }
+            | Action::ForgeSay {
+                text,
+                refused: None,
+                ..
+            } => Some(text.clone()),
+            _ => None,
+        };
+        if let Some(text) = live
+            && let Some(out) = self.say_live(&req, &text, command).await
         {
             return out;
         }

@@ -160,6 +160,7 @@ impl super::Engine {
         check_text(text, "the message").ok()?;
         let agents = self.agents.clone();
         let (said_text, actor) = (text.to_string(), req.actor.clone());
+        let action = req.action.clone();
         let out = self
             .store
             .write(move |db| {
@@ -172,6 +173,28 @@ impl super::Engine {
                 if !agents.get(agent).is_ok_and(|p| p.takes_input()) {
                     return Ok(None);
                 }
+                // A forge comment's delivery is noted with it, so a redelivery says nothing.
+                if let super::Action::ForgeSay {
+                    number,
+                    author,
+                    seen,
+                    ..
+                } = &action
+                {
+                    if let Some(before) = super::forge_events::note(db, task_id, seen, None)? {
+                        if let Some(c) = command {
+                            db.finish_command(
+                                c,
+                                crate::store::CommandState::Done,
+                                &before.summary,
+                            )?;
+                        }
+                        return Ok(Some((None, before.summary)));
+                    }
+                    super::forge_say::record(
+                        db, task_id, *number, author, &said_text, None, &actor,
+                    )?;
+                }
                 let id = db.insert_message(task_id, &said_text, &actor, via::LIVE)?;
                 let summary = format!(
                     "task {task_id}: said to the running agent `{agent}` (its step at `{}`)",
@@ -180,16 +203,18 @@ impl super::Engine {
                 if let Some(c) = command {
                     db.finish_command(c, crate::store::CommandState::Done, &summary)?;
                 }
-                Ok::<_, EngineError>(Some((id, summary)))
+                Ok::<_, EngineError>(Some((Some(id), summary)))
             })
             .await;
         let out = match out {
             Ok(None) => return None,
             Ok(Some((id, summary))) => {
-                let _ = said.send(crate::exec::agent::LiveMessage {
-                    id,
-                    text: text.to_string(),
-                });
+                if let Some(id) = id {
+                    let _ = said.send(crate::exec::agent::LiveMessage {
+                        id,
+                        text: text.to_string(),
+                    });
+                }
                 Ok(super::Answer::Applied {
                     summary,
                     queued: false,

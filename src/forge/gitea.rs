@@ -267,4 +267,19 @@ impl Forge for Gitea {
             .filter_map(|i| super::issues::from_github_like(self.http.kind, &self.repo, i))
             .collect())
     }
+
+    fn may_write(&self, login: &str, _id: Option<u64>) -> Result<bool, ForgeError> {
+        let what = format!("the permission of `{login}`");
+        let path = format!(
+            "/repos/{}/collaborators/{}/permission",
+            self.repo,
+            super::http::segment(login)
+        );
+        // An access mode: none, read, write, admin or owner.
+        super::unknown_is_no(
+            self.http
+                .get(&path, &what)
+                .map(|v| matches!(text(&v, "permission").as_str(), "write" | "admin" | "owner")),
+        )
+    }
 }

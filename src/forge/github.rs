@@ -196,4 +196,22 @@ impl Forge for GitHub {
             .filter_map(|i| super::issues::from_github_like(Kind::Github, &self.repo, i))
             .collect())
     }
+
+    fn may_write(&self, login: &str, _id: Option<u64>) -> Result<bool, ForgeError> {
+        let what = format!("the permission of `{login}`");
+        let path = format!(
+            "/repos/{}/collaborators/{}/permission",
+            self.repo,
+            segment(login)
+        );
+        // `permission` is admin, write, read or none (maintain reads as write there);
+        // `role_name` names custom and maintain roles.
+        super::unknown_is_no(self.http.get(&path, &what).map(|v| {
+            matches!(text(&v, "permission").as_str(), "admin" | "write")
+                || matches!(
+                    text(&v, "role_name").as_str(),
+                    "admin" | "maintain" | "write"
+                )
+        }))
+    }
 }

@@ -260,4 +260,32 @@ impl Forge for GitLab {
             .filter_map(|i| super::issues::from_gitlab_api(&self.repo, i))
             .collect())
     }
+
+    fn may_write(&self, login: &str, id: Option<u64>) -> Result<bool, ForgeError> {
+        let id = match id {
+            Some(id) => id,
+            None => {
+                let what = format!("the user `{login}`");
+                let v = self
+                    .http
+                    .get(&format!("/users?username={}", segment(login)), &what)?;
+                match v
+                    .as_array()
+                    .and_then(|l| l.first())
+                    .and_then(|u| num(u, "id"))
+                {
+                    Some(id) => id,
+                    None => return Ok(false),
+                }
+            }
+        };
+        // Members of the project and of its groups; Developer (30) and above may push.
+        let what = format!("the membership of `{login}`");
+        let path = format!("{}/members/all/{id}", self.project);
+        super::unknown_is_no(
+            self.http
+                .get(&path, &what)
+                .map(|v| num(&v, "access_level").is_some_and(|l| l >= 30)),
+        )
+    }
 }

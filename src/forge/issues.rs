@@ -125,13 +125,20 @@ pub fn parse_issue_event(kind: Kind, event: &str, p: &Value) -> Option<IssueSeen
 pub struct BatonComment {
     pub number: u64,
     pub text: String,
-    /// Who wrote it.
+    /// Who wrote it (their login).
     pub author: String,
+    /// Their user id, where the payload gives it (GitLab asks for members by id).
+    pub author_id: Option<u64>,
+    /// Whether they may write to the repository, where the payload says (GitHub's
+    /// `author_association`); `None`: ask the forge's API.
+    pub writer: Option<bool>,
+    /// The repository it was written in (`owner/name`), where the payload names it.
+    pub repo: Option<String>,
 }
 
 /// The `/baton` comment a delivery carries, if it is one on a pull request.
 pub fn parse_baton_comment(kind: Kind, event: &str, p: &Value) -> Option<BatonComment> {
-    let (number, body, author) = match (kind, event) {
+    let (number, body, author, author_id, writer, repo) = match (kind, event) {
         (Kind::Github | Kind::Gitea | Kind::Forgejo, "issue_comment") => {
             let issue = &p["issue"];
             // A comment on an issue that is not a pull request is not for a task.
@@ -141,10 +148,19 @@ pub fn parse_baton_comment(kind: Kind, event: &str, p: &Value) -> Option<BatonCo
             if !on_pr || text(p, "action") != "created" {
                 return None;
             }
+            let comment = &p["comment"];
+            // Only GitHub says what the author may do; Gitea's comment does not.
+            let writer = (kind == Kind::Github)
+                .then(|| comment["author_association"].as_str())
+                .flatten()
+                .map(|a| matches!(a, "OWNER" | "MEMBER" | "COLLABORATOR"));
             (
                 num(issue, "number")?,
-                text(&p["comment"], "body"),
-                text(&p["comment"]["user"], "login"),
+                text(comment, "body"),
+                text(&comment["user"], "login"),
+                num(&comment["user"], "id"),
+                writer,
+                p["repository"]["full_name"].as_str().map(String::from),
             )
         }
         (Kind::Gitlab, "Note Hook") => {
@@ -156,6 +172,11 @@ pub fn parse_baton_comment(kind: Kind, event: &str, p: &Value) -> Option<BatonCo
                 num(&p["merge_request"], "iid")?,
                 text(a, "note"),
                 text(&p["user"], "username"),
+                num(&p["user"], "id").or_else(|| num(a, "author_id")),
+                None,
+                p["project"]["path_with_namespace"]
+                    .as_str()
+                    .map(String::from),
             )
         }
         _ => return None,
@@ -169,6 +190,9 @@ pub fn parse_baton_comment(kind: Kind, event: &str, p: &Value) -> Option<BatonCo
         number,
         text: rest.trim().to_string(),
         author,
+        author_id,
+        writer,
+        repo,
     })
 }
 
@@ -220,7 +244,7 @@ mod tests {
         };
         let c = gh("/baton please add a test", true).unwrap();
         assert_eq!((c.number, c.text.as_str()), (12, "please add a test"));
-        assert_eq!(c.author, "octo");
+        assert_eq!((c.author.as_str(), c.writer), ("octo", None));
         assert_eq!(gh("/baton please", false), None);
         assert_eq!(gh("looks good /baton", true), None);
         assert_eq!(gh("/batonic", true), None);
@@ -232,5 +256,50 @@ mod tests {
             "comment": {"body": "/baton", "user": {"login": "g"}}});
         let c = parse_baton_comment(Kind::Gitea, "issue_comment", &gt).unwrap();
         assert_eq!((c.number, c.text.as_str()), (5, ""));
+    }
+
+    #[test]
+    fn baton_comments_say_who_wrote_them_and_what_they_may_do() {
+        let gh = |association: &str| {
+            let p = json!({"action": "created", "repository": {"full_name": "acme/app"},
+                "issue": {"number": 12, "pull_request": {"url": "x"}},
+                "comment": {"body": "/baton fix it", "author_association": association,
+                    "user": {"login": "ana", "id": 41}}});
+            parse_baton_comment(Kind::Github, "issue_comment", &p).unwrap()
+        };
+        for writer in ["OWNER", "MEMBER", "COLLABORATOR"] {
+            assert_eq!(gh(writer).writer, Some(true), "{writer}");
+        }
+        // Anyone may comment on a public repository.
+        for other in [
+            "CONTRIBUTOR",
+            "FIRST_TIMER",
+            "FIRST_TIME_CONTRIBUTOR",
+            "NONE",
+        ] {
+            assert_eq!(gh(other).writer, Some(false), "{other}");
+        }
+        let c = gh("OWNER");
+        assert_eq!((c.author.as_str(), c.author_id), ("ana", Some(41)));
+        assert_eq!(c.repo.as_deref(), Some("acme/app"));
+
+        // GitLab's Note Hook names the user (and their id) but not their rights.
+        let gl = json!({"object_kind": "note", "user": {"id": 7, "username": "bo"},
+            "project": {"path_with_namespace": "acme/app"},
+            "object_attributes": {"noteable_type": "MergeRequest", "note": "/baton go", "author_id": 7},
+            "merge_request": {"iid": 4}});
+        let c = parse_baton_comment(Kind::Gitlab, "Note Hook", &gl).unwrap();
+        assert_eq!(
+            (c.author.as_str(), c.author_id, c.writer),
+            ("bo", Some(7), None)
+        );
+        assert_eq!(c.repo.as_deref(), Some("acme/app"));
+
+        // Gitea's and Forgejo's comments carry no association: their API is asked.
+        let gt = json!({"action": "created", "is_pull": true, "repository": {"full_name": "acme/app"},
+            "issue": {"number": 5}, "comment": {"body": "/baton go", "author_association": "OWNER",
+                "user": {"login": "cy", "id": 3}}});
+        let c = parse_baton_comment(Kind::Forgejo, "issue_comment", &gt).unwrap();
+        assert_eq!((c.author.as_str(), c.writer), ("cy", None));
     }
 }

@@ -329,6 +329,10 @@ pub trait Forge: Send + Sync {
     }
     /// The open issues carrying `label` (one page, newest first), pull requests left out.
     fn open_issues(&self, label: &str) -> Result<Vec<issues::IssueSeen>, ForgeError>;
+    /// Whether the user `login` (GitLab: user `id` when known, else looked up by name) may
+    /// write to the repository. A user the forge does not know, or who is no member, may
+    /// not; an error means the check could not be made.
+    fn may_write(&self, login: &str, id: Option<u64>) -> Result<bool, ForgeError>;
 
     /// Opens the branch's pull request, or updates the one already open; then labels and
     /// reviewers. Returns the pull request and whether it was created.
@@ -341,6 +345,14 @@ pub trait Forge: Send + Sync {
             self.label_and_request(pr.number, req)?;
         }
         Ok((pr, created))
+    }
+}
+
+/// A 404 answer to a permission question: the forge knows no such user or member.
+fn unknown_is_no(r: Result<bool, ForgeError>) -> Result<bool, ForgeError> {
+    match r {
+        Err(ForgeError::Refused { status: 404, .. }) => Ok(false),
+        other => other,
     }
 }
 

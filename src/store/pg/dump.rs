@@ -272,8 +272,18 @@ fn to_sql(v: &Value, ty: &Type) -> std::result::Result<Box<dyn ToSql + Sync>, St
     };
     Ok(match *ty {
         Type::INT8 => Box::new(int(v)?),
-        Type::INT4 => Box::new(int(v)?.map(|i| i as i32)),
-        Type::INT2 => Box::new(int(v)?.map(|i| i as i16)),
+        Type::INT4 => Box::new(
+            int(v)?
+                .map(i32::try_from)
+                .transpose()
+                .map_err(|_| format!("{v} does not fit a 32-bit column"))?,
+        ),
+        Type::INT2 => Box::new(
+            int(v)?
+                .map(i16::try_from)
+                .transpose()
+                .map_err(|_| format!("{v} does not fit a 16-bit column"))?,
+        ),
         Type::BOOL => Box::new(int(v)?.map(|i| i != 0)),
         Type::FLOAT4 => Box::new(match v {
             Value::Null => None,
@@ -289,11 +299,16 @@ fn to_sql(v: &Value, ty: &Type) -> std::result::Result<Box<dyn ToSql + Sync>, St
             Value::Null => None,
             Value::Object(o) if o.len() == 1 && o.contains_key("blob_hex") => {
                 let hex = o.get("blob_hex").and_then(Value::as_str).unwrap_or("");
-                Some(
-                    (0..hex.len() / 2)
-                        .filter_map(|i| u8::from_str_radix(hex.get(i * 2..i * 2 + 2)?, 16).ok())
-                        .collect::<Vec<u8>>(),
-                )
+                let bytes: Option<Vec<u8>> = (hex.len() % 2 == 0)
+                    .then(|| {
+                        (0..hex.len() / 2)
+                            .map(|i| u8::from_str_radix(hex.get(i * 2..i * 2 + 2)?, 16).ok())
+                            .collect()
+                    })
+                    .flatten();
+                Some(bytes.ok_or_else(|| {
+                    format!("`{hex}` is not hex bytes (an even number of 0-9, a-f digits)")
+                })?)
             }
             other => return Err(format!("{other} is not bytes")),
         }),
@@ -303,4 +318,26 @@ fn to_sql(v: &Value, ty: &Type) -> std::result::Result<Box<dyn ToSql + Sync>, St
             other => Some(other.to_string()),
         }),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn values_that_do_not_fit_their_column_are_refused_not_wrapped() {
+        assert!(to_sql(&json!(7), &Type::INT4).is_ok());
+        let big = to_sql(&json!(i64::from(i32::MAX) + 1), &Type::INT4).err();
+        assert_eq!(
+            big.as_deref(),
+            Some("2147483648 does not fit a 32-bit column")
+        );
+        assert!(to_sql(&json!(70000), &Type::INT2).is_err());
+        assert!(to_sql(&json!({"blob_hex": "00ff"}), &Type::BYTEA).is_ok());
+        for bad in ["0", "zz", "0g"] {
+            let e = to_sql(&json!({ "blob_hex": bad }), &Type::BYTEA).err();
+            assert!(e.is_some_and(|e| e.contains("is not hex bytes")), "{bad}");
+        }
+    }
 }

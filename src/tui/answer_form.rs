@@ -1,8 +1,8 @@
 //! `I`: a form with one answer field per open question of the task's agent; ctrl+s sends
 //! the answers and the task goes back to the status that asked.
 
-use super::action::Action;
 use super::event::Effect;
+use super::intent::Intent;
 use super::keymap::{BINDINGS, Ctx, lookup};
 use super::modal::{Outcome, Target};
 use crate::engine::Action as EngineAction;
@@ -60,13 +60,13 @@ impl AnswerForm {
     pub fn key(&mut self, key: KeyEvent) -> Outcome {
         let n = self.answers.len().max(1);
         match lookup(BINDINGS, &[Ctx::Form], &key) {
-            Some(Action::Back) => Outcome::Close,
-            Some(Action::Submit) => self.submit(),
-            Some(Action::NextField) => {
+            Some(Intent::Back) => Outcome::Close,
+            Some(Intent::Submit) => self.submit(),
+            Some(Intent::NextField) => {
                 self.field = (self.field + 1) % n;
                 Outcome::Stay
             }
-            Some(Action::PrevField) => {
+            Some(Intent::PrevField) => {
                 self.field = (self.field + n - 1) % n;
                 Outcome::Stay
             }

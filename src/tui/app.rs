@@ -160,7 +160,7 @@ impl App {
     /// Whether a banner shows for the detail's task: interrupted, or paused at a breakpoint.
     pub fn banner(&self) -> bool {
         self.detail.as_ref().is_some_and(|d| {
-            d.task.state == TaskState::Interrupted || super::fixup::paused(&d.task)
+            d.task.state == TaskState::Interrupted || super::task_menus::paused(&d.task)
         })
     }
 

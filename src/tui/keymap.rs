@@ -1,8 +1,8 @@
-//! Keys as data: each binding names a context, a key, an [`Action`] and a description.
+//! Keys as data: each binding names a context, a key, an [`Intent`] and a description.
 //! Key handling looks bindings up here and the `?` screen is generated from the same table,
 //! so help cannot drift from the keys.
 
-use super::action::Action;
+use super::intent::Intent;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 /// Where a binding applies. Lookups try the contexts of the current focus in order.
@@ -45,11 +45,11 @@ pub struct Binding {
     pub ctx: Ctx,
     pub code: KeyCode,
     pub mods: KeyModifiers,
-    pub action: Action,
+    pub action: Intent,
     pub desc: &'static str,
 }
 
-const fn k(ctx: Ctx, code: KeyCode, action: Action, desc: &'static str) -> Binding {
+const fn k(ctx: Ctx, code: KeyCode, action: Intent, desc: &'static str) -> Binding {
     Binding {
         ctx,
         code,
@@ -59,11 +59,11 @@ const fn k(ctx: Ctx, code: KeyCode, action: Action, desc: &'static str) -> Bindi
     }
 }
 
-const fn c(ctx: Ctx, ch: char, action: Action, desc: &'static str) -> Binding {
+const fn c(ctx: Ctx, ch: char, action: Intent, desc: &'static str) -> Binding {
     k(ctx, KeyCode::Char(ch), action, desc)
 }
 
-const fn ctrl(ctx: Ctx, ch: char, action: Action, desc: &'static str) -> Binding {
+const fn ctrl(ctx: Ctx, ch: char, action: Intent, desc: &'static str) -> Binding {
     Binding {
         ctx,
         code: KeyCode::Char(ch),
@@ -73,8 +73,8 @@ const fn ctrl(ctx: Ctx, ch: char, action: Action, desc: &'static str) -> Binding
     }
 }
 
-use Action as A;
 use Ctx::*;
+use Intent as A;
 
 /// Every binding, in help order.
 pub static BINDINGS: &[Binding] = &[
@@ -228,13 +228,13 @@ pub const FULL_LOG: &[Binding] = &[
 /// A hint in a bar of keys: the actions whose keys it names, and a word or two.
 #[derive(Debug, Clone, Copy)]
 pub struct Hint {
-    pub actions: &'static [Action],
+    pub actions: &'static [Intent],
     pub label: &'static str,
     /// Hints with a lower rank are dropped first when the bar is too narrow.
     pub rank: u8,
 }
 
-const fn h(actions: &'static [Action], label: &'static str, rank: u8) -> Hint {
+const fn h(actions: &'static [Intent], label: &'static str, rank: u8) -> Hint {
     Hint {
         actions,
         label,
@@ -296,10 +296,10 @@ impl Bar {
     pub fn hints(self) -> &'static [Hint] {
         match self {
             Bar::Board => BOARD_HINTS,
-            Bar::Interrupted => super::fixup::INTERRUPTED_HINTS,
-            Bar::Paused => super::fixup::PAUSED_HINTS,
-            Bar::Finished => super::fixup::FINISHED_HINTS,
-            Bar::Gate => super::fixup::GATE_HINTS,
+            Bar::Interrupted => super::task_menus::INTERRUPTED_HINTS,
+            Bar::Paused => super::task_menus::PAUSED_HINTS,
+            Bar::Finished => super::task_menus::FINISHED_HINTS,
+            Bar::Gate => super::task_menus::GATE_HINTS,
             Bar::Detail => DETAIL_HINTS,
             Bar::FullLog => FULL_LOG_HINTS,
         }
@@ -318,7 +318,7 @@ impl Bar {
 
     /// The first key that does `action` on this screen (not an arrow when there is another,
     /// so `j` rather than `↓`), as the help screen names it.
-    pub fn key_for(self, action: Action) -> Option<String> {
+    pub fn key_for(self, action: Intent) -> Option<String> {
         let (table, ctxs) = self.lookup();
         // The full-screen log falls back to the log and task keys of the main table.
         let fallback: &[Ctx] = if self == Bar::FullLog {
@@ -375,7 +375,7 @@ fn matches(b: &Binding, key: &KeyEvent) -> bool {
 }
 
 /// The action bound to `key` in the first of `ctxs` that binds it.
-pub fn lookup(table: &[Binding], ctxs: &[Ctx], key: &KeyEvent) -> Option<Action> {
+pub fn lookup(table: &[Binding], ctxs: &[Ctx], key: &KeyEvent) -> Option<Intent> {
     let table = resolve(table);
     ctxs.iter().find_map(|ctx| {
         table
@@ -417,9 +417,9 @@ pub fn help_sections() -> Vec<(Ctx, Vec<(String, &'static str)>)> {
 /// The `?` screen's sections for the bindings `table`.
 pub fn help_sections_for(table: &[Binding]) -> Vec<(Ctx, Vec<(String, &'static str)>)> {
     let mut out: Vec<(Ctx, Vec<(String, &'static str)>)> = Vec::new();
-    let mut seen: Vec<(Ctx, Action)> = Vec::new();
+    let mut seen: Vec<(Ctx, Intent)> = Vec::new();
     // The number keys share one row.
-    let row_of = |a: Action| match a {
+    let row_of = |a: Intent| match a {
         A::Tab(_) => A::Tab(0),
         a => a,
     };

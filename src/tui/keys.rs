@@ -1,8 +1,8 @@
 //! Key handling: the top layer first, else the keymap for the focused pane.
 
-use super::action::Action;
 use super::app::{App, Focus, Mode};
 use super::event::Effect;
+use super::intent::Intent;
 use super::keymap::{BINDINGS, Ctx, FULL_LOG, lookup};
 use super::modal::{
     Confirm, DiffView, InputFor, InputOutcome, LineInput, Modal, MoveMenu, NewTaskForm, NoteFor,
@@ -91,13 +91,13 @@ impl App {
             // Three lines a notch, as terminals scroll.
             for _ in 0..3 {
                 self.act(if down {
-                    Action::ScrollDown
+                    Intent::ScrollDown
                 } else {
-                    Action::ScrollUp
+                    Intent::ScrollUp
                 });
             }
         } else if self.modals.is_empty() && !self.too_small() {
-            self.act(if down { Action::Down } else { Action::Up });
+            self.act(if down { Intent::Down } else { Intent::Up });
         }
     }
 
@@ -117,8 +117,8 @@ impl App {
             }
             return;
         }
-        if lookup(BINDINGS, &[Ctx::Global], &key) == Some(Action::Quit) {
-            self.act(Action::Quit);
+        if lookup(BINDINGS, &[Ctx::Global], &key) == Some(Intent::Quit) {
+            self.act(Intent::Quit);
         }
     }
 
@@ -158,8 +158,8 @@ impl App {
                 let action = lookup(FULL_LOG, &[Ctx::Log], &key)
                     .or_else(|| lookup(BINDINGS, &[Ctx::Log, Ctx::Task], &key));
                 match action {
-                    Some(Action::Back) if self.log.search.is_some() => self.log.search = None,
-                    Some(Action::Back | Action::Close | Action::FullLog) => {
+                    Some(Intent::Back) if self.log.search.is_some() => self.log.search = None,
+                    Some(Intent::Back | Intent::Close | Intent::FullLog) => {
                         self.modals.pop();
                     }
                     Some(a) => self.act(a),
@@ -179,12 +179,12 @@ impl App {
     }
 
     /// Does what an action asks.
-    pub(super) fn act(&mut self, action: Action) {
+    pub(super) fn act(&mut self, action: Intent) {
         let width = self.size.0;
         let before = self.board.selected;
         let log_h = log_height(self);
         match action {
-            Action::Quit => {
+            Intent::Quit => {
                 let running = self.running_count();
                 if self.mode == Mode::Embedded && running > 0 {
                     self.modals.push(Modal::Confirm(Confirm::Quit { running }));
@@ -192,8 +192,8 @@ impl App {
                     self.quit = true;
                 }
             }
-            Action::Help => self.modals.push(Modal::Help { scroll: 0 }),
-            Action::Tab(n) => {
+            Intent::Help => self.modals.push(Modal::Help { scroll: 0 }),
+            Intent::Tab(n) => {
                 if self.board.go_to_tab(usize::from(n), width) {
                     self.focus = Focus::Board;
                     self.selection_changed(before);
@@ -204,22 +204,22 @@ impl App {
                     );
                 }
             }
-            Action::PrevTab | Action::NextTab => {
-                let delta = if action == Action::NextTab { 1 } else { -1 };
+            Intent::PrevTab | Intent::NextTab => {
+                let delta = if action == Intent::NextTab { 1 } else { -1 };
                 self.board.switch_tab(delta, width);
                 self.focus = Focus::Board;
                 self.selection_changed(before);
             }
-            Action::Left | Action::Right => {
-                let delta = if action == Action::Right { 1 } else { -1 };
+            Intent::Left | Intent::Right => {
+                let delta = if action == Intent::Right { 1 } else { -1 };
                 let hidden = self.board.collapsed_beyond(delta, width);
                 if !self.board.move_col(delta, width) && !hidden.is_empty() {
                     let what = hidden.join(", ");
                     self.say(format!("{what}: collapsed — z expands them"), false);
                 }
             }
-            Action::Up | Action::Down => {
-                let delta = if action == Action::Down { 1 } else { -1 };
+            Intent::Up | Intent::Down => {
+                let delta = if action == Intent::Down { 1 } else { -1 };
                 match self.focus {
                     Focus::Board => {
                         let cap = self.card_capacity();
@@ -233,12 +233,12 @@ impl App {
                     }
                 }
             }
-            Action::Open => {
+            Intent::Open => {
                 if self.board.selected.is_some() {
                     self.focus = Focus::Detail;
                 }
             }
-            Action::Back => match self.focus {
+            Intent::Back => match self.focus {
                 Focus::Detail if self.log.search.is_some() => self.log.search = None,
                 Focus::Detail => self.focus = Focus::Board,
                 Focus::Board => {
@@ -249,27 +249,27 @@ impl App {
                     }
                 }
             },
-            Action::Filter => self.modals.push(Modal::Input(LineInput {
+            Intent::Filter => self.modals.push(Modal::Input(LineInput {
                 purpose: InputFor::Filter,
                 text: self.board.filter.clone(),
             })),
             // A new search starts empty (typing replaces the old one; esc clears it).
-            Action::Search => self.modals.push(Modal::Input(LineInput {
+            Intent::Search => self.modals.push(Modal::Input(LineInput {
                 purpose: InputFor::Search,
                 text: String::new(),
             })),
-            Action::NextMatch | Action::PrevMatch => {
-                if !self.log.jump(action == Action::NextMatch, log_h) {
+            Intent::NextMatch | Intent::PrevMatch => {
+                if !self.log.jump(action == Intent::NextMatch, log_h) {
                     self.say("no search, or no match — `/` searches the log", true);
                 }
             }
-            Action::ToggleCollapse => {
+            Intent::ToggleCollapse => {
                 self.board.collapse = Some(!self.board.collapsed(width));
                 self.board.regroup(width);
             }
-            Action::ToggleWrap => self.log.wrap = !self.log.wrap,
-            Action::Playground => self.open_playground(),
-            Action::NewTask => {
+            Intent::ToggleWrap => self.log.wrap = !self.log.wrap,
+            Intent::Playground => self.open_playground(),
+            Intent::NewTask => {
                 let current = self.board.pipeline().map(|p| p.id.clone());
                 let warned = self
                     .board
@@ -285,29 +285,29 @@ impl App {
                     .with_problems(warned);
                 self.modals.push(Modal::NewTask(Box::new(form)));
             }
-            Action::ScrollUp | Action::ScrollDown | Action::PageUp | Action::PageDown => {
+            Intent::ScrollUp | Intent::ScrollDown | Intent::PageUp | Intent::PageDown => {
                 let page = (log_h / 2).max(1) as isize;
                 let delta = match action {
-                    Action::ScrollUp => -1,
-                    Action::ScrollDown => 1,
-                    Action::PageUp => -page,
+                    Intent::ScrollUp => -1,
+                    Intent::ScrollDown => 1,
+                    Intent::PageUp => -page,
                     _ => page,
                 };
                 if let Some(q) = self.log.scroll(delta, log_h) {
                     self.effect(Effect::LoadLog(q));
                 }
             }
-            Action::Top => {
+            Intent::Top => {
                 if let Some(q) = self.log.to_top() {
                     self.effect(Effect::LoadLog(q));
                 }
             }
-            Action::Bottom => {
+            Intent::Bottom => {
                 if let Some(q) = self.log.to_bottom() {
                     self.effect(Effect::LoadLog(q));
                 }
             }
-            Action::FullLog => {
+            Intent::FullLog => {
                 if self.log.step_run_id.is_some() {
                     self.modals.push(Modal::FullLog);
                 } else {
@@ -322,25 +322,25 @@ impl App {
     }
 
     /// Actions on the selected task.
-    fn task_action(&mut self, action: Action) {
+    fn task_action(&mut self, action: Intent) {
         let Some(target) = self.target() else {
             self.say("no task selected", true);
             return;
         };
         let send = |a: EngineAction| Effect::Send(target.request(a));
         match action {
-            Action::Start => self.effect(send(EngineAction::Start)),
-            Action::Approve => self.effect(send(EngineAction::Approve { note: None })),
-            Action::Resume => self.effect(send(EngineAction::Resume)),
-            Action::Retry => self.effect(send(EngineAction::Retry)),
-            Action::Reject => self.modals.push(Modal::Note(Box::new(NoteForm::new(
+            Intent::Start => self.effect(send(EngineAction::Start)),
+            Intent::Approve => self.effect(send(EngineAction::Approve { note: None })),
+            Intent::Resume => self.effect(send(EngineAction::Resume)),
+            Intent::Retry => self.effect(send(EngineAction::Retry)),
+            Intent::Reject => self.modals.push(Modal::Note(Box::new(NoteForm::new(
                 target,
                 NoteFor::Reject,
             )))),
-            Action::Say => self
+            Intent::Say => self
                 .modals
                 .push(Modal::Note(Box::new(NoteForm::new(target, NoteFor::Say)))),
-            Action::Answer => {
+            Intent::Answer => {
                 let questions = self
                     .detail
                     .as_ref()
@@ -357,8 +357,8 @@ impl App {
                     None => self.say("loading the task…", false),
                 }
             }
-            Action::Abort => self.modals.push(Modal::Confirm(Confirm::Abort(target))),
-            Action::Move => {
+            Intent::Abort => self.modals.push(Modal::Confirm(Confirm::Abort(target))),
+            Intent::Move => {
                 self.effect(Effect::LoadMoves(target.task_id));
                 self.modals.push(Modal::Move(MoveMenu {
                     target,
@@ -366,7 +366,7 @@ impl App {
                     cursor: 0,
                 }));
             }
-            Action::Diff => {
+            Intent::Diff => {
                 self.effect(Effect::LoadDiff(target.task_id));
                 self.modals.push(Modal::Diff(DiffView {
                     target,
@@ -374,12 +374,12 @@ impl App {
                     scroll: 0,
                 }));
             }
-            Action::Graph => {
+            Intent::Graph => {
                 self.effect(Effect::LoadGraph(target.task_id));
                 self.modals
                     .push(Modal::Graph(super::graph_view::GraphView::new(target)));
             }
-            Action::Dismiss => {
+            Intent::Dismiss => {
                 let interrupted = self
                     .board
                     .selected_card()
@@ -390,15 +390,15 @@ impl App {
                     self.say("only an interrupted task can be dismissed", true);
                 }
             }
-            Action::Continue => self.effect(send(EngineAction::Continue)),
-            Action::Archive => self.effect(send(EngineAction::Archive)),
-            Action::Breakpoint | Action::Rerun | Action::Edit => self.fixup_layer(action, target),
-            Action::Shell
-            | Action::Editor
-            | Action::CopyBranch
-            | Action::CopyPath
-            | Action::Custom(_) => self.launch_action(action),
-            Action::TakeOver => self.take_over(),
+            Intent::Continue => self.effect(send(EngineAction::Continue)),
+            Intent::Archive => self.effect(send(EngineAction::Archive)),
+            Intent::Breakpoint | Intent::Rerun | Intent::Edit => self.fixup_layer(action, target),
+            Intent::Shell
+            | Intent::Editor
+            | Intent::CopyBranch
+            | Intent::CopyPath
+            | Intent::Custom(_) => self.launch_action(action),
+            Intent::TakeOver => self.take_over(),
             _ => {}
         }
     }

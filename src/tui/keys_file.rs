@@ -4,15 +4,15 @@
 //! taken from it. Problems and conflicts are warnings: the board opens anyway. Read from the
 //! user's config folder, then the workspace's `.baton/keys.toml` (which wins).
 
-use super::action::Action;
+use super::intent::Intent;
 use super::keymap::{BINDINGS, Binding, key_name};
 use super::settings::BoardSettings;
 use crossterm::event::{KeyCode, KeyModifiers};
 use std::path::{Path, PathBuf};
 
 /// Every action a `keys.toml` can name, as it names it (`new_task`, `full_log`, …).
-pub fn action_names() -> Vec<(String, Action)> {
-    let mut out: Vec<(String, Action)> = Vec::new();
+pub fn action_names() -> Vec<(String, Intent)> {
+    let mut out: Vec<(String, Intent)> = Vec::new();
     for b in BINDINGS {
         if !out.iter().any(|(_, a)| *a == b.action) {
             out.push((snake(&format!("{:?}", b.action)), b.action));

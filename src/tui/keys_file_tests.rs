@@ -17,10 +17,10 @@ fn an_action_gets_its_new_keys_and_loses_the_old_ones() {
     );
     assert!(warnings.is_empty(), "{warnings:?}");
     let task = [Ctx::Board, Ctx::Task, Ctx::Global];
-    assert_eq!(lookup(&table, &task, &key('P')), Some(Action::Approve));
+    assert_eq!(lookup(&table, &task, &key('P')), Some(Intent::Approve));
     assert_eq!(lookup(&table, &task, &key('a')), None);
     let ctrl_q = KeyEvent::new(KeyCode::Char('q'), KeyModifiers::CONTROL);
-    assert_eq!(lookup(&table, &task, &ctrl_q), Some(Action::Quit));
+    assert_eq!(lookup(&table, &task, &ctrl_q), Some(Intent::Quit));
     // ctrl+c was a default key of quit: replaced.
     let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
     assert_eq!(lookup(&table, &task, &ctrl_c), None);
@@ -42,7 +42,7 @@ fn a_conflict_is_a_warning_and_the_file_wins() {
         warnings[0].contains("`s` was start in Selected task; it is now `diff`"),
         "{warnings:?}"
     );
-    assert_eq!(lookup(&table, &[Ctx::Task], &key('s')), Some(Action::Diff));
+    assert_eq!(lookup(&table, &[Ctx::Task], &key('s')), Some(Intent::Diff));
     let help = help_sections_for(&table);
     let rows = &help.iter().find(|(c, _)| *c == Ctx::Task).unwrap().1;
     assert!(
@@ -82,11 +82,11 @@ fn keys_parse_and_every_action_has_a_name() {
     assert!(
         names
             .iter()
-            .any(|(n, a)| n == "new_task" && *a == Action::NewTask)
+            .any(|(n, a)| n == "new_task" && *a == Intent::NewTask)
     );
     assert!(
         names
             .iter()
-            .any(|(n, a)| n == "full_log" && *a == Action::FullLog)
+            .any(|(n, a)| n == "full_log" && *a == Intent::FullLog)
     );
 }

@@ -2,9 +2,9 @@
 //! worktree, and the task's branch or path on the clipboard. The reducer decides what to
 //! run (a [`Launch`]); the driver runs it with the board suspended (`suspend`).
 
-use super::action::Action;
 use super::app::App;
 use super::event::Effect;
+use super::intent::Intent;
 use std::path::PathBuf;
 
 /// A `[[command]]` of `keys.toml`: a program run in the selected task's worktree.
@@ -154,7 +154,7 @@ impl App {
     }
 
     /// `o`, `E`, `y`, `Y` and the `keys.toml` commands.
-    pub(super) fn launch_action(&mut self, action: Action) {
+    pub(super) fn launch_action(&mut self, action: Intent) {
         let Some(place) = self.place() else { return };
         let cwd = PathBuf::from(&place.worktree);
         let launch = |argv: Vec<String>, window: bool| {
@@ -165,23 +165,23 @@ impl App {
             })
         };
         match action {
-            Action::Shell => self.effect(launch(shell_argv(), true)),
-            Action::Editor => self.effect(launch(editor_argv(), false)),
-            Action::Custom(i) => match self.settings.commands.get(usize::from(i)) {
+            Intent::Shell => self.effect(launch(shell_argv(), true)),
+            Intent::Editor => self.effect(launch(editor_argv(), false)),
+            Intent::Custom(i) => match self.settings.commands.get(usize::from(i)) {
                 Some(c) if !c.run.is_empty() => {
                     let argv = place.fill(&c.run);
                     self.effect(launch(argv, false));
                 }
                 _ => self.say("that command is not defined in keys.toml", true),
             },
-            Action::CopyBranch if place.branch.is_empty() => {
+            Intent::CopyBranch if place.branch.is_empty() => {
                 self.say(format!("task {} has no branch", place.id), true)
             }
-            Action::CopyBranch => {
+            Intent::CopyBranch => {
                 self.say(format!("copied {}", place.branch), false);
                 self.effect(Effect::Copy(place.branch));
             }
-            Action::CopyPath => {
+            Intent::CopyPath => {
                 self.say(format!("copied {}", place.worktree), false);
                 self.effect(Effect::Copy(place.worktree));
             }

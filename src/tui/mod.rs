@@ -6,7 +6,6 @@
 //! `runner` (the event loop, with the engine client), `terminal`,
 //! `notify`, `theme`, `logging`, `demo`.
 
-pub mod action;
 pub mod agent_health;
 pub mod answer_form;
 pub mod app;
@@ -14,8 +13,8 @@ pub mod board;
 pub mod demo;
 mod diff_stat;
 pub mod event;
-pub mod fixup;
 pub mod graph_view;
+pub mod intent;
 pub mod keymap;
 pub mod keymap_doc;
 mod keys;
@@ -33,6 +32,7 @@ mod runner;
 pub mod settings;
 pub mod suspend;
 mod takeover;
+pub mod task_menus;
 pub mod terminal;
 pub mod theme;
 pub mod ui;

@@ -2,8 +2,8 @@
 //! full-screen log. They live on a stack in `App`; the top one consumes keys and `Esc`
 //! closes it.
 
-use super::action::Action;
 use super::event::{Diff, Effect, NewTask};
+use super::intent::Intent;
 use super::keymap::{BINDINGS, Ctx, lookup};
 use crate::engine::{Action as EngineAction, Request};
 use crate::pipeline::{MoveOption, Pipeline};
@@ -27,9 +27,9 @@ pub enum Modal {
     FullLog,
     Input(LineInput),
     /// `b` breakpoint / `f` re-run: a menu of statuses.
-    Pick(Box<super::fixup::PickMenu>),
+    Pick(Box<super::task_menus::PickMenu>),
     /// `e`: edit the title and prompt.
-    Edit(Box<super::fixup::EditForm>),
+    Edit(Box<super::task_menus::EditForm>),
     /// `g`: the task's pipeline as a graph.
     Graph(super::graph_view::GraphView),
     /// `p`: the agent playground.
@@ -159,10 +159,10 @@ impl NewTaskForm {
     fn key(&mut self, key: KeyEvent) -> Outcome {
         use crossterm::event::KeyCode;
         match lookup(BINDINGS, &[Ctx::Form], &key) {
-            Some(Action::Back) => return Outcome::Close,
-            Some(Action::NextField) => self.cycle(true),
-            Some(Action::PrevField) => self.cycle(false),
-            Some(Action::Submit) => return self.submit(),
+            Some(Intent::Back) => return Outcome::Close,
+            Some(Intent::NextField) => self.cycle(true),
+            Some(Intent::PrevField) => self.cycle(false),
+            Some(Intent::Submit) => return self.submit(),
             _ => match self.field {
                 Field::Title => {
                     // One line: enter moves on instead of breaking the line.
@@ -327,8 +327,8 @@ impl NoteForm {
     fn key(&mut self, key: KeyEvent) -> Outcome {
         use crossterm::event::KeyCode;
         match lookup(BINDINGS, &[Ctx::Form], &key) {
-            Some(Action::Back) => Outcome::Close,
-            Some(Action::Submit) => self.submit(),
+            Some(Intent::Back) => Outcome::Close,
+            Some(Intent::Submit) => self.submit(),
             // A move is quick: enter on an empty note moves at once.
             _ if key.code == KeyCode::Enter
                 && matches!(self.purpose, NoteFor::Move { .. })
@@ -360,16 +360,16 @@ impl MoveMenu {
             _ => &[],
         };
         match lookup(BINDINGS, &[Ctx::Popup], &key) {
-            Some(Action::Back | Action::No) => Outcome::Close,
-            Some(Action::Up) => {
+            Some(Intent::Back | Intent::No) => Outcome::Close,
+            Some(Intent::Up) => {
                 self.cursor = self.cursor.saturating_sub(1);
                 Outcome::Stay
             }
-            Some(Action::Down) => {
+            Some(Intent::Down) => {
                 self.cursor = (self.cursor + 1).min(options.len().saturating_sub(1));
                 Outcome::Stay
             }
-            Some(Action::Open) => match options.get(self.cursor) {
+            Some(Intent::Open) => match options.get(self.cursor) {
                 Some(o) if o.allowed => Outcome::Replace(Modal::Note(Box::new(NoteForm::new(
                     self.target.clone(),
                     NoteFor::Move { to: o.to.clone() },
@@ -404,7 +404,7 @@ pub enum Confirm {
 impl Confirm {
     fn key(&mut self, key: KeyEvent) -> Outcome {
         match lookup(BINDINGS, &[Ctx::Popup], &key) {
-            Some(Action::Yes | Action::Open) => match self {
+            Some(Intent::Yes | Intent::Open) => match self {
                 Confirm::Abort(t) => {
                     Outcome::Done(Effect::Send(t.request(EngineAction::Abort { note: None })))
                 }
@@ -413,7 +413,7 @@ impl Confirm {
                 )),
                 Confirm::Quit { .. } => Outcome::Quit,
             },
-            Some(Action::No | Action::Back) => Outcome::Close,
+            Some(Intent::No | Intent::Back) => Outcome::Close,
             _ => Outcome::Stay,
         }
     }

@@ -13,7 +13,7 @@
 //! description = "lazygit in the worktree"
 //! ```
 
-use super::action::Action;
+use super::intent::Intent;
 use super::keymap::{Binding, Ctx, key_name};
 use super::keys_file::parse_key;
 use super::launch::CustomCommand;
@@ -27,7 +27,7 @@ pub struct BoardSettings {
     pub diff_popup: bool,
     /// The user's git pager (`GIT_PAGER`, `core.pager`), when one is set.
     pub pager: Option<String>,
-    /// `[[command]]` entries, in file order (`Action::Custom(i)` runs the i-th).
+    /// `[[command]]` entries, in file order (`Intent::Custom(i)` runs the i-th).
     pub commands: Vec<CustomCommand>,
 }
 
@@ -94,7 +94,7 @@ pub fn apply(
                     ctx: Ctx::Task,
                     code,
                     mods,
-                    action: Action::Custom(index),
+                    action: Intent::Custom(index),
                     desc,
                 };
                 if let Some(i) = table
@@ -203,9 +203,9 @@ mod tests {
         assert!(w.is_empty(), "{w:?}");
         let ctxs = [Ctx::Board, Ctx::Task, Ctx::Global];
         let g = KeyEvent::new(KeyCode::Char('G'), KeyModifiers::NONE);
-        assert_eq!(lookup(&table, &ctxs, &g), Some(Action::Custom(0)));
+        assert_eq!(lookup(&table, &ctxs, &g), Some(Intent::Custom(0)));
         let o = KeyEvent::new(KeyCode::Char('o'), KeyModifiers::CONTROL);
-        assert_eq!(lookup(&table, &ctxs, &o), Some(Action::Custom(1)));
+        assert_eq!(lookup(&table, &ctxs, &o), Some(Intent::Custom(1)));
         assert_eq!(settings.commands[1].run, ["code", "."]);
         assert_eq!(
             settings.commands[0].description,
@@ -226,7 +226,7 @@ mod tests {
         );
         let ctxs = [Ctx::Task];
         let d = KeyEvent::new(KeyCode::Char('D'), KeyModifiers::NONE);
-        assert_eq!(lookup(&table, &ctxs, &d), Some(Action::Custom(0)));
+        assert_eq!(lookup(&table, &ctxs, &d), Some(Intent::Custom(0)));
         assert_eq!(settings.commands.len(), 1);
         assert!(settings.mouse && settings.diff_popup);
         assert_eq!(w.len(), 4, "{w:?}");

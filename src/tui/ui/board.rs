@@ -211,6 +211,6 @@ fn badges(app: &App, card: &TaskCard, w: usize) -> Vec<Span<'static>> {
 /// The key that expands collapsed columns, as the keymap binds it.
 fn collapse_key() -> String {
     crate::tui::keymap::Bar::Board
-        .key_for(crate::tui::action::Action::ToggleCollapse)
+        .key_for(crate::tui::intent::Intent::ToggleCollapse)
         .unwrap_or_default()
 }

@@ -66,8 +66,8 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
     f.render_widget(block, area);
     let banner = app.banner();
     let (banner_area, left, right) = detail_parts(inner, banner);
-    if banner && crate::tui::fixup::paused(&d.task) {
-        super::fixup::paused_banner(f, banner_area, app, &d.task);
+    if banner && crate::tui::task_menus::paused(&d.task) {
+        super::task_menus::paused_banner(f, banner_area, app, &d.task);
     } else if banner {
         render_banner(f, banner_area, app, d);
     }
@@ -152,7 +152,7 @@ fn render_left(f: &mut Frame, area: Rect, app: &App, d: &TaskDetail) {
         let here = p.index_of(&d.task.status).unwrap_or(0);
         let run = d.task.run_id.unwrap_or_default();
         // A task paused at its breakpoint has not run the step of its own status yet.
-        let from = if crate::tui::fixup::paused(&d.task) {
+        let from = if crate::tui::task_menus::paused(&d.task) {
             here
         } else {
             here + 1

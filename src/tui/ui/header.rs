@@ -1,8 +1,8 @@
 //! The top line (pipeline tabs, counts, engine mode) and the bottom status line.
 
 use super::text::{one_line, truncate};
-use crate::tui::action::Action;
 use crate::tui::app::{App, Focus, Mode};
+use crate::tui::intent::Intent;
 use crate::tui::keymap::Bar;
 use crate::tui::modal::{InputFor, Modal};
 use ratatui::Frame;
@@ -109,13 +109,13 @@ pub fn render_status(f: &mut Frame, area: Rect, app: &App) {
         let bar = match (full_log, app.focus) {
             (true, _) => Bar::FullLog,
             (false, Focus::Detail) => Bar::Detail,
-            (false, Focus::Board) => crate::tui::fixup::board_bar(app),
+            (false, Focus::Board) => crate::tui::task_menus::board_bar(app),
         };
         let collapsed = app.board.any_collapsed(app.size.0);
         let mut rows: Vec<_> = bar
             .rows()
             .into_iter()
-            .filter(|(_, h)| collapsed || h.actions != [Action::ToggleCollapse])
+            .filter(|(_, h)| collapsed || h.actions != [Intent::ToggleCollapse])
             .collect();
         let mut spans = Vec::new();
         if !app.board.filter.is_empty() && bar != Bar::Detail && bar != Bar::FullLog {

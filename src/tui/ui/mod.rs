@@ -5,13 +5,13 @@ mod board;
 mod conversation;
 mod detail;
 mod engine_banner;
-mod fixup;
 mod graph;
 mod header;
 pub mod layout;
 mod log;
 mod playground;
 mod popups;
+mod task_menus;
 mod text;
 mod timeline;
 

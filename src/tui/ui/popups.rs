@@ -45,8 +45,8 @@ pub fn render(f: &mut Frame, areas: &Areas, app: &App, modal: &Modal) {
         Modal::Confirm(c) => confirm(f, areas.body, app, c),
         Modal::Diff(d) => diff(f, areas.body, app, d),
         Modal::FullLog => full_log(f, areas.body, app),
-        Modal::Pick(menu) => super::fixup::pick(f, areas.body, app, menu),
-        Modal::Edit(form) => super::fixup::edit(f, areas.body, app, form),
+        Modal::Pick(menu) => super::task_menus::pick(f, areas.body, app, menu),
+        Modal::Edit(form) => super::task_menus::edit(f, areas.body, app, form),
         Modal::Graph(g) => super::graph::render(f, areas.body, app, g),
         Modal::Playground(v) => super::playground::render(f, areas.body, app, v),
         // Drawn in the status line.

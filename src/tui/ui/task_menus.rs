@@ -3,7 +3,7 @@
 use super::popups::{centered, frame};
 use super::text::one_line;
 use crate::tui::app::App;
-use crate::tui::fixup::{EditForm, PickMenu};
+use crate::tui::task_menus::{EditForm, PickMenu};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};

@@ -3,7 +3,7 @@
 
 /// Something the user asked the UI to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Action {
+pub enum Intent {
     Quit,
     Help,
     PrevTab,

@@ -1,8 +1,8 @@
 //! Layers that fix a task up from the board: a menu of statuses (breakpoint `b`, re-run
 //! `f`) and the edit form (`e`).
 
-use super::action::Action;
 use super::event::Effect;
+use super::intent::Intent;
 use super::keymap::{BINDINGS, Ctx, Hint, lookup};
 use super::modal::{Outcome, Target};
 use crate::engine::Action as EngineAction;
@@ -80,16 +80,16 @@ impl PickMenu {
 
     pub(super) fn key(&mut self, key: KeyEvent) -> Outcome {
         match lookup(BINDINGS, &[Ctx::Popup], &key) {
-            Some(Action::Back | Action::No) => Outcome::Close,
-            Some(Action::Up) => {
+            Some(Intent::Back | Intent::No) => Outcome::Close,
+            Some(Intent::Up) => {
                 self.cursor = self.cursor.saturating_sub(1);
                 Outcome::Stay
             }
-            Some(Action::Down) => {
+            Some(Intent::Down) => {
                 self.cursor = (self.cursor + 1).min(self.options.len().saturating_sub(1));
                 Outcome::Stay
             }
-            Some(Action::Open) => match self.options.get(self.cursor) {
+            Some(Intent::Open) => match self.options.get(self.cursor) {
                 Some((_, action)) => {
                     Outcome::Done(Effect::Send(self.target.request(action.clone())))
                 }
@@ -134,12 +134,12 @@ impl EditForm {
 
     pub(super) fn key(&mut self, key: KeyEvent) -> Outcome {
         match lookup(BINDINGS, &[Ctx::Form], &key) {
-            Some(Action::Back) => Outcome::Close,
-            Some(Action::NextField | Action::PrevField) => {
+            Some(Intent::Back) => Outcome::Close,
+            Some(Intent::NextField | Intent::PrevField) => {
                 self.on_prompt = !self.on_prompt;
                 Outcome::Stay
             }
-            Some(Action::Submit) => self.submit(),
+            Some(Intent::Submit) => self.submit(),
             _ if !self.on_prompt && key.code == KeyCode::Enter => {
                 self.on_prompt = true;
                 Outcome::Stay
@@ -178,7 +178,7 @@ impl EditForm {
 
 impl super::app::App {
     /// Opens the layer for `b`, `f` or `e` about `target`, or says why it cannot.
-    pub(super) fn fixup_layer(&mut self, action: Action, target: Target) {
+    pub(super) fn fixup_layer(&mut self, action: Intent, target: Target) {
         let card = self.board.selected_card().cloned();
         let pipeline = card.as_ref().and_then(|c| {
             self.board
@@ -198,21 +198,21 @@ impl super::app::App {
                 .is_some_and(|s| s.kind.is_terminal())
         });
         let layer = match action {
-            Action::Breakpoint if finished => {
+            Intent::Breakpoint if finished => {
                 return self.say("it has finished — f re-runs it from a status", true);
             }
-            Action::Breakpoint => {
+            Intent::Breakpoint => {
                 let current = detail.and_then(|d| d.task.breakpoint.clone());
                 PickMenu::breakpoint(target, &pipeline, current.as_deref()).into_modal()
             }
-            Action::Rerun if !finished => {
+            Intent::Rerun if !finished => {
                 return self.say(
                     "only a finished, failed or cancelled task can be re-run",
                     true,
                 );
             }
-            Action::Rerun => PickMenu::rerun(target, &pipeline).into_modal(),
-            Action::Edit => match detail {
+            Intent::Rerun => PickMenu::rerun(target, &pipeline).into_modal(),
+            Intent::Edit => match detail {
                 Some(d) if d.task.state == crate::store::TaskState::Running => {
                     return self.say("its step is running; edit it once the step ends", true);
                 }
@@ -267,7 +267,7 @@ pub fn paused(task: &crate::store::Task) -> bool {
         && task.breakpoint.as_deref() == Some(task.status.as_str())
 }
 
-const fn hint(actions: &'static [Action], label: &'static str, rank: u8) -> Hint {
+const fn hint(actions: &'static [Intent], label: &'static str, rank: u8) -> Hint {
     Hint {
         actions,
         label,
@@ -277,46 +277,46 @@ const fn hint(actions: &'static [Action], label: &'static str, rank: u8) -> Hint
 
 /// The board while the selected task was interrupted: what can be decided about it.
 pub const INTERRUPTED_HINTS: &[Hint] = &[
-    hint(&[Action::Resume], "resume", 4),
-    hint(&[Action::Retry], "retry from scratch", 3),
-    hint(&[Action::Dismiss], "dismiss", 3),
-    hint(&[Action::Open], "open", 2),
-    hint(&[Action::Diff], "diff", 1),
-    hint(&[Action::Help], "help", 2),
-    hint(&[Action::Quit], "quit", 2),
+    hint(&[Intent::Resume], "resume", 4),
+    hint(&[Intent::Retry], "retry from scratch", 3),
+    hint(&[Intent::Dismiss], "dismiss", 3),
+    hint(&[Intent::Open], "open", 2),
+    hint(&[Intent::Diff], "diff", 1),
+    hint(&[Intent::Help], "help", 2),
+    hint(&[Intent::Quit], "quit", 2),
 ];
 
 /// The board while the selected task waits at a gate for a person: what to press.
 pub const GATE_HINTS: &[Hint] = &[
-    hint(&[Action::Diff], "see the diff", 3),
-    hint(&[Action::Approve], "approve", 4),
-    hint(&[Action::Reject], "reject with a note", 4),
-    hint(&[Action::Shell], "shell", 1),
-    hint(&[Action::Open], "open", 2),
-    hint(&[Action::ToggleCollapse], "expand", 3),
-    hint(&[Action::Help], "help", 3),
-    hint(&[Action::Quit], "quit", 3),
+    hint(&[Intent::Diff], "see the diff", 3),
+    hint(&[Intent::Approve], "approve", 4),
+    hint(&[Intent::Reject], "reject with a note", 4),
+    hint(&[Intent::Shell], "shell", 1),
+    hint(&[Intent::Open], "open", 2),
+    hint(&[Intent::ToggleCollapse], "expand", 3),
+    hint(&[Intent::Help], "help", 3),
+    hint(&[Intent::Quit], "quit", 3),
 ];
 
 /// The board while the selected task has finished: nothing to start or approve.
 pub const FINISHED_HINTS: &[Hint] = &[
-    hint(&[Action::Open], "open", 3),
-    hint(&[Action::Rerun], "re-run from", 3),
-    hint(&[Action::Retry], "retry", 2),
-    hint(&[Action::Archive], "archive", 2),
-    hint(&[Action::Diff], "diff", 1),
-    hint(&[Action::Graph], "graph", 1),
-    hint(&[Action::Help], "help", 4),
-    hint(&[Action::Quit], "quit", 4),
+    hint(&[Intent::Open], "open", 3),
+    hint(&[Intent::Rerun], "re-run from", 3),
+    hint(&[Intent::Retry], "retry", 2),
+    hint(&[Intent::Archive], "archive", 2),
+    hint(&[Intent::Diff], "diff", 1),
+    hint(&[Intent::Graph], "graph", 1),
+    hint(&[Intent::Help], "help", 4),
+    hint(&[Intent::Quit], "quit", 4),
 ];
 
 /// The board while the selected task waits at its breakpoint.
 pub const PAUSED_HINTS: &[Hint] = &[
-    hint(&[Action::Continue], "continue", 4),
-    hint(&[Action::Breakpoint], "breakpoint", 3),
-    hint(&[Action::Open], "open", 3),
-    hint(&[Action::Diff], "diff", 2),
-    hint(&[Action::Abort], "abort", 1),
-    hint(&[Action::Help], "help", 2),
-    hint(&[Action::Quit], "quit", 2),
+    hint(&[Intent::Continue], "continue", 4),
+    hint(&[Intent::Breakpoint], "breakpoint", 3),
+    hint(&[Intent::Open], "open", 3),
+    hint(&[Intent::Diff], "diff", 2),
+    hint(&[Intent::Abort], "abort", 1),
+    hint(&[Intent::Help], "help", 2),
+    hint(&[Intent::Quit], "quit", 2),
 ];

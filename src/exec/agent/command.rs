@@ -8,7 +8,7 @@ use super::gemini::GeminiStream;
 use super::log::Log;
 use super::{AgentFinish, AgentJob, AgentRun, Hooks};
 use crate::agents::{Format, PromptVia};
-use crate::exec::executor::{Identity, MoreInput, Program, Stdin};
+use crate::exec::executor::{Identity, MoreInput, Program, Stdin, StdinWay};
 use crate::exec::{Finish, Spawned};
 use crate::store::Stream;
 use std::collections::VecDeque;
@@ -136,7 +136,12 @@ pub(super) async fn run(
     // A profile that reads stream-json input gets the prompt as its first user message and
     // every message said while it runs after it; its input stays open until a turn ends
     // with nothing more sent.
-    let mut talk = p.takes_input().then(|| Talk::new(job.inbox.as_ref()));
+    // Only input this machine pipes can take messages mid-run: a container's input is a
+    // file written once, and a step followed after a restart has no input of ours.
+    let piped = job.place.executor.stdin() == StdinWay::Pipe && !job.place.reattach;
+    let mut talk = p
+        .takes_input()
+        .then(|| Talk::new(job.inbox.as_ref().filter(|_| piped)));
     let stdin = (p.prompt_via == PromptVia::Stdin).then(|| match &talk {
         Some(t) => Stdin(user_line(&job.prompt).into(), Some(t.input.clone())),
         None => Stdin::bytes(job.prompt.as_bytes()),
@@ -271,7 +276,7 @@ impl Talk {
     fn send(&mut self, text: &str) -> bool {
         let Some(tx) = &self.tx else { return false };
         if tx.send(user_line(text)).is_err() {
-            self.tx = None;
+            self.close();
             return false;
         }
         self.sent += 1;
@@ -283,8 +288,15 @@ impl Talk {
     fn turn_ended(&mut self) {
         self.ended += 1;
         if self.ended >= self.sent {
-            self.tx = None;
+            self.close();
         }
+    }
+
+    /// Closes the input, and the inbox with it: what is said from now on is refused at once
+    /// (the engine keeps it for the next step) instead of waiting here unread.
+    fn close(&mut self) {
+        self.tx = None;
+        self.inbox = None;
     }
 }
 

@@ -32,6 +32,8 @@ fn ship_detail() -> TaskDetail {
         steps: vec![],
         history: history(8, &[(None, "backlog", "create")]),
         notices: vec![],
+        messages: vec![],
+        questions: vec![],
     }
 }
 

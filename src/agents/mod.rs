@@ -16,4 +16,7 @@ pub use profile::{
     Backend, DEFAULT_CONTINUE_TEMPLATE, DEFAULT_OPENCODE_URL, DEFAULT_TEMPLATE, Format, InputMode,
     Profile, PromptVia, SessionMode, parse_profile,
 };
-pub use template::{TemplateVars, fill, render_argv, render_prompt, unknown_placeholders};
+pub use template::{
+    TemplateVars, fill, render_argv, render_prompt, render_prompt_with_messages,
+    unknown_placeholders,
+};

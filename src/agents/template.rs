@@ -68,6 +68,30 @@ pub fn fill<'a>(template: &str, mut lookup: impl FnMut(&str) -> Option<&'a str>)
     out
 }
 
+/// True when `template` has the placeholder `{{name}}`.
+pub fn uses(template: &str, name: &str) -> bool {
+    let mut found = false;
+    fill(template, |n| {
+        found |= n == name;
+        None
+    });
+    found
+}
+
+/// Renders a prompt template as [`render_prompt`] does; messages said to the agent that the
+/// template has no `{{messages}}` for follow it, so a message a step takes is always sent.
+pub fn render_prompt_with_messages(template: &str, vars: &TemplateVars) -> String {
+    let prompt = render_prompt(template, vars);
+    let messages = vars.messages.trim();
+    if messages.is_empty() || uses(template, "messages") {
+        return prompt;
+    }
+    if prompt.is_empty() {
+        return messages.to_string();
+    }
+    format!("{prompt}\n\n{messages}")
+}
+
 /// Renders a profile's prompt template; surrounding blank space is trimmed.
 pub fn render_prompt(template: &str, vars: &TemplateVars) -> String {
     fill(template, |n| vars.get(n)).trim().to_string()
@@ -157,5 +181,27 @@ mod tests {
         assert_eq!(got.len(), 4);
         assert_eq!(got[2], msg);
         assert_eq!(got[3], "--title=Fix {{prompt}} bug");
+    }
+
+    #[test]
+    fn messages_follow_a_template_without_a_place_for_them() {
+        let v = TemplateVars {
+            messages: "## Messages from people while you worked\n\nuser said:\n\nuse tabs".into(),
+            ..vars()
+        };
+        let plain = render_prompt_with_messages("Do {{prompt}}", &v);
+        assert_eq!(
+            plain,
+            "Do The login button is broken.\n\n## Messages from people while you worked\n\nuser said:\n\nuse tabs"
+        );
+        // A template with `{{messages}}` places them itself, once.
+        let placed = render_prompt_with_messages("{{messages}}\n\nthen {{prompt}}", &v);
+        assert_eq!(placed.matches("use tabs").count(), 1, "{placed}");
+        assert!(placed.starts_with("## Messages"), "{placed}");
+        // A continue template that renders nothing else is the messages alone.
+        assert_eq!(render_prompt_with_messages("{{failure}}", &v), v.messages);
+        assert_eq!(render_prompt_with_messages("Do it", &vars()), "Do it");
+        assert!(uses("a {{ messages }} b", "messages"));
+        assert!(!uses("a {{message}} b", "messages"));
     }
 }

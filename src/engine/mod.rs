@@ -173,6 +173,9 @@ struct Running {
     task_id: i64,
     /// Messages said to the step while it runs (a backend that reads none drops them).
     said: mpsc::UnboundedSender<crate::exec::agent::LiveMessage>,
+    /// Where the step finds them: emptied once a backend that writes them to the agent's
+    /// open input took the receiver (until then a message waits for the next step).
+    inbox: crate::exec::agent::Inbox,
     /// Its pipeline has a `clean_worktree` guard, so its result needs `git status`.
     uses_clean: bool,
 }

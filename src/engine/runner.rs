@@ -444,8 +444,8 @@ async fn agent_step(
     let (t, s) = (&job.task, &job.step);
     let step_id = s.id;
     let carried = super::session::carry(store, s).await;
-    let messages = carried.messages_text();
-    super::say::take_messages(store, step_id, &carried.messages);
+    let taking = super::say::Taking::new(store, step_id, carried.split(s.note.as_deref()));
+    let messages = super::say::render_messages(&taking.kept);
     let vars = TemplateVars {
         title: t.title.clone(),
         prompt: t.prompt.clone(),
@@ -465,6 +465,7 @@ async fn agent_step(
         });
     };
     let spawned = |sp: exec::Spawned| {
+        taking.take();
         let start = sp.start_time.map(|t| t as i64);
         store.write_detached("an agent's process id", move |db| {
             db.set_step_process(step_id, sp.pid as i64, start)
@@ -503,6 +504,9 @@ async fn agent_step(
         delivered: &delivered,
     };
     let rep = exec::agent::run_step(step, log, cancel, &hooks).await;
+    if rep.state == StepState::Succeeded || rep.trigger == Trigger::Failure {
+        taking.take();
+    }
     StepReport {
         state: rep.state,
         trigger: rep.trigger,

@@ -156,6 +156,7 @@ impl super::Engine {
             .running
             .iter()
             .find(|(_, r)| r.task_id == task_id && r.reason.is_none())
+            .filter(|(_, r)| listening(&r.inbox))
             .map(|(id, r)| (*id, r.said.clone()))?;
         check_text(text, "the message").ok()?;
         let agents = self.agents.clone();
@@ -189,37 +190,45 @@ impl super::Engine {
                                 &before.summary,
                             )?;
                         }
-                        return Ok(Some((None, before.summary)));
+                        return Ok(Some(before.summary));
                     }
                     super::forge_say::record(
                         db, task_id, *number, author, &said_text, None, &actor,
                     )?;
                 }
                 let id = db.insert_message(task_id, &said_text, &actor, via::LIVE)?;
-                let summary = format!(
-                    "task {task_id}: said to the running agent `{agent}` (its step at `{}`)",
-                    step.status
-                );
+                // Handed over inside the transaction, so the answer says what happened: a
+                // step that ended (or closed its input) meanwhile has dropped its end, and the
+                // message stays queued for the next step (marked delivered only once written).
+                let handed = said
+                    .send(crate::exec::agent::LiveMessage {
+                        id,
+                        text: said_text.clone(),
+                    })
+                    .is_ok();
+                let summary = if handed {
+                    format!(
+                        "task {task_id}: said to the running agent `{agent}` (its step at `{}`)",
+                        step.status
+                    )
+                } else {
+                    format!(
+                        "task {task_id}: its step at `{}` takes no more input (its turn or run ended); kept for the next step",
+                        step.status
+                    )
+                };
                 if let Some(c) = command {
                     db.finish_command(c, crate::store::CommandState::Done, &summary)?;
                 }
-                Ok::<_, EngineError>(Some((Some(id), summary)))
+                Ok::<_, EngineError>(Some(summary))
             })
             .await;
         let out = match out {
             Ok(None) => return None,
-            Ok(Some((id, summary))) => {
-                if let Some(id) = id {
-                    let _ = said.send(crate::exec::agent::LiveMessage {
-                        id,
-                        text: text.to_string(),
-                    });
-                }
-                Ok(super::Answer::Applied {
-                    summary,
-                    queued: false,
-                })
-            }
+            Ok(Some(summary)) => Ok(super::Answer::Applied {
+                summary,
+                queued: false,
+            }),
             Err(e) => Err(e.to_string()),
         };
         let _ = self
@@ -229,25 +238,57 @@ impl super::Engine {
     }
 }
 
-/// Marks the messages a step takes as delivered to it: those kept for the next step, and
-/// the one a new attempt was made for.
-pub(super) fn take_messages(
-    store: &crate::store::StoreHandle,
+/// True when a running step's backend took its inbox: it writes what is said to the
+/// agent's open standard input (a pipe this machine holds). A step whose input is a file
+/// (a container) or that reads none leaves the inbox, and a message waits for the next step.
+pub(super) fn listening(inbox: &crate::exec::agent::Inbox) -> bool {
+    inbox.lock().is_ok_and(|i| i.is_none())
+}
+
+/// The messages a step takes: `own`, the one its new attempt was made for, and `kept`,
+/// those its prompt carries. They are the agent's once it runs — when its process starts,
+/// or, for a backend with no process of its own, once it answered — and are then marked
+/// delivered to the step, once; a step that never started leaves them queued.
+pub(super) struct Taking<'a> {
+    store: &'a crate::store::StoreHandle,
     step_id: i64,
-    messages: &[crate::store::Message],
-) {
-    use super::say::via;
-    let (attempt, next): (Vec<_>, Vec<_>) =
-        messages.iter().partition(|m| m.via == via::NEW_ATTEMPT);
-    let attempt: Vec<i64> = attempt.iter().map(|m| m.id).collect();
-    let next: Vec<i64> = next.iter().map(|m| m.id).collect();
-    if attempt.is_empty() && next.is_empty() {
-        return;
+    own: Vec<i64>,
+    pub kept: Vec<crate::store::Message>,
+    taken: std::sync::atomic::AtomicBool,
+}
+
+impl<'a> Taking<'a> {
+    pub fn new(
+        store: &'a crate::store::StoreHandle,
+        step_id: i64,
+        (own, kept): (Vec<i64>, Vec<crate::store::Message>),
+    ) -> Self {
+        Self {
+            store,
+            step_id,
+            own,
+            kept,
+            taken: std::sync::atomic::AtomicBool::new(false),
+        }
     }
-    store.write_detached("the messages a step takes", move |db| {
-        db.deliver_messages(&attempt, step_id, None)?;
-        db.deliver_messages(&next, step_id, Some(via::NEXT_STEP))
-    });
+
+    /// Marks them delivered (the first call only); the kept ones went as the next step's.
+    pub fn take(&self) {
+        if self.taken.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        let own = self.own.clone();
+        let kept: Vec<i64> = self.kept.iter().map(|m| m.id).collect();
+        if own.is_empty() && kept.is_empty() {
+            return;
+        }
+        let step_id = self.step_id;
+        self.store
+            .write_detached("the messages a step takes", move |db| {
+                db.deliver_messages(&own, step_id, None)?;
+                db.deliver_messages(&kept, step_id, Some(via::NEXT_STEP))
+            });
+    }
 }
 
 /// Messages as a prompt holds them: each with who said it, oldest first.
@@ -299,5 +340,47 @@ mod tests {
         let r = render_messages(&[m("user", "use tabs\n"), m("api", "and tests")]);
         assert!(r.contains("user said:\n\nuse tabs\n"), "{r}");
         assert!(r.contains("api said:\n\nand tests"), "{r}");
+    }
+
+    #[test]
+    fn a_step_takes_its_own_attempt_s_message_as_its_note_and_the_rest_as_messages() {
+        let m = |id: i64, text: &str, how: &str| crate::store::Message {
+            id,
+            task_id: 1,
+            text: text.into(),
+            actor: "user".into(),
+            at: 0,
+            state: "queued".into(),
+            delivered_to: None,
+            via: how.into(),
+            delivered_at: None,
+        };
+        let carried = super::super::session::Carried {
+            messages: vec![
+                m(1, "an attempt that never ran", via::NEW_ATTEMPT),
+                m(2, "kept", via::NEXT_STEP),
+                m(3, "this attempt", via::NEW_ATTEMPT),
+            ],
+            ..Default::default()
+        };
+        let (own, kept) = carried.split(Some("this attempt"));
+        assert_eq!(own, [3]);
+        assert_eq!(kept.iter().map(|m| m.id).collect::<Vec<_>>(), [1, 2]);
+        // A step that is no attempt of a message carries them all.
+        let (own, kept) = carried.split(None);
+        assert!(own.is_empty());
+        assert_eq!(kept.len(), 3);
+    }
+
+    #[test]
+    fn only_a_step_that_took_its_inbox_is_listening() {
+        let (_tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let inbox: crate::exec::agent::Inbox = std::sync::Arc::new(std::sync::Mutex::new(Some(rx)));
+        assert!(
+            !listening(&inbox),
+            "a step that left its inbox hears nothing"
+        );
+        drop(inbox.lock().unwrap().take());
+        assert!(listening(&inbox));
     }
 }

@@ -168,6 +168,8 @@ impl Engine {
         let cancel = CancellationToken::new();
         let ended = CancellationToken::new();
         let (said, inbox) = tokio::sync::mpsc::unbounded_channel();
+        let inbox: crate::exec::agent::Inbox =
+            std::sync::Arc::new(std::sync::Mutex::new(Some(inbox)));
         self.running.insert(
             step.id,
             Running {
@@ -176,6 +178,7 @@ impl Engine {
                 ended: ended.clone(),
                 task_id: task.id,
                 said,
+                inbox: inbox.clone(),
                 uses_clean: self.git.is_some()
                     && pipeline
                         .as_ref()
@@ -227,7 +230,7 @@ impl Engine {
             reattach,
             max_step_log: self.cfg.max_step_log,
             opencode: Some(self.opencode.clone()),
-            inbox: Some(std::sync::Arc::new(std::sync::Mutex::new(Some(inbox)))),
+            inbox: Some(inbox),
         };
         let store = self.store.clone();
         let logs = self.logs.clone();

@@ -21,20 +21,29 @@ pub struct Carried {
     /// `{{failure}}`: empty unless a failure led into the step.
     pub failure: String,
     /// The messages said to the task's agent that no step has taken yet; the step takes
-    /// them all (those a new attempt was made for are its note, not `{{messages}}`).
+    /// them all (the one its new attempt was made for is its note, not `{{messages}}`).
     pub messages: Vec<crate::store::Message>,
 }
 
 impl Carried {
-    /// `{{messages}}`: the messages kept for the next step.
-    pub fn messages_text(&self) -> String {
-        let kept: Vec<_> = self
+    /// The messages the step takes, split: the one a new attempt was made for, which is
+    /// this step's own note, and those its prompt carries as `{{messages}}` (kept for the
+    /// next step, and a new attempt's message whose attempt never ran).
+    pub fn split(&self, note: Option<&str>) -> (Vec<i64>, Vec<crate::store::Message>) {
+        use super::say::via;
+        let own = self
             .messages
             .iter()
-            .filter(|m| m.via != super::say::via::NEW_ATTEMPT)
+            .rev()
+            .find(|m| m.via == via::NEW_ATTEMPT && Some(m.text.as_str()) == note)
+            .map(|m| m.id);
+        let kept = self
+            .messages
+            .iter()
+            .filter(|m| Some(m.id) != own)
             .cloned()
             .collect();
-        super::say::render_messages(&kept)
+        (own.into_iter().collect(), kept)
     }
 }
 

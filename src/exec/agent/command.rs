@@ -6,9 +6,10 @@ use super::claude::ClaudeStream;
 use super::codex::CodexStream;
 use super::gemini::GeminiStream;
 use super::log::Log;
+use super::talk::{Talk, is_result, next_said, user_line};
 use super::{AgentFinish, AgentJob, AgentRun, Hooks};
 use crate::agents::{Format, PromptVia};
-use crate::exec::executor::{Identity, MoreInput, Program, Stdin};
+use crate::exec::executor::{Identity, Program, Stdin, StdinWay};
 use crate::exec::{Finish, Spawned};
 use crate::store::Stream;
 use std::collections::VecDeque;
@@ -136,7 +137,12 @@ pub(super) async fn run(
     // A profile that reads stream-json input gets the prompt as its first user message and
     // every message said while it runs after it; its input stays open until a turn ends
     // with nothing more sent.
-    let mut talk = p.takes_input().then(|| Talk::new(job.inbox.as_ref()));
+    // Only input this machine pipes can take messages mid-run: a container's input is a
+    // file written once, and a step followed after a restart has no input of ours.
+    let piped = job.place.executor.stdin() == StdinWay::Pipe && !job.place.reattach;
+    let mut talk = p
+        .takes_input()
+        .then(|| Talk::new(job.inbox.as_ref().filter(|_| piped)));
     let stdin = (p.prompt_via == PromptVia::Stdin).then(|| match &talk {
         Some(t) => Stdin(user_line(&job.prompt).into(), Some(t.input.clone())),
         None => Stdin::bytes(job.prompt.as_bytes()),
@@ -240,85 +246,6 @@ pub(super) async fn run(
         error.push_str(&format!(" — {}", super::log::one_line(&line, 300)));
     }
     end
-}
-
-/// A stream-json conversation with a running CLI: the user messages written to its input,
-/// and the turns it has ended.
-struct Talk {
-    /// The input's sender; dropped (closing the input) once every message has its turn.
-    tx: Option<mpsc::UnboundedSender<Vec<u8>>>,
-    input: MoreInput,
-    /// The messages said to the step, when this step takes them.
-    inbox: Option<mpsc::UnboundedReceiver<super::LiveMessage>>,
-    sent: usize,
-    ended: usize,
-}
-
-impl Talk {
-    fn new(inbox: Option<&super::Inbox>) -> Self {
-        let (tx, rx) = mpsc::unbounded_channel();
-        Self {
-            tx: Some(tx),
-            input: MoreInput::new(rx),
-            inbox: inbox.and_then(|i| i.lock().ok()?.take()),
-            // The prompt is the first message.
-            sent: 1,
-            ended: 0,
-        }
-    }
-
-    /// Writes a user message; false when the input is closed (or was never taken).
-    fn send(&mut self, text: &str) -> bool {
-        let Some(tx) = &self.tx else { return false };
-        if tx.send(user_line(text)).is_err() {
-            self.tx = None;
-            return false;
-        }
-        self.sent += 1;
-        true
-    }
-
-    /// A `result` event: once each message sent has had its turn, the input is closed, or
-    /// the CLI would wait for more.
-    fn turn_ended(&mut self) {
-        self.ended += 1;
-        if self.ended >= self.sent {
-            self.tx = None;
-        }
-    }
-}
-
-/// The next message said to the step; pending forever when there is none to wait for.
-async fn next_said(talk: &mut Option<Talk>) -> super::LiveMessage {
-    let inbox = talk
-        .as_mut()
-        .filter(|t| t.tx.is_some())
-        .and_then(|t| t.inbox.as_mut());
-    match inbox {
-        Some(rx) => match rx.recv().await {
-            Some(m) => m,
-            None => std::future::pending().await,
-        },
-        None => std::future::pending().await,
-    }
-}
-
-/// A user message as Claude Code's `--input-format stream-json` reads it: one JSON line.
-fn user_line(text: &str) -> Vec<u8> {
-    let mut line = serde_json::to_vec(&serde_json::json!({
-        "type": "user",
-        "message": {"role": "user", "content": text},
-    }))
-    .unwrap_or_default();
-    line.push(b'\n');
-    line
-}
-
-/// True for a stream-json `result` event (the end of a turn).
-fn is_result(line: &str) -> bool {
-    line.contains("\"result\"")
-        && serde_json::from_str::<serde_json::Value>(line)
-            .is_ok_and(|v| v.get("type").and_then(|t| t.as_str()) == Some("result"))
 }
 
 /// The end of a run, from what was read and how the process exited.
@@ -431,30 +358,6 @@ pub(super) fn result_finish(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_input_closes_once_every_message_has_had_its_turn() {
-        let mut t = Talk::new(None);
-        assert!(t.send("also add tests"));
-        t.turn_ended();
-        assert!(t.tx.is_some(), "the second message has not had its turn");
-        t.turn_ended();
-        assert!(t.tx.is_none());
-        assert!(!t.send("too late"), "a closed input takes nothing");
-        let line = user_line("a \"quote\"\nand a line");
-        assert_eq!(line.last(), Some(&b'\n'));
-        assert_eq!(line.iter().filter(|b| **b == b'\n').count(), 1, "one line");
-        let v: serde_json::Value = serde_json::from_slice(&line).unwrap();
-        assert_eq!(v["type"], "user");
-        assert_eq!(v["message"]["role"], "user");
-        assert_eq!(v["message"]["content"], "a \"quote\"\nand a line");
-        assert!(is_result(
-            r#"{"type":"result","subtype":"success","result":"x"}"#
-        ));
-        assert!(!is_result(
-            r#"{"type":"assistant","message":{"content":"result"}}"#
-        ));
-    }
 
     #[test]
     fn finds_programs_on_a_path() {

@@ -19,6 +19,7 @@ mod replay;
 mod replay_fill;
 mod session;
 mod step;
+mod talk;
 
 pub use claude::ClaudeStream;
 pub use codex::CodexStream;

@@ -5,7 +5,7 @@ use super::log::Log;
 use super::outcome::{AgentEvent, AgentReport, report};
 use super::{AgentFinish, AgentJob, Hooks};
 use crate::agents::{Backend, Profile};
-use crate::agents::{TemplateVars, load_agents, render_argv, render_prompt};
+use crate::agents::{TemplateVars, load_agents, render_argv, render_prompt_with_messages};
 use crate::exec::executor::{Place, Placement};
 use crate::exec::redact::Redactor;
 use crate::exec::safe_file::write_fresh_async;
@@ -65,7 +65,7 @@ const CARRY_ON: &str =
 
 /// The prompt and argv of a fresh run.
 fn fresh(profile: &Profile, vars: &TemplateVars) -> (String, Vec<String>) {
-    let prompt = render_prompt(&profile.prompt_template, vars);
+    let prompt = render_prompt_with_messages(&profile.prompt_template, vars);
     let argv = render_argv(&profile.argv, vars, &prompt);
     (prompt, argv)
 }
@@ -78,7 +78,7 @@ fn continued(profile: &Profile, vars: &TemplateVars, earlier: &Earlier) -> (Stri
         session: earlier.session.clone(),
         ..vars.clone()
     };
-    let mut prompt = render_prompt(&profile.continue_template, &vars);
+    let mut prompt = render_prompt_with_messages(&profile.continue_template, &vars);
     if prompt.is_empty() {
         prompt = CARRY_ON.to_string();
     }

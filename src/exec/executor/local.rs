@@ -115,10 +115,13 @@ fn spawn(launch: &Launch, log: LogSender) -> Result<LocalStep, ExecError> {
     // input cannot deadlock against the output pipes. A program that exits without reading
     // it all closes the pipe: that is its business, not an error.
     if let (Some(bytes), Some(mut input)) = (launch.stdin.clone(), child.stdin.take()) {
+        // The rest of the input is taken now: if the first bytes cannot be written, it is
+        // dropped with this task and whoever sends more sees the input gone.
+        let more = bytes.1.as_ref().and_then(|m| m.take());
         tokio::spawn(async move {
             use tokio::io::AsyncWriteExt;
             if input.write_all(&bytes.0).await.is_ok()
-                && let Some(mut more) = bytes.1.as_ref().and_then(|m| m.take())
+                && let Some(mut more) = more
             {
                 let _ = input.flush().await;
                 while let Some(chunk) = more.recv().await {

@@ -319,7 +319,12 @@ impl Place {
             None => (program, None),
             Some(bytes) => match self.executor.stdin() {
                 StdinWay::Pipe => (program, Some(bytes)),
-                StdinWay::ContextFile => (self.stdin_from_file(program, &bytes).await?, None),
+                StdinWay::ContextFile => {
+                    // The file holds the first bytes only: more input has no way in, so its
+                    // sender must see it gone rather than write into a channel nobody reads.
+                    drop(bytes.1.as_ref().and_then(MoreInput::take));
+                    (self.stdin_from_file(program, &bytes).await?, None)
+                }
                 StdinWay::Unsupported => {
                     return Err(ExecError(format!(
                         "the {} executor cannot give a command its prompt on standard input — set `\"prompt_via\": \"argv\"` in the agent profile, or run the agent on the local or docker executor",

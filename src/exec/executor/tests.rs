@@ -304,3 +304,80 @@ async fn an_executor_that_cannot_feed_input_refuses_in_one_sentence() {
         "{err}"
     );
 }
+
+/// Starts `cat` on `place` with a first line and more input; the sender of the rest, the
+/// more input (kept, as the agent backend keeps it while it talks), the step and its
+/// collected lines.
+async fn talking_cat(
+    place: &Place,
+) -> (
+    mpsc::UnboundedSender<Vec<u8>>,
+    MoreInput,
+    Box<dyn Started>,
+    tokio::task::JoinHandle<Vec<(Stream, String)>>,
+) {
+    let (tx, rx) = mpsc::channel(64);
+    let collected = tokio::spawn(lines(rx));
+    let (more_tx, more_rx) = mpsc::unbounded_channel();
+    let input = MoreInput::new(more_rx);
+    let stdin = Stdin(b"first\n"[..].into(), Some(input.clone()));
+    let e = env(&place.worktree, &[]);
+    let s = place
+        .start_fed(Program::Argv(vec!["cat".into()]), Some(stdin), &e, tx)
+        .await
+        .expect("starts");
+    (more_tx, input, s, collected)
+}
+
+#[tokio::test]
+async fn more_input_reaches_a_piped_step_and_a_file_fed_one_refuses_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // The local executor keeps the pipe open: a later line reaches the program.
+    let (more, _input, mut s, collected) = talking_cat(&Place::local(dir.path().into())).await;
+    assert!(more.send(b"second\n".to_vec()).is_ok());
+    drop(more);
+    let e = env(dir.path(), &[]);
+    let f = drive(
+        s.as_mut(),
+        e.timeout,
+        e.kill_grace,
+        &CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(f, Finish::Exited(0));
+    drop(s);
+    let out: Vec<String> = collected
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(_, l)| l)
+        .collect();
+    assert_eq!(out, ["first", "second"]);
+    // An executor that feeds a file took the first bytes only: sending more fails at once,
+    // so the sender knows the message did not go.
+    let place = Place {
+        executor: Arc::new(FedAs(StdinWay::ContextFile)),
+        ..Place::local(dir.path().to_path_buf())
+    };
+    let (more, _input, mut s, collected) = talking_cat(&place).await;
+    assert!(
+        more.send(b"second\n".to_vec()).is_err(),
+        "more input to a file-fed step must be refused"
+    );
+    let f = drive(
+        s.as_mut(),
+        e.timeout,
+        e.kill_grace,
+        &CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(f, Finish::Exited(0));
+    drop(s);
+    let out: Vec<String> = collected
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(_, l)| l)
+        .collect();
+    assert_eq!(out, ["first"]);
+}

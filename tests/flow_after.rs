@@ -57,6 +57,28 @@ fn after_ids(shown: &Value) -> Vec<(i64, String)> {
         .collect()
 }
 
+/// What task `id`'s card says it waits for (`⛓ …`), read as the board reads it.
+fn card_after(ws: &Ws, id: i64) -> Option<String> {
+    let db = ws.root().join(".baton").join("baton.db");
+    let store = baton::store::Store::open_read_only(&db).expect("the board");
+    let cards = store.read().task_cards().expect("cards");
+    cards
+        .into_iter()
+        .find(|c| c.id == id)
+        .expect("its card")
+        .after
+}
+
+fn list_field(ws: &Ws, id: i64, field: &str) -> Value {
+    let list: Value = serde_json::from_str(&ws.ok(&["list", "--json"])).unwrap();
+    list.as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == id)
+        .map(|t| t[field].clone())
+        .expect("the task is listed")
+}
+
 fn list_state(ws: &Ws, id: i64) -> Value {
     let list: Value = serde_json::from_str(&ws.ok(&["list", "--json"])).unwrap();
     list.as_array()
@@ -120,6 +142,8 @@ fn a_start_asked_later_waits_too_and_a_step_first_pipeline_holds_its_step() {
         &["D", "--pipeline", "at_once", "--after", &a.to_string()],
     );
     assert_eq!(ws.show(c)["start_waits"], false, "not asked to start yet");
+    // Not started, it waits all the same: its card says for what.
+    assert_eq!(card_after(&ws, c).as_deref(), Some(a.to_string().as_str()));
     let said = ws.ok(&["start", &c.to_string()]);
     assert!(said.contains(&format!("waits for task {a}")), "{said}");
     let shown = ws.show(d);
@@ -162,9 +186,13 @@ fn a_failed_blocker_leaves_the_task_waiting_and_says_so() {
             "--start",
         ],
     );
+    let before = list_field(&ws, c, "updated_at");
     ws.ok(&["start", &a.to_string()]);
     ws.drain();
     assert_eq!(ws.show(a)["state"], "failed");
+    // The waiting task changed with it, so boards read its card again, which says so.
+    assert_ne!(list_field(&ws, c, "updated_at"), before);
+    assert_eq!(card_after(&ws, c), Some(format!("{a} failed")));
     let shown = ws.show(c);
     assert_eq!(shown["status"], "todo");
     assert_eq!(shown["start_waits"], true);
@@ -328,4 +356,27 @@ fn a_start_task_hook_waiting_for_siblings_it_does_not_have_is_a_located_error() 
     assert!(text.contains("lonely.json:5:"), "{text}");
     assert!(text.contains("`after` takes \"siblings\""), "{text}");
     assert!(text.contains("lonely.json:7:"), "{text}");
+}
+
+#[test]
+fn after_takes_ids_written_with_spaces_and_names_a_bad_one() {
+    let ws = ws();
+    let a = new(&ws, &["A", "--pipeline", "work"]);
+    let b = new(&ws, &["B", "--pipeline", "work"]);
+    let c = new(
+        &ws,
+        &["C", "--pipeline", "work", "--after", &format!("{a}, {b}")],
+    );
+    let waits: Vec<i64> = after_ids(&ws.show(c))
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(waits, [a, b]);
+    let bad = ws.baton(&["new", "D", "--after", "1, x"]).output().unwrap();
+    assert!(!bad.status.success());
+    let why = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        why.contains("`x` is not a task id; give ids like 3,4"),
+        "{why}"
+    );
 }

@@ -84,7 +84,7 @@ pub enum Command {
         #[arg(long, value_name = "B")]
         branch: Option<String>,
         /// Tasks it waits for (`3,4`): it starts only once every one of them is done.
-        #[arg(long, value_name = "IDS", value_delimiter = ',')]
+        #[arg(long, value_name = "IDS", value_delimiter = ',', value_parser = task_id)]
         after: Vec<i64>,
     },
     /// List tasks, newest first.
@@ -429,9 +429,19 @@ pub fn refuse_postgres(ws: &Workspace) -> Result<(), Failure> {
     match store_location(ws)? {
         crate::store::Location::Sqlite(_) => Ok(()),
         crate::store::Location::Postgres(t) => Err(Failure::new(format!(
-            "this board is kept in PostgreSQL ({}), where this baton runs only `baton db` commands (status, migrate, export, import, verify) — the engine, the board and task commands still need SQLite: unset BATON_DATABASE_URL or [store] store to use .baton/baton.db",
+            "this board is kept in PostgreSQL ({}), where this baton runs only `baton db` commands (status, migrate, export, import, verify) — the engine, the board and task commands still need SQLite: unset BATON_DATABASE_URL and remove `store` from [store] to use .baton/baton.db",
             t.shown()
         ))),
+    }
+}
+
+/// A task id as written in a list (`3, 4` as well as `3,4`).
+fn task_id(text: &str) -> Result<i64, String> {
+    let t = text.trim();
+    match t.parse::<i64>() {
+        Ok(id) if id > 0 => Ok(id),
+        _ if t.is_empty() => Err("an empty entry is not a task id; give ids like 3,4".into()),
+        _ => Err(format!("`{t}` is not a task id; give ids like 3,4")),
     }
 }
 

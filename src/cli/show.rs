@@ -43,7 +43,9 @@ pub(super) fn show(ws: &Workspace, db: &Reader, id: i64, as_json: bool) -> Outco
             .iter()
             .map(|b| format!("{} ({})", b.id, b.state))
             .collect();
-        let verb = if db.start_waits(id)? {
+        // Held, or not started yet: it waits. Started since: it waited.
+        let waiting = db.start_waits(id)? || t.state == crate::store::TaskState::Idle;
+        let verb = if waiting {
             "starts when these are done"
         } else {
             "waited for"

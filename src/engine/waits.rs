@@ -48,7 +48,7 @@ pub fn check_after(db: &Db, after: &[i64]) -> Result<Vec<i64>> {
         };
         if db.is_archived(*id)? {
             return Err(EngineError::Invalid(format!(
-                "`after`: task {id} is archived, so it will never finish — name a task on the board"
+                "`after`: task {id} is archived — a task waits only for tasks on the board (`baton list` shows them)"
             )));
         }
         if task.state != TaskState::Done {
@@ -173,6 +173,8 @@ fn release_or_say(db: &Db, task_id: i64, actor: &str) -> Result<()> {
 /// only for it, or tells the waiting ones it failed. Runs inside the blocker's transition.
 pub fn blocker_finished(db: &Db, blocker: i64, kind: StatusKind) -> Result<()> {
     for d in db.dependents(blocker)? {
+        // Its card shows how its blockers stand, held or not yet started.
+        db.touch_task(d)?;
         if !db.start_waits(d)? {
             continue;
         }

@@ -77,7 +77,7 @@ const CARD: &str = concat!(
     "(SELECT 'PR#' || p.number || ' ' || p.state || CASE p.checks ",
     "WHEN 'passed' THEN ' ✓' WHEN 'failed' THEN ' ✗' WHEN 'pending' THEN ' …' ",
     "ELSE '' END FROM task_prs p WHERE p.task_id = t.id), ",
-    "CASE WHEN t.start_waits = 1 THEN ",
+    "CASE WHEN t.start_waits = 1 OR t.state = 'idle' THEN ",
     "(SELECT group_concat(b.id || CASE b.state WHEN 'failed' THEN ' failed' ",
     "WHEN 'cancelled' THEN ' cancelled' ELSE '' END, ', ') ",
     "FROM task_deps d JOIN tasks b ON b.id = d.after_id ",

@@ -69,6 +69,16 @@ impl Db<'_> {
         Ok(())
     }
 
+    /// Marks `task` changed (its card shows its blockers' states), so boards and streams
+    /// following the board read it again.
+    pub fn touch_task(&self, task: i64) -> Result<()> {
+        self.exec(
+            "UPDATE tasks SET updated_at = ?1 WHERE id = ?2",
+            params![super::now_ms(), task],
+        )?;
+        Ok(())
+    }
+
     /// Tasks whose start is held although every blocker is done: what an engine starts
     /// when it comes up (a blocker may have finished through a path that did not).
     pub fn released_waiting(&self) -> Result<Vec<i64>> {

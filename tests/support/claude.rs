@@ -6,6 +6,7 @@
 
 use crate::common::{self, Ws};
 use crate::infra;
+pub use crate::stubs::anthropic::text_of;
 use crate::stubs::{
     self,
     anthropic::{AnthropicState, Reply, anthropic},
@@ -136,19 +137,6 @@ impl Drop for Engine {
         if let Some(c) = self.0.take() {
             common::stop(c);
         }
-    }
-}
-
-/// The text of a message's content (a string, or its text blocks).
-pub fn text_of(content: &Value) -> String {
-    match content {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
     }
 }
 

@@ -7,104 +7,27 @@
 //! The CLI runs with a throwaway HOME, `CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1` and one
 //! retry (`CLAUDE_CODE_MAX_RETRIES=1`, about 0.6 s apart) so an API error ends in seconds.
 
+#[path = "support/claude.rs"]
+mod claude;
 mod common;
 mod infra;
 mod stubs;
 
-use common::{Ws, wait_within};
+use claude::{KEY, Rig};
+use common::wait_within;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
-use std::sync::Arc;
 use std::time::Duration;
-use stubs::anthropic::{AnthropicState, Gate, Reply, anthropic};
+use stubs::anthropic::{Gate, Reply};
 
-const KEY: &str = "sk-ant-test-0123456789abcdef";
 /// Generous: a loaded two-core machine starts the 400 MB CLI slowly.
 const LIMIT: Duration = Duration::from_secs(120);
 
-/// A git workspace whose agent steps run the real CLI against the stub.
-struct Rig {
-    ws: Ws,
-    home: tempfile::TempDir,
-    server: stubs::Server,
-    stub: Arc<AnthropicState>,
-    path: String,
+fn new_rig(script: Vec<Reply>) -> Option<Rig> {
+    Rig::new(script, LIMIT)
 }
 
 impl Rig {
-    /// None (after a SKIPPED line) where the CLI is not installed.
-    fn new(script: Vec<Reply>) -> Option<Self> {
-        let cli = infra::agent_cli("claude")?;
-        let (server, stub) = anthropic(script);
-        let dir = tempfile::tempdir().unwrap();
-        common::git_init(&dir.path().join("repo"));
-        let ws = Ws::at(dir, "repo");
-        ws.baton(&["init"]).assert().success();
-        ws.config("worktree_root = \"../worktrees\"\nkill_grace = \"2s\"\n");
-        let path = format!(
-            "{}:{}",
-            cli.parent().unwrap().display(),
-            std::env::var("PATH").unwrap_or_default()
-        );
-        Some(Self {
-            ws,
-            home: tempfile::tempdir().unwrap(),
-            server,
-            stub,
-            path,
-        })
-    }
-
-    /// The environment the engine (and so the CLI) gets.
-    fn vars(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("HOME", self.home.path().display().to_string()),
-            ("PATH", self.path.clone()),
-            ("ANTHROPIC_BASE_URL", self.server.url.clone()),
-            ("ANTHROPIC_API_KEY", KEY.into()),
-            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
-            ("CLAUDE_CODE_MAX_RETRIES", "1".into()),
-            ("DISABLE_AUTOUPDATER", "1".into()),
-        ]
-    }
-
-    /// `baton ARGS` with the rig's environment; stdout, asserting success.
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.ws.baton(args).envs(self.vars()).output().unwrap();
-        assert!(
-            out.status.success(),
-            "baton {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
-
-    /// Runs an engine until nothing runs or is queued.
-    fn drain(&self) {
-        self.ws
-            .baton(&["engine", "--exit-when-idle"])
-            .envs(self.vars())
-            .timeout(LIMIT)
-            .assert()
-            .success();
-    }
-
-    /// An engine in the background, stopped when the guard drops.
-    fn engine(&self) -> Engine {
-        let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("baton"))
-            .current_dir(self.ws.root())
-            .env_remove("BATON_DIR")
-            .env("XDG_CONFIG_HOME", self.ws.dir.path().join("xdg"))
-            .envs(self.vars())
-            .arg("engine")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        Engine(Some(child))
-    }
-
     fn show(&self, id: i64) -> Value {
         self.ws.show(id)
     }
@@ -123,26 +46,6 @@ impl Rig {
     /// The stub's first conversation request's prompt.
     fn prompt(&self) -> String {
         self.stub.prompt()
-    }
-}
-
-/// A background engine: SIGTERM and reaped on drop, unless the test killed it.
-struct Engine(Option<Child>);
-
-impl Engine {
-    fn kill9(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Engine {
-    fn drop(&mut self) {
-        if let Some(c) = self.0.take() {
-            common::stop(c);
-        }
     }
 }
 
@@ -212,7 +115,7 @@ fn logs(rig: &Rig, id: i64) -> String {
 
 #[test]
 fn the_builtin_coder_writes_the_file_and_hands_over_with_usage_and_cost() {
-    let Some(rig) = Rig::new(vec![
+    let Some(rig) = new_rig(vec![
         Reply::write("hello.txt", "hello from claude\n"),
         Reply::handoff("success"),
     ]) else {
@@ -263,7 +166,7 @@ fn the_builtin_coder_writes_the_file_and_hands_over_with_usage_and_cost() {
 #[test]
 fn the_log_is_live_while_claude_waits_for_the_model() {
     let gate = Gate::new();
-    let Some(rig) = Rig::new(vec![
+    let Some(rig) = new_rig(vec![
         Reply::write("hello.txt", "hi\n"),
         Reply::handoff("success").gated(&gate),
     ]) else {
@@ -286,7 +189,7 @@ fn the_log_is_live_while_claude_waits_for_the_model() {
 
 #[test]
 fn needs_info_routes_back_and_a_refused_commit_is_a_warning_event() {
-    let Some(rig) = Rig::new(vec![
+    let Some(rig) = new_rig(vec![
         Reply::bash("git commit -qam wip"),
         Reply::handoff("needs_info"),
     ]) else {
@@ -307,7 +210,7 @@ fn needs_info_routes_back_and_a_refused_commit_is_a_warning_event() {
 
 #[test]
 fn a_refused_key_ends_the_step_with_one_clear_line() {
-    let Some(rig) = Rig::new(vec![
+    let Some(rig) = new_rig(vec![
         Reply::error(401, "authentication_error", "invalid x-api-key"),
         Reply::error(401, "authentication_error", "invalid x-api-key"),
         Reply::error(401, "authentication_error", "invalid x-api-key"),
@@ -328,7 +231,7 @@ fn a_refused_key_ends_the_step_with_one_clear_line() {
 #[test]
 fn a_server_error_is_retried_visibly_and_ends_the_step_with_one_clear_line() {
     let boom = || Reply::error(500, "api_error", "Internal server error");
-    let Some(rig) = Rig::new(vec![boom(), boom(), boom()]) else {
+    let Some(rig) = new_rig(vec![boom(), boom(), boom()]) else {
         return;
     };
     let id = new_task(&rig, "Boom", "Anything.");
@@ -348,7 +251,7 @@ fn a_server_error_is_retried_visibly_and_ends_the_step_with_one_clear_line() {
 
 #[test]
 fn a_stream_cut_once_is_retried_and_the_step_still_succeeds() {
-    let Some(rig) = Rig::new(vec![
+    let Some(rig) = new_rig(vec![
         Reply::Cut,
         Reply::write("hello.txt", "after the cut\n"),
         Reply::handoff("success"),
@@ -369,7 +272,7 @@ fn a_stream_cut_once_is_retried_and_the_step_still_succeeds() {
 
 #[test]
 fn a_200_kib_prompt_reaches_the_model() {
-    let Some(rig) = Rig::new(vec![Reply::handoff("success")]) else {
+    let Some(rig) = new_rig(vec![Reply::handoff("success")]) else {
         return;
     };
     // One argv element may hold at most 128 KiB on Linux.
@@ -398,7 +301,7 @@ fn a_200_kib_prompt_reaches_the_model() {
 
 #[test]
 fn init_agent_claude_profiles_plan_build_and_review() {
-    let Some(rig) = Rig::new(vec![
+    let Some(rig) = new_rig(vec![
         Reply::text("## What Was Done\nPlanned.\n\n## Next Agent Context\n1. Write hello.txt."),
         Reply::write("hello.txt", "planned hello\n"),
         Reply::handoff("success"),
@@ -444,7 +347,7 @@ fn init_agent_claude_profiles_plan_build_and_review() {
 #[test]
 fn abort_while_the_model_thinks_leaves_no_process() {
     let gate = Gate::new();
-    let Some(rig) = Rig::new(vec![Reply::handoff("success").gated(&gate)]) else {
+    let Some(rig) = new_rig(vec![Reply::handoff("success").gated(&gate)]) else {
         return;
     };
     let _engine = rig.engine();
@@ -472,7 +375,7 @@ fn coder_with_bash(root: &Path) {
 
 #[test]
 fn abort_while_claude_runs_a_shell_command_leaves_no_process() {
-    let Some(rig) = Rig::new(vec![
+    let Some(rig) = new_rig(vec![
         Reply::bash("tail -f README"),
         Reply::handoff("success"),
     ]) else {
@@ -502,7 +405,7 @@ fn abort_while_claude_runs_a_shell_command_leaves_no_process() {
 #[test]
 fn a_killed_engine_leaves_no_claude_running() {
     let gate = Gate::new();
-    let Some(rig) = Rig::new(vec![Reply::handoff("success").gated(&gate)]) else {
+    let Some(rig) = new_rig(vec![Reply::handoff("success").gated(&gate)]) else {
         return;
     };
     let mut engine = rig.engine();

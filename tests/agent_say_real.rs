@@ -5,146 +5,23 @@
 //! `{{messages}}`; and answers to the agent's open questions reach it as question and
 //! answer pairs, the task back at the status that asked.
 
+#[path = "support/claude.rs"]
+mod claude;
 mod common;
 mod infra;
 mod stubs;
 
-use common::{Ws, wait_within};
+use claude::{Rig, TASK, last_user_text, user_texts};
+use common::wait_within;
 use serde_json::Value;
-use std::process::{Child, Stdio};
-use std::sync::Arc;
 use std::time::Duration;
-use stubs::anthropic::{AnthropicState, Gate, Reply, anthropic};
+use stubs::anthropic::{Gate, Reply};
 
-const KEY: &str = "sk-ant-test-0123456789abcdef";
 /// Generous: a loaded two-core machine starts the CLIs slowly.
 const LIMIT: Duration = Duration::from_secs(180);
-const TASK: &str = "Write hello.txt with a greeting.";
 
-struct Rig {
-    ws: Ws,
-    home: tempfile::TempDir,
-    server: stubs::Server,
-    stub: Arc<AnthropicState>,
-    path: String,
-}
-
-impl Rig {
-    /// None (after a SKIPPED line) where the CLI is not installed.
-    fn new(script: Vec<Reply>) -> Option<Self> {
-        let cli = infra::agent_cli("claude")?;
-        let (server, stub) = anthropic(script);
-        let dir = tempfile::tempdir().unwrap();
-        common::git_init(&dir.path().join("repo"));
-        let ws = Ws::at(dir, "repo");
-        ws.baton(&["init"]).assert().success();
-        ws.config("worktree_root = \"../worktrees\"\nkill_grace = \"2s\"\n");
-        let path = format!(
-            "{}:{}",
-            cli.parent().unwrap().display(),
-            std::env::var("PATH").unwrap_or_default()
-        );
-        Some(Self {
-            ws,
-            home: tempfile::tempdir().unwrap(),
-            server,
-            stub,
-            path,
-        })
-    }
-
-    fn vars(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("HOME", self.home.path().display().to_string()),
-            ("PATH", self.path.clone()),
-            ("ANTHROPIC_BASE_URL", self.server.url.clone()),
-            ("ANTHROPIC_API_KEY", KEY.into()),
-            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
-            ("CLAUDE_CODE_MAX_RETRIES", "1".into()),
-            ("DISABLE_AUTOUPDATER", "1".into()),
-        ]
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.ws.baton(args).envs(self.vars()).output().unwrap();
-        assert!(
-            out.status.success(),
-            "baton {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
-
-    fn drain(&self) {
-        self.ws
-            .baton(&["engine", "--exit-when-idle"])
-            .envs(self.vars())
-            .timeout(LIMIT)
-            .assert()
-            .success();
-    }
-
-    fn engine(&self) -> Engine {
-        let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("baton"))
-            .current_dir(self.ws.root())
-            .env_remove("BATON_DIR")
-            .env("XDG_CONFIG_HOME", self.ws.dir.path().join("xdg"))
-            .envs(self.vars())
-            .arg("engine")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        Engine(Some(child))
-    }
-
-    fn new_task(&self, args: &[&str]) -> i64 {
-        let mut all = vec!["new", "Hello", "--prompt", TASK, "--start"];
-        all.extend_from_slice(args);
-        self.ok(&all).trim().parse().unwrap()
-    }
-
-    fn turns(&self) -> Vec<Value> {
-        self.stub.turn_bodies()
-    }
-}
-
-struct Engine(Option<Child>);
-
-impl Drop for Engine {
-    fn drop(&mut self) {
-        if let Some(c) = self.0.take() {
-            common::stop(c);
-        }
-    }
-}
-
-fn text_of(content: &Value) -> String {
-    match content {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
-}
-
-/// Every user message's text in a request, in order.
-fn user_texts(body: &Value) -> Vec<String> {
-    body["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|m| m["role"] == "user")
-        .map(|m| text_of(&m["content"]))
-        .filter(|t| !t.trim().is_empty())
-        .collect()
-}
-
-fn last_user_text(body: &Value) -> String {
-    user_texts(body).pop().unwrap_or_default()
+fn new_rig(script: Vec<Reply>) -> Option<Rig> {
+    Rig::new(script, LIMIT)
 }
 
 fn steps_at(shown: &Value, status: &str) -> Vec<Value> {
@@ -164,7 +41,7 @@ fn messages(shown: &Value) -> Vec<Value> {
 #[test]
 fn a_message_said_while_the_coder_runs_reaches_it_mid_run() {
     let gate = Gate::new();
-    let Some(rig) = Rig::new(vec![
+    let Some(rig) = new_rig(vec![
         Reply::handoff("success").gated(&gate),
         Reply::handoff("success"),
     ]) else {
@@ -204,7 +81,7 @@ fn a_message_said_while_the_coder_runs_reaches_it_mid_run() {
 
 #[test]
 fn a_message_to_a_task_at_a_gate_continues_the_coders_session_as_a_new_attempt() {
-    let Some(rig) = Rig::new(vec![
+    let Some(rig) = new_rig(vec![
         Reply::write("hello.txt", "hello\n"),
         Reply::handoff("success"),
         Reply::handoff("success"),
@@ -260,7 +137,7 @@ const TWO_STEPS: &str = r#"{"id": "twice", "statuses": [
 #[test]
 fn a_message_to_an_agent_that_takes_no_input_reaches_the_next_step() {
     let gate = Gate::new();
-    let Some(rig) = Rig::new(vec![
+    let Some(rig) = new_rig(vec![
         Reply::handoff("success").gated(&gate),
         Reply::handoff("success"),
     ]) else {
@@ -300,7 +177,7 @@ fn a_message_to_an_agent_that_takes_no_input_reaches_the_next_step() {
 
 #[test]
 fn answers_to_the_agents_questions_reach_it_and_the_task_goes_back_to_the_asking_status() {
-    let Some(rig) = Rig::new(vec![
+    let Some(rig) = new_rig(vec![
         Reply::handoff("needs_info"),
         Reply::handoff("success"),
     ]) else {

@@ -4,116 +4,27 @@
 //! message); a session the CLI cannot find falls back to a fresh one with a warning; and a
 //! failing step's log tail reaches the agent that fixes it as `{{failure}}`.
 
+#[path = "support/claude.rs"]
+mod claude;
 mod common;
 mod infra;
 mod stubs;
 
-use common::{Ws, wait_within};
+use claude::{Rig, TASK, last_user_text, text_of};
+use common::wait_within;
 use serde_json::Value;
 use std::path::PathBuf;
-use std::process::{Child, Stdio};
-use std::sync::Arc;
 use std::time::Duration;
-use stubs::anthropic::{AnthropicState, Gate, Reply, anthropic};
+use stubs::anthropic::{Gate, Reply};
 
-const KEY: &str = "sk-ant-test-0123456789abcdef";
 /// Generous: a loaded two-core machine starts the CLIs slowly.
 const LIMIT: Duration = Duration::from_secs(180);
-/// The task's own prompt, which a continued session must not be sent again.
-const TASK: &str = "Write hello.txt with a greeting.";
 
-/// A git workspace whose agent steps run the real `claude` against the stub.
-struct Rig {
-    ws: Ws,
-    home: tempfile::TempDir,
-    server: stubs::Server,
-    stub: Arc<AnthropicState>,
-    path: String,
+fn new_rig(script: Vec<Reply>) -> Option<Rig> {
+    Rig::new(script, LIMIT)
 }
 
 impl Rig {
-    /// None (after a SKIPPED line) where the CLI is not installed.
-    fn new(script: Vec<Reply>) -> Option<Self> {
-        let cli = infra::agent_cli("claude")?;
-        let (server, stub) = anthropic(script);
-        let dir = tempfile::tempdir().unwrap();
-        common::git_init(&dir.path().join("repo"));
-        let ws = Ws::at(dir, "repo");
-        ws.baton(&["init"]).assert().success();
-        ws.config("worktree_root = \"../worktrees\"\nkill_grace = \"2s\"\n");
-        let path = format!(
-            "{}:{}",
-            cli.parent().unwrap().display(),
-            std::env::var("PATH").unwrap_or_default()
-        );
-        Some(Self {
-            ws,
-            home: tempfile::tempdir().unwrap(),
-            server,
-            stub,
-            path,
-        })
-    }
-
-    fn vars(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("HOME", self.home.path().display().to_string()),
-            ("PATH", self.path.clone()),
-            ("ANTHROPIC_BASE_URL", self.server.url.clone()),
-            ("ANTHROPIC_API_KEY", KEY.into()),
-            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
-            ("CLAUDE_CODE_MAX_RETRIES", "1".into()),
-            ("DISABLE_AUTOUPDATER", "1".into()),
-        ]
-    }
-
-    /// `baton ARGS` with the rig's environment; stdout, asserting success.
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.ws.baton(args).envs(self.vars()).output().unwrap();
-        assert!(
-            out.status.success(),
-            "baton {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
-
-    /// Runs an engine until nothing runs or is queued.
-    fn drain(&self) {
-        self.ws
-            .baton(&["engine", "--exit-when-idle"])
-            .envs(self.vars())
-            .timeout(LIMIT)
-            .assert()
-            .success();
-    }
-
-    /// An engine in the background, stopped when the guard drops.
-    fn engine(&self) -> Engine {
-        let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("baton"))
-            .current_dir(self.ws.root())
-            .env_remove("BATON_DIR")
-            .env("XDG_CONFIG_HOME", self.ws.dir.path().join("xdg"))
-            .envs(self.vars())
-            .arg("engine")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        Engine(Some(child))
-    }
-
-    fn new_task(&self, args: &[&str]) -> i64 {
-        let mut all = vec!["new", "Hello", "--prompt", TASK, "--start"];
-        all.extend_from_slice(args);
-        self.ok(&all).trim().parse().unwrap()
-    }
-
-    /// The conversation requests' bodies, in order.
-    fn turns(&self) -> Vec<Value> {
-        self.stub.turn_bodies()
-    }
-
     /// Claude's stored sessions in the rig's HOME (what `--resume` looks up).
     fn transcripts(&self) -> Vec<PathBuf> {
         let mut found = Vec::new();
@@ -132,53 +43,6 @@ impl Rig {
     }
 }
 
-/// A background engine: stopped and reaped on drop, unless the test killed it.
-struct Engine(Option<Child>);
-
-impl Engine {
-    /// SIGKILL, as a crash would end it.
-    fn kill9(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Engine {
-    fn drop(&mut self) {
-        if let Some(c) = self.0.take() {
-            common::stop(c);
-        }
-    }
-}
-
-/// The text of a message's content (a string, or its text blocks).
-fn text_of(content: &Value) -> String {
-    match content {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
-}
-
-/// The text of the last user message of a request that is not only tool results.
-fn last_user_text(body: &Value) -> String {
-    body["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .rev()
-        .filter(|m| m["role"] == "user")
-        .map(|m| text_of(&m["content"]))
-        .find(|t| !t.trim().is_empty())
-        .unwrap_or_default()
-}
-
 /// The first user message's text: where a conversation started.
 fn first_user_text(body: &Value) -> String {
     text_of(&body["messages"][0]["content"])
@@ -190,7 +54,7 @@ fn steps(shown: &Value) -> Vec<Value> {
 
 #[test]
 fn a_rejected_change_continues_the_coders_claude_session_with_only_the_note() {
-    let Some(rig) = Rig::new(vec![
+    let Some(rig) = new_rig(vec![
         Reply::write("hello.txt", "hello\n"),
         Reply::handoff("success"),
         Reply::write("hello.txt", "HELLO!\n"),
@@ -237,7 +101,7 @@ fn a_rejected_change_continues_the_coders_claude_session_with_only_the_note() {
 
 #[test]
 fn a_session_claude_cannot_find_falls_back_to_a_fresh_one_with_a_warning() {
-    let Some(rig) = Rig::new(vec![
+    let Some(rig) = new_rig(vec![
         Reply::write("hello.txt", "hello\n"),
         Reply::handoff("success"),
         Reply::handoff("success"),
@@ -290,7 +154,7 @@ const FIX_LOOP: &str = r#"{"id": "fixloop", "statuses": [
 
 #[test]
 fn a_failing_test_step_s_tail_reaches_the_continued_coder_as_the_failure() {
-    let Some(rig) = Rig::new(vec![
+    let Some(rig) = new_rig(vec![
         Reply::write("hello.txt", "hello\n"),
         Reply::handoff("success"),
         Reply::write("fixed.txt", "fixed\n"),
@@ -323,7 +187,7 @@ fn a_failing_test_step_s_tail_reaches_the_continued_coder_as_the_failure() {
 #[test]
 fn resume_after_the_engine_was_killed_continues_the_interrupted_session() {
     let gate = Gate::new();
-    let Some(rig) = Rig::new(vec![
+    let Some(rig) = new_rig(vec![
         Reply::write("hello.txt", "hello\n"),
         Reply::handoff("success").gated(&gate),
         Reply::handoff("success"),

@@ -8,11 +8,14 @@
 
 mod api_common;
 mod common;
+#[path = "support/forge_setup.rs"]
+mod forge_setup;
 mod infra;
 mod stubs;
 
 use api_common::Server;
-use common::{Ws, git, git_init};
+use common::{Ws, git};
+use forge_setup::{hmac_hex, push_origin, show, workspace_and_bare};
 use reqwest::StatusCode;
 use reqwest::blocking::Client;
 use serde_json::{Value, json};
@@ -43,36 +46,11 @@ const PIPELINE: &str = r#"{
   ]
 }"#;
 
-fn hmac_hex(secret: &str, body: &[u8]) -> String {
-    use hmac::{Hmac, Mac};
-    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
-    mac.update(body);
-    mac.finalize()
-        .into_bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 /// A git workspace whose `origin` is a bare repository over file://, with `[forge]`
 /// pointing at `api`.
 fn setup(kind: &str, api: &str) -> (Ws, std::path::PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let bare = dir.path().join("remote.git");
-    std::fs::create_dir_all(&bare).unwrap();
-    git(&bare, &["init", "-q", "--bare", "-b", "main"]);
-    let ws = Ws::at(dir, "repo");
-    git_init(ws.root());
-    git(
-        ws.root(),
-        &[
-            "remote",
-            "add",
-            "origin",
-            &format!("file://{}", bare.display()),
-        ],
-    );
-    git(ws.root(), &["push", "-q", "origin", "main"]);
+    let (ws, bare) = workspace_and_bare();
+    push_origin(&ws, &bare);
     ws.baton(&["init"]).assert().success();
     ws.pipeline("prflow.json", PIPELINE);
     ws.config(&format!(
@@ -81,25 +59,8 @@ fn setup(kind: &str, api: &str) -> (Ws, std::path::PathBuf) {
     (ws, bare)
 }
 
-fn show(ws: &Ws, id: i64) -> Value {
-    let out = ws
-        .baton(&["show", &id.to_string(), "--json"])
-        .output()
-        .unwrap();
-    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
-}
-
 fn wait_status(ws: &Ws, id: i64, status: &str) -> Value {
-    let mut last = Value::Null;
-    common::wait_within(
-        &format!("task {id} at {status}"),
-        Duration::from_secs(60),
-        || {
-            last = show(ws, id);
-            last["status"] == status
-        },
-    );
-    last
+    forge_setup::wait_status(ws, id, status, Duration::from_secs(60))
 }
 
 /// A task at `review` with its branch built.

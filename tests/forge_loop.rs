@@ -7,11 +7,14 @@
 
 mod api_common;
 mod common;
+#[path = "support/forge_setup.rs"]
+mod forge_setup;
 mod infra;
 mod stubs;
 
 use api_common::Server;
-use common::{Ws, git, git_init};
+use common::{Ws, git};
+use forge_setup::{hmac_hex, push_origin, script, show, workspace_and_bare};
 use reqwest::blocking::Client;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -32,27 +35,11 @@ if [ "$AGENT_ROLE" = coder ]; then echo "coder $s $$" >> work.txt; fi
 printf '%s\n' "{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"num_turns\":1,\"result\":\"## What Was Done\\nWorked on it.\\n\",\"session_id\":\"$s\"}"
 "###;
 
-fn hmac_hex(secret: &str, body: &[u8]) -> String {
-    use hmac::{Hmac, Mac};
-    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
-    mac.update(body);
-    mac.finalize()
-        .into_bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 /// A git workspace whose `origin` is a bare repository over file://, with `[forge]`
 /// pointing at `api` (polling every second). Returns it, the bare repository and the file
 /// the agents write their prompts to.
 fn setup(api: &str) -> (Ws, PathBuf, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let bare = dir.path().join("remote.git");
-    std::fs::create_dir_all(&bare).unwrap();
-    git(&bare, &["init", "-q", "--bare", "-b", "main"]);
-    let ws = Ws::at(dir, "repo");
-    git_init(ws.root());
+    let (ws, bare) = workspace_and_bare();
     // The feature pipeline's test step is `cargo test`: a crate with one test.
     std::fs::write(
         ws.root().join("Cargo.toml"),
@@ -68,18 +55,10 @@ fn setup(api: &str) -> (Ws, PathBuf, PathBuf) {
     std::fs::write(ws.root().join(".gitignore"), "target/\n").unwrap();
     git(ws.root(), &["add", "."]);
     git(ws.root(), &["commit", "-qm", "a crate"]);
-    let url = format!("file://{}", bare.display());
-    git(ws.root(), &["remote", "add", "origin", &url]);
-    git(ws.root(), &["push", "-q", "origin", "main"]);
+    push_origin(&ws, &bare);
     ws.baton(&["init"]).assert().success();
     let prompts = ws.dir.path().join("prompts.txt");
-    let script = ws.dir.path().join("agent.sh");
-    std::fs::write(&script, AGENT).unwrap();
-    std::process::Command::new("chmod")
-        .arg("+x")
-        .arg(&script)
-        .status()
-        .unwrap();
+    let script = script(&ws, "agent.sh", AGENT);
     for role in ["planner", "coder"] {
         let profile = json!({"id": role, "backend": "command", "format": "claude-stream-json",
             "argv": [script, "{{message}}"],
@@ -98,21 +77,8 @@ fn setup(api: &str) -> (Ws, PathBuf, PathBuf) {
     (ws, bare, prompts)
 }
 
-fn show(ws: &Ws, id: i64) -> Value {
-    let out = ws
-        .baton(&["show", &id.to_string(), "--json"])
-        .output()
-        .unwrap();
-    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
-}
-
 fn wait_status(ws: &Ws, id: i64, status: &str) -> Value {
-    let mut last = Value::Null;
-    common::wait_within(&format!("task {id} at {status}"), LIMIT, || {
-        last = show(ws, id);
-        last["status"] == status
-    });
-    last
+    forge_setup::wait_status(ws, id, status, LIMIT)
 }
 
 fn remote_head(bare: &Path, branch: &str) -> Option<String> {

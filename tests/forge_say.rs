@@ -7,12 +7,15 @@
 
 mod api_common;
 mod common;
+#[path = "support/forge_setup.rs"]
+mod forge_setup;
 mod infra;
 mod stubs;
 
 use api_common::Server;
 use baton::forge::{Forge, ForgeError, Kind, Target};
-use common::{Ws, git, git_init};
+use common::Ws;
+use forge_setup::{hmac_hex, push_origin, script, show, workspace_and_bare};
 use reqwest::blocking::Client;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -64,39 +67,15 @@ const PIPELINE: &str = r#"{
   ]
 }"#;
 
-fn hmac_hex(secret: &str, body: &[u8]) -> String {
-    use hmac::{Hmac, Mac};
-    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
-    mac.update(body);
-    mac.finalize()
-        .into_bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 /// A git workspace whose `origin` is a bare repository over file://, with `[forge]`
 /// pointing at `api`, the coder profile and the pipeline. Returns it and the file the
 /// agent writes its prompts to.
 fn setup(api: &str) -> (Ws, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let bare = dir.path().join("remote.git");
-    std::fs::create_dir_all(&bare).unwrap();
-    git(&bare, &["init", "-q", "--bare", "-b", "main"]);
-    let ws = Ws::at(dir, "repo");
-    git_init(ws.root());
-    let url = format!("file://{}", bare.display());
-    git(ws.root(), &["remote", "add", "origin", &url]);
-    git(ws.root(), &["push", "-q", "origin", "main"]);
+    let (ws, bare) = workspace_and_bare();
+    push_origin(&ws, &bare);
     ws.baton(&["init"]).assert().success();
     let prompts = ws.dir.path().join("prompts.txt");
-    let script = ws.dir.path().join("agent.sh");
-    std::fs::write(&script, AGENT).unwrap();
-    std::process::Command::new("chmod")
-        .arg("+x")
-        .arg(&script)
-        .status()
-        .unwrap();
+    let script = script(&ws, "agent.sh", AGENT);
     let profile = json!({"id": "coder", "backend": "command", "format": "claude-stream-json",
         "argv": [script, "{{message}}"],
         "session": "continue", "resume_argv": [script, "--resume", "{{session}}", "{{message}}"],
@@ -107,13 +86,7 @@ fn setup(api: &str) -> (Ws, PathBuf) {
         profile.to_string(),
     )
     .unwrap();
-    let talker = ws.dir.path().join("talker.sh");
-    std::fs::write(&talker, TALKER).unwrap();
-    std::process::Command::new("chmod")
-        .arg("+x")
-        .arg(&talker)
-        .status()
-        .unwrap();
+    let talker = forge_setup::script(&ws, "talker.sh", TALKER);
     let profile = json!({"id": "talker", "backend": "command", "format": "claude-stream-json",
         "argv": [talker], "prompt_via": "stdin", "input": "stream-json",
         "env": {"TALKED": ws.dir.path().join("talked.txt")}});
@@ -165,14 +138,6 @@ fn comment(body: &str, login: &str, association: Option<&str>) -> Value {
         c["comment"]["author_association"] = json!(a);
     }
     c
-}
-
-fn show(ws: &Ws, id: i64) -> Value {
-    let out = ws
-        .baton(&["show", &id.to_string(), "--json"])
-        .output()
-        .unwrap();
-    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
 }
 
 /// Sends a signed GitHub `issue_comment` delivery to the server; its answer.

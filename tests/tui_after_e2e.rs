@@ -4,7 +4,11 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+
+#[path = "support/tmux.rs"]
+mod tmux;
+
+use tmux::Tmux;
 
 /// A backlog, a script step, a review gate.
 const GATED: &str = r#"{"id": "gated", "name": "Gated", "statuses": [
@@ -14,81 +18,6 @@ const GATED: &str = r#"{"id": "gated", "name": "Gated", "statuses": [
     {"id": "done", "kind": "done"},
     {"id": "failed", "kind": "failed"},
     {"id": "cancelled", "kind": "cancelled"}]}"#;
-
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn start(cmd: &str) -> Self {
-        let me = Self {
-            socket: format!("after-e2e-{}", std::process::id()),
-        };
-        me.run(&[
-            "-f",
-            "/dev/null",
-            "new-session",
-            "-d",
-            "-s",
-            "t",
-            "-x",
-            "120",
-            "-y",
-            "36",
-            cmd,
-            ";",
-            "set-option",
-            "-g",
-            "remain-on-exit",
-            "on",
-        ]);
-        me
-    }
-
-    fn run(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux")
-            .arg("-L")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .expect("tmux is installed");
-        assert!(
-            out.status.success(),
-            "tmux {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn screen(&self) -> String {
-        self.run(&["capture-pane", "-p", "-t", "t"])
-    }
-
-    /// Polls the pane until `ok` holds (at most 30 s); returns the screen that satisfied it.
-    fn wait(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let screen = self.screen();
-            if ok(&screen) {
-                return screen;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {what}; the screen was:\n{screen}"
-            );
-            // Polling an external process's screen: there is no event to wait on.
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["-L", &self.socket, "kill-server"])
-            .output();
-    }
-}
 
 fn baton(dir: &Path, args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_baton"))
@@ -164,23 +93,26 @@ fn a_task_after_two_others_starts_on_the_board_when_both_are_done() {
     assert_eq!(made.trim(), "3");
 
     let bin = env!("CARGO_BIN_EXE_baton");
-    let tmux = Tmux::start(&format!(
-        "cd '{}' && XDG_CONFIG_HOME='{}' {bin}",
-        root.display(),
-        root.join("xdg").display()
-    ));
-    let screen = tmux.wait("both blockers at review and #3 waiting for them", |s| {
+    let tmux = Tmux::start(
+        "after-e2e",
+        &format!(
+            "cd '{}' && XDG_CONFIG_HOME='{}' {bin}",
+            root.display(),
+            root.join("xdg").display()
+        ),
+    );
+    let screen = tmux.wait_screen("both blockers at review and #3 waiting for them", |s| {
         card(s, 1).contains("⚑") && card(s, 2).contains("⚑") && card(s, 3).contains("⛓ 1, 2")
     });
     assert!(screen.contains("Gated"), "{screen}");
 
     baton(root, &["approve", "1"]);
-    tmux.wait("#3 waiting for #2 only", |s| card(s, 3).contains("⛓ 2"));
+    tmux.wait_screen("#3 waiting for #2 only", |s| card(s, 3).contains("⛓ 2"));
     let json = baton(root, &["show", "3", "--json"]);
     assert!(json.contains("\"status\":\"todo\""), "{json}");
 
     baton(root, &["approve", "2"]);
-    let screen = tmux.wait("#3 built and waiting at review", |s| {
+    let screen = tmux.wait_screen("#3 built and waiting at review", |s| {
         card(s, 3).contains("⚑") && !card(s, 3).contains("⛓")
     });
     assert!(!screen.contains("panicked"), "{screen}");

@@ -6,11 +6,13 @@
 //! condition, with a deadline.
 
 mod common;
+#[path = "support/tmux.rs"]
+mod tmux;
 
 use common::Ws;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
-use std::time::{Duration, Instant};
+use tmux::Tmux;
 
 /// `build` waits for the file `go` in the workspace; `test` and `wait` then run in turn
 /// (`wait` until the file `never` appears, so an engine dies under it).
@@ -38,81 +40,6 @@ const STUCK: &str = r#"{
     {"id": "cancelled", "kind": "cancelled"}
   ]
 }"#;
-
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn start(name: &str, cmd: &str) -> Self {
-        let me = Self {
-            socket: format!("ownership-{name}-{}", std::process::id()),
-        };
-        me.run(&[
-            "-f",
-            "/dev/null",
-            "new-session",
-            "-d",
-            "-s",
-            "t",
-            "-x",
-            "120",
-            "-y",
-            "36",
-            cmd,
-            ";",
-            "set-option",
-            "-g",
-            "remain-on-exit",
-            "on",
-        ]);
-        me
-    }
-
-    fn run(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux")
-            .arg("-L")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .expect("tmux is installed");
-        assert!(
-            out.status.success(),
-            "tmux {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn screen(&self) -> String {
-        self.run(&["capture-pane", "-p", "-t", "t"])
-    }
-
-    /// Polls the pane until `ok` holds (at most 20 s); returns the screen that satisfied it.
-    fn wait(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let screen = self.screen();
-            if ok(&screen) {
-                return screen;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {what}; the screen was:\n{screen}"
-            );
-            // Polling an external process's screen: there is no event to wait on.
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["-L", &self.socket, "kill-server"])
-            .output();
-    }
-}
 
 /// The board in the workspace, in tmux.
 fn board(ws: &Ws, name: &str) -> Tmux {
@@ -212,12 +139,12 @@ fn an_engine_stopped_under_an_attached_board_is_noticed_at_once() {
     common::wait_for("the headless engine to listen", || listening(ws.root()));
     let pid = engine.pid();
     let tmux = board(&ws, "stop");
-    tmux.wait("the board attached to the headless engine", |s| {
+    tmux.wait_screen("the board attached to the headless engine", |s| {
         s.contains(&format!("engine: baton engine (pid {pid})"))
     });
 
     engine.signal(nix::sys::signal::Signal::SIGTERM);
-    let screen = tmux.wait("the board to take over, no key pressed", |s| {
+    let screen = tmux.wait_screen("the board to take over, no key pressed", |s| {
         s.contains("this board now runs the engine") && s.contains("engine: here")
     });
     assert!(
@@ -247,7 +174,7 @@ fn baton_engine_takes_over_from_a_board_at_the_next_step_boundary() {
     ws.pipeline("hand.json", HAND);
     ws.pipeline("stuck.json", STUCK);
     let tmux = board(&ws, "hand");
-    tmux.wait("the board running the engine", |s| {
+    tmux.wait_screen("the board running the engine", |s| {
         s.contains("engine: here")
     });
     common::wait_for("the board's engine to listen", || listening(ws.root()));
@@ -267,14 +194,14 @@ fn baton_engine_takes_over_from_a_board_at_the_next_step_boundary() {
             .stderr()
             .contains("hands over once its 1 running step(s) finish")
     });
-    tmux.wait("the board to say it hands over", |s| {
+    tmux.wait_screen("the board to say it hands over", |s| {
         s.contains(&format!("hands over to baton engine (pid {pid})"))
     });
     // The board's engine still runs the build step, and starts nothing else.
     assert_eq!(status_of(&ws, id), ("build".into(), "running".into()));
 
     std::fs::write(ws.root().join("go"), "").unwrap();
-    let screen = tmux.wait("the board attached to baton engine", |s| {
+    let screen = tmux.wait_screen("the board attached to baton engine", |s| {
         s.contains(&format!("engine: baton engine (pid {pid})"))
     });
     assert!(!screen.contains("engine: here"), "{screen}");
@@ -284,7 +211,7 @@ fn baton_engine_takes_over_from_a_board_at_the_next_step_boundary() {
         r#"{"id": "extra", "name": "Extraordinary", "statuses": [
             {"id": "todo", "kind": "queue"}, {"id": "done", "kind": "done"}]}"#,
     );
-    tmux.wait("the new pipeline's tab on the attached board", |s| {
+    tmux.wait_screen("the new pipeline's tab on the attached board", |s| {
         s.contains("Extraordinary")
     });
     common::wait_for("the test step to run in baton engine", || {
@@ -325,11 +252,11 @@ fn baton_engine_takes_over_from_a_board_at_the_next_step_boundary() {
         status_of(&ws, stuck) == ("wait".into(), "running".into())
     });
     engine.signal(nix::sys::signal::Signal::SIGKILL);
-    let screen = tmux.wait("the board to take over from the killed engine", |s| {
+    let screen = tmux.wait_screen("the board to take over from the killed engine", |s| {
         s.contains("this board now runs the engine") && s.contains("engine: here")
     });
     assert!(!screen.contains("baton engine (pid"), "{screen}");
-    tmux.wait("Resume offered for the interrupted step", |s| {
+    tmux.wait_screen("Resume offered for the interrupted step", |s| {
         s.contains(&format!(
             "#{stuck} interrupted when the last engine stopped"
         )) && s.contains("press R to resume")
@@ -345,7 +272,7 @@ fn a_board_quitting_while_it_hands_over_leaves_its_step_to_resume() {
     let ws = Ws::new();
     ws.pipeline("hand.json", HAND);
     let tmux = board(&ws, "quit");
-    tmux.wait("the board running the engine", |s| {
+    tmux.wait_screen("the board running the engine", |s| {
         s.contains("engine: here")
     });
     common::wait_for("the board's engine to listen", || listening(ws.root()));
@@ -364,7 +291,7 @@ fn a_board_quitting_while_it_hands_over_leaves_its_step_to_resume() {
             .contains("hands over once its 1 running step(s) finish")
     });
     tmux.run(&["send-keys", "-t", "t", "q"]);
-    tmux.wait("the quit question", |s| s.contains("Quit?"));
+    tmux.wait_screen("the quit question", |s| s.contains("Quit?"));
     tmux.run(&["send-keys", "-t", "t", "y"]);
     common::wait_for("baton engine to take over", || {
         engine

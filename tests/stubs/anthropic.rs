@@ -175,16 +175,20 @@ impl AnthropicState {
         let Some(first) = bodies.first() else {
             return String::new();
         };
-        let content = &first["messages"][0]["content"];
-        match content {
-            Value::String(s) => s.clone(),
-            Value::Array(parts) => parts
-                .iter()
-                .filter_map(|p| p["text"].as_str())
-                .collect::<Vec<_>>()
-                .join("\n"),
-            _ => String::new(),
-        }
+        text_of(&first["messages"][0]["content"])
+    }
+}
+
+/// The text of a message's content (a string, or its text blocks).
+pub fn text_of(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
     }
 }
 

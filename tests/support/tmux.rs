@@ -6,19 +6,36 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// How long a wait gives the other process.
+/// How long a wait gives the other process, unless [`Tmux::patience`] says otherwise.
 const PATIENCE: Duration = Duration::from_secs(30);
 
 /// A tmux server on a socket of its own (`-L`), killed when dropped.
-pub struct Tmux(String);
+pub struct Tmux(String, Duration);
 
 impl Tmux {
     /// A server named after `name` and this process running `cmd` in a 120×36 window 0 of
     /// session `t`. Panes stay when their program ends (`remain-on-exit`), so the last
     /// screen of a program that ended can still be read.
     pub fn start(name: &str, cmd: &str) -> Self {
-        let me = Self(format!("baton-{name}-{}", std::process::id()));
-        me.run(&[
+        Self::open(
+            name,
+            cmd,
+            36,
+            &[";", "set-option", "-g", "remain-on-exit", "on"],
+        )
+    }
+
+    /// Like [`Tmux::start`], `rows` tall, and the session ends when `cmd` does (nothing
+    /// remains on exit), so [`Tmux::alive`] tells whether the program still runs.
+    pub fn start_with(name: &str, cmd: &str, rows: u16) -> Self {
+        Self::open(name, cmd, rows, &[])
+    }
+
+    /// The server, window 0 `rows` tall running `cmd`, then the tmux commands of `then`.
+    fn open(name: &str, cmd: &str, rows: u16, then: &[&str]) -> Self {
+        let me = Self(format!("baton-{name}-{}", std::process::id()), PATIENCE);
+        let rows = rows.to_string();
+        let mut args = vec![
             "-f",
             "/dev/null",
             "new-session",
@@ -28,15 +45,35 @@ impl Tmux {
             "-x",
             "120",
             "-y",
-            "36",
+            &rows,
             cmd,
-            ";",
-            "set-option",
-            "-g",
-            "remain-on-exit",
-            "on",
-        ]);
+        ];
+        args.extend_from_slice(then);
+        me.run(&args);
         me
+    }
+
+    /// The same server, its waits giving the other process `patience` instead.
+    pub fn patience(mut self, patience: Duration) -> Self {
+        self.1 = patience;
+        self
+    }
+
+    /// Whether session `t` still exists (its program still runs, without `remain-on-exit`).
+    pub fn alive(&self) -> bool {
+        self.try_run(&["has-session", "-t", "t"]).is_some()
+    }
+
+    /// Runs a tmux command on this server; its stdout, or None where tmux failed (the
+    /// session may have ended).
+    pub fn try_run(&self, args: &[&str]) -> Option<String> {
+        Command::new("tmux")
+            .args(["-L", &self.0])
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
     }
 
     /// Runs a tmux command on this server; its stdout (the test fails if tmux does).
@@ -93,12 +130,8 @@ impl Tmux {
     /// [`Tmux::display`], or "" while window `index` does not exist yet.
     pub fn display_or_empty(&self, index: usize, format: &str) -> String {
         let target = format!("t:{index}");
-        Command::new("tmux")
-            .args(["-L", &self.0, "display", "-p", "-t", &target, format])
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        self.try_run(&["display", "-p", "-t", &target, format])
+            .map(|s| s.trim().to_string())
             .unwrap_or_default()
     }
 
@@ -114,7 +147,7 @@ impl Tmux {
         probe: impl Fn() -> String,
         ok: impl Fn(&str) -> bool,
     ) -> String {
-        let deadline = Instant::now() + PATIENCE;
+        let deadline = Instant::now() + self.1;
         loop {
             let seen = probe();
             if ok(&seen) {

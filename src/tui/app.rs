@@ -268,6 +268,12 @@ impl App {
                 if self.board.selected == Some(id) {
                     self.effect(Effect::LoadTask(id));
                 }
+                // The cards that wait for it show how it stands.
+                if self.loaded {
+                    for waiting in self.board.waiting_on(id) {
+                        self.effect(Effect::LoadCard(waiting));
+                    }
+                }
                 false
             }
             AppEvent::LogAppended { step_run_id } => {

@@ -40,6 +40,20 @@ pub struct Board {
 }
 
 impl Board {
+    /// The cards whose `⛓` list names task `id` (`"3, 4"`, `"3 failed"`).
+    pub fn waiting_on(&self, id: i64) -> Vec<i64> {
+        let names = |after: &str| {
+            after
+                .split(',')
+                .any(|part| part.split_whitespace().next().and_then(|n| n.parse().ok()) == Some(id))
+        };
+        self.cards
+            .iter()
+            .filter(|c| c.after.as_deref().is_some_and(names))
+            .map(|c| c.id)
+            .collect()
+    }
+
     /// The current tab's pipeline.
     pub fn pipeline(&self) -> Option<&Pipeline> {
         self.pipelines.get(self.tab)

@@ -4,7 +4,7 @@
 use super::board::Board;
 use super::event::{AppEvent, BoardSnapshot, Effect, TaskDetail};
 use super::logview::LogView;
-use super::modal::{Modal, Target};
+use super::modal::{Modal, NewTaskForm, Target};
 use super::theme::Theme;
 use crate::store::{StepRun, TaskState};
 use std::collections::HashMap;
@@ -73,6 +73,9 @@ pub struct App {
     pub settings: super::settings::BoardSettings,
     /// Agents that fail `agents check` here, with why (`agent_health`).
     pub agent_problems: super::agent_health::Problems,
+    /// The new-task form last sent to the engine, kept until it answers: a refusal
+    /// reopens it with what was typed and the engine's reason.
+    pub creating: Option<Box<NewTaskForm>>,
     attention: HashMap<i64, Attention>,
     effects: Vec<Effect>,
 }
@@ -100,6 +103,7 @@ impl App {
             quit: false,
             settings: Default::default(),
             agent_problems: Default::default(),
+            creating: None,
             attention: HashMap::new(),
             effects: vec![Effect::LoadBoard],
         }
@@ -324,8 +328,19 @@ impl App {
                 true
             }
             AppEvent::Created(Ok(id)) => {
+                self.creating = None;
                 self.board.jump_to = Some(id);
                 self.say(format!("created task {id}"), false);
+                // Its card may be on the board already (its change can come before this
+                // answer, and a reload that finds nothing new is not applied): jump now.
+                if self.loaded && self.board.cards.iter().any(|c| c.id == id) {
+                    let here = BoardSnapshot {
+                        pipelines: self.board.pipelines.clone(),
+                        cards: self.board.cards.clone(),
+                        home: self.board.home.clone(),
+                    };
+                    self.on_board(here);
+                }
                 self.effect(Effect::LoadBoard);
                 true
             }
@@ -339,7 +354,13 @@ impl App {
                 true
             }
             AppEvent::Created(Err(e)) => {
-                self.say(format!("the task was not created: {e}"), true);
+                match self.creating.take() {
+                    Some(mut form) => {
+                        form.error = Some(format!("the task was not created: {e}"));
+                        self.modals.push(Modal::NewTask(form));
+                    }
+                    None => self.say(format!("the task was not created: {e}"), true),
+                }
                 true
             }
         }

@@ -61,7 +61,13 @@ impl App {
                     self.modals.push(next);
                 }
                 Outcome::Done(effect) => {
-                    self.modals.pop();
+                    // A creation keeps its form until the engine answers: a refusal
+                    // reopens it with everything typed.
+                    if let (Some(Modal::NewTask(form)), Effect::Create(_)) =
+                        (self.modals.pop(), &effect)
+                    {
+                        self.creating = Some(form);
+                    }
                     self.effect(effect);
                 }
                 Outcome::Quit => {

@@ -132,23 +132,8 @@ fn self_argv(ws: &Workspace, id: i64) -> Result<Vec<String>, Failure> {
 /// The tmux window for a takeover: `argv` (baton itself) in the step's folder. Arguments
 /// only; tmux runs them without a shell.
 pub fn open_window(plan: &Plan, argv: &[String]) -> Result<(), String> {
-    let out = Command::new("tmux")
-        .arg("new-window")
-        .arg("-c")
-        .arg(&plan.cwd)
-        .args(crate::tui::launch::tmux_user_env())
-        .arg("--")
-        .args(argv)
-        .output()
-        .map_err(|e| format!("cannot run tmux: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "tmux new-window failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
+    let env = crate::tui::launch::tmux_user_env();
+    crate::tui::launch::tmux_window(&plan.cwd, &env, argv)
 }
 
 /// Runs the plan in this terminal until it ends. The agent has the terminal: Ctrl+C and a

@@ -3,10 +3,11 @@
 //! environment its step had; or `$SHELL` there, with the reason, when the agent has no
 //! interactive resume or the task no session. Read from the store; nothing is started here.
 
+use super::session::agent_of;
 use super::takeover::refusal;
 use super::transition::pipeline_of;
 use crate::agents::{AgentCatalog, Backend, Profile};
-use crate::pipeline::{Pipeline, StepAction};
+use crate::pipeline::Pipeline;
 use crate::store::{Db, StepRun, Task};
 use crate::workspace::Workspace;
 use std::path::{Path, PathBuf};
@@ -105,13 +106,6 @@ pub fn plan(
 }
 
 /// The agent profile a status's step names.
-fn agent_of<'a>(p: &'a Pipeline, status: &str) -> Option<&'a str> {
-    match &p.status(status)?.step.as_ref()?.action {
-        StepAction::Agent(a) => Some(a),
-        _ => None,
-    }
-}
-
 /// Where a step of the task ran: the workspace's place inside the worktree, and the
 /// step's own `workdir` below it (an agent CLI finds its sessions by this folder).
 fn step_dir(ws: &Workspace, worktree: &Path, workdir: Option<&str>) -> PathBuf {

@@ -68,6 +68,28 @@ pub fn tmux_user_env() -> Vec<String> {
     }
 }
 
+/// Opens a tmux window running `argv` in `cwd`, with `env` (`-e NAME=VALUE` pairs) set in
+/// it. Arguments only: tmux runs them without a shell.
+pub fn tmux_window(cwd: &std::path::Path, env: &[String], argv: &[String]) -> Result<(), String> {
+    let out = std::process::Command::new("tmux")
+        .arg("new-window")
+        .arg("-c")
+        .arg(cwd)
+        .args(env)
+        .arg("--")
+        .args(argv)
+        .output()
+        .map_err(|e| format!("cannot run tmux: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "tmux new-window failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
 /// The user's editor on the current folder: `$VISUAL`, else `$EDITOR`, else `vi`. The
 /// variable may carry flags (`code -w`), split on spaces as git does for simple values.
 pub fn editor_argv() -> Vec<String> {

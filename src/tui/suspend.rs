@@ -96,22 +96,8 @@ pub fn launch(
         return Err(format!("the worktree {at} is gone"));
     }
     if launch.window && tmux {
-        let out = Command::new("tmux")
-            .arg("new-window")
-            .arg("-c")
-            .arg(&launch.cwd)
-            .arg("--")
-            .args(&launch.argv)
-            .output()
-            .map_err(|e| format!("cannot run tmux: {e}"))?;
-        return if out.status.success() {
-            Ok(format!("opened a tmux window in {at}"))
-        } else {
-            Err(format!(
-                "tmux new-window failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ))
-        };
+        super::launch::tmux_window(&launch.cwd, &[], &launch.argv)?;
+        return Ok(format!("opened a tmux window in {at}"));
     }
     let status = suspended(screen, gate, || {
         Command::new(program)

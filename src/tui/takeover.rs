@@ -125,21 +125,7 @@ pub fn run(
             crate::store::now_ms()
         );
         argv.extend(["--signal".to_string(), channel.clone()]);
-        let out = Command::new("tmux")
-            .arg("new-window")
-            .arg("-c")
-            .arg(cwd)
-            .args(super::launch::tmux_user_env())
-            .arg("--")
-            .args(&argv)
-            .output()
-            .map_err(|e| format!("cannot run tmux: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "tmux new-window failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
+        super::launch::tmux_window(cwd, &super::launch::tmux_user_env(), &argv)?;
         let tx = tx.clone();
         let spawned = std::thread::Builder::new()
             .name("baton-takeover".into())

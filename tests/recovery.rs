@@ -248,7 +248,7 @@ fn log_lines_written_before_a_kill_are_kept() {
         r#"{"id": "chatty", "name": "Chatty",
   "statuses": [
     {"id": "todo", "kind": "queue"},
-    {"id": "talk", "step": {"script": "echo $$ > talk.pid\ni=0\nwhile true; do echo \"line $i\"; echo $i > last; i=$((i+1)); sleep 0.005; done"}},
+    {"id": "talk", "step": {"script": "echo $$ > talk.pid\ni=0\nwhile true; do echo \"line $i\"; echo $i > last.new; mv last.new last; i=$((i+1)); sleep 0.005; done"}},
     {"id": "done", "kind": "done"},
     {"id": "failed", "kind": "failed"}
   ]}"#,

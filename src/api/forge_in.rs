@@ -12,7 +12,6 @@ use crate::engine::{Action, forge_events};
 use crate::forge::issues::{self, IssueSeen};
 use crate::forge::webhook::{self, ForgeEvent, What};
 use crate::forge::{ForgeSettings, Kind, Target};
-use crate::store::StoreError;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -233,50 +232,26 @@ async fn handle(
         return forge_in_say::baton_comment(s, origin, c).await;
     }
     // The task the event is about: by the pull request's number, else (a payload without
-    // one) its branch in this repository. A delivery that reaches no task is noted here;
-    // one that does is noted in the transaction that applies it.
+    // one) its branch in this repository. The engine notes a delivery that reaches no task
+    // on its own, and one that does in the transaction that applies it.
     let found = {
-        let (parsed, id_key) = (parsed.clone(), id_key.clone());
-        s.ops
-            .store()
-            .write(move |db| {
-                let task = match parsed.filter(ForgeEvent::keyable) {
-                    None => None,
-                    Some(ev) => match (ev.number, &ev.branch) {
-                        _ if !same_repo(
-                            ev.head_repo.as_deref(),
-                            ours.as_deref(),
-                            ev.number.is_some(),
-                        ) =>
-                        {
-                            None
-                        }
-                        (Some(n), _) => db.task_pr_by_number(n as i64)?.map(|p| (p.task_id, n)),
-                        (None, Some(b)) => db.task_by_branch(b)?.map(|id| (id, 0)),
-                        (None, None) => None,
-                    },
-                };
-                if task.is_none() && !db.note_delivery(&id_key, KEEP, KEEP_MS)? {
-                    return Ok::<_, StoreError>(None);
+        let client = s.ops.client().await;
+        match parsed.clone().filter(ForgeEvent::keyable) {
+            None => Ok(None),
+            Some(ev) => match (ev.number, ev.branch) {
+                _ if !same_repo(ev.head_repo.as_deref(), ours.as_deref(), ev.number.is_some()) => {
+                    Ok(None)
                 }
-                Ok(Some(task))
-            })
-            .await
+                (Some(n), _) => client.task_of_pr(n).await.map(|t| t.map(|id| (id, n))),
+                (None, Some(b)) => client.task_of_branch(b).await.map(|t| t.map(|id| (id, 0))),
+                (None, None) => Ok(None),
+            },
+        }
     };
     let (task, number) = match found {
-        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-        Ok(None) => {
-            return axum::Json(json!({"event": event, "delivery": delivery, "duplicate": true}))
-                .into_response();
-        }
-        Ok(Some(None)) => {
-            return axum::Json(
-                json!({"event": event, "delivery": delivery, "duplicate": false,
-                "task": null}),
-            )
-            .into_response();
-        }
-        Ok(Some(Some(t))) => t,
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.message),
+        Ok(Some(t)) => t,
+        Ok(None) => return stray(s, id_key, &event, &delivery, json!({"task": null})).await,
     };
     let Some(ev) = parsed else {
         return axum::Json(json!({"event": event, "delivery": delivery})).into_response();
@@ -290,9 +265,6 @@ async fn handle(
         note,
     )
     .await;
-    if matches!((&applied, &ev.what), (Ok((false, _)), What::Merged)) {
-        forge_events::after_merge(s.ops.store(), root, settings, task).await;
-    }
     match applied {
         Ok((duplicate, moved)) => axum::Json(json!({"event": event, "delivery": delivery,
             "duplicate": duplicate, "task": task, "trigger": ev.trigger(), "moved": moved}))
@@ -301,7 +273,43 @@ async fn handle(
     }
 }
 
-use forge_events::{KEEP, KEEP_MS};
+/// A delivery about no task of this board: the engine notes it (so a redelivery answers
+/// `duplicate`); `more` is added to a first delivery's answer.
+pub(super) async fn stray(
+    s: &AppState,
+    key: String,
+    event: &str,
+    delivery: &str,
+    more: Value,
+) -> Response {
+    let noted = s
+        .ops
+        .client()
+        .await
+        .order(crate::engine::Order::Stray { stray: key })
+        .await;
+    match noted {
+        Ok(crate::engine::Answer::Noted(n)) if n.duplicate => {
+            axum::Json(json!({"event": event, "delivery": delivery, "duplicate": true}))
+                .into_response()
+        }
+        Ok(crate::engine::Answer::Noted(_)) => {
+            let mut body = json!({"event": event, "delivery": delivery, "duplicate": false});
+            if let (Some(b), Some(m)) = (body.as_object_mut(), more.as_object()) {
+                b.extend(m.clone());
+            }
+            axum::Json(body).into_response()
+        }
+        Ok(other) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!(
+                "the engine answered a delivery with `{}` — is it another baton version?",
+                other.summary()
+            ),
+        ),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
+    }
+}
 
 /// An issue event: the engine makes a task of it when an `issue` trigger watches it (once
 /// per issue, so a redelivery makes nothing new). An issue of another repository than the
@@ -373,10 +381,14 @@ async fn apply(
         seen: vec![delivery],
         record: Some(record),
     };
-    let summary = s.ops.request(task, action).await.map_err(|e| e.message)?;
-    let (fresh, moved) = forge_events::outcome(&summary);
+    let (summary, outcome) = s
+        .ops
+        .forge(task, action, "api")
+        .await
+        .map_err(|e| e.message)?;
+    let moved = outcome == forge_events::ForgeOutcome::Moved;
     if !moved {
         tracing::info!("forge event for task {task}: {summary}");
     }
-    Ok((!fresh, moved))
+    Ok((!outcome.fresh(), moved))
 }

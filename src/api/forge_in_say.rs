@@ -4,11 +4,9 @@
 
 use super::http::{AppState, error};
 use crate::engine::Action;
-use crate::engine::forge_events::{self, KEEP, KEEP_MS};
-use crate::engine::forge_say::NOT_SAID;
+use crate::engine::forge_events::ForgeOutcome;
 use crate::forge::issues::BatonComment;
 use crate::forge::{ForgeSettings, Kind, Target};
-use crate::store::StoreError;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
@@ -36,31 +34,16 @@ pub(super) async fn baton_comment(s: &AppState, o: Origin<'_>, c: BatonComment) 
             "summary": "the comment is not on the configured repository"}))
         .into_response();
     }
-    // The task whose pull request it is on; a delivery that reaches none is noted here, one
-    // that does in the transaction that says it.
-    let found = {
-        let id_key = o.id_key.clone();
-        s.ops
-            .store()
-            .write(move |db| match db.task_pr_by_number(number as i64)? {
-                Some(pr) => Ok::<_, StoreError>(Some(Some(pr.task_id))),
-                None if db.note_delivery(&id_key, KEEP, KEEP_MS)? => Ok(Some(None)),
-                None => Ok(None),
-            })
-            .await
-    };
+    // The task whose pull request it is on; the engine notes a delivery that reaches none
+    // on its own, one that does in the transaction that says it.
+    let found = s.ops.client().await.task_of_pr(number).await;
     let task = match found {
-        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.message),
         Ok(None) => {
-            return axum::Json(json!({"event": event, "delivery": delivery, "duplicate": true}))
-                .into_response();
+            let more = json!({"task": null, "number": number});
+            return super::forge_in::stray(s, o.id_key, event, delivery, more).await;
         }
-        Ok(Some(None)) => {
-            return axum::Json(json!({"event": event, "delivery": delivery,
-                "duplicate": false, "task": null, "number": number}))
-            .into_response();
-        }
-        Ok(Some(Some(task))) => task,
+        Ok(Some(task)) => task,
     };
     let repo = o
         .ours
@@ -76,10 +59,9 @@ pub(super) async fn baton_comment(s: &AppState, o: Origin<'_>, c: BatonComment) 
         seen: vec![o.id_key],
         refused,
     };
-    match s.ops.request_as(task, action, &actor).await {
-        Ok(summary) => {
-            let (fresh, _) = forge_events::outcome(&summary);
-            let said = fresh && !summary.contains(&format!(": {NOT_SAID}: "));
+    match s.ops.forge(task, action, &actor).await {
+        Ok((summary, outcome)) => {
+            let (fresh, said) = (outcome.fresh(), outcome == ForgeOutcome::Said);
             axum::Json(
                 json!({"event": event, "delivery": delivery, "duplicate": !fresh,
                 "task": task, "number": number, "said": said, "summary": summary}),

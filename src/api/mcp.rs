@@ -114,11 +114,7 @@ impl BatonMcp {
 async fn touched(ops: &Ops, change: Change, uris: Vec<String>) -> Vec<String> {
     let task = match change {
         Change::Task(id) => Some(id),
-        Change::Log(step) => ops
-            .store()
-            .read(move |db| db.step_run(step).map(|s| s.task_id))
-            .await
-            .ok(),
+        Change::Log(step) => ops.client().await.task_of_step(step).await.ok(),
         Change::All => None,
         // A message for people; no resource changed.
         Change::Notify { .. } | Change::Notice(_) => return Vec::new(),

@@ -7,7 +7,6 @@ pub mod conns;
 pub mod extract;
 pub mod forge_in;
 mod forge_in_say;
-pub mod github_push;
 pub mod http;
 pub mod mcp;
 pub mod mcp_http_errors;

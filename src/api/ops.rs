@@ -4,7 +4,6 @@
 
 use crate::engine::client::{self, Change, Client, Gone};
 use crate::engine::{Action, Request};
-use crate::store::StoreHandle;
 use crate::workspace::Workspace;
 use serde_json::Value;
 use tokio::sync::broadcast;
@@ -97,7 +96,6 @@ pub struct CreatedTask {
 /// The operations over one workspace.
 pub struct Ops {
     pub(super) ws: Workspace,
-    store: StoreHandle,
     client: std::sync::Arc<tokio::sync::RwLock<Client>>,
     changes: broadcast::Sender<Change>,
     /// Takes over the engine when the one followed stops.
@@ -105,35 +103,15 @@ pub struct Ops {
 }
 
 impl Ops {
-    /// Opens the workspace's store and connects to (or runs) its engine, which writes
-    /// through the same store: one writer per process.
+    /// Connects to (or runs) the workspace's engine. The engine client holds the process's
+    /// one store handle: the engine run here writes through it, the views read through it.
     pub async fn open(ws: &Workspace) -> Result<Self, String> {
-        let path = ws.db_path();
-        let shown = path.display().to_string();
-        // Not checked here: this process may only follow another's engine. An engine
-        // started here on this handle checks it then (and only such an engine marks the
-        // store closed cleanly).
-        let store = tokio::task::spawn_blocking(move || StoreHandle::open(&path))
-            .await
-            .map_err(|e| {
-                format!("opening the board's database {shown} stopped unexpectedly ({e}) — run the command again")
-            })?
-            .map_err(|e| {
-                format!("cannot open the board's database {shown}: {e} — check that .baton/ is readable and writable, then run the command again")
-            })?;
         let changes = client::changes();
-        let (client, gone) = Client::connect_on(ws, &changes, Some(store.clone())).await?;
+        let (client, gone) = Client::connect(ws, &changes).await?;
         let client = std::sync::Arc::new(tokio::sync::RwLock::new(client));
-        let takeover = tokio::spawn(take_over(
-            ws.clone(),
-            store.clone(),
-            client.clone(),
-            changes.clone(),
-            gone,
-        ));
+        let takeover = tokio::spawn(take_over(client.clone(), changes.clone(), gone));
         Ok(Self {
             ws: ws.clone(),
-            store,
             client,
             changes,
             takeover,
@@ -145,9 +123,10 @@ impl Ops {
         &self.ws
     }
 
-    /// The store handle (reads for event streams).
-    pub fn store(&self) -> &StoreHandle {
-        &self.store
+    /// The engine client, for the typed reads and orders the operations below do not
+    /// cover (event streams, webhooks).
+    pub(crate) async fn client(&self) -> tokio::sync::RwLockReadGuard<'_, Client> {
+        self.client.read().await
     }
 
     /// True when this process runs the engine.
@@ -180,6 +159,20 @@ impl Ops {
     /// Creates a task, and starts it if asked, in one transaction; returns it as
     /// `show --json` does. A key used before returns the task it made.
     pub async fn create_task(&self, new: NewTask) -> Result<CreatedTask, OpError> {
+        self.create(new, None).await
+    }
+
+    /// [`Ops::create_task`] for `POST /hooks/trigger/{pipeline}`: the delivery (its body
+    /// `bytes` long) is recorded on the task in the transaction that creates it.
+    pub(crate) async fn create_triggered(
+        &self,
+        new: NewTask,
+        bytes: usize,
+    ) -> Result<CreatedTask, OpError> {
+        self.create(new, Some(bytes)).await
+    }
+
+    async fn create(&self, new: NewTask, webhook: Option<usize>) -> Result<CreatedTask, OpError> {
         // Over the API a title is one line of plain text, as its schema says: a control
         // character (an escape, a tab, a newline) would be dropped from every card anyway.
         if let Some(c) = new.title.chars().find(|c| c.is_control()) {
@@ -213,13 +206,26 @@ impl Ops {
             .check()
             .and_then(|()| crate::engine::waits::check_list(&order.after))
             .map_err(|e| OpError::new(Kind::Invalid, e.to_string()))?;
-        let made = self
-            .client
-            .read()
-            .await
-            .create(order)
-            .await
-            .map_err(creation_failed)?;
+        let client = self.client.read().await;
+        let made = match webhook {
+            None => client.create(order).await,
+            Some(bytes) => match client
+                .order(crate::engine::Order::Triggered {
+                    triggered: order,
+                    bytes,
+                })
+                .await
+            {
+                Ok(crate::engine::Answer::Made(m)) => Ok(m),
+                Ok(other) => Err(format!(
+                    "the engine answered a creation with `{}` — is it another baton version?",
+                    other.summary()
+                )),
+                Err(e) => Err(e),
+            },
+        }
+        .map_err(creation_failed)?;
+        drop(client);
         Ok(CreatedTask {
             task: self.show_task(made.id).await?,
             existed: made.existed,
@@ -272,10 +278,10 @@ impl Ops {
     ) -> Result<String, OpError> {
         // The status seen now: the request fails if someone moved the task meanwhile. A
         // forge event applies wherever the task is (its pipeline says what it does there).
-        let task = self.store.read(move |db| db.task(id)).await?;
+        let client = self.client.read().await;
         let expected_status = match action {
             Action::Start | Action::Forge { .. } | Action::ForgeSay { .. } => None,
-            _ => Some(task.status),
+            _ => Some(client.status_of(id).await?),
         };
         let req = Request {
             task_id: id,
@@ -283,8 +289,38 @@ impl Ops {
             expected_status,
             actor: actor.into(),
         };
-        let client = self.client.read().await;
         client.send(req).await.map_err(refused)
+    }
+
+    /// Hands the engine a forge event or comment about task `id` (applied wherever the
+    /// task is); its summary and what became of it.
+    pub(crate) async fn forge(
+        &self,
+        id: i64,
+        action: Action,
+        actor: &str,
+    ) -> Result<(String, crate::engine::forge_events::ForgeOutcome), OpError> {
+        let req = Request {
+            task_id: id,
+            action,
+            expected_status: None,
+            actor: actor.into(),
+        };
+        match self.client.read().await.order(crate::engine::Order::Act(req)).await {
+            Ok(crate::engine::Answer::Applied {
+                summary,
+                forge: Some(outcome),
+                ..
+            }) => Ok((summary, outcome)),
+            Ok(other) => Err(OpError::new(
+                Kind::Internal,
+                format!(
+                    "the engine answered a forge event with `{}` — is it another baton version?",
+                    other.summary()
+                ),
+            )),
+            Err(e) => Err(refused(e)),
+        }
     }
 
     /// A step's log lines: `step` counts from 1 as in `baton show` (default: the latest);
@@ -308,15 +344,14 @@ impl Ops {
 /// When the engine followed stops, runs one here (or follows the next one), as the TUI does,
 /// so requested steps do not wait for nobody.
 async fn take_over(
-    ws: Workspace,
-    store: StoreHandle,
     client: std::sync::Arc<tokio::sync::RwLock<Client>>,
     changes: broadcast::Sender<Change>,
     mut gone: Gone,
 ) {
     while let Some(rx) = gone.take() {
         let Ok(ended) = rx.await else { return };
-        match Client::reconnect(&ws, &changes, Some(store.clone()), ended).await {
+        let next = client.read().await.after_end(&changes, ended).await;
+        match next {
             Ok((next, next_gone)) => {
                 if next.embedded() {
                     tracing::info!("the engine followed has stopped; this process runs one now");

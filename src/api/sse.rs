@@ -93,7 +93,7 @@ pub async fn events(
     let cursor = match resume {
         Some(c) => c,
         None => {
-            let last = s.ops.store().read(|db| db.last_change()).await;
+            let last = s.ops.client().await.last_change().await;
             match last {
                 Ok(change) => Cursor {
                     change,
@@ -103,7 +103,10 @@ pub async fn events(
                 Err(e) => {
                     return error(
                         StatusCode::SERVICE_UNAVAILABLE,
-                        format!("the board's database could not be read ({e}) — try again"),
+                        format!(
+                            "the board's database could not be read ({}) — try again",
+                            e.message
+                        ),
                     );
                 }
             }
@@ -217,16 +220,9 @@ impl Feed {
             let read = self
                 .s
                 .ops
-                .store()
-                .read(move |db| {
-                    let tasks = db.tasks_changed_after(after, TASK_BATCH)?;
-                    let mut out = Vec::with_capacity(tasks.len());
-                    for (change, task) in tasks {
-                        let steps = db.step_runs(task.id)?;
-                        out.push((change, task, steps));
-                    }
-                    Ok(out)
-                })
+                .client()
+                .await
+                .changed_after(after, TASK_BATCH)
                 .await;
             // A failed read is tried again at the next change; the cursor stays.
             let Ok(batch) = read else {
@@ -293,20 +289,9 @@ impl Feed {
             let lines = self
                 .s
                 .ops
-                .store()
-                .read(move |db| {
-                    let runs = match step {
-                        Some(s) => vec![db.step_run(s)?],
-                        None => db.step_runs(task)?,
-                    };
-                    let mut out = Vec::new();
-                    for r in runs.iter().filter(|r| r.task_id == task) {
-                        out.extend(db.log_lines(r.id, after, LOG_BATCH)?);
-                    }
-                    out.sort_by_key(|l| l.id);
-                    out.truncate(LOG_BATCH as usize);
-                    Ok(out)
-                })
+                .client()
+                .await
+                .task_lines(task, step, after, LOG_BATCH)
                 .await
                 .unwrap_or_default();
             let full = lines.len() as i64 == LOG_BATCH;

@@ -7,13 +7,11 @@
 //! event, without its signature or secret.
 
 use super::extract::ApiPath;
-use super::github_push::{Delivery, record_push};
 use super::http::{AppState, error};
 use super::ops::NewTask;
 use super::routes::{op_error, reply};
-use crate::engine::Action;
-use crate::engine::triggers::{self, Kind, TriggerSet};
-use crate::store::{NewEvent, StoreError};
+use crate::engine::push_in::Delivery;
+use crate::engine::{Action, Answer, Order};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -98,50 +96,30 @@ pub async fn github(State(s): State<AppState>, headers: HeaderMap, body: Bytes) 
         ("push", Some(b)) if !gone => Some(b),
         _ => None,
     };
-    // The push triggers this push fires.
-    let mut matching = Vec::new();
-    if let Some(branch) = &push {
-        let catalog = match s.ops.catalog().await {
-            Ok(c) => c,
-            Err(e) => return op_error(e),
-        };
-        let (set, _) = TriggerSet::new(&catalog.pipelines);
-        for t in &set.triggers {
-            if let Kind::Push(globs) = &t.kind
-                && globs.iter().any(|g| triggers::glob(g, branch))
-                && let Some(p) = set.pipelines.get(&t.pipeline)
-            {
-                matching.push((t.clone(), p.clone()));
-            }
-        }
-    }
+    // The engine records it and fires the push triggers it matches, in one transaction.
     let delivery = Delivery {
         event,
         id: delivery,
         branch: push,
         sha,
     };
-    let recorded = {
-        let delivery = delivery.clone();
-        s.ops
-            .store()
-            .write(move |db| record_push(db, &delivery, &matching))
-            .await
-    };
-    match recorded {
-        Ok((duplicate, tasks)) => {
-            poke(&s).await;
-            let body = json!({"event": delivery.event, "delivery": delivery.id,
-                "duplicate": duplicate, "tasks": tasks});
+    let (event, id) = (delivery.event.clone(), delivery.id.clone());
+    let order = Order::Push { push: delivery };
+    match s.ops.client().await.order(order).await {
+        Ok(Answer::Noted(noted)) => {
+            let body = json!({"event": event, "delivery": id,
+                "duplicate": noted.duplicate, "tasks": noted.tasks});
             axum::Json(body).into_response()
         }
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Ok(other) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!(
+                "the engine answered a push with `{}` — is it another baton version?",
+                other.summary()
+            ),
+        ),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
     }
-}
-
-async fn poke(s: &AppState) {
-    let dir = s.ops.workspace().dir();
-    let _ = tokio::task::spawn_blocking(move || crate::engine::wake::poke(&dir)).await;
 }
 
 /// Creates and starts a task on the pipeline; the JSON body's `title` and `prompt` name it.
@@ -199,7 +177,8 @@ pub async fn trigger(
         idempotency_key: None,
         ..Default::default()
     };
-    let created = match s.ops.create_task(new).await {
+    // The delivery is recorded on the task in the transaction that creates it.
+    let created = match s.ops.create_triggered(new, body.len()).await {
         Ok(c) => c.task,
         Err(e) => return op_error(e),
     };
@@ -221,26 +200,6 @@ pub async fn trigger(
                 "task {id} was created but its payload could not be written to .baton/context/{id}/ — check the folder is writable, then `baton start {id}`"
             ),
         );
-    }
-    let size = body.len();
-    let recorded = s
-        .ops
-        .store()
-        .write(move |db| {
-            db.insert_event(&NewEvent {
-                task_id: Some(id),
-                category: "webhook",
-                kind: "webhook.trigger",
-                summary: format!("created by POST /hooks/trigger/{pipeline} ({size} bytes)"),
-                data: json!({"pipeline": pipeline, "bytes": size}),
-                actor: "webhook",
-                level: "info",
-            })?;
-            Ok::<_, StoreError>(())
-        })
-        .await;
-    if let Err(e) = recorded {
-        tracing::warn!("recording the trigger webhook of task {id} failed: {e}");
     }
     match s.ops.act(id, Action::Start).await {
         Ok(v) => (StatusCode::CREATED, axum::Json(v)).into_response(),

@@ -109,6 +109,11 @@ pub enum Action {
 }
 
 impl Action {
+    /// True for a forge event or comment, whose answer says what became of it by type.
+    pub fn is_forge(&self) -> bool {
+        matches!(self, Self::Forge { .. } | Self::ForgeSay { .. })
+    }
+
     /// The verb, for messages.
     pub fn verb(&self) -> &'static str {
         match self {
@@ -146,7 +151,7 @@ pub struct Request {
 }
 
 /// The effect of an applied request.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Applied {
     pub task_id: i64,
     /// A one-line summary for people ("task 3: plan_review → build (approve)").
@@ -155,6 +160,8 @@ pub struct Applied {
     pub moved: Option<Moved>,
     /// A step was queued again for a retry after a backoff.
     pub retry: bool,
+    /// What became of a forge request (None for any other request).
+    pub forge: Option<super::forge_events::ForgeOutcome>,
 }
 
 /// Why a transition that carries a `merge` hook cannot commit yet.
@@ -283,6 +290,7 @@ pub fn apply(db: &Db, req: &Request, outside: &Outside) -> Result<Applied> {
                 summary: super::waits::hold(db, task.id, &open, &req.actor)?,
                 moved: None,
                 retry: false,
+                forge: None,
             });
         }
     }
@@ -411,6 +419,11 @@ pub fn apply(db: &Db, req: &Request, outside: &Outside) -> Result<Applied> {
         ),
         moved: Some(moved),
         retry: false,
+        forge: match req.action {
+            Action::Forge { .. } => Some(super::forge_events::ForgeOutcome::Moved),
+            Action::ForgeSay { .. } => Some(super::forge_events::ForgeOutcome::Said),
+            _ => None,
+        },
     })
 }
 

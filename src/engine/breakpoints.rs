@@ -74,6 +74,7 @@ pub(super) fn set_break(
         summary: format!("task {}: will pause before {status}", task.id),
         moved: None,
         retry: false,
+        forge: None,
     })
 }
 
@@ -124,6 +125,7 @@ pub(super) fn continue_paused(db: &Db, task: &Task, pipeline: &Pipeline) -> Resu
             summary: format!("task {}: continuing at {}", task.id, task.status),
             moved: None,
             retry: false,
+            forge: None,
         });
     }
     Ok(Applied {
@@ -131,5 +133,6 @@ pub(super) fn continue_paused(db: &Db, task: &Task, pipeline: &Pipeline) -> Resu
         summary: format!("task {}: breakpoint cleared", task.id),
         moved: None,
         retry: false,
+        forge: None,
     })
 }

@@ -190,6 +190,16 @@ impl Client {
         Self::connect_on(ws, tx, store).await
     }
 
+    /// [`Client::reconnect`] for this client's process, which keeps its store handle (an
+    /// engine started now writes through it): one store handle per process.
+    pub async fn after_end(
+        &self,
+        tx: &broadcast::Sender<Change>,
+        ended: Ended,
+    ) -> Result<(Self, Gone), String> {
+        Self::reconnect(&self.ws, tx, self.reads.get().cloned(), ended).await
+    }
+
     /// A client for one command: it follows nothing, hands orders to the running engine,
     /// or applies them here when none runs.
     pub fn for_command(ws: &Workspace) -> Self {
@@ -286,8 +296,9 @@ impl Client {
     pub async fn create(&self, new: NewTask) -> Result<Made, String> {
         match self.order(Order::Create { create: new }).await? {
             Answer::Made(m) => Ok(m),
-            Answer::Applied { summary, .. } => Err(format!(
-                "the engine answered a creation with `{summary}` — is it another baton version?"
+            other => Err(format!(
+                "the engine answered a creation with `{}` — is it another baton version?",
+                other.summary()
             )),
         }
     }
@@ -406,14 +417,7 @@ fn queue(ws: &Workspace, order: &Order) -> Result<Answer, String> {
         if let Some(cmd) = store.read().command(id).map_err(|e| e.to_string())? {
             let result = cmd.result.unwrap_or_default();
             match cmd.state {
-                CommandState::Done => {
-                    return match order {
-                        Order::Act(_) | Order::Issue { .. } => Ok(applied(result)),
-                        Order::Create { .. } => serde_json::from_str(&result)
-                            .map(Answer::Made)
-                            .map_err(|e| format!("the engine's answer to command {id} is unreadable ({e}) — is it another baton version?")),
-                    };
-                }
+                CommandState::Done => return Answer::from_command(order, result),
                 CommandState::Failed => return Err(result),
                 CommandState::Pending => {}
             }
@@ -440,6 +444,7 @@ fn applied(summary: String) -> Answer {
     Answer::Applied {
         summary,
         queued: false,
+        forge: None,
     }
 }
 

@@ -53,10 +53,29 @@ pub const SEEN: &str = "this forge event was seen before, so nothing was done";
 /// The words of a request's summary when the event was recorded but moved nothing.
 pub const MOVED_NOTHING: &str = "the forge event is recorded; it moved nothing";
 
-/// (new, moved the task) from the summary an applied forge request answered with.
-pub fn outcome(summary: &str) -> (bool, bool) {
-    let fresh = !summary.ends_with(SEEN);
-    (fresh, fresh && !summary.contains(MOVED_NOTHING))
+/// What became of a forge request (a delivery, a polled event, a `/baton` comment), set
+/// where the engine decides it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ForgeOutcome {
+    /// One of its keys was seen before: nothing was done.
+    Seen,
+    /// Recorded on the task; its trigger moved nothing.
+    Recorded,
+    /// Recorded, and its trigger moved the task.
+    Moved,
+    /// A comment, said to the task's agent.
+    Said,
+    /// A comment recorded on the task but not said (its author may not write, the task
+    /// takes no message).
+    NotSaid,
+}
+
+impl ForgeOutcome {
+    /// True unless the event was seen before.
+    pub fn fresh(self) -> bool {
+        self != Self::Seen
+    }
 }
 
 /// The record of `ev` on pull request `number`, seen by `source`.
@@ -120,6 +139,7 @@ pub fn note(
             summary: format!("task {task}: {SEEN}"),
             moved: None,
             retry: false,
+            forge: Some(ForgeOutcome::Seen),
         }));
     }
     if let Some(rec) = record {
@@ -135,6 +155,7 @@ pub fn moved_nothing(task: i64, why: &str) -> super::Applied {
         summary: format!("task {task}: {MOVED_NOTHING} ({why})"),
         moved: None,
         retry: false,
+        forge: Some(ForgeOutcome::Recorded),
     }
 }
 
@@ -159,6 +180,32 @@ pub fn record(db: &Db, task: i64, rec: &ForgeRecord) -> crate::store::Result<()>
         level: if rec.failed { "warning" } else { "info" },
     })?;
     Ok(())
+}
+
+impl super::Engine {
+    /// After a forge event saying a task's pull request was merged, applied for the first
+    /// time (whichever path brought it: a webhook, a poll): deletes its branch on the
+    /// remote, as a follow-up of this engine.
+    pub(super) fn after_forge(&mut self, req: &super::Request, applied: &super::Applied) {
+        let super::Action::Forge {
+            record: Some(rec), ..
+        } = &req.action
+        else {
+            return;
+        };
+        let fresh = applied.forge.is_some_and(ForgeOutcome::fresh);
+        if !fresh || rec.state.as_deref() != Some("merged") {
+            return;
+        }
+        let (store, root, task) = (
+            self.store.clone(),
+            self.ws.root().to_path_buf(),
+            req.task_id,
+        );
+        let settings = self.cfg.forge.clone().unwrap_or_default();
+        self.followups
+            .spawn(async move { after_merge(&store, root, settings, task).await });
+    }
 }
 
 /// After a pull request was merged: deletes its branch on the remote (through the
@@ -280,8 +327,8 @@ mod tests {
             .write(|db| apply(db, &merged("d1"), &Outside::NONE))
             .unwrap();
         assert_eq!(
-            outcome(&applied.summary),
-            (true, true),
+            applied.forge,
+            Some(ForgeOutcome::Moved),
             "{}",
             applied.summary
         );
@@ -291,7 +338,7 @@ mod tests {
             let again = store
                 .write(|db| apply(db, &merged(d), &Outside::NONE))
                 .unwrap();
-            assert_eq!(outcome(&again.summary), (false, false), "{}", again.summary);
+            assert_eq!(again.forge, Some(ForgeOutcome::Seen), "{}", again.summary);
             assert!(again.moved.is_none());
         }
         assert_eq!(forge_events(&store), 1);
@@ -304,8 +351,8 @@ mod tests {
             .write(|db| apply(db, &merged("d1"), &Outside::NONE))
             .unwrap();
         assert_eq!(
-            outcome(&applied.summary),
-            (true, false),
+            applied.forge,
+            Some(ForgeOutcome::Recorded),
             "{}",
             applied.summary
         );
@@ -314,7 +361,7 @@ mod tests {
         let again = store
             .write(|db| apply(db, &merged("d2"), &Outside::NONE))
             .unwrap();
-        assert!(!outcome(&again.summary).0, "{}", again.summary);
+        assert_eq!(again.forge, Some(ForgeOutcome::Seen), "{}", again.summary);
         assert_eq!(forge_events(&store), 1);
     }
 }

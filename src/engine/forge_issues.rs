@@ -131,6 +131,7 @@ impl Engine {
                 Ok(Answer::Applied {
                     summary,
                     queued: false,
+                    forge: None,
                 })
             }
             Err(e) => Err(e.to_string()),

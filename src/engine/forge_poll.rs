@@ -176,15 +176,9 @@ pub(super) async fn poll_once(
             expected_status: None,
             actor: "forge".into(),
         };
-        let fresh = match handle.send(req).await {
-            Ok(summary) => forge_events::outcome(&summary).0,
-            Err(e) => {
-                tracing::info!("a polled forge event for task {task} was not applied: {e}");
-                false
-            }
-        };
-        if fresh && matches!(ev.what, What::Merged) {
-            forge_events::after_merge(store, root.clone(), settings.clone(), task).await;
+        // The engine deletes a merged branch itself, once, as it applies the merge.
+        if let Err(e) = handle.order(super::Order::Act(req)).await {
+            tracing::info!("a polled forge event for task {task} was not applied: {e}");
         }
     }
     Ok(())

@@ -45,7 +45,10 @@ pub(super) fn apply(
             Ok(said) => {
                 record(db, task.id, *number, author, text, None, &req.actor)?;
                 return Ok(match said {
-                    Said::Queued(applied) => Err(*applied),
+                    Said::Queued(applied) => Err(Applied {
+                        forge: Some(fe::ForgeOutcome::Said),
+                        ..*applied
+                    }),
                     Said::Attempt(planned) => Ok(planned),
                 });
             }
@@ -59,6 +62,7 @@ pub(super) fn apply(
         summary: format!("task {}: {NOT_SAID}: {why}", task.id),
         moved: None,
         retry: false,
+        forge: Some(fe::ForgeOutcome::NotSaid),
     }))
 }
 

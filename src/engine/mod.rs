@@ -8,6 +8,7 @@ mod answer;
 pub mod attach;
 mod breakpoints;
 pub mod client;
+mod client_feed;
 mod client_follow;
 mod client_views;
 mod effects;
@@ -25,6 +26,7 @@ mod logwriter;
 mod notify_hook;
 mod orders;
 mod placement;
+pub mod push_in;
 pub mod playground;
 mod reader;
 mod reattach;
@@ -720,7 +722,7 @@ impl Engine {
                     };
                     let applied = actions::apply(db, &req2, &outside)?;
                     if let Some(id) = command {
-                        db.finish_command(id, CommandState::Done, &applied.summary)?;
+                        db.finish_command(id, CommandState::Done, &applied.command_result())?;
                     }
                     Ok(applied)
                 })
@@ -735,10 +737,12 @@ impl Engine {
         let out = match out {
             Ok(applied) => {
                 self.after(&applied).await;
+                self.after_forge(&req, &applied);
                 let queued = applied.moved.as_ref().is_some_and(|m| m.step_run.is_some());
                 Ok(Answer::Applied {
                     summary: applied.summary,
                     queued,
+                    forge: applied.forge,
                 })
             }
             Err(EngineError::Store(e)) if abort => {
@@ -755,6 +759,7 @@ impl Engine {
                         "task {task_id}: its step is stopped; the abort could not be recorded yet ({e}) and is recorded as soon as the database can be written"
                     ),
                     queued: false,
+                    forge: None,
                 })
             }
             Err(e) => {

@@ -16,8 +16,13 @@ impl Engine {
     ) -> Result<Answer, String> {
         match order {
             Order::Act(req) => self.apply_command(req, command).await,
-            Order::Create { create } => self.create(create, command).await,
+            Order::Create { create } => self.create(create, None, command).await,
             Order::Issue { issue } => self.take_issue(issue, command).await,
+            Order::Push { push } => self.take_push(push, command).await,
+            Order::Stray { stray } => self.take_stray(stray, command).await,
+            Order::Triggered { triggered, bytes } => {
+                self.create(triggered, Some(bytes), command).await
+            }
         }
     }
 
@@ -51,7 +56,14 @@ impl Engine {
         }
     }
 
-    async fn create(&mut self, new: NewTask, command: Option<i64>) -> Result<Answer, String> {
+    /// Creates (and starts) a task; `webhook`: the size of the body of the webhook that
+    /// asked for it, recorded on it in the same transaction.
+    async fn create(
+        &mut self,
+        new: NewTask,
+        webhook: Option<usize>,
+        command: Option<i64>,
+    ) -> Result<Answer, String> {
         let (ws, asked) = (self.ws.clone(), new.clone());
         let prepared = tokio::task::spawn_blocking(move || asked.prepare(&ws))
             .await
@@ -62,6 +74,9 @@ impl Engine {
                 self.store
                     .write(move |db| {
                         let created = create_and_start(db, &pipeline, &new)?;
+                        if let Some(bytes) = webhook.filter(|_| !created.existed) {
+                            super::push_in::record_trigger(db, created.id, &pipeline.id, bytes)?;
+                        }
                         // A pipeline whose first status is a step queued it on creation.
                         let first_is_step = pipeline.statuses.first().map(|s| s.kind)
                             == Some(crate::pipeline::StatusKind::Step);

@@ -4,6 +4,7 @@
 
 use super::actions::{MAX_TITLE, Request, blank_title, nul_problem};
 use super::error::{EngineError, Result};
+use super::forge_events::ForgeOutcome;
 use crate::pipeline::Pipeline;
 use crate::workspace::Workspace;
 use serde::{Deserialize, Serialize};
@@ -56,13 +57,51 @@ pub struct Made {
     pub waits: bool,
 }
 
+/// What the engine made of a webhook delivery that reaches no task of its own (a push, a
+/// forge event about no task of this board).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Noted {
+    /// The delivery was seen before: nothing was done.
+    pub duplicate: bool,
+    /// The tasks its triggers created.
+    #[serde(default)]
+    pub tasks: Vec<i64>,
+}
+
+/// A forge request's answer as the commands table holds it, so that a front end attached
+/// to another process's engine learns the outcome by type too.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ForgeAnswer {
+    pub summary: String,
+    pub forge: ForgeOutcome,
+}
+
+impl super::Applied {
+    /// The applied request's answer as a queued command's result holds it.
+    pub fn command_result(&self) -> String {
+        Answer::Applied {
+            summary: self.summary.clone(),
+            queued: false,
+            forge: self.forge,
+        }
+        .command_result()
+    }
+}
+
 /// The engine's answer to an [`Order`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum Answer {
-    /// A request was applied: its one-line summary, and whether it queued a step.
-    Applied { summary: String, queued: bool },
+    /// A request was applied: its one-line summary, whether it queued a step, and what
+    /// became of it when it was a forge event.
+    Applied {
+        summary: String,
+        queued: bool,
+        forge: Option<ForgeOutcome>,
+    },
     /// A task was created (and maybe started).
     Made(Made),
+    /// A webhook delivery was noted.
+    Noted(Noted),
 }
 
 impl Answer {
@@ -74,7 +113,58 @@ impl Answer {
                 .started
                 .clone()
                 .unwrap_or_else(|| format!("task {}: created", m.id)),
+            Self::Noted(n) if n.duplicate => "this delivery was seen before".into(),
+            Self::Noted(n) => format!("delivery noted: {} task(s) created", n.tasks.len()),
         }
+    }
+
+    /// The answer as a queued command's result holds it: a request's summary (with its
+    /// outcome, for a forge event), else JSON.
+    pub fn command_result(&self) -> String {
+        let json = match self {
+            Self::Applied {
+                summary,
+                forge: None,
+                ..
+            } => return summary.clone(),
+            Self::Applied {
+                summary,
+                forge: Some(forge),
+                ..
+            } => serde_json::to_string(&ForgeAnswer {
+                summary: summary.clone(),
+                forge: *forge,
+            }),
+            Self::Made(m) => serde_json::to_string(m),
+            Self::Noted(n) => serde_json::to_string(n),
+        };
+        json.unwrap_or_default()
+    }
+
+    /// The answer to `order` from its queued command's result.
+    pub fn from_command(order: &Order, result: String) -> std::result::Result<Self, String> {
+        fn parse<T: serde::de::DeserializeOwned>(result: &str) -> std::result::Result<T, String> {
+            serde_json::from_str(result).map_err(|e| {
+                format!("the engine's answer `{result}` is unreadable ({e}) — is it another baton version?")
+            })
+        }
+        Ok(match order {
+            Order::Act(req) if req.action.is_forge() => {
+                let a: ForgeAnswer = parse(&result)?;
+                Self::Applied {
+                    summary: a.summary,
+                    queued: false,
+                    forge: Some(a.forge),
+                }
+            }
+            Order::Act(_) | Order::Issue { .. } => Self::Applied {
+                summary: result,
+                queued: false,
+                forge: None,
+            },
+            Order::Create { .. } | Order::Triggered { .. } => Self::Made(parse(&result)?),
+            Order::Push { .. } | Order::Stray { .. } => Self::Noted(parse(&result)?),
+        })
     }
 
     /// True when a step was queued (it waits for an engine when none runs).
@@ -82,6 +172,7 @@ impl Answer {
         match self {
             Self::Applied { queued, .. } => *queued,
             Self::Made(m) => m.queued,
+            Self::Noted(_) => false,
         }
     }
 }
@@ -99,13 +190,25 @@ pub enum Order {
     Issue {
         issue: crate::forge::issues::IssueSeen,
     },
+    /// A GitHub push delivery: noted once by its id; fires the matching `push` triggers.
+    Push { push: super::push_in::Delivery },
+    /// A forge delivery about no task of this board (this key): noted, so its redelivery
+    /// is told apart.
+    Stray { stray: String },
+    /// A task a webhook asks for: created, with the delivery (`bytes` long) recorded on it,
+    /// in one transaction.
+    Triggered { triggered: NewTask, bytes: usize },
 }
 
 impl Order {
     /// The task the order is about (none for a creation).
     pub fn task_id(&self) -> Option<i64> {
         match self {
-            Self::Create { .. } | Self::Issue { .. } => None,
+            Self::Create { .. }
+            | Self::Issue { .. }
+            | Self::Push { .. }
+            | Self::Stray { .. }
+            | Self::Triggered { .. } => None,
             Self::Act(r) => Some(r.task_id),
         }
     }

@@ -156,6 +156,7 @@ pub fn finish_step(
             summary: format!("task {}: {summary}, waiting at {}", task.id, task.status),
             moved: None,
             retry: false,
+            forge: None,
         }))
     };
     match decision {
@@ -192,6 +193,7 @@ pub fn finish_step(
                 summary: format!("task {}: retrying {}", task.id, step.status),
                 moved: None,
                 retry: true,
+                forge: None,
             }))
         }
         // A loop of steps with no guard would otherwise run forever.
@@ -245,6 +247,7 @@ pub fn finish_step(
                 ),
                 moved: Some(moved),
                 retry: false,
+                forge: None,
             }))
         }
         // Nothing to do with this result: the task waits here for a person.

@@ -112,6 +112,7 @@ pub(super) fn say(
             summary: format!("task {}: {summary}", task.id),
             moved: None,
             retry: false,
+            forge: None,
         })))
     };
     match task.state {
@@ -187,10 +188,10 @@ impl super::Engine {
                             db.finish_command(
                                 c,
                                 crate::store::CommandState::Done,
-                                &before.summary,
+                                &before.command_result(),
                             )?;
                         }
-                        return Ok(Some(before.summary));
+                        return Ok(Some((before.summary, before.forge)));
                     }
                     super::forge_say::record(
                         db, task_id, *number, author, &said_text, None, &actor,
@@ -217,17 +218,27 @@ impl super::Engine {
                         step.status
                     )
                 };
+                let forge = action
+                    .is_forge()
+                    .then_some(super::forge_events::ForgeOutcome::Said);
+                let answer = super::Answer::Applied {
+                    summary,
+                    queued: false,
+                    forge,
+                };
                 if let Some(c) = command {
-                    db.finish_command(c, crate::store::CommandState::Done, &summary)?;
+                    let result = answer.command_result();
+                    db.finish_command(c, crate::store::CommandState::Done, &result)?;
                 }
-                Ok::<_, EngineError>(Some(summary))
+                Ok::<_, EngineError>(Some((answer.summary(), forge)))
             })
             .await;
         let out = match out {
             Ok(None) => return None,
-            Ok(Some(summary)) => Ok(super::Answer::Applied {
+            Ok(Some((summary, forge))) => Ok(super::Answer::Applied {
                 summary,
                 queued: false,
+                forge,
             }),
             Err(e) => Err(e.to_string()),
         };

@@ -123,6 +123,7 @@ pub(super) fn record(
         summary: format!("task {}: {reason}", task.id),
         moved: None,
         retry: false,
+        forge: None,
     })
 }
 

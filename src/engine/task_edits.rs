@@ -24,6 +24,7 @@ fn done(task: &Task, summary: String) -> Applied {
         summary,
         moved: None,
         retry: false,
+        forge: None,
     }
 }
 

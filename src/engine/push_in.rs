@@ -1,13 +1,20 @@
-//! Recording a GitHub push delivery: once per delivery id, and once per commit for each
-//! matching `push` trigger, under the key the engine's own branch watcher uses.
+//! Webhook deliveries the engine takes: a GitHub push, recorded once per delivery id and
+//! once per commit for each matching `push` trigger (under the key the engine's own branch
+//! watcher uses); a forge delivery about no task of this board, noted so its redelivery is
+//! told apart; and the record of a task a webhook created.
 
-use crate::engine::triggers::{self, Trigger};
+use super::error::EngineError;
+use super::forge_events::{KEEP, KEEP_MS};
+use super::request::{Answer, Noted};
+use super::triggers::{self, Trigger};
+use super::{Engine, EngineEvent};
 use crate::pipeline::Pipeline;
-use crate::store::{Db, NewEvent};
+use crate::store::{CommandState, Db, NewEvent};
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 /// A verified delivery.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Delivery {
     /// `X-GitHub-Event`.
     pub event: String,
@@ -31,7 +38,7 @@ pub fn record_push(
     db: &Db,
     d: &Delivery,
     matching: &[(Trigger, Pipeline)],
-) -> crate::engine::Result<(bool, Vec<i64>)> {
+) -> super::Result<(bool, Vec<i64>)> {
     record_push_within(db, d, matching, KEEP_DELIVERIES)
 }
 
@@ -41,7 +48,7 @@ pub fn record_push_within(
     d: &Delivery,
     matching: &[(Trigger, Pipeline)],
     keep: i64,
-) -> crate::engine::Result<(bool, Vec<i64>)> {
+) -> super::Result<(bool, Vec<i64>)> {
     let duplicate = !db.note_delivery(&d.id, keep, KEEP_DELIVERIES_MS)?;
     if duplicate {
         return Ok((true, Vec::new()));
@@ -77,10 +84,128 @@ pub fn record_push_within(
     Ok((false, fired))
 }
 
+/// Records on task `id` that `POST /hooks/trigger/{pipeline}` created it, with a body of
+/// `bytes` bytes, in the transaction that creates it.
+pub(super) fn record_trigger(db: &Db, id: i64, pipeline: &str, bytes: usize) -> crate::store::Result<()> {
+    db.insert_event(&NewEvent {
+        task_id: Some(id),
+        category: "webhook",
+        kind: "webhook.trigger",
+        summary: format!("created by POST /hooks/trigger/{pipeline} ({bytes} bytes)"),
+        data: json!({"pipeline": pipeline, "bytes": bytes}),
+        actor: "webhook",
+        level: "info",
+    })?;
+    Ok(())
+}
+
+impl Engine {
+    /// A GitHub push delivery, recorded (and its triggers fired) in one transaction;
+    /// `command` is its row when it came through the commands table.
+    pub(super) async fn take_push(
+        &mut self,
+        d: Delivery,
+        command: Option<i64>,
+    ) -> Result<Answer, String> {
+        let matching = match &d.branch {
+            Some(branch) => self.push_triggers(branch.clone()).await?,
+            None => Vec::new(),
+        };
+        let out = self
+            .store
+            .write(move |db| {
+                let (duplicate, tasks) = record_push(db, &d, &matching)?;
+                finish(db, command, Noted { duplicate, tasks })
+            })
+            .await;
+        self.noted(out, command).await
+    }
+
+    /// A forge delivery about no task of this board, noted under `key`.
+    pub(super) async fn take_stray(
+        &mut self,
+        key: String,
+        command: Option<i64>,
+    ) -> Result<Answer, String> {
+        let out = self
+            .store
+            .write(move |db| {
+                let duplicate = !db.note_delivery(&key, KEEP, KEEP_MS)?;
+                finish(db, command, Noted { duplicate, tasks: Vec::new() })
+            })
+            .await;
+        self.noted(out, command).await
+    }
+
+    /// The `push` triggers that fire for a push to `branch`, from the pipeline files as
+    /// they are now (one written a moment ago counts, as it does for a new task).
+    async fn push_triggers(&self, branch: String) -> Result<Vec<(Trigger, Pipeline)>, String> {
+        let ws = self.ws.clone();
+        tokio::task::spawn_blocking(move || {
+            let agents = crate::pipeline::agent_ids(Some(&ws.agents_dir()));
+            let catalog =
+                crate::pipeline::load_catalog(Some(&ws.pipelines_dir()), Some(&agents));
+            let (set, _) = triggers::TriggerSet::new(&catalog.pipelines);
+            let mut matching = Vec::new();
+            for t in &set.triggers {
+                if let triggers::Kind::Push(globs) = &t.kind
+                    && globs.iter().any(|g| triggers::glob(g, &branch))
+                    && let Some(p) = set.pipelines.get(&t.pipeline)
+                {
+                    matching.push((t.clone(), p.clone()));
+                }
+            }
+            matching
+        })
+        .await
+        .map_err(|e| format!("reading the pipelines failed: {e}"))
+    }
+
+    /// Tells boards of the tasks a delivery created; records a failed one on its command.
+    async fn noted(
+        &mut self,
+        out: Result<Noted, EngineError>,
+        command: Option<i64>,
+    ) -> Result<Answer, String> {
+        match out {
+            Ok(noted) => {
+                for &task_id in &noted.tasks {
+                    let _ = self.events.send(EngineEvent::TaskChanged { task_id });
+                    self.look_again = true;
+                }
+                Ok(Answer::Noted(noted))
+            }
+            Err(e) => {
+                let text = e.to_string();
+                if let Some(id) = command {
+                    let failed = text.clone();
+                    let recorded = self
+                        .store
+                        .write(move |db| db.finish_command(id, CommandState::Failed, &failed))
+                        .await;
+                    if let Err(e) = recorded {
+                        tracing::error!("recording a failed delivery failed: {e}");
+                    }
+                }
+                Err(text)
+            }
+        }
+    }
+}
+
+/// Finishes a delivery's command (when it came as one) in its transaction.
+fn finish(db: &Db, command: Option<i64>, noted: Noted) -> Result<Noted, EngineError> {
+    if let Some(id) = command {
+        let result = Answer::Noted(noted.clone()).command_result();
+        db.finish_command(id, CommandState::Done, &result)?;
+    }
+    Ok(noted)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::triggers::TriggerSet;
+    use super::triggers::TriggerSet;
     use crate::store::{Store, TaskFilter};
 
     const SHA: &str = "0123456789abcdef0123456789abcdef01234567";

@@ -1,5 +1,10 @@
 //! `baton db …`: the board's database as a whole — its schema, a copy, an export and an
 //! import, and a check.
+//!
+//! The one front end that opens the database itself, on purpose: these are administration
+//! commands on the file (or a PostgreSQL copy), not on the board, and some of them (an
+//! upgrade, an import) must work where no engine could start. Every other command goes
+//! through the engine's client.
 
 use super::{Failure, Outcome, exit};
 use crate::store::pg::UrlSource;

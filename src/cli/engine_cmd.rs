@@ -1,5 +1,6 @@
 //! `baton engine` and `baton run --wait`.
 
+use crate::engine::progress::{BATCH, Progress};
 use super::{Failure, Outcome, exit, tasks};
 use crate::engine::Reader;
 use crate::engine::client::{Change, Follower};
@@ -71,11 +72,11 @@ pub fn run(ws: &Workspace, exit_when_idle: bool, quiet: bool) -> Outcome {
         let mut events = engine.handle().subscribe();
         // Quiet, only the moves a failure made are printed, on stderr.
         let moves = Some(std::sync::Arc::new(tokio::sync::Mutex::new(
-            MovePrinter::start(engine.store(), quiet).await,
+            MovePrinter::start(engine.progress(), quiet).await,
         )));
         let printer = moves.clone();
         let problems = std::sync::Arc::new(tokio::sync::Mutex::new(
-            ProblemPrinter::start(engine.store()).await,
+            ProblemPrinter::start(engine.progress()).await,
         ));
         let problem_printer = problems.clone();
         tokio::spawn(async move {
@@ -142,16 +143,16 @@ pub fn run(ws: &Workspace, exit_when_idle: bool, quiet: bool) -> Outcome {
 /// a CI runner prints its jobs: read from the history after the last row printed, so a
 /// burst of changes or a lagging event stream loses no line and prints none twice.
 struct MovePrinter {
-    store: crate::store::StoreHandle,
+    progress: Progress,
     last: i64,
     only_failures: bool,
 }
 
 impl MovePrinter {
-    async fn start(store: crate::store::StoreHandle, only_failures: bool) -> Self {
-        let last = store.read(|db| db.last_history_id()).await.unwrap_or(0);
+    async fn start(progress: Progress, only_failures: bool) -> Self {
+        let last = progress.last_move().await;
         Self {
-            store,
+            progress,
             last,
             only_failures,
         }
@@ -159,23 +160,12 @@ impl MovePrinter {
 
     async fn print_new(&mut self) {
         loop {
-            let after = self.last;
-            let rows = self
-                .store
-                .read(move |db| {
-                    let moves = db.history_after(after, 200)?;
-                    let mut out = Vec::with_capacity(moves.len());
-                    for h in moves {
-                        let title = db.task(h.task_id).map(|t| t.title).unwrap_or_default();
-                        out.push((h, title));
-                    }
-                    Ok::<_, crate::store::StoreError>(out)
-                })
-                .await;
-            let Ok(rows) = rows else { return };
+            let Some(rows) = self.progress.moves_after(self.last).await else {
+                return;
+            };
             let Some((last, _)) = rows.last() else { return };
             self.last = last.id;
-            let full = rows.len() == 200;
+            let full = rows.len() == BATCH;
             for (h, title) in rows {
                 if !self.only_failures {
                     println!("{}", move_line(&h, &title));
@@ -196,20 +186,19 @@ const FAILURES: &[&str] = &["failure", "error", "ci_failed"];
 /// Prints each warning or error the engine records (a failed step, a failed hook) on
 /// stderr, `--quiet` or not: read from the events after the last one printed.
 struct ProblemPrinter {
-    store: crate::store::StoreHandle,
+    progress: Progress,
     last: i64,
 }
 
 impl ProblemPrinter {
-    async fn start(store: crate::store::StoreHandle) -> Self {
-        let last = store.read(|db| db.last_event_id()).await.unwrap_or(0);
-        Self { store, last }
+    async fn start(progress: Progress) -> Self {
+        let last = progress.last_event().await;
+        Self { progress, last }
     }
 
     async fn print_new(&mut self) {
         loop {
-            let after = self.last;
-            let Ok(rows) = self.store.read(move |db| db.problems_after(after)).await else {
+            let Some(rows) = self.progress.problems_after(self.last).await else {
                 return;
             };
             let Some(last) = rows.last() else { return };
@@ -221,7 +210,7 @@ impl ProblemPrinter {
                     None => eprintln!("{}: {text}", e.level),
                 }
             }
-            if rows.len() < 200 {
+            if rows.len() < BATCH {
                 return;
             }
         }

@@ -385,26 +385,7 @@ pub fn parse() -> Result<Cli, clap::Error> {
 
 /// Finds the workspace: `--dir`/`BATON_DIR`, else walking up from the cwd.
 pub fn workspace(dir: Option<&PathBuf>) -> Result<Workspace, Failure> {
-    match dir {
-        Some(d) if d.join(crate::workspace::DIR_NAME).is_dir() => Ok(Workspace::at(d)),
-        Some(d) if !d.exists() => Err(Failure::new(format!(
-            "--dir {} does not exist — give the folder that holds .baton",
-            d.display()
-        ))),
-        Some(d) if !d.is_dir() => Err(Failure::new(format!(
-            "--dir {} is a file, not a folder — give the folder that holds .baton",
-            d.display()
-        ))),
-        Some(d) => Err(Failure::new(format!(
-            "{} has no .baton folder — run `baton init` there first",
-            d.display()
-        ))),
-        None => {
-            let cwd = std::env::current_dir()
-                .map_err(|e| Failure::new(format!("cannot read the current folder: {e}")))?;
-            Ok(Workspace::discover(&cwd)?)
-        }
-    }
+    Workspace::find(dir.map(PathBuf::as_path)).map_err(Failure::new)
 }
 
 /// Where the workspace's board lives: `BATON_DATABASE_URL`, else `[store] store` in the

@@ -26,6 +26,7 @@ mod logwriter;
 mod notify_hook;
 mod orders;
 mod placement;
+pub mod progress;
 pub mod push_in;
 pub mod playground;
 mod reader;

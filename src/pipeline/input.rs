@@ -114,24 +114,4 @@ mod tests {
             ]
         );
     }
-
-    #[test]
-    fn agent_profiles_get_the_same_checks() {
-        let parse = |t: &str| crate::agents::parse_profile("a.json", t);
-        let ok = r#"{"id": "c", "backend": "command", "argv": ["x"]}"#;
-        assert!(
-            parse(&format!("\u{feff}{ok}")).0.is_some(),
-            "a BOM is skipped"
-        );
-        let (p, d) = parse(r#"{"id": "c", "backend": "command", "argv": ["x"], "argv": ["y"]}"#);
-        assert!(p.is_none());
-        assert!(d[0].to_string().contains("duplicate key `argv`"), "{d:?}");
-        let (p, d) = parse(r#"{"id": "../c", "backend": "command", "argv": ["x"]}"#);
-        assert!(p.is_none());
-        assert!(
-            d[0].to_string()
-                .starts_with("a.json:1:2: error: agent id `../c` contains `.`"),
-            "{d:?}"
-        );
-    }
 }

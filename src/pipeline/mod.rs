@@ -12,6 +12,7 @@ pub mod live;
 pub mod load;
 pub mod model;
 pub mod outcome;
+pub mod pr_options;
 
 mod input;
 mod locate;

@@ -246,7 +246,7 @@ fn parse_hook(ctx: &mut Ctx, name: &str, v: &Value, ptr: &str, what: &str) -> Op
                 _ => Hook::Comment(v.clone()),
             },
         },
-        "pr" => match crate::forge::hook::PrOptions::parse(v) {
+        "pr" => match super::pr_options::PrOptions::parse(v) {
             Ok(_) => Hook::Pr(v.clone()),
             Err(why) => {
                 ctx.error(ptr, format!("{what}: hook `pr`: {why}"));

@@ -37,7 +37,6 @@ pub mod terminal;
 pub mod theme;
 pub mod ui;
 
-use crate::cli::workspace;
 use std::path::PathBuf;
 
 /// `baton` with no subcommand: opens the TUI on the workspace (or on a throwaway demo
@@ -46,8 +45,7 @@ pub fn main(dir: Option<&PathBuf>, demo: bool) -> i32 {
     let out = if demo {
         demo::create().and_then(|d| runner::run(&d.ws))
     } else {
-        workspace(dir)
-            .map_err(|f| f.message)
+        crate::workspace::Workspace::find(dir.map(PathBuf::as_path))
             .and_then(|ws| runner::run(&ws))
     };
     match out {

@@ -71,6 +71,31 @@ impl Workspace {
         Err(WorkspaceError::NotFound(start))
     }
 
+    /// The workspace a front end is pointed at: `dir` (`--dir`, `BATON_DIR`) when given,
+    /// else the nearest one up from the current folder; else the sentence saying why not.
+    pub fn find(dir: Option<&Path>) -> Result<Self, String> {
+        match dir {
+            Some(d) if d.join(DIR_NAME).is_dir() => Ok(Self::at(d)),
+            Some(d) if !d.exists() => Err(format!(
+                "--dir {} does not exist — give the folder that holds .baton",
+                d.display()
+            )),
+            Some(d) if !d.is_dir() => Err(format!(
+                "--dir {} is a file, not a folder — give the folder that holds .baton",
+                d.display()
+            )),
+            Some(d) => Err(format!(
+                "{} has no .baton folder — run `baton init` there first",
+                d.display()
+            )),
+            None => {
+                let cwd = std::env::current_dir()
+                    .map_err(|e| format!("cannot read the current folder: {e}"))?;
+                Self::discover(&cwd).map_err(|e| e.to_string())
+            }
+        }
+    }
+
     /// Uses `root` as a workspace whether or not `.baton/` exists yet.
     pub fn at(root: &Path) -> Self {
         let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());

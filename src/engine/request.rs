@@ -318,6 +318,62 @@ mod tests {
         assert_eq!(back, Order::Create { create: new });
     }
 
+    /// An answer read back from a queued command's result is the answer the engine gave:
+    /// a forge event's outcome by type, a delivery's note, a plain request's summary.
+    #[test]
+    fn a_queued_answer_keeps_its_type() {
+        use super::super::forge_events::ForgeOutcome;
+        let forge = Order::Act(Request {
+            task_id: 1,
+            action: super::super::Action::Forge {
+                trigger: "pr_merged".into(),
+                note: None,
+                seen: vec!["github:d".into()],
+                record: None,
+            },
+            expected_status: None,
+            actor: "api".into(),
+        });
+        for outcome in [ForgeOutcome::Seen, ForgeOutcome::Recorded, ForgeOutcome::Moved] {
+            let answer = Answer::Applied {
+                summary: format!("task 1: {}", super::super::forge_events::SEEN),
+                queued: false,
+                forge: Some(outcome),
+            };
+            let back = Answer::from_command(&forge, answer.command_result()).unwrap();
+            assert_eq!(back, answer);
+        }
+        let push = Order::Stray {
+            stray: "github:x".into(),
+        };
+        let noted = Answer::Noted(Noted {
+            duplicate: false,
+            tasks: vec![4],
+        });
+        assert_eq!(
+            Answer::from_command(&push, noted.command_result()).unwrap(),
+            noted
+        );
+        let start = Order::Act(Request {
+            task_id: 1,
+            action: super::super::Action::Start,
+            expected_status: None,
+            actor: "user".into(),
+        });
+        let plain = Answer::Applied {
+            summary: "task 1: todo → work (start)".into(),
+            queued: false,
+            forge: None,
+        };
+        assert_eq!(plain.command_result(), "task 1: todo → work (start)");
+        assert_eq!(
+            Answer::from_command(&start, plain.command_result()).unwrap(),
+            plain
+        );
+        // A forge answer an engine wrote as plain text is not taken for an outcome.
+        assert!(Answer::from_command(&forge, "task 1: done".into()).is_err());
+    }
+
     #[test]
     fn a_title_is_checked_the_same_for_every_front_end() {
         let mut new = NewTask {

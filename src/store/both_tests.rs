@@ -359,7 +359,8 @@ both!(async fn a_failed_write_in_a_group_is_undone_alone(board) {
 /// Two writers on their own connections race to move one task out of `review`, each
 /// reading the task and moving it only if it is still there (what `transition()` does):
 /// exactly one wins. The first reads, then waits until the second is waiting for its turn
-/// to write, then moves the task and commits; the second then reads the moved task.
+/// to write (or, were writers not to take turns, has finished), then moves the task and
+/// commits; the second then reads the moved task.
 #[test]
 fn racing_approvals_on_postgres_move_a_task_once() {
     let Some(board) = super::testdb::Board::postgres() else {
@@ -370,8 +371,10 @@ fn racing_approvals_on_postgres_move_a_task_once() {
     setup
         .write(|db| db.set_task_status(t, "review", TaskState::Waiting))
         .unwrap();
-    let approve = |db: &Db, who: &str| -> Result<bool> {
-        if db.task(t)?.status != "review" {
+    // As `transition()`'s callers do: the task is read once, and the move is decided on
+    // what was read.
+    let approve = |db: &Db, seen: &str, who: &str| -> Result<bool> {
+        if seen != "review" {
             return Ok(false);
         }
         db.set_task_status(t, "done", TaskState::Done)?;
@@ -380,12 +383,13 @@ fn racing_approvals_on_postgres_move_a_task_once() {
     };
     let mut watcher = board.pg_client().unwrap();
     let (read_tx, read_rx) = std::sync::mpsc::channel();
+    let second_done = std::sync::atomic::AtomicBool::new(false);
     let (first, second) = std::thread::scope(|s| {
         let first = s.spawn(|| {
             let mut store = board.open();
             store.write(|db| {
                 let status = db.task(t)?.status;
-                read_tx.send(status).unwrap();
+                read_tx.send(status.clone()).unwrap();
                 // Until the second writer waits for the write lock.
                 let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
                 loop {
@@ -396,17 +400,23 @@ fn racing_approvals_on_postgres_move_a_task_once() {
                         )
                         .unwrap()
                         .get(0);
-                    if waiting > 0 {
+                    if waiting > 0 || second_done.load(std::sync::atomic::Ordering::Acquire) {
                         break;
                     }
                     assert!(std::time::Instant::now() < deadline, "the second writer never waited");
                     std::thread::yield_now();
                 }
-                approve(db, "first")
+                approve(db, &status, "first")
             })
         });
         assert_eq!(read_rx.recv().unwrap(), "review");
-        let second = s.spawn(|| board.open().write(|db| approve(db, "second")));
+        let second = s.spawn(|| {
+            let out = board
+                .open()
+                .write(|db| approve(db, &db.task(t)?.status, "second"));
+            second_done.store(true, std::sync::atomic::Ordering::Release);
+            out
+        });
         (first.join().unwrap(), second.join().unwrap())
     });
     assert_eq!((first.unwrap(), second.unwrap()), (true, false));

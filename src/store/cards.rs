@@ -1,5 +1,6 @@
 //! The light task rows a board needs: no prompt, no pipeline snapshot, no logs.
 
+use super::sql::{Optional, Row, SqlResult};
 use super::{Db, Result, TaskState};
 
 /// One card on a board: the task's identity and place plus a few per-run aggregates.
@@ -37,20 +38,22 @@ impl Db<'_> {
     /// each card's figures come from its own run's rows through an index, so the query
     /// grows with the board, never with the board times its history.
     pub fn task_cards(&self) -> Result<Vec<TaskCard>> {
-        let mut stmt = self.conn.prepare_cached(&format!(
-            "{CARD} WHERE t.archived_at IS NULL ORDER BY t.id DESC"
-        ))?;
-        let rows = stmt.query_map([], card)?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        Ok(self.all(
+            &format!("{CARD} WHERE t.archived_at IS NULL ORDER BY t.id DESC"),
+            [],
+            card,
+        )?)
     }
 
     /// One task's card; None when the task is gone or archived (off the board).
     pub fn task_card(&self, id: i64) -> Result<Option<TaskCard>> {
-        use rusqlite::OptionalExtension;
-        let mut stmt = self
-            .conn
-            .prepare_cached(&format!("{CARD} WHERE t.archived_at IS NULL AND t.id = ?1"))?;
-        Ok(stmt.query_row([id], card).optional()?)
+        Ok(self
+            .one(
+                &format!("{CARD} WHERE t.archived_at IS NULL AND t.id = ?1"),
+                [id],
+                card,
+            )
+            .optional()?)
     }
 }
 
@@ -78,7 +81,7 @@ const CARD: &str = concat!(
     "WHEN 'passed' THEN ' ✓' WHEN 'failed' THEN ' ✗' WHEN 'pending' THEN ' …' ",
     "ELSE '' END FROM task_prs p WHERE p.task_id = t.id), ",
     "CASE WHEN t.start_waits = 1 OR t.state = 'idle' THEN ",
-    "(SELECT group_concat(b.id || CASE b.state WHEN 'failed' THEN ' failed' ",
+    "(SELECT string_agg(b.id || CASE b.state WHEN 'failed' THEN ' failed' ",
     "WHEN 'cancelled' THEN ' cancelled' ELSE '' END, ', ') ",
     "FROM task_deps d JOIN tasks b ON b.id = d.after_id ",
     "WHERE d.task_id = t.id AND b.state != 'done') END ",
@@ -86,7 +89,7 @@ const CARD: &str = concat!(
 );
 
 /// A card from a row of [`CARD`].
-fn card(r: &rusqlite::Row<'_>) -> rusqlite::Result<TaskCard> {
+fn card(r: &Row<'_>) -> SqlResult<TaskCard> {
     let tests: Option<String> = r.get(8)?;
     Ok(TaskCard {
         id: r.get(0)?,

@@ -1,36 +1,35 @@
 //! The command queue clients write and the engine drains.
 
+use super::sql::{Optional, params};
 use super::{CommandRow, CommandState, Db, Result, now_ms};
-use rusqlite::{OptionalExtension, params};
 
 impl Db<'_> {
     /// Queues a command for the engine; returns its id.
     pub fn insert_command(&self, task_id: Option<i64>, body: &serde_json::Value) -> Result<i64> {
-        self.exec(
+        Ok(self.insert(
             "INSERT INTO commands (task_id, body_json, created_at) VALUES (?1, ?2, ?3)",
             params![task_id, body.to_string(), now_ms()],
-        )?;
-        Ok(self.conn.last_insert_rowid())
+        )?)
     }
 
     /// Pending commands, oldest first.
     pub fn pending_commands(&self) -> Result<Vec<CommandRow>> {
-        let mut stmt = self.conn.prepare_cached(
+        let rows = self.all(
             "SELECT id, task_id, body_json, state, result FROM commands \
              WHERE state = 'pending' ORDER BY id",
+            [],
+            |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get::<String>(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                ))
+            },
         )?;
-        let rows = stmt.query_map([], |r| {
-            Ok((
-                r.get(0)?,
-                r.get(1)?,
-                r.get::<_, String>(2)?,
-                r.get(3)?,
-                r.get(4)?,
-            ))
-        })?;
         let mut out = Vec::new();
-        for row in rows {
-            let (id, task_id, body, state, result) = row?;
+        for (id, task_id, body, state, result) in rows {
             out.push(CommandRow {
                 id,
                 task_id,
@@ -61,7 +60,7 @@ impl Db<'_> {
                     Ok((
                         r.get(0)?,
                         r.get(1)?,
-                        r.get::<_, String>(2)?,
+                        r.get::<String>(2)?,
                         r.get(3)?,
                         r.get(4)?,
                     ))

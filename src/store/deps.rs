@@ -1,8 +1,8 @@
 //! Tasks that wait for other tasks: the blockers of a task, the tasks waiting on one, and
 //! whether a task's start is held until its blockers are done.
 
+use super::sql::params;
 use super::{Db, Result, TaskState};
-use rusqlite::params;
 
 /// One task another one waits for, as it is now.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -20,7 +20,7 @@ impl Db<'_> {
     pub fn insert_deps(&self, task: i64, after: &[i64]) -> Result<()> {
         for a in after {
             self.exec(
-                "INSERT OR IGNORE INTO task_deps (task_id, after_id) VALUES (?1, ?2)",
+                "INSERT INTO task_deps (task_id, after_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
                 params![task, a],
             )?;
         }
@@ -29,27 +29,27 @@ impl Db<'_> {
 
     /// The tasks `task` waits for, by id, with their state now.
     pub fn blockers(&self, task: i64) -> Result<Vec<Blocker>> {
-        let mut stmt = self.conn.prepare_cached(
+        Ok(self.all(
             "SELECT b.id, b.state, b.status FROM task_deps d JOIN tasks b ON b.id = d.after_id \
              WHERE d.task_id = ?1 ORDER BY b.id",
-        )?;
-        let rows = stmt.query_map([task], |r| {
-            Ok(Blocker {
-                id: r.get(0)?,
-                state: r.get(1)?,
-                status: r.get(2)?,
-            })
-        })?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+            [task],
+            |r| {
+                Ok(Blocker {
+                    id: r.get(0)?,
+                    state: r.get(1)?,
+                    status: r.get(2)?,
+                })
+            },
+        )?)
     }
 
     /// The tasks that wait for `task` (whether or not their start is still held).
     pub fn dependents(&self, task: i64) -> Result<Vec<i64>> {
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT task_id FROM task_deps WHERE after_id = ?1 ORDER BY task_id")?;
-        let rows = stmt.query_map([task], |r| r.get(0))?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        Ok(self.all(
+            "SELECT task_id FROM task_deps WHERE after_id = ?1 ORDER BY task_id",
+            [task],
+            |r| r.get(0),
+        )?)
     }
 
     /// True when `task`'s start is held until its blockers are done.
@@ -64,7 +64,7 @@ impl Db<'_> {
     pub fn set_start_waits(&self, task: i64, waits: bool) -> Result<()> {
         self.exec(
             "UPDATE tasks SET start_waits = ?1 WHERE id = ?2 AND start_waits != ?1",
-            params![waits as i64, task],
+            params![i64::from(waits), task],
         )?;
         Ok(())
     }
@@ -82,19 +82,19 @@ impl Db<'_> {
     /// Tasks whose start is held although every blocker is done: what an engine starts
     /// when it comes up (a blocker may have finished through a path that did not).
     pub fn released_waiting(&self) -> Result<Vec<i64>> {
-        let mut stmt = self.conn.prepare_cached(
+        Ok(self.all(
             "SELECT t.id FROM tasks t WHERE t.start_waits = 1 AND NOT EXISTS \
              (SELECT 1 FROM task_deps d JOIN tasks b ON b.id = d.after_id \
               WHERE d.task_id = t.id AND b.state != 'done') ORDER BY t.id",
-        )?;
-        let rows = stmt.query_map([], |r| r.get(0))?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+            [],
+            |r| r.get(0),
+        )?)
     }
 
     /// True when `from` waits, through any chain of blockers, for `to`.
     pub fn waits_for(&self, from: i64, to: i64) -> Result<bool> {
         Ok(self.one(
-            "WITH RECURSIVE chain(id) AS (SELECT ?1 UNION \
+            "WITH RECURSIVE chain(id) AS (SELECT CAST(?1 AS BIGINT) UNION \
              SELECT d.after_id FROM task_deps d JOIN chain c ON d.task_id = c.id) \
              SELECT EXISTS (SELECT 1 FROM chain WHERE id = ?2)",
             params![from, to],
@@ -114,12 +114,12 @@ impl Db<'_> {
     /// The tasks made by the follow-ups recorded before `followup` with the same move:
     /// the siblings a `start_task` hook with `"after": "siblings"` waits for.
     pub fn sibling_tasks(&self, followup: i64) -> Result<Vec<i64>> {
-        let mut stmt = self.conn.prepare_cached(
+        Ok(self.all(
             "SELECT s.made_task FROM followups s JOIN followups f ON f.id = ?1 \
              WHERE s.history_id = f.history_id AND s.position < f.position \
              AND s.made_task IS NOT NULL ORDER BY s.position",
-        )?;
-        let rows = stmt.query_map([followup], |r| r.get(0))?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+            [followup],
+            |r| r.get(0),
+        )?)
     }
 }

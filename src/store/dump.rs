@@ -53,7 +53,7 @@ impl Store {
             path: path.clone(),
             source: e,
         };
-        let tx = self.conn.transaction()?;
+        let tx = self.lite_mut()?.transaction()?;
         writeln!(out, "{}", header()).map_err(io)?;
         let mut carried = Carried::default();
         for table in tables(&tx)? {
@@ -83,25 +83,24 @@ impl Store {
     pub fn import(&mut self, input: &mut dyn BufRead) -> Result<Carried> {
         let mut lines = input.lines().enumerate();
         read_header(&mut lines)?;
-        for table in tables(&self.conn)? {
+        let path = self.path.clone();
+        let conn = self.lite_mut()?;
+        for table in tables(conn)? {
             if SEEDED.contains(&table.as_str()) {
                 continue;
             }
             let rows: i64 =
-                self.conn
-                    .query_row(&format!("SELECT COUNT(*) FROM \"{table}\""), [], |r| {
-                        r.get(0)
-                    })?;
+                conn.query_row(&format!("SELECT COUNT(*) FROM \"{table}\""), [], |r| {
+                    r.get(0)
+                })?;
             if rows > 0 {
                 return Err(StoreError::Conflict(format!(
                     "{} is not empty ({rows} row(s) in `{table}`); import fills an empty board only — import with --to into a new file, or move this one aside (with its -wal and -shm)",
-                    self.path.display()
+                    path.display()
                 )));
             }
         }
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         // Rows refer to rows of tables that come later in the file (a task to its
         // snapshot); the keys are checked once, at commit.
         tx.execute_batch("PRAGMA defer_foreign_keys = ON")?;
@@ -177,7 +176,7 @@ impl Store {
             path: to.to_path_buf(),
             source: e,
         })?;
-        let backup = rusqlite::backup::Backup::new(&self.conn, &mut dst)?;
+        let backup = rusqlite::backup::Backup::new(self.lite()?, &mut dst)?;
         backup.run_to_completion(256, std::time::Duration::from_millis(5), None)?;
         Ok(())
     }

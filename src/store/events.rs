@@ -1,12 +1,12 @@
 //! Task events: the timeline of everything notable that happened to a task.
 
+use super::sql::params;
 use super::{Db, Event, NewEvent, Result, now_ms};
-use rusqlite::params;
 
 impl Db<'_> {
     /// Records an event.
     pub fn insert_event(&self, e: &NewEvent) -> Result<i64> {
-        self.exec(
+        Ok(self.insert(
             "INSERT INTO events (task_id, category, type, summary, data_json, actor, level, at) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             params![
@@ -19,8 +19,7 @@ impl Db<'_> {
                 e.level,
                 now_ms()
             ],
-        )?;
-        Ok(self.conn.last_insert_rowid())
+        )?)
     }
 
     /// Notes a webhook delivery id; false when it was noted before. Only the newest `keep`
@@ -28,7 +27,7 @@ impl Db<'_> {
     pub fn note_delivery(&self, id: &str, keep: i64, max_age_ms: i64) -> Result<bool> {
         let now = now_ms();
         let new = self.exec(
-            "INSERT OR IGNORE INTO webhook_deliveries (id, at) VALUES (?1, ?2)",
+            "INSERT INTO webhook_deliveries (id, at) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
             params![id, now],
         )? == 1;
         if new {
@@ -75,35 +74,35 @@ impl Db<'_> {
 
     /// The id of the newest event, 0 when there is none.
     pub fn last_event_id(&self) -> Result<i64> {
-        Ok(self
-            .conn
-            .query_row("SELECT COALESCE(MAX(id), 0) FROM events", [], |r| r.get(0))?)
+        Ok(self.one("SELECT COALESCE(MAX(id), 0) FROM events", [], |r| r.get(0))?)
     }
 
     fn events_where(&self, filter: &str, arg: i64) -> Result<Vec<Event>> {
-        let mut stmt = self.conn.prepare_cached(&format!(
-            "SELECT id, task_id, category, type, summary, data_json, actor, level, at \
-             FROM events WHERE {filter} ORDER BY id"
-        ))?;
-        let rows = stmt.query_map([arg], |r| {
-            Ok((
-                Event {
-                    id: r.get(0)?,
-                    task_id: r.get(1)?,
-                    category: r.get(2)?,
-                    kind: r.get(3)?,
-                    summary: r.get(4)?,
-                    data: serde_json::Value::Null,
-                    actor: r.get(6)?,
-                    level: r.get(7)?,
-                    at: r.get(8)?,
-                },
-                r.get::<_, String>(5)?,
-            ))
-        })?;
+        let rows = self.all(
+            &format!(
+                "SELECT id, task_id, category, type, summary, data_json, actor, level, at \
+                 FROM events WHERE {filter} ORDER BY id"
+            ),
+            [arg],
+            |r| {
+                Ok((
+                    Event {
+                        id: r.get(0)?,
+                        task_id: r.get(1)?,
+                        category: r.get(2)?,
+                        kind: r.get(3)?,
+                        summary: r.get(4)?,
+                        data: serde_json::Value::Null,
+                        actor: r.get(6)?,
+                        level: r.get(7)?,
+                        at: r.get(8)?,
+                    },
+                    r.get::<String>(5)?,
+                ))
+            },
+        )?;
         let mut out = Vec::new();
-        for row in rows {
-            let (mut e, data) = row?;
+        for (mut e, data) in rows {
             e.data = serde_json::from_str(&data)?;
             out.push(e);
         }

@@ -1,8 +1,8 @@
 //! Follow-ups of transitions: hooks and worktree clean-ups recorded in the transaction that
 //! fired them, run after it commits, and run again by the next engine if one died first.
 
+use super::sql::{Optional, Row, SqlResult, params};
 use super::{Db, Result, now_ms};
-use rusqlite::{OptionalExtension, Row, params};
 
 /// One recorded follow-up.
 #[derive(Debug, Clone)]
@@ -25,7 +25,7 @@ pub struct FollowupRow {
 
 const COLS: &str = "id, task_id, history_id, position, body_json, key, state, attempts";
 
-fn row(r: &Row) -> rusqlite::Result<FollowupRow> {
+fn row(r: &Row) -> SqlResult<FollowupRow> {
     let body: String = r.get(4)?;
     Ok(FollowupRow {
         id: r.get(0)?,
@@ -49,7 +49,7 @@ impl Db<'_> {
         body: &serde_json::Value,
     ) -> Result<FollowupRow> {
         let key = format!("hook:{history_id}:{position}");
-        self.exec(
+        let id = self.insert(
             "INSERT INTO followups (task_id, history_id, position, body_json, key, created_at) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             params![
@@ -61,7 +61,6 @@ impl Db<'_> {
                 now_ms()
             ],
         )?;
-        let id = self.conn.last_insert_rowid();
         Ok(self.one(
             &format!("SELECT {COLS} FROM followups WHERE id = ?1"),
             [id],
@@ -71,11 +70,13 @@ impl Db<'_> {
 
     /// Follow-ups not yet finished (pending, or started by an engine that died), in order.
     pub fn open_followups(&self) -> Result<Vec<FollowupRow>> {
-        let mut stmt = self.conn.prepare_cached(&format!(
-            "SELECT {COLS} FROM followups WHERE state IN ('pending', 'running') ORDER BY id"
-        ))?;
-        let rows = stmt.query_map([], row)?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        Ok(self.all(
+            &format!(
+                "SELECT {COLS} FROM followups WHERE state IN ('pending', 'running') ORDER BY id"
+            ),
+            [],
+            row,
+        )?)
     }
 
     /// True while any follow-up is unfinished.

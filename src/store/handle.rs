@@ -1,9 +1,10 @@
-//! The async handle to a workspace database. SQLite is touched only by the handle's own
-//! threads: one writer (every write transaction, in submission order; writes queued together
-//! commit together), one reader, and a checkpointer. Async code awaits a reply instead of
-//! blocking a tokio worker. Sync code (the CLI) keeps its own `Store`.
+//! The async handle to a workspace database. The database is touched only by the handle's
+//! own threads: one writer (every write transaction, in submission order; writes queued
+//! together commit together), one reader, and on SQLite a checkpointer. Async code awaits a
+//! reply instead of blocking a tokio worker. Sync code (the CLI) keeps its own `Store`.
 
-use super::{Db, Result, Store, StoreError};
+use super::backend::{Backend, WriteTx};
+use super::{Db, PgTarget, Result, Store, StoreError};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -63,8 +64,8 @@ struct Inner {
     armed: Arc<std::sync::atomic::AtomicBool>,
     /// The writer thread (an armed drop there cannot wait for it).
     writer_id: std::thread::ThreadId,
-    /// The store's three threads: a drop on one of them cannot wait for them.
-    threads: [std::thread::ThreadId; 3],
+    /// The store's threads: a drop on one of them cannot wait for them.
+    threads: Vec<std::thread::ThreadId>,
     /// The writer's word that it has marked the store closed cleanly.
     /// (A receiver is not `Sync`; the mutex makes the handle shareable.)
     closed: Option<std::sync::Mutex<std_mpsc::Receiver<()>>>,
@@ -119,38 +120,51 @@ impl StoreHandle {
         Self::from_store(writer, Store::open(path)?)
     }
 
+    /// Opens a PostgreSQL board (bringing its schema up to date if it is behind) on two
+    /// connections of its own, the writer's and the reader's.
+    pub fn open_postgres(target: &PgTarget) -> Result<Self> {
+        Self::from_store(Store::open_postgres(target)?, Store::open_postgres(target)?)
+    }
+
     /// Wraps two open connections to one database: the first writes, the second reads.
-    /// A third, opened here, copies the write-ahead log into the database in the
+    /// On SQLite a third, opened here, copies the write-ahead log into the database in the
     /// background, so a checkpoint's writes and syncs never hold up a commit.
     pub fn from_store(writer: Store, reader: Store) -> Result<Self> {
         let path = writer.path().to_path_buf();
-        let checkpointer = Store::open(&path)?;
-        writer
-            .conn
-            .pragma_update(None, "wal_autocheckpoint", 0)
-            .map_err(StoreError::from)?;
-        for conn in [&writer.conn, &checkpointer.conn] {
-            conn.pragma_update(None, "journal_size_limit", WAL_LIMIT)
-                .map_err(StoreError::from)?;
-        }
-        checkpointer
-            .conn
-            .busy_timeout(TRUNCATE_WAIT)
-            .map_err(StoreError::from)?;
+        let (done_tx, done_rx) = std_mpsc::channel();
+        let mut threads = Vec::with_capacity(3);
+        let checkpoints = match writer.backend.sqlite() {
+            Some(conn) => {
+                let checkpointer = Store::open(&path)?;
+                conn.pragma_update(None, "wal_autocheckpoint", 0)
+                    .map_err(StoreError::from)?;
+                let other = checkpointer.lite()?;
+                for conn in [conn, other] {
+                    conn.pragma_update(None, "journal_size_limit", WAL_LIMIT)
+                        .map_err(StoreError::from)?;
+                }
+                other
+                    .busy_timeout(TRUNCATE_WAIT)
+                    .map_err(StoreError::from)?;
+                let (checkpoints, checkpointer_id) =
+                    spawn_thread("baton-store-c", checkpointer, None, None, done_tx.clone())?;
+                threads.push(checkpointer_id);
+                Some(checkpoints)
+            }
+            None => None,
+        };
         let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (closed_tx, closed_rx) = std_mpsc::channel();
-        let (done_tx, done_rx) = std_mpsc::channel();
-        let (checkpoints, checkpointer_id) =
-            spawn_thread("baton-store-c", checkpointer, None, None, done_tx.clone())?;
         let closing = Some((armed.clone(), closed_tx));
         let (writer, writer_id) = spawn_thread(
             "baton-store-w",
             writer,
-            Some(checkpoints),
+            checkpoints,
             closing,
             done_tx.clone(),
         )?;
         let (reader, reader_id) = spawn_thread("baton-store-r", reader, None, None, done_tx)?;
+        threads.extend([writer_id, reader_id]);
         Ok(Self {
             inner: Arc::new(Inner {
                 writer,
@@ -158,7 +172,7 @@ impl StoreHandle {
                 path,
                 armed,
                 writer_id,
-                threads: [writer_id, reader_id, checkpointer_id],
+                threads,
                 closed: Some(std::sync::Mutex::new(closed_rx)),
                 done: Some(std::sync::Mutex::new(done_rx)),
             }),
@@ -316,10 +330,11 @@ where
 /// another, durable at the same moment, for the price of one commit instead of many.
 fn run_group(store: &mut Store, bodies: Vec<WriteBody>) {
     let Store {
-        conn, pipelines, ..
+        backend, pipelines, ..
     } = store;
+    let backend = &*backend;
     let mut delivers: Vec<Deliver> = Vec::with_capacity(bodies.len());
-    let tx = match conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) {
+    let tx = match WriteTx::begin(backend) {
         Ok(tx) => tx,
         Err(e) => {
             let e = StoreError::from(e);
@@ -331,19 +346,20 @@ fn run_group(store: &mut Store, bodies: Vec<WriteBody>) {
             return;
         }
     };
-    let mut tx = tx;
     let mut bodies = bodies.into_iter();
     let mut any_failed = false;
     for body in bodies.by_ref() {
-        run_one(&mut tx, pipelines, body, &mut delivers, &mut any_failed);
-        // Some errors (a full disk, I/O) make SQLite roll the whole transaction back: what
-        // the earlier bodies did is gone, and a later savepoint would start a transaction
-        // of its own. Stop here; every reply says nothing was saved.
-        if tx.is_autocommit() {
+        run_one(backend, pipelines, body, &mut delivers, &mut any_failed);
+        // Some errors (a full disk, I/O) make SQLite roll the whole transaction back, and a
+        // lost connection ends PostgreSQL's: what the earlier bodies did is gone, and a
+        // later savepoint would start a transaction of its own. Stop here; every reply says
+        // nothing was saved.
+        if !backend.in_transaction() {
             break;
         }
     }
-    if tx.is_autocommit() {
+    if !backend.in_transaction() {
+        drop(tx);
         let e = StoreError::Conflict("the transaction was rolled back".into());
         for body in bodies {
             let (_, deliver) = body(Err(&e));
@@ -371,46 +387,47 @@ fn run_group(store: &mut Store, bodies: Vec<WriteBody>) {
     }
 }
 
-/// Runs one body inside a savepoint of `tx`: kept if it succeeds, rolled back if not.
+/// Runs one body inside a savepoint of the open transaction: kept if it succeeds, rolled
+/// back if not.
 fn run_one(
-    tx: &mut rusqlite::Transaction<'_>,
+    backend: &Backend,
     pipelines: &super::snapshots::SnapshotCache,
     body: WriteBody,
     delivers: &mut Vec<Deliver>,
     any_failed: &mut bool,
 ) {
-    let mut sp = match tx.savepoint() {
-        Ok(sp) => sp,
-        Err(e) => {
-            let e = StoreError::from(e);
-            let (_, deliver) = body(Err(&e));
-            deliver(Err(e));
-            *any_failed = true;
-            return;
+    if let Err(e) = backend.savepoint() {
+        let e = StoreError::from(e);
+        let (_, deliver) = body(Err(&e));
+        deliver(Err(e));
+        *any_failed = true;
+        return;
+    }
+    let undo = || {
+        if let Err(e) = backend.rollback_to() {
+            tracing::warn!("rolling a write back to its savepoint failed: {e}");
         }
     };
-    sp.set_drop_behavior(rusqlite::DropBehavior::Rollback);
-    let db = Db {
-        conn: &sp,
-        pipelines,
-    };
+    let db = backend.db(pipelines);
     let run = std::panic::AssertUnwindSafe(|| body(Ok(&db)));
     match std::panic::catch_unwind(run) {
-        Ok((true, deliver)) => match sp.commit() {
+        Ok((true, deliver)) => match backend.release() {
             Ok(()) => delivers.push(deliver),
             // Its changes are rolled back with the savepoint: so is its reply.
             Err(e) => {
                 *any_failed = true;
+                undo();
                 deliver(Err(StoreError::from(e)));
             }
         },
-        // Dropping the savepoint rolls its changes back.
         Ok((false, deliver)) => {
             *any_failed = true;
+            undo();
             delivers.push(deliver);
         }
         Err(_) => {
             *any_failed = true;
+            undo();
             tracing::error!("a database job panicked; the store goes on");
         }
     }
@@ -431,7 +448,7 @@ fn spawn_thread(
         if let Some((armed, closed)) = &closing
             && armed.load(std::sync::atomic::Ordering::Acquire)
         {
-            if let Err(e) = super::mark_closed_cleanly(&store.conn) {
+            if let Err(e) = super::mark_closed_cleanly(store) {
                 tracing::warn!("marking the database closed cleanly failed: {e}");
             }
             let _ = closed.send(());
@@ -506,15 +523,16 @@ fn spawn_thread(
                                 && !pending.swap(true, std::sync::atomic::Ordering::AcqRel)
                             {
                                 let pending = pending.clone();
-                                let _ = c.send(Job::Raw(Box::new(move |s: &mut Store| {
-                                    // PASSIVE: copies what no reader still needs; never waits.
-                                    if let Err(e) =
-                                        s.conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)")
-                                    {
-                                        tracing::warn!("a background checkpoint failed: {e}");
-                                    }
-                                    pending.store(false, std::sync::atomic::Ordering::Release);
-                                })));
+                                let _ =
+                                    c.send(Job::Raw(Box::new(move |s: &mut Store| {
+                                        // PASSIVE: copies what no reader still needs; never waits.
+                                        if let Some(Err(e)) = s.backend.sqlite().map(|c| {
+                                            c.execute_batch("PRAGMA wal_checkpoint(PASSIVE)")
+                                        }) {
+                                            tracing::warn!("a background checkpoint failed: {e}");
+                                        }
+                                        pending.store(false, std::sync::atomic::Ordering::Release);
+                                    })));
                             }
                         }
                     }
@@ -531,7 +549,10 @@ fn spawn_thread(
 /// A reader still on the log makes it give up after a short wait; the next idle time
 /// tries again.
 fn truncate(store: &mut Store) {
-    if let Err(e) = store.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)") {
+    let Some(conn) = store.backend.sqlite() else {
+        return;
+    };
+    if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)") {
         tracing::debug!("the idle checkpoint did not finish: {e}");
     }
 }

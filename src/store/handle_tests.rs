@@ -1,6 +1,7 @@
 //! The store handle: ordered writes, rollback, and the write-ahead log cut back when idle.
 
 use super::*;
+use crate::store::testdb::both;
 
 /// The size of the database's write-ahead log file (0 when there is none).
 fn wal_size(db: &Path) -> u64 {
@@ -47,10 +48,8 @@ async fn the_write_ahead_log_is_cut_back_once_writes_stop() {
     );
 }
 
-#[tokio::test(flavor = "current_thread")]
-async fn writes_are_seen_by_later_reads_and_run_in_order() {
-    let dir = tempfile::tempdir().unwrap();
-    let h = StoreHandle::open(&dir.path().join("t.db")).unwrap();
+both!(async fn writes_are_seen_by_later_reads_and_run_in_order(board) {
+    let h = board.handle();
     for i in 0..20 {
         h.write_detached("meta", move |db| db.set_meta("k", &i.to_string()));
     }
@@ -61,12 +60,10 @@ async fn writes_are_seen_by_later_reads_and_run_in_order() {
     assert_eq!(last, "19", "detached writes run before a later write");
     let read = h.read(|db| db.meta("k")).await.unwrap();
     assert_eq!(read.as_deref(), Some("19"));
-}
+});
 
-#[tokio::test(flavor = "current_thread")]
-async fn a_failed_write_rolls_back_and_a_panicking_job_does_not_stop_the_store() {
-    let dir = tempfile::tempdir().unwrap();
-    let h = StoreHandle::open(&dir.path().join("t.db")).unwrap();
+both!(async fn a_failed_write_rolls_back_and_a_panicking_job_does_not_stop_the_store(board) {
+    let h = board.handle();
     let failed: Result<()> = h
         .write(|db| {
             db.set_meta("k", "v")?;
@@ -82,4 +79,4 @@ async fn a_failed_write_rolls_back_and_a_panicking_job_does_not_stop_the_store()
         h.read(|db| db.meta("k")).await.unwrap().as_deref(),
         Some("w")
     );
-}
+});

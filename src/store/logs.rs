@@ -1,9 +1,9 @@
 //! Log lines: batched inserts and windowed reads.
 
+use super::sql::{Optional, Params, Row, SqlResult, Value, params};
 use super::{Db, LogLine, NewLogLine, Result};
-use rusqlite::{OptionalExtension, params};
 
-fn log_row(r: &rusqlite::Row) -> rusqlite::Result<LogLine> {
+fn log_row(r: &Row) -> SqlResult<LogLine> {
     Ok(LogLine {
         id: r.get(0)?,
         step_run_id: r.get(1)?,
@@ -29,29 +29,43 @@ fn multi_insert_sql() -> String {
     )
 }
 
+/// A chunk of lines as the parameters of one insert, four a line, without a list built.
+struct Rows<'a>(&'a [NewLogLine]);
+
+impl Params for Rows<'_> {
+    fn count(&self) -> usize {
+        self.0.len() * 4
+    }
+    fn at(&self, i: usize) -> Value<'_> {
+        let l = &self.0[i / 4];
+        match i % 4 {
+            0 => Value::Int(l.step_run_id),
+            1 => Value::Text(l.stream.as_str()),
+            2 => Value::Int(l.ts),
+            _ => Value::Text(&l.text),
+        }
+    }
+}
+
+/// The multi-row insert's text, made once.
+fn multi_insert() -> &'static str {
+    static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SQL.get_or_init(multi_insert_sql)
+}
+
 impl Db<'_> {
     /// Appends a batch of log lines (call inside one write transaction). Rows go in
     /// statements of [`ROWS_PER_INSERT`], which halves the per-row cost of a long log.
     pub fn insert_log_lines(&self, lines: &[NewLogLine]) -> Result<()> {
         let mut chunks = lines.chunks_exact(ROWS_PER_INSERT);
-        if lines.len() >= ROWS_PER_INSERT {
-            let mut stmt = self.conn.prepare_cached(&multi_insert_sql())?;
-            for chunk in chunks.by_ref() {
-                for (i, l) in chunk.iter().enumerate() {
-                    let at = i * 4;
-                    stmt.raw_bind_parameter(at + 1, l.step_run_id)?;
-                    stmt.raw_bind_parameter(at + 2, l.stream)?;
-                    stmt.raw_bind_parameter(at + 3, l.ts)?;
-                    stmt.raw_bind_parameter(at + 4, &l.text)?;
-                }
-                stmt.raw_execute()?;
-            }
+        for chunk in chunks.by_ref() {
+            self.exec(multi_insert(), Rows(chunk))?;
         }
-        let mut stmt = self.conn.prepare_cached(
-            "INSERT INTO log_lines (step_run_id, stream, ts, line) VALUES (?1, ?2, ?3, ?4)",
-        )?;
         for l in chunks.remainder() {
-            stmt.execute(params![l.step_run_id, l.stream, l.ts, l.text])?;
+            self.exec(
+                "INSERT INTO log_lines (step_run_id, stream, ts, line) VALUES (?1, ?2, ?3, ?4)",
+                Rows(std::slice::from_ref(l)),
+            )?;
         }
         // Each step run's count goes up with its lines, in the same transaction. A batch
         // holds runs of lines of one step run (nearly always one run in all).
@@ -72,12 +86,13 @@ impl Db<'_> {
 
     /// Up to `limit` lines of a step run with id greater than `after`, oldest first.
     pub fn log_lines(&self, step_run_id: i64, after: i64, limit: i64) -> Result<Vec<LogLine>> {
-        let mut stmt = self.conn.prepare_cached(
+        let rows = self.all(
             "SELECT id, step_run_id, stream, ts, line FROM log_lines \
              WHERE step_run_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3",
+            params![step_run_id, after, limit],
+            log_row,
         )?;
-        let rows = stmt.query_map(params![step_run_id, after, limit], log_row)?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        Ok(rows)
     }
 
     /// Up to `limit` lines of a step run with id less than `before`, oldest first (for a
@@ -88,24 +103,26 @@ impl Db<'_> {
         before: i64,
         limit: i64,
     ) -> Result<Vec<LogLine>> {
-        let mut stmt = self.conn.prepare_cached(
+        let rows = self.all(
             "SELECT id, step_run_id, stream, ts, line FROM log_lines \
              WHERE step_run_id = ?1 AND id < ?2 ORDER BY id DESC LIMIT ?3",
+            params![step_run_id, before, limit],
+            log_row,
         )?;
-        let rows = stmt.query_map(params![step_run_id, before, limit], log_row)?;
-        let mut out: Vec<LogLine> = rows.collect::<rusqlite::Result<_>>()?;
+        let mut out: Vec<LogLine> = rows;
         out.reverse();
         Ok(out)
     }
 
     /// The last `limit` lines of a step run, oldest first (the tail a viewer opens on).
     pub fn log_tail(&self, step_run_id: i64, limit: i64) -> Result<Vec<LogLine>> {
-        let mut stmt = self.conn.prepare_cached(
+        let rows = self.all(
             "SELECT id, step_run_id, stream, ts, line FROM log_lines \
              WHERE step_run_id = ?1 ORDER BY id DESC LIMIT ?2",
+            params![step_run_id, limit],
+            log_row,
         )?;
-        let rows = stmt.query_map(params![step_run_id, limit], log_row)?;
-        let mut out: Vec<LogLine> = rows.collect::<rusqlite::Result<_>>()?;
+        let mut out: Vec<LogLine> = rows;
         out.reverse();
         Ok(out)
     }

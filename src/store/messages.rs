@@ -2,8 +2,8 @@
 //! delivered to that step run, with how they went (`live` into a running step, the `next
 //! step`, or a `new attempt` made for them).
 
+use super::sql::{Row, SqlResult, params};
 use super::{Db, Result, now_ms};
-use rusqlite::params;
 use serde::Serialize;
 
 /// One message said to a task's agent.
@@ -30,7 +30,7 @@ pub struct Message {
 
 const COLS: &str = "id, task_id, text, actor, created_at, state, delivered_to, via, delivered_at";
 
-fn row(r: &rusqlite::Row) -> rusqlite::Result<Message> {
+fn row(r: &Row) -> SqlResult<Message> {
     Ok(Message {
         id: r.get(0)?,
         task_id: r.get(1)?,
@@ -47,14 +47,13 @@ fn row(r: &rusqlite::Row) -> rusqlite::Result<Message> {
 impl Db<'_> {
     /// Queues a message for a task's agent; `via` says how it is meant to go. Its id.
     pub fn insert_message(&self, task_id: i64, text: &str, actor: &str, via: &str) -> Result<i64> {
-        self.conn.execute(
+        let id = self.insert(
             "INSERT INTO messages (task_id, text, actor, created_at, state, via)
              VALUES (?1, ?2, ?3, ?4, 'queued', ?5)",
             params![task_id, text, actor, now_ms(), via],
         )?;
-        let id = self.conn.last_insert_rowid();
         // The board redraws a card when its task changes.
-        self.conn.execute(
+        self.exec(
             "UPDATE tasks SET updated_at = updated_at WHERE id = ?1",
             params![task_id],
         )?;
@@ -63,20 +62,22 @@ impl Db<'_> {
 
     /// A task's messages, oldest first.
     pub fn messages(&self, task_id: i64) -> Result<Vec<Message>> {
-        let mut stmt = self.conn.prepare_cached(&format!(
-            "SELECT {COLS} FROM messages WHERE task_id = ?1 ORDER BY id"
-        ))?;
-        let rows = stmt.query_map(params![task_id], row)?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        Ok(self.all(
+            &format!("SELECT {COLS} FROM messages WHERE task_id = ?1 ORDER BY id"),
+            [task_id],
+            row,
+        )?)
     }
 
     /// A task's messages no step has taken yet, oldest first.
     pub fn queued_messages(&self, task_id: i64) -> Result<Vec<Message>> {
-        let mut stmt = self.conn.prepare_cached(&format!(
-            "SELECT {COLS} FROM messages WHERE task_id = ?1 AND state = 'queued' ORDER BY id"
-        ))?;
-        let rows = stmt.query_map(params![task_id], row)?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        Ok(self.all(
+            &format!(
+                "SELECT {COLS} FROM messages WHERE task_id = ?1 AND state = 'queued' ORDER BY id"
+            ),
+            [task_id],
+            row,
+        )?)
     }
 
     /// Marks messages delivered to `step_run`; `via` replaces how they were meant to go when
@@ -84,7 +85,7 @@ impl Db<'_> {
     pub fn deliver_messages(&self, ids: &[i64], step_run: i64, via: Option<&str>) -> Result<()> {
         let now = now_ms();
         for id in ids {
-            self.conn.execute(
+            self.exec(
                 "UPDATE messages SET state = 'delivered', delivered_to = ?2,
                      via = COALESCE(?3, via), delivered_at = ?4
                  WHERE id = ?1 AND state = 'queued'",

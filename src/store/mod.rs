@@ -1,9 +1,13 @@
-//! The SQLite store: schema, migrations and every query. No other module writes SQL.
+//! The store: schema, migrations and every query, in SQLite (the default) or PostgreSQL.
+//! No other module writes SQL.
 //!
-//! Writes go through [`Store::write`], which runs a closure inside one `BEGIN IMMEDIATE`
-//! transaction; reads use [`Store::read`]. Both hand the closure a [`Db`], the one type that
-//! carries the typed queries, so a read helper is usable inside a write transaction too.
+//! Writes go through [`Store::write`], which runs a closure inside one write transaction
+//! (`BEGIN IMMEDIATE` on SQLite; see `pg::conn` for PostgreSQL's); reads use
+//! [`Store::read`]. Both hand the closure a [`Db`], the one type that carries the typed
+//! queries, so a read helper is usable inside a write transaction too. Queries are written
+//! once for both stores through the `sql` module.
 
+mod backend;
 mod cards;
 mod commands;
 mod deps;
@@ -17,6 +21,7 @@ pub mod pg;
 mod prs;
 mod schema;
 mod snapshots;
+pub(crate) mod sql;
 mod step_executor;
 mod steps;
 mod task_edits;
@@ -38,7 +43,8 @@ pub use tasks::TaskFilter;
 pub use types::*;
 pub use verify::schema_of;
 
-use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+use backend::{Backend, WriteTx};
+use rusqlite::{Connection, OpenFlags};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -94,6 +100,23 @@ pub enum StoreError {
     /// A PostgreSQL board's failure, as a sentence naming the (redacted) URL.
     #[error("{0}")]
     Postgres(String),
+    /// A row that does not read as the store expects, or a transaction PostgreSQL rolled
+    /// back.
+    #[error("database error: {0}")]
+    Query(String),
+}
+
+impl From<sql::Error> for StoreError {
+    fn from(e: sql::Error) -> Self {
+        match e {
+            sql::Error::Sqlite(e) => e.into(),
+            sql::Error::NoRows => StoreError::Sql(rusqlite::Error::QueryReturnedNoRows),
+            sql::Error::Postgres(_) => StoreError::Postgres(format!("PostgreSQL: {e}")),
+            e @ (sql::Error::Column { .. } | sql::Error::RolledBack) => {
+                StoreError::Query(e.to_string())
+            }
+        }
+    }
 }
 
 impl From<rusqlite::Error> for StoreError {
@@ -115,14 +138,14 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 /// One connection to a workspace database.
 pub struct Store {
-    conn: Connection,
+    backend: Backend,
     path: PathBuf,
     pipelines: snapshots::SnapshotCache,
 }
 
 /// Typed queries over a connection or an open transaction.
 pub struct Db<'c> {
-    conn: &'c Connection,
+    conn: sql::Conn<'c>,
     pipelines: &'c snapshots::SnapshotCache,
 }
 
@@ -162,8 +185,12 @@ impl Store {
     /// [`Store::open_checked`]'s check on a connection already open: the whole file is
     /// checked unless the last engine's store closed cleanly, and the mark is taken away.
     fn check_after_unclean_end(&self) -> Result<()> {
-        if !closed_cleanly(&self.conn) {
-            quick_check(&self.conn, &self.path)?;
+        let Some(conn) = self.backend.sqlite() else {
+            // PostgreSQL checks its own pages as it reads them.
+            return Ok(());
+        };
+        if !closed_cleanly(conn) {
+            quick_check(conn, &self.path)?;
         }
         self.forget_clean_close()
     }
@@ -171,9 +198,23 @@ impl Store {
     /// Takes the closed-cleanly mark away: an engine now writes through this store, and
     /// only its clean close puts the mark back.
     fn forget_clean_close(&self) -> Result<()> {
-        self.conn
-            .execute("DELETE FROM meta WHERE key = ?1", [CLOSED_CLEANLY])?;
+        if let Some(conn) = self.backend.sqlite() {
+            conn.execute("DELETE FROM meta WHERE key = ?1", [CLOSED_CLEANLY])?;
+        }
         Ok(())
+    }
+
+    /// The SQLite connection, or a sentence saying this is a PostgreSQL board.
+    fn lite(&self) -> Result<&Connection> {
+        self.backend.sqlite().ok_or_else(|| sqlite_only(&self.path))
+    }
+
+    /// [`Store::lite`], for a change of the connection itself.
+    fn lite_mut(&mut self) -> Result<&mut Connection> {
+        match &mut self.backend {
+            Backend::Sqlite(c) => Ok(c),
+            Backend::Postgres(_) => Err(sqlite_only(&self.path)),
+        }
     }
 
     /// Opens an existing database for reading only: no file in its folder is created or
@@ -211,7 +252,7 @@ impl Store {
         }
         conn.set_prepared_statement_cache_capacity(128);
         Ok(Store {
-            conn,
+            backend: Backend::Sqlite(conn),
             path: path.to_path_buf(),
             pipelines: Default::default(),
         })
@@ -243,58 +284,84 @@ impl Store {
              PRAGMA foreign_keys = ON;",
         )
         .map_err(open_err)?;
-        let mut store = Store {
-            conn,
+        let mut conn = conn;
+        schema::migrate(&mut conn, path)?;
+        Ok(Store {
+            backend: Backend::Sqlite(conn),
             path: path.to_path_buf(),
             pipelines: Default::default(),
-        };
-        schema::migrate(&mut store.conn, path)?;
-        Ok(store)
+        })
     }
 
-    /// The database file.
+    /// Connects to a PostgreSQL board, bringing its schema up to date first if it is
+    /// behind (under the migrations' advisory lock, so several openers are safe).
+    pub fn open_postgres(target: &PgTarget) -> Result<Self> {
+        // The blocking client drives a runtime of its own, which cannot start on a thread
+        // that drives one (an async caller's): it connects on a thread of its own, and the
+        // store is then used on a store thread or a plain one.
+        std::thread::scope(|s| {
+            s.spawn(|| Self::connect_postgres(target))
+                .join()
+                .unwrap_or_else(|_| Err(StoreError::Closed))
+        })
+    }
+
+    fn connect_postgres(target: &PgTarget) -> Result<Self> {
+        let mut pg = PgStore::connect(target)?;
+        if pg.schema_version()? != Some(schema::SCHEMA_VERSION) {
+            pg.migrate()?;
+        }
+        Ok(Store {
+            backend: Backend::Postgres(std::cell::RefCell::new(pg::conn::PgConn::new(
+                pg.into_client(),
+            ))),
+            path: PathBuf::from(target.shown()),
+            pipelines: Default::default(),
+        })
+    }
+
+    /// True when this store is a PostgreSQL board.
+    pub fn is_postgres(&self) -> bool {
+        matches!(self.backend, Backend::Postgres(_))
+    }
+
+    /// The database file (a PostgreSQL board's URL, password hidden).
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// Runs `f` inside one `BEGIN IMMEDIATE` transaction; commits when it returns `Ok`.
+    /// Runs `f` inside one write transaction; commits when it returns `Ok`.
     pub fn write<T, E>(&mut self, f: impl FnOnce(&Db) -> Result<T, E>) -> Result<T, E>
     where
         E: From<StoreError>,
     {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(StoreError::from)?;
-        let out = f(&Db {
-            conn: &tx,
-            pipelines: &self.pipelines,
-        });
-        let out = match out {
-            Ok(v) => v,
+        let tx = WriteTx::begin(&self.backend).map_err(StoreError::from)?;
+        match f(&self.backend.db(&self.pipelines)) {
+            Ok(v) => {
+                tx.commit().map_err(StoreError::from)?;
+                Ok(v)
+            }
             Err(e) => {
+                drop(tx);
                 // Rolled back: ids handed out inside may be handed out again.
                 self.pipelines.clear();
-                return Err(e);
+                Err(e)
             }
-        };
-        tx.commit().map_err(StoreError::from)?;
-        Ok(out)
+        }
     }
 
     /// Read-only access outside a transaction.
     pub fn read(&self) -> Db<'_> {
-        Db {
-            conn: &self.conn,
-            pipelines: &self.pipelines,
-        }
+        self.backend.db(&self.pipelines)
     }
 
-    /// `PRAGMA integrity_check`; `Ok(())` when the database is sound.
+    /// `PRAGMA integrity_check`; `Ok(())` when the database is sound (PostgreSQL checks its
+    /// own pages as it reads them).
     pub fn integrity_check(&self) -> Result<()> {
-        let verdict: String = self
-            .conn
-            .query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
+        let Some(conn) = self.backend.sqlite() else {
+            return Ok(());
+        };
+        let verdict: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
         if verdict == "ok" {
             Ok(())
         } else {
@@ -376,8 +443,20 @@ fn damage_seen(path: PathBuf) -> PathBuf {
     path
 }
 
+/// The sentence for what only a SQLite board has.
+fn sqlite_only(path: &Path) -> StoreError {
+    StoreError::Conflict(format!(
+        "the board at {} is kept in PostgreSQL, and this works on a SQLite file only",
+        path.display()
+    ))
+}
+
 /// Marks the store as closed cleanly (its owner's last write), unless damage was met.
-fn mark_closed_cleanly(conn: &Connection) -> rusqlite::Result<()> {
+/// PostgreSQL needs no mark: it checks its own pages and recovers by itself.
+fn mark_closed_cleanly(store: &Store) -> rusqlite::Result<()> {
+    let Some(conn) = store.backend.sqlite() else {
+        return Ok(());
+    };
     if DAMAGE_SEEN.load(std::sync::atomic::Ordering::Relaxed) {
         return Ok(());
     }
@@ -471,26 +550,14 @@ fn create_new(path: &Path) -> Result<()> {
 }
 
 impl Db<'_> {
-    /// Runs a statement through the connection's prepared-statement cache: SQL is parsed
-    /// once per connection, not once per call.
-    fn exec<P: rusqlite::Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize> {
-        self.conn.prepare_cached(sql)?.execute(params)
-    }
-
-    /// One row of a cached statement.
-    fn one<T, P, F>(&self, sql: &str, params: P, f: F) -> rusqlite::Result<T>
-    where
-        P: rusqlite::Params,
-        F: FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
-    {
-        self.conn.prepare_cached(sql)?.query_row(params, f)
-    }
-
-    /// See [`Store::data_version`].
+    /// See [`Store::data_version`]. On PostgreSQL, the task change counter: every change of
+    /// a task (a move, a step's start or end, a message) takes its next number.
     pub fn data_version(&self) -> Result<i64> {
-        Ok(self
-            .conn
-            .query_row("PRAGMA data_version", [], |r| r.get(0))?)
+        let sql = self.dialect(
+            "PRAGMA data_version",
+            "SELECT seq FROM change_counter WHERE id = 1",
+        );
+        Ok(self.one(sql, [], |r| r.get(0))?)
     }
 }
 
@@ -542,7 +609,7 @@ impl Store {
         // this thread (the connection is not shared).
         unsafe {
             ffi::sqlite3_trace_v2(
-                self.conn.handle(),
+                self.lite().expect("a SQLite store").handle(),
                 ffi::SQLITE_TRACE_STMT as c_uint,
                 Some(seen),
                 ctx,
@@ -550,7 +617,12 @@ impl Store {
         }
         let out = self.write(f);
         unsafe {
-            ffi::sqlite3_trace_v2(self.conn.handle(), 0, None, std::ptr::null_mut());
+            ffi::sqlite3_trace_v2(
+                self.lite().expect("a SQLite store").handle(),
+                0,
+                None,
+                std::ptr::null_mut(),
+            );
         }
         (out, list.into_inner())
     }
@@ -562,7 +634,7 @@ impl Store {
         // SAFETY: a status query on this open connection.
         unsafe {
             ffi::sqlite3_db_status(
-                self.conn.handle(),
+                self.lite().expect("a SQLite store").handle(),
                 ffi::SQLITE_DBSTATUS_CACHE_MISS,
                 &mut cur,
                 &mut high,
@@ -574,5 +646,12 @@ impl Store {
 }
 
 #[cfg(test)]
+mod testdb;
+
+#[cfg(test)]
 #[path = "store_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "both_tests.rs"]
+mod both_tests;

@@ -1,7 +1,7 @@
 //! A task's pull request on the forge: its address, number, state and checks.
 
+use super::sql::{Optional, Row, SqlResult, params};
 use super::{Db, Result, now_ms};
-use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 
 /// The pull request a task has on the forge.
@@ -37,7 +37,7 @@ impl TaskPr {
 
 const COLS: &str = "task_id, url, number, state, checks, checks_summary";
 
-fn row(r: &rusqlite::Row) -> rusqlite::Result<TaskPr> {
+fn row(r: &Row) -> SqlResult<TaskPr> {
     Ok(TaskPr {
         task_id: r.get(0)?,
         url: r.get(1)?,
@@ -51,7 +51,7 @@ fn row(r: &rusqlite::Row) -> rusqlite::Result<TaskPr> {
 impl Db<'_> {
     /// Records (or replaces) a task's pull request.
     pub fn set_task_pr(&self, pr: &TaskPr) -> Result<()> {
-        self.conn.execute(
+        self.exec(
             "INSERT INTO task_prs (task_id, url, number, state, checks, checks_summary, updated_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
              ON CONFLICT(task_id) DO UPDATE SET url = ?2, number = ?3, state = ?4,
@@ -67,9 +67,9 @@ impl Db<'_> {
             ],
         )?;
         // The board redraws a card when its task changes.
-        self.conn.execute(
+        self.exec(
             "UPDATE tasks SET updated_at = updated_at WHERE id = ?1",
-            params![pr.task_id],
+            [pr.task_id],
         )?;
         Ok(())
     }
@@ -77,10 +77,9 @@ impl Db<'_> {
     /// A task's pull request, if it has one.
     pub fn task_pr(&self, task_id: i64) -> Result<Option<TaskPr>> {
         Ok(self
-            .conn
-            .query_row(
+            .one(
                 &format!("SELECT {COLS} FROM task_prs WHERE task_id = ?1"),
-                params![task_id],
+                [task_id],
                 row,
             )
             .optional()?)
@@ -89,12 +88,11 @@ impl Db<'_> {
     /// The task whose pull request has this number.
     pub fn task_pr_by_number(&self, number: i64) -> Result<Option<TaskPr>> {
         Ok(self
-            .conn
-            .query_row(
+            .one(
                 &format!(
                     "SELECT {COLS} FROM task_prs WHERE number = ?1 ORDER BY updated_at DESC LIMIT 1"
                 ),
-                params![number],
+                [number],
                 row,
             )
             .optional()?)
@@ -103,10 +101,9 @@ impl Db<'_> {
     /// The newest task on `branch`.
     pub fn task_by_branch(&self, branch: &str) -> Result<Option<i64>> {
         Ok(self
-            .conn
-            .query_row(
+            .one(
                 "SELECT id FROM tasks WHERE branch = ?1 ORDER BY id DESC LIMIT 1",
-                params![branch],
+                [branch],
                 |r| r.get(0),
             )
             .optional()?)
@@ -114,10 +111,12 @@ impl Db<'_> {
 
     /// The pull requests still open or draft (what polling looks at).
     pub fn open_task_prs(&self) -> Result<Vec<TaskPr>> {
-        let mut stmt = self.conn.prepare_cached(&format!(
-            "SELECT {COLS} FROM task_prs WHERE state IN ('open', 'draft') ORDER BY task_id"
-        ))?;
-        let rows = stmt.query_map([], row)?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        Ok(self.all(
+            &format!(
+                "SELECT {COLS} FROM task_prs WHERE state IN ('open', 'draft') ORDER BY task_id"
+            ),
+            [],
+            row,
+        )?)
     }
 }

@@ -2,6 +2,7 @@
 //! and parsed once per connection. A snapshot never changes once written, so the engine
 //! pays for reading and parsing a long pipeline once, not once per step.
 
+use super::sql::{Error, Value};
 use super::{Db, Result, StoreError};
 use crate::pipeline::Pipeline;
 use std::cell::RefCell;
@@ -43,20 +44,25 @@ impl Db<'_> {
     /// The id of a stored snapshot with exactly this text, stored now if there is none.
     pub(super) fn snapshot_id(&self, json: &str) -> Result<i64> {
         let fp = fingerprint(json);
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT id, json FROM snapshots WHERE fingerprint = ?1")?;
-        let mut rows = stmt.query([&fp])?;
-        while let Some(r) = rows.next()? {
-            if r.get_ref(1)?.as_str().ok() == Some(json) {
-                return Ok(r.get(0)?);
-            }
-        }
-        self.exec(
-            "INSERT INTO snapshots (fingerprint, json) VALUES (?1, ?2)",
-            rusqlite::params![fp, json],
+        // Ids of the stored snapshots with this fingerprint whose text is this one (the
+        // text is compared where it lies, not copied out).
+        let same = self.all(
+            "SELECT id, json FROM snapshots WHERE fingerprint = ?1",
+            [&fp],
+            |r| {
+                Ok(match r.value(1)? == Value::Text(json) {
+                    true => Some(r.get::<i64>(0)?),
+                    false => None,
+                })
+            },
         )?;
-        Ok(self.conn.last_insert_rowid())
+        if let Some(id) = same.into_iter().flatten().next() {
+            return Ok(id);
+        }
+        Ok(self.insert(
+            "INSERT INTO snapshots (fingerprint, json) VALUES (?1, ?2)",
+            [fp.as_str(), json],
+        )?)
     }
 
     fn snapshot_of(&self, task_id: i64) -> Result<i64> {
@@ -70,7 +76,7 @@ impl Db<'_> {
                 |r| r.get(0),
             )
             .map_err(|e| match e {
-                rusqlite::Error::QueryReturnedNoRows => StoreError::NoTask(task_id),
+                Error::NoRows => StoreError::NoTask(task_id),
                 e => e.into(),
             })?;
         let mut tasks = self.pipelines.1.borrow_mut();
@@ -110,7 +116,7 @@ impl Db<'_> {
             |r| r.get(0),
         )
         .map_err(|e| match e {
-            rusqlite::Error::QueryReturnedNoRows => StoreError::NoTask(task_id),
+            Error::NoRows => StoreError::NoTask(task_id),
             e => e.into(),
         })
     }

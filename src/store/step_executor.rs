@@ -1,8 +1,8 @@
 //! The executor a step run was started on, recorded before it starts so that recovery
 //! looks for it where it ran, whatever the configuration says by then.
 
+use super::sql::{Optional, params};
 use super::{Db, Result};
-use rusqlite::{OptionalExtension, params};
 
 impl Db<'_> {
     /// Records the resolved executor (as JSON) a step run is starting on.
@@ -20,8 +20,8 @@ impl Db<'_> {
         Ok(self
             .one(
                 "SELECT executor_json FROM step_runs WHERE id = ?1",
-                params![id],
-                |r| r.get::<_, Option<String>>(0),
+                [id],
+                |r| r.get::<Option<String>>(0),
             )
             .optional()?
             .flatten())

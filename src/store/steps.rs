@@ -1,19 +1,19 @@
 //! Step runs: creation, claiming, results, process identity.
 
+use super::sql::{Optional, Row, SqlResult, params};
 use super::{Db, Result, StepRun, StepState, now_ms};
-use rusqlite::{OptionalExtension, Row, params};
 
 const STEP_COLS: &str = "id, task_id, run_id, status, attempt, execution_key, state, exit_code, \
     outcome, error, note, not_before, created_at, started_at, finished_at, pid, pgid, proc_start, \
     session_id, usage_json, cost, tests_json, handoff_content, handoff_metadata, seq, \
     continued_from";
 
-fn json_col(r: &Row, i: usize) -> rusqlite::Result<Option<serde_json::Value>> {
+fn json_col(r: &Row, i: usize) -> SqlResult<Option<serde_json::Value>> {
     let text: Option<String> = r.get(i)?;
     Ok(text.and_then(|t| serde_json::from_str(&t).ok()))
 }
 
-fn step_row(r: &Row) -> rusqlite::Result<StepRun> {
+fn step_row(r: &Row) -> SqlResult<StepRun> {
     Ok(StepRun {
         id: r.get(0)?,
         task_id: r.get(1)?,
@@ -71,19 +71,22 @@ impl Db<'_> {
         let now = now_ms();
         // One statement: the attempt follows the status's latest in the run, and the
         // position the task's latest step run by id.
-        let (attempt, key, seq): (i64, String, i64) = self.one(
+        // The parameters PostgreSQL cannot type from where they stand are cast.
+        let (id, attempt, key, seq): (i64, i64, String, i64) = self.one(
             "INSERT INTO step_runs (task_id, run_id, status, attempt, execution_key, state, note, \
              not_before, created_at, seq) \
-             SELECT ?1, ?2, ?3, a.n, ?2 || ':' || ?3 || ':' || a.n, 'pending', ?4, ?5, ?6, \
+             SELECT CAST(?1 AS BIGINT), CAST(?2 AS BIGINT), CAST(?3 AS TEXT), a.n, \
+             CAST(?2 AS TEXT) || ':' || ?3 || ':' || a.n, 'pending', CAST(?4 AS TEXT), \
+             CAST(?5 AS BIGINT), CAST(?6 AS BIGINT), \
              COALESCE((SELECT seq FROM step_runs WHERE task_id = ?1 ORDER BY id DESC LIMIT 1), 0) + 1 \
              FROM (SELECT COALESCE(MAX(attempt), 0) + 1 AS n FROM step_runs \
                    WHERE run_id = ?2 AND status = ?3) a \
-             RETURNING attempt, execution_key, seq",
+             RETURNING id, attempt, execution_key, seq",
             params![task_id, run_id, status, note, not_before, now],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
         )?;
         Ok(StepRun {
-            id: self.conn.last_insert_rowid(),
+            id,
             task_id,
             run_id,
             status: status.to_string(),
@@ -123,21 +126,23 @@ impl Db<'_> {
 
     /// A task's step runs in the order they were created.
     pub fn step_runs(&self, task_id: i64) -> Result<Vec<StepRun>> {
-        let mut stmt = self.conn.prepare_cached(&format!(
-            "SELECT {STEP_COLS} FROM step_runs WHERE task_id = ?1 ORDER BY id"
-        ))?;
-        let rows = stmt.query_map([task_id], step_row)?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        Ok(self.all(
+            &format!("SELECT {STEP_COLS} FROM step_runs WHERE task_id = ?1 ORDER BY id"),
+            [task_id],
+            step_row,
+        )?)
     }
 
     /// Step runs left `running`, oldest first (what recovery looks at).
     pub fn running_step_runs(&self) -> Result<Vec<StepRun>> {
-        let mut stmt = self.conn.prepare_cached(&format!(
-            "SELECT {STEP_COLS} FROM step_runs INDEXED BY step_runs_open \
+        Ok(self.all(
+            &format!(
+                "SELECT {STEP_COLS} FROM step_runs INDEXED BY step_runs_open \
              WHERE state IN ('pending', 'running') AND state = 'running' ORDER BY id"
-        ))?;
-        let rows = stmt.query_map([], step_row)?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+            ),
+            [],
+            step_row,
+        )?)
     }
 
     /// The latest step run of a task (any state).
@@ -254,12 +259,14 @@ impl Db<'_> {
 
     /// A task's pending or running step runs, oldest first.
     pub fn open_step_runs(&self, task_id: i64) -> Result<Vec<StepRun>> {
-        let mut stmt = self.conn.prepare_cached(&format!(
-            "SELECT {STEP_COLS} FROM step_runs INDEXED BY step_runs_open \
+        Ok(self.all(
+            &format!(
+                "SELECT {STEP_COLS} FROM step_runs INDEXED BY step_runs_open \
              WHERE task_id = ?1 AND state IN ('pending', 'running') ORDER BY id"
-        ))?;
-        let rows = stmt.query_map([task_id], step_row)?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+            ),
+            [task_id],
+            step_row,
+        )?)
     }
 
     /// Total cost of a run's steps so far.
@@ -302,12 +309,14 @@ impl Db<'_> {
 
     /// Pending step runs whose time has come, oldest first.
     pub fn due_step_runs(&self, now: i64, limit: i64) -> Result<Vec<StepRun>> {
-        let mut stmt = self.conn.prepare_cached(&format!(
-            "SELECT {STEP_COLS} FROM step_runs WHERE state = 'pending' AND not_before <= ?1 \
+        Ok(self.all(
+            &format!(
+                "SELECT {STEP_COLS} FROM step_runs WHERE state = 'pending' AND not_before <= ?1 \
              ORDER BY id LIMIT ?2"
-        ))?;
-        let rows = stmt.query_map(params![now, limit], step_row)?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+            ),
+            params![now, limit],
+            step_row,
+        )?)
     }
 
     /// The earliest `not_before` of a pending step run still in the future.

@@ -1,10 +1,11 @@
 //! The store's costs that must not grow with what it holds: a log's line count, an
 //! engine's start on a big board, the statements of a step run's creation.
 
+use super::testdb::both;
 use super::*;
 
 /// A task with one run and `n` step runs on it; their ids.
-fn task_with_steps(db: &Db, n: usize) -> Vec<i64> {
+pub(super) fn task_with_steps(db: &Db, n: usize) -> Vec<i64> {
     let id = db
         .insert_task("t", "", "p", "{}", "s", TaskState::Running)
         .unwrap();
@@ -14,7 +15,7 @@ fn task_with_steps(db: &Db, n: usize) -> Vec<i64> {
         .collect()
 }
 
-fn lines(step_run_id: i64, n: usize) -> Vec<NewLogLine> {
+pub(super) fn lines(step_run_id: i64, n: usize) -> Vec<NewLogLine> {
     (0..n)
         .map(|i| NewLogLine {
             step_run_id,
@@ -25,10 +26,8 @@ fn lines(step_run_id: i64, n: usize) -> Vec<NewLogLine> {
         .collect()
 }
 
-#[test]
-fn a_step_runs_line_count_is_kept_as_lines_are_written() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = Store::open(&dir.path().join("t.db")).unwrap();
+both!(fn a_step_runs_line_count_is_kept_as_lines_are_written(board) {
+    let mut store = board.open();
     let steps = store
         .write(|db| Ok::<_, StoreError>(task_with_steps(db, 2)))
         .unwrap();
@@ -43,7 +42,7 @@ fn a_step_runs_line_count_is_kept_as_lines_are_written() {
     assert_eq!(db.log_count(a).unwrap(), 42);
     assert_eq!(db.log_count(b).unwrap(), 4);
     assert_eq!(db.log_count(a + b + 100).unwrap(), 0, "no such step run");
-}
+});
 
 #[test]
 fn counting_a_long_logs_lines_does_not_read_them() {
@@ -110,7 +109,7 @@ fn checks(path: &Path) -> usize {
 
 /// True when the store at `path` carries the closed-cleanly mark.
 fn marked(path: &Path) -> bool {
-    closed_cleanly(&Store::open(path).unwrap().conn)
+    closed_cleanly(Store::open(path).unwrap().lite().unwrap())
 }
 
 /// An engine's store as the engine opens it: checked, then armed under its lock.

@@ -1,8 +1,8 @@
 //! Changes people make to a task outside its pipeline: title and prompt, archiving,
 //! deleting, the base branch, and the handoffs a re-run keeps.
 
+use super::sql::params;
 use super::{Db, Result, Task, now_ms};
-use rusqlite::params;
 
 impl Db<'_> {
     /// Replaces a task's title and/or prompt (None keeps it).
@@ -36,14 +36,12 @@ impl Db<'_> {
 
     /// Archived tasks, most recently archived first.
     pub fn archived_tasks(&self) -> Result<Vec<Task>> {
-        let ids: Vec<i64> = {
-            let mut stmt = self.conn.prepare_cached(
-                "SELECT id FROM tasks WHERE archived_at IS NOT NULL \
-                 ORDER BY archived_at DESC, id DESC",
-            )?;
-            let rows = stmt.query_map([], |r| r.get(0))?;
-            rows.collect::<rusqlite::Result<_>>()?
-        };
+        let ids: Vec<i64> = self.all(
+            "SELECT id FROM tasks WHERE archived_at IS NOT NULL \
+             ORDER BY archived_at DESC, id DESC",
+            [],
+            |r| r.get(0),
+        )?;
         ids.into_iter().map(|id| self.task(id)).collect()
     }
 
@@ -81,9 +79,11 @@ impl Db<'_> {
             "INSERT INTO step_runs (task_id, run_id, status, attempt, execution_key, state, \
              outcome, note, not_before, created_at, started_at, finished_at, tests_json, \
              handoff_content, handoff_metadata, seq) \
-             SELECT task_id, ?2, status, attempt, ?2 || ':' || status || ':' || attempt, \
-             'succeeded', outcome, ?3, 0, ?4, started_at, finished_at, tests_json, \
-             handoff_content, handoff_metadata, ?5 FROM step_runs WHERE id = ?1",
+             SELECT task_id, CAST(?2 AS BIGINT), status, attempt, \
+             CAST(?2 AS TEXT) || ':' || status || ':' || attempt, \
+             'succeeded', outcome, CAST(?3 AS TEXT), 0, CAST(?4 AS BIGINT), started_at, \
+             finished_at, tests_json, handoff_content, handoff_metadata, CAST(?5 AS BIGINT) \
+             FROM step_runs WHERE id = ?1",
             params![step_id, to_run, note, now, seq],
         )?;
         Ok(())

@@ -1,12 +1,12 @@
 //! Tasks, runs and transition history.
 
+use super::sql::{Optional, Params, Row, SqlResult, params};
 use super::{Db, HistoryEntry, Result, Run, RunState, StoreError, Task, TaskState, now_ms};
-use rusqlite::{OptionalExtension, Row, params};
 
 const TASK_COLS: &str = "id, title, prompt, pipeline_id, status, state, run_id, \
                          branch, worktree, breakpoint, created_at, updated_at, base_branch";
 
-fn task_row(r: &Row) -> rusqlite::Result<Task> {
+fn task_row(r: &Row) -> SqlResult<Task> {
     Ok(Task {
         id: r.get(0)?,
         title: r.get(1)?,
@@ -24,7 +24,7 @@ fn task_row(r: &Row) -> rusqlite::Result<Task> {
     })
 }
 
-fn run_row(r: &Row) -> rusqlite::Result<Run> {
+fn run_row(r: &Row) -> SqlResult<Run> {
     Ok(Run {
         id: r.get(0)?,
         task_id: r.get(1)?,
@@ -55,12 +55,11 @@ impl Db<'_> {
     ) -> Result<i64> {
         let now = now_ms();
         let snapshot = self.snapshot_id(pipeline_json)?;
-        self.exec(
+        let id = self.insert(
             "INSERT INTO tasks (title, prompt, pipeline_id, snapshot_id, status, state, \
              created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
             params![title, prompt, pipeline_id, snapshot, status, state, now],
         )?;
-        let id = self.conn.last_insert_rowid();
         let run = self.insert_run(id, RunState::Waiting)?;
         self.exec(
             "UPDATE tasks SET run_id = ?1 WHERE id = ?2",
@@ -82,13 +81,16 @@ impl Db<'_> {
 
     /// Tasks, newest first (by last update, then id).
     pub fn list_tasks(&self, filter: &TaskFilter) -> Result<Vec<Task>> {
-        let mut stmt = self.conn.prepare_cached(&format!(
-            "SELECT {TASK_COLS} FROM tasks \
-             WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR pipeline_id = ?2) \
-             AND archived_at IS NULL ORDER BY updated_at DESC, id DESC"
-        ))?;
-        let rows = stmt.query_map(params![filter.status, filter.pipeline], task_row)?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        Ok(self.all(
+            &format!(
+                "SELECT {TASK_COLS} FROM tasks \
+                 WHERE (CAST(?1 AS TEXT) IS NULL OR status = ?1) \
+                 AND (CAST(?2 AS TEXT) IS NULL OR pipeline_id = ?2) \
+                 AND archived_at IS NULL ORDER BY updated_at DESC, id DESC"
+            ),
+            params![filter.status, filter.pipeline],
+            task_row,
+        )?)
     }
 
     /// The newest task change number (0 on an empty board). Every change of a task takes
@@ -105,12 +107,14 @@ impl Db<'_> {
     /// Up to `limit` tasks (archived ones too) whose latest change comes after change
     /// `after`, oldest change first, each with its change number.
     pub fn tasks_changed_after(&self, after: i64, limit: i64) -> Result<Vec<(i64, Task)>> {
-        let mut stmt = self.conn.prepare_cached(&format!(
-            "SELECT {TASK_COLS}, change_seq FROM tasks WHERE change_seq > ?1 \
-             ORDER BY change_seq LIMIT ?2"
-        ))?;
-        let rows = stmt.query_map(params![after, limit], |r| Ok((r.get(13)?, task_row(r)?)))?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        Ok(self.all(
+            &format!(
+                "SELECT {TASK_COLS}, change_seq FROM tasks WHERE change_seq > ?1 \
+                 ORDER BY change_seq LIMIT ?2"
+            ),
+            [after, limit],
+            |r| Ok((r.get(13)?, task_row(r)?)),
+        )?)
     }
 
     /// The task a client's idempotency key made, if any.
@@ -209,11 +213,10 @@ impl Db<'_> {
             [task_id],
             |r| r.get(0),
         )?;
-        self.exec(
+        let id = self.insert(
             "INSERT INTO runs (task_id, number, state, started_at) VALUES (?1, ?2, ?3, ?4)",
             params![task_id, number, state, now_ms()],
         )?;
-        let id = self.conn.last_insert_rowid();
         // A task with a new run is at work again: it belongs on the board, even if it was
         // archived when its last run ended.
         self.exec(
@@ -259,7 +262,7 @@ impl Db<'_> {
         guards: &serde_json::Value,
         hooks: &serde_json::Value,
     ) -> Result<i64> {
-        self.exec(
+        Ok(self.insert(
             "INSERT INTO history (task_id, run_id, from_status, to_status, trigger, actor, reason, \
              guards_json, hooks_json, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             params![
@@ -274,8 +277,7 @@ impl Db<'_> {
                 hooks.to_string(),
                 now_ms()
             ],
-        )?;
-        Ok(self.conn.last_insert_rowid())
+        )?)
     }
 
     /// Replaces the hooks recorded on a history row (hooks run after the commit).
@@ -311,37 +313,35 @@ impl Db<'_> {
         Ok(self.one("SELECT COALESCE(MAX(id), 0) FROM history", [], |r| r.get(0))?)
     }
 
-    fn history_where<P: rusqlite::Params>(
-        &self,
-        clause: &str,
-        params: P,
-    ) -> Result<Vec<HistoryEntry>> {
-        let mut stmt = self.conn.prepare_cached(&format!(
-            "SELECT id, task_id, run_id, from_status, to_status, trigger, actor, reason, \
-             guards_json, hooks_json, at FROM history WHERE {clause}"
-        ))?;
-        let rows = stmt.query_map(params, |r| {
-            Ok((
-                HistoryEntry {
-                    id: r.get(0)?,
-                    task_id: r.get(1)?,
-                    run_id: r.get(2)?,
-                    from: r.get(3)?,
-                    to: r.get(4)?,
-                    trigger: r.get(5)?,
-                    actor: r.get(6)?,
-                    reason: r.get(7)?,
-                    guards: serde_json::Value::Null,
-                    hooks: serde_json::Value::Null,
-                    at: r.get(10)?,
-                },
-                r.get::<_, String>(8)?,
-                r.get::<_, String>(9)?,
-            ))
-        })?;
+    fn history_where<P: Params>(&self, clause: &str, params: P) -> Result<Vec<HistoryEntry>> {
+        let rows = self.all(
+            &format!(
+                "SELECT id, task_id, run_id, from_status, to_status, trigger, actor, reason, \
+                 guards_json, hooks_json, at FROM history WHERE {clause}"
+            ),
+            params,
+            |r| {
+                Ok((
+                    HistoryEntry {
+                        id: r.get(0)?,
+                        task_id: r.get(1)?,
+                        run_id: r.get(2)?,
+                        from: r.get(3)?,
+                        to: r.get(4)?,
+                        trigger: r.get(5)?,
+                        actor: r.get(6)?,
+                        reason: r.get(7)?,
+                        guards: serde_json::Value::Null,
+                        hooks: serde_json::Value::Null,
+                        at: r.get(10)?,
+                    },
+                    r.get::<String>(8)?,
+                    r.get::<String>(9)?,
+                ))
+            },
+        )?;
         let mut out = Vec::new();
-        for row in rows {
-            let (mut h, guards, hooks) = row?;
+        for (mut h, guards, hooks) in rows {
             h.guards = serde_json::from_str(&guards)?;
             h.hooks = serde_json::from_str(&hooks)?;
             out.push(h);
@@ -351,14 +351,13 @@ impl Db<'_> {
 
     /// How many times the task entered each status during a run (for `max_visits`).
     pub fn visits(&self, run_id: i64) -> Result<std::collections::HashMap<String, u32>> {
-        let mut stmt = self.conn.prepare_cached(
+        let rows = self.all(
             "SELECT to_status, COUNT(*) FROM history WHERE run_id = ?1 \
              AND (from_status IS NULL OR from_status != to_status) GROUP BY to_status",
+            [run_id],
+            |r| Ok((r.get::<String>(0)?, r.get::<u32>(1)?)),
         )?;
-        let rows = stmt.query_map([run_id], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, u32>(1)?))
-        })?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        Ok(rows.into_iter().collect())
     }
 
     /// How many times a task entered `status` in a run (re-entering from itself does not

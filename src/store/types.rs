@@ -27,6 +27,22 @@ macro_rules! text_enum {
             }
         }
 
+        impl super::sql::FromValue for $name {
+            fn from_value(v: super::sql::Value<'_>) -> Result<Self, String> {
+                match v {
+                    super::sql::Value::Text(s) => Self::parse(s)
+                        .ok_or_else(|| format!("unknown {} `{s}`", stringify!($name))),
+                    v => Err(format!("expected text, found {}", v.kind())),
+                }
+            }
+        }
+
+        impl super::sql::Param for $name {
+            fn value(&self) -> super::sql::Value<'_> {
+                super::sql::Value::Text(self.as_str())
+            }
+        }
+
         impl rusqlite::types::FromSql for $name {
             fn column_result(v: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
                 let s = v.as_str()?;

@@ -7,7 +7,8 @@ impl Store {
     /// keys steps run under. An empty list means the board is sound.
     pub fn verify(&self) -> Result<Vec<String>> {
         let mut found = Vec::new();
-        let mut stmt = self.conn.prepare("PRAGMA integrity_check")?;
+        let conn = self.lite()?;
+        let mut stmt = conn.prepare("PRAGMA integrity_check")?;
         let damage: Vec<String> = stmt
             .query_map([], |r| r.get::<_, String>(0))?
             .collect::<rusqlite::Result<_>>()?;
@@ -20,7 +21,7 @@ impl Store {
             // Nothing further can be trusted on a damaged file.
             return Ok(found);
         }
-        let mut stmt = self.conn.prepare("PRAGMA foreign_key_check")?;
+        let mut stmt = conn.prepare("PRAGMA foreign_key_check")?;
         let orphans: Vec<(String, Option<i64>, String)> = stmt
             .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
             .collect::<rusqlite::Result<_>>()?;
@@ -32,7 +33,7 @@ impl Store {
             ));
         }
         for (sql, what) in UNLINKED {
-            let mut stmt = self.conn.prepare(sql)?;
+            let mut stmt = conn.prepare(sql)?;
             let ids: Vec<i64> = stmt
                 .query_map([], |r| r.get(0))?
                 .collect::<rusqlite::Result<_>>()?;

@@ -66,7 +66,7 @@ impl Pg {
     /// Makes and starts a server; `None` (after saying so) when PostgreSQL is missing.
     pub fn start() -> Option<Self> {
         let Some(bin) = bin_dir() else {
-            crate::infra::missing(
+            super::infra::missing(
                 "PostgreSQL (initdb, pg_ctl)",
                 "install Debian's postgresql (.ci/run does), or set BATON_PG_BIN to the folder holding initdb",
             );

@@ -1,6 +1,6 @@
-//! The board in PostgreSQL: today its schema (`baton db status|migrate`), its rows in and
-//! out (`baton db export|import`) and its checks (`baton db verify`). The engine still runs
-//! on SQLite only.
+//! The board in PostgreSQL: its schema (`baton db status|migrate`), its rows in and out
+//! (`baton db export|import`), its checks (`baton db verify`), and the connection the
+//! store's queries run on (`conn`).
 //!
 //! The crate is `postgres`, the blocking face of `tokio-postgres` (rust-postgres): the
 //! store's model is one thread owning its connection and running each transaction as a
@@ -12,6 +12,7 @@
 //! waits until more than the store's own threads need connections. It is far lighter than
 //! sqlx (no macros, no second SQLite driver next to rusqlite). No TLS yet.
 
+pub(super) mod conn;
 pub(super) mod ddl;
 mod dump;
 pub mod target;
@@ -48,6 +49,11 @@ impl PgStore {
             client,
             target: target.clone(),
         })
+    }
+
+    /// The connection, for the store's queries.
+    pub(super) fn into_client(self) -> postgres::Client {
+        self.client
     }
 
     /// The URL, password redacted.

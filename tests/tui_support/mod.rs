@@ -63,6 +63,7 @@ pub fn card(id: i64, title: &str, status: &str, state: TaskState) -> TaskCard {
         alert: None,
         pr: None,
         after: None,
+        moved_by: None,
     }
 }
 

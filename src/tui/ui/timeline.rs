@@ -20,12 +20,16 @@ pub fn lines(app: &App, d: &TaskDetail, w: usize) -> Vec<Line<'static>> {
             ("takeover", Some(reason)) => reason.clone(),
             _ => format!("{from}→{} {}", h.to, h.trigger),
         };
+        // Who made the move: a person's name, or the engine, a hook, a trigger.
+        let who = format!(" · {}", truncate(&h.actor, 16));
+        let room = w.saturating_sub(9 + Span::raw(who.as_str()).width());
         rows.push((
             h.at,
             0,
             Line::from(vec![
                 Span::styled(format!("{} ", clock(h.at)), t.dim()),
-                Span::raw(truncate(&what, w.saturating_sub(9))),
+                Span::raw(truncate(&what, room)),
+                Span::styled(who, t.dim()),
             ]),
         ));
         for g in guards(&h.guards) {

@@ -96,7 +96,13 @@ fn list(ws: &Ws, who: &str, filter: &[&str]) -> Vec<(i64, Value, Value)> {
     out.as_array()
         .unwrap()
         .iter()
-        .map(|t| (t["id"].as_i64().unwrap(), t["by"].clone(), t["created_by"].clone()))
+        .map(|t| {
+            (
+                t["id"].as_i64().unwrap(),
+                t["by"].clone(),
+                t["created_by"].clone(),
+            )
+        })
         .collect()
 }
 
@@ -106,11 +112,18 @@ fn list(ws: &Ws, who: &str, filter: &[&str]) -> Vec<(i64, Value, Value)> {
 #[test]
 fn the_person_is_recorded_with_no_engine_and_with_one_running_elsewhere() {
     let ws = workspace();
-    let id: i64 = ok_as(&ws, "alice", &["new", "t", "-p", "p"]).trim().parse().unwrap();
+    let id: i64 = ok_as(&ws, "alice", &["new", "t", "-p", "p"])
+        .trim()
+        .parse()
+        .unwrap();
     ok_as(&ws, "bob", &["start", &id.to_string()]);
 
     let engine = engine_as(&ws, "the engine host");
-    ok_as(&ws, "carol", &["approve", &id.to_string(), "--note", "fine"]);
+    ok_as(
+        &ws,
+        "carol",
+        &["approve", &id.to_string(), "--note", "fine"],
+    );
     // The approval went through the running engine: it is a command it applied.
     let store = Store::open_read_only(&ws.root().join(".baton/baton.db")).unwrap();
     let cmd = store.read().command(1).unwrap().expect("a queued command");
@@ -136,7 +149,12 @@ fn the_person_is_recorded_with_no_engine_and_with_one_running_elsewhere() {
     };
     assert_eq!(who("task.created"), ["alice"]);
     assert_eq!(who("task.moved"), ["bob", "carol"]);
-    assert!(events.iter().all(|(_, a)| a != "the engine host" && a != "user"), "{events:?}");
+    assert!(
+        events
+            .iter()
+            .all(|(_, a)| a != "the engine host" && a != "user"),
+        "{events:?}"
+    );
     assert_eq!(list(&ws, "x", &[]), [(id, json!("carol"), json!("alice"))]);
 }
 
@@ -212,9 +230,18 @@ fn racing_approvals_from_three_processes_make_one_move_and_name_the_winner() {
 #[test]
 fn list_mine_and_by_name() {
     let ws = workspace();
-    let a: i64 = ok_as(&ws, "alice", &["new", "a", "-p", "p"]).trim().parse().unwrap();
-    let b: i64 = ok_as(&ws, "bob", &["new", "b", "-p", "p"]).trim().parse().unwrap();
-    let c: i64 = ok_as(&ws, "bob", &["new", "c", "-p", "p"]).trim().parse().unwrap();
+    let a: i64 = ok_as(&ws, "alice", &["new", "a", "-p", "p"])
+        .trim()
+        .parse()
+        .unwrap();
+    let b: i64 = ok_as(&ws, "bob", &["new", "b", "-p", "p"])
+        .trim()
+        .parse()
+        .unwrap();
+    let c: i64 = ok_as(&ws, "bob", &["new", "c", "-p", "p"])
+        .trim()
+        .parse()
+        .unwrap();
     // Alice moves one of Bob's: it is hers now (she last moved it) and still his (he made it).
     ok_as(&ws, "alice", &["start", &c.to_string()]);
 
@@ -228,7 +255,10 @@ fn list_mine_and_by_name() {
         [(c, json!("alice"), json!("bob"))]
     );
     let table = ok_as(&ws, "zed", &["list", "--by", "bob"]);
-    let row = table.lines().find(|l| l.trim_start().starts_with(&c.to_string())).unwrap();
+    let row = table
+        .lines()
+        .find(|l| l.trim_start().starts_with(&c.to_string()))
+        .unwrap();
     assert!(row.contains(" alice "), "{table}");
     let none = ok_as(&ws, "zed", &["list", "--mine"]);
     assert!(none.contains("no tasks match"), "{none}");
@@ -280,15 +310,31 @@ fn a_named_tokens_requests_are_recorded_under_its_name_until_it_is_revoked() {
 
     let s = api_common::Server::start(dir.path(), &[("BATON_USER", "server-person")]);
     let own = s.token();
-    let (st, made) = call(&s, &alice, Method::POST, "/api/tasks",
-        Some(json!({"title": "hers", "pipeline": "p", "start": true})));
+    let (st, made) = call(
+        &s,
+        &alice,
+        Method::POST,
+        "/api/tasks",
+        Some(json!({"title": "hers", "pipeline": "p", "start": true})),
+    );
     assert_eq!(st, StatusCode::CREATED, "{made}");
     let id = made["id"].as_i64().unwrap();
-    let (st, other) = call(&s, &own, Method::POST, "/api/tasks",
-        Some(json!({"title": "the server's", "pipeline": "p"})));
+    let (st, other) = call(
+        &s,
+        &own,
+        Method::POST,
+        "/api/tasks",
+        Some(json!({"title": "the server's", "pipeline": "p"})),
+    );
     assert_eq!(st, StatusCode::CREATED, "{other}");
 
-    let (st, shown) = call(&s, &alice, Method::POST, &format!("/api/tasks/{id}/approve"), None);
+    let (st, shown) = call(
+        &s,
+        &alice,
+        Method::POST,
+        &format!("/api/tasks/{id}/approve"),
+        None,
+    );
     assert_eq!(st, StatusCode::OK, "{shown}");
     let actors: Vec<&str> = shown["history"]
         .as_array()
@@ -300,13 +346,28 @@ fn a_named_tokens_requests_are_recorded_under_its_name_until_it_is_revoked() {
     assert_eq!(other["history"][0]["actor"], "server-person");
 
     // The second approval lost: told who won, as a conflict.
-    let (st, lost) = call(&s, &own, Method::POST, &format!("/api/tasks/{id}/approve"), None);
+    let (st, lost) = call(
+        &s,
+        &own,
+        Method::POST,
+        &format!("/api/tasks/{id}/approve"),
+        None,
+    );
     assert_eq!(st, StatusCode::CONFLICT, "{lost}");
     let said = lost["error"].as_str().unwrap();
-    assert!(said.contains(&format!("task {id} is no longer at review — alice approved it")), "{said}");
+    assert!(
+        said.contains(&format!(
+            "task {id} is no longer at review — alice approved it"
+        )),
+        "{said}"
+    );
 
     let ids = |v: Value| -> Vec<i64> {
-        v.as_array().unwrap().iter().map(|t| t["id"].as_i64().unwrap()).collect()
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["id"].as_i64().unwrap())
+            .collect()
     };
     let (_, mine) = call(&s, &alice, Method::GET, "/api/tasks?mine=true", None);
     assert_eq!(ids(mine.clone()), [id]);

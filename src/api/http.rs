@@ -157,7 +157,8 @@ async fn guard_token(State(s): State<AppState>, mut req: Request, next: Next) ->
         return next.run(req).await;
     }
     if let Some(name) = named_owner(&s, req.headers()).await {
-        req.extensions_mut().insert(super::who::Person(name.clone()));
+        req.extensions_mut()
+            .insert(super::who::Person(name.clone()));
         return super::who::scoped(Some(name), next.run(req)).await;
     }
     let mut res = error(

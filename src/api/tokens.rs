@@ -80,7 +80,9 @@ pub fn owner(tokens: &[Named], given: &str) -> Option<String> {
 /// Makes a token for `name`; returns it (shown once: only its hash is kept).
 pub fn add(baton_dir: &Path, name: &str, now_ms: i64) -> Result<String, String> {
     if let Some(why) = crate::workspace::person::problem(name) {
-        return Err(format!("the token's name {why} — give the name of the person it is for"));
+        return Err(format!(
+            "the token's name {why} — give the name of the person it is for"
+        ));
     }
     let mut tokens = load(baton_dir)?;
     if tokens.iter().any(|t| t.name == name) {
@@ -88,8 +90,8 @@ pub fn add(baton_dir: &Path, name: &str, now_ms: i64) -> Result<String, String> 
             "there is already a token named `{name}` — `baton token revoke {name}` first to replace it"
         ));
     }
-    let token = super::token::fresh()
-        .map_err(|e| format!("cannot read random bytes for a token: {e}"))?;
+    let token =
+        super::token::fresh().map_err(|e| format!("cannot read random bytes for a token: {e}"))?;
     tokens.push(Named {
         name: name.to_string(),
         sha256: digest(&token),
@@ -150,7 +152,10 @@ mod tests {
         let bob = add(dir.path(), "Bob B", 2).unwrap();
         let text = std::fs::read_to_string(path(dir.path())).unwrap();
         assert!(!text.contains(&alice) && !text.contains(&bob), "{text}");
-        let mode = std::fs::metadata(path(dir.path())).unwrap().permissions().mode();
+        let mode = std::fs::metadata(path(dir.path()))
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o600);
         let ignore = std::fs::read_to_string(dir.path().join(".gitignore")).unwrap();
         assert!(ignore.lines().any(|l| l == "tokens"), "{ignore}");
@@ -165,7 +170,11 @@ mod tests {
         assert!(again.contains("revoke alice"), "{again}");
         revoke(dir.path(), "alice").unwrap();
         assert_eq!(owner(&load(dir.path()).unwrap(), &alice), None);
-        assert!(revoke(dir.path(), "alice").unwrap_err().contains("no token named"));
+        assert!(
+            revoke(dir.path(), "alice")
+                .unwrap_err()
+                .contains("no token named")
+        );
         let bad = add(dir.path(), "engine", 4).unwrap_err();
         assert!(bad.contains("its own moves"), "{bad}");
     }

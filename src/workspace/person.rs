@@ -54,7 +54,9 @@ pub fn problem(name: &str) -> Option<String> {
         return Some("starts or ends with a space".into());
     }
     if !is_person(name) || name.starts_with("forge:") {
-        return Some(format!("`{name}` is a name baton records for its own moves"));
+        return Some(format!(
+            "`{name}` is a name baton records for its own moves"
+        ));
     }
     None
 }
@@ -104,13 +106,7 @@ static CURRENT: OnceLock<Result<String, String>> = OnceLock::new();
 /// time: call it before async work starts, or on a thread that may block.
 pub fn current(root: &Path) -> Result<String, String> {
     CURRENT
-        .get_or_init(|| {
-            choose(
-                std::env::var("BATON_USER").ok(),
-                || git_name(root),
-                os_name,
-            )
-        })
+        .get_or_init(|| choose(std::env::var("BATON_USER").ok(), || git_name(root), os_name))
         .clone()
 }
 
@@ -159,7 +155,10 @@ mod tests {
 
     #[test]
     fn baton_user_then_git_then_the_system() {
-        assert_eq!(pick(Some("alice"), Some("Bob B"), Some("carol")).unwrap(), "alice");
+        assert_eq!(
+            pick(Some("alice"), Some("Bob B"), Some("carol")).unwrap(),
+            "alice"
+        );
         assert_eq!(pick(None, Some("Bob B"), Some("carol")).unwrap(), "Bob B");
         assert_eq!(pick(Some(""), Some(""), Some("carol")).unwrap(), "carol");
         assert!(pick(None, None, None).unwrap_err().contains("BATON_USER"));
@@ -177,16 +176,29 @@ mod tests {
             (" alice", "space"),
         ] {
             let e = pick(Some(bad), None, None).unwrap_err();
-            assert!(e.starts_with("BATON_USER ") && e.contains(says), "{bad:?}: {e}");
+            assert!(
+                e.starts_with("BATON_USER ") && e.contains(says),
+                "{bad:?}: {e}"
+            );
         }
         let e = pick(None, Some("a\tb"), None).unwrap_err();
-        assert!(e.starts_with("git's user.name") && e.contains("set BATON_USER"), "{e}");
-        assert_eq!(pick(None, None, Some("x".repeat(64).as_str())).unwrap().len(), 64);
+        assert!(
+            e.starts_with("git's user.name") && e.contains("set BATON_USER"),
+            "{e}"
+        );
+        assert_eq!(
+            pick(None, None, Some("x".repeat(64).as_str()))
+                .unwrap()
+                .len(),
+            64
+        );
     }
 
     #[test]
     fn machine_movers_are_not_people() {
-        for a in ["engine", "hook", "forge", "trigger", "task 12", "system", ""] {
+        for a in [
+            "engine", "hook", "forge", "trigger", "task 12", "system", "",
+        ] {
             assert!(!is_person(a), "{a}");
         }
         for a in ["alice", "Bob B", "forge:carol", "task force", "user"] {

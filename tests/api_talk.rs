@@ -46,7 +46,8 @@ fn create(s: &Server, start: bool) -> i64 {
 #[test]
 fn say_and_answer_over_http() {
     let ws = api_common::workspace();
-    let s = Server::start(ws.path(), &[]);
+    // What is said through the workspace's token is said by the server's person.
+    let s = Server::start(ws.path(), &[("BATON_USER", "dana")]);
     let id = create(&s, false);
     let (code, task) = post(
         &s,
@@ -56,7 +57,7 @@ fn say_and_answer_over_http() {
     assert_eq!(code, StatusCode::OK, "{task}");
     let m = &task["messages"][0];
     assert_eq!(m["text"], "Keep it short.", "{task:#}");
-    assert_eq!(m["actor"], "api");
+    assert_eq!(m["actor"], "dana");
     assert_eq!(m["state"], "queued");
     assert_eq!(m["via"], "next step");
     assert_eq!(task["questions"], json!([]));
@@ -134,6 +135,8 @@ fn say_and_answer_as_mcp_tools() {
         .arg("--dir")
         .arg(ws.path())
         .arg("mcp")
+        // MCP on stdio acts as the person running it.
+        .env("BATON_USER", "eve")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -179,7 +182,7 @@ fn say_and_answer_as_mcp_tools() {
     let shown: Value =
         serde_json::from_str(said["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
     assert_eq!(shown["messages"][0]["text"], "Mind the tests.", "{shown:#}");
-    assert_eq!(shown["messages"][0]["actor"], "api", "{shown:#}");
+    assert_eq!(shown["messages"][0]["actor"], "eve", "{shown:#}");
     writeln!(
         stdin,
         r#"{{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{{"name":"answer","arguments":{{"id":{id},"answers":["yes"]}}}}}}"#

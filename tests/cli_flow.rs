@@ -193,7 +193,16 @@ fn list_json_has_the_contract_shape() {
     keys.sort();
     assert_eq!(
         keys,
-        ["id", "pipeline", "state", "status", "title", "updated_at"]
+        [
+            "by",
+            "created_by",
+            "id",
+            "pipeline",
+            "state",
+            "status",
+            "title",
+            "updated_at"
+        ]
     );
     assert_eq!(items[0]["state"], "idle");
 }

@@ -193,7 +193,7 @@ fn attached_header_and_request_error_in_the_status_line() {
     let mut h = Harness::with_mode(100, 30, Mode::Attached);
     h.serve(&backlog_detail(), &[]);
     h.event(AppEvent::Replied(Err(
-        "task 4 is no longer at review (it is at done) — reload and try again".into(),
+        "task 4 is no longer at review — bob approved it 2 s ago (it is at done) — `baton show 4` has its history".into(),
     )));
     assert_snapshot!(h.screen());
 }

@@ -136,8 +136,9 @@ async fn guard_size(State(s): State<AppState>, req: Request, next: Next) -> Resp
     next.run(req).await
 }
 
-/// Requires `Authorization: Bearer <token>`.
-async fn guard_token(State(s): State<AppState>, req: Request, next: Next) -> Response {
+/// Requires `Authorization: Bearer <token>`: the workspace's token (the request acts as
+/// this process's person) or a named one (it acts as that name).
+async fn guard_token(State(s): State<AppState>, mut req: Request, next: Next) -> Response {
     // The file is read again on each request, so `baton token rotate` applies at once.
     let current = match s.token_file.as_deref() {
         Some(path) => tokio::fs::read_to_string(path).await.ok(),
@@ -155,6 +156,11 @@ async fn guard_token(State(s): State<AppState>, req: Request, next: Next) -> Res
     if current.is_some_and(|t| authorized(t.trim(), req.headers())) {
         return next.run(req).await;
     }
+    if let Some(name) = named_owner(&s, req.headers()).await {
+        req.extensions_mut()
+            .insert(super::who::Person(name.clone()));
+        return super::who::scoped(Some(name), next.run(req)).await;
+    }
     let mut res = error(
         StatusCode::UNAUTHORIZED,
         "missing or wrong token — send `Authorization: Bearer <token>` with the token in .baton/token",
@@ -164,6 +170,21 @@ async fn guard_token(State(s): State<AppState>, req: Request, next: Next) -> Res
         header::HeaderValue::from_static("Bearer"),
     );
     res
+}
+
+/// The name of the named token the request bears, read from `.baton/tokens` now (so a
+/// revoked token is refused at once).
+async fn named_owner(s: &AppState, headers: &HeaderMap) -> Option<String> {
+    let given = bearer(headers)?;
+    let file = super::tokens::path(s.token_file.as_deref()?.parent()?);
+    let text = tokio::fs::read_to_string(&file).await.ok()?;
+    match super::tokens::parse(&text, &file) {
+        Ok(tokens) => super::tokens::owner(&tokens, given),
+        Err(e) => {
+            tracing::warn!("{e}");
+            None
+        }
+    }
 }
 
 fn authorized(token: &str, headers: &HeaderMap) -> bool {

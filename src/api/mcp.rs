@@ -85,7 +85,7 @@ impl BatonMcp {
 
     async fn read(&self, uri: &str) -> Result<String, OpError> {
         let value = if uri == BOARD {
-            self.ops.list_tasks(None, None).await?
+            self.ops.list_tasks(None, None, None).await?
         } else if uri == PIPELINES {
             self.ops.list_pipelines().await?
         } else if let Some(id) = uri.strip_prefix(TASK) {
@@ -163,7 +163,7 @@ impl ServerHandler for BatonMcp {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         if !mcp_tools::tools().iter().any(|t| t.name == request.name) {
             return Err(McpError::invalid_params(
@@ -175,7 +175,14 @@ impl ServerHandler for BatonMcp {
             ));
         }
         // A failure is a tool error carrying the sentence the CLI prints, so the model reads it.
-        let result = match mcp_tools::call(&self.ops, &request.name, request.arguments).await {
+        // Over HTTP, a named token's request acts as its name.
+        let person = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|p| p.extensions.get::<super::who::Person>())
+            .map(|p| p.0.clone());
+        let call = mcp_tools::call(&self.ops, &request.name, request.arguments);
+        let result = match super::who::scoped(person, call).await {
             Ok(v) => CallToolResult::success(vec![ContentBlock::text(v.to_string())]),
             Err(e) => CallToolResult::error(vec![ContentBlock::text(e.message)]),
         };

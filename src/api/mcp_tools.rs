@@ -22,6 +22,11 @@ pub struct ListArgs {
     pub status: Option<String>,
     /// Only tasks on this pipeline id.
     pub pipeline: Option<String>,
+    /// Only tasks this person created or last moved.
+    pub by: Option<String>,
+    /// Only tasks you created or last moved (as `by` with your own name).
+    #[serde(default)]
+    pub mine: bool,
 }
 
 /// Which task.
@@ -149,7 +154,7 @@ pub fn tools() -> Vec<Tool> {
     vec![
         tool::<ListArgs>(
             "list_tasks",
-            "List baton tasks (cards on the kanban board), newest first. Each item: id, title, pipeline, status (the column), state (idle, queued, running, waiting, interrupted, done, failed, cancelled), updated_at. Filter by `status` and/or `pipeline`.",
+            "List baton tasks (cards on the kanban board), newest first. Each item: id, title, pipeline, status (the column), state (idle, queued, running, waiting, interrupted, done, failed, cancelled), updated_at, by (the last person who created or moved it), created_by. Filter by `status`, `pipeline`, and `by` (a name) or `mine`.",
             true,
         ),
         tool::<IdArgs>(
@@ -255,7 +260,8 @@ pub async fn call(ops: &Ops, name: &str, raw: Option<JsonObject>) -> OpResult {
     match name {
         "list_tasks" => {
             let a: ListArgs = args(name, raw)?;
-            ops.list_tasks(a.status, a.pipeline).await
+            let by = super::who::mine_or(a.mine, a.by);
+            ops.list_tasks(a.status, a.pipeline, by).await
         }
         "show_task" => ops.show_task(args::<IdArgs>(name, raw)?.id).await,
         "create_task" => {

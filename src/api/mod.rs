@@ -20,7 +20,9 @@ pub mod shapes;
 pub mod sse;
 pub mod talk_routes;
 pub mod token;
+pub mod tokens;
 pub mod webhooks;
+pub mod who;
 
 use std::sync::Arc;
 

@@ -146,9 +146,18 @@ impl Ops {
         client.shutdown(std::time::Duration::from_secs(30)).await;
     }
 
-    /// `list --json`, filtered by status and pipeline.
-    pub async fn list_tasks(&self, status: Option<String>, pipeline: Option<String>) -> OpResult {
-        self.client.read().await.board(status, pipeline).await
+    /// `list --json`, filtered by status, pipeline and who created or last moved a task.
+    pub async fn list_tasks(
+        &self,
+        status: Option<String>,
+        pipeline: Option<String>,
+        by: Option<String>,
+    ) -> OpResult {
+        let mut all = self.client.read().await.board(status, pipeline).await?;
+        if let (Some(name), Some(items)) = (by, all.as_array_mut()) {
+            items.retain(|t| crate::engine::views::item_by(t, &name));
+        }
+        Ok(all)
     }
 
     /// `show --json`.
@@ -190,7 +199,7 @@ impl Ops {
             pipeline: new.pipeline,
             start: new.start,
             branch: None,
-            actor: "api".into(),
+            actor: super::who::actor(),
             idempotency_key: new.idempotency_key,
             // A task named twice is waited for once.
             after: new
@@ -266,7 +275,7 @@ impl Ops {
 
     /// Hands the engine a request about task `id` at the status it is at now; its summary.
     pub(crate) async fn request(&self, id: i64, action: Action) -> Result<String, OpError> {
-        self.request_as(id, action, "api").await
+        self.request_as(id, action, &super::who::actor()).await
     }
 
     /// [`Ops::request`] on behalf of `actor` (`forge:alice` for a comment on the forge).

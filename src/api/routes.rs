@@ -84,13 +84,18 @@ pub struct ListQuery {
     status: Option<String>,
     /// Only tasks on this pipeline id.
     pipeline: Option<String>,
+    /// Only tasks this person created or last moved.
+    by: Option<String>,
+    /// Only tasks the token's person created or last moved.
+    mine: Option<bool>,
 }
 
 /// Every task, newest first (`baton list --json`).
 #[utoipa::path(get, path = "/api/tasks", params(ListQuery),
     responses((status = 200, body = Vec<ListItem>)), security(("bearer" = [])))]
 pub async fn list_tasks(State(s): State<AppState>, ApiQuery(q): ApiQuery<ListQuery>) -> Response {
-    reply(s.ops.list_tasks(q.status, q.pipeline).await)
+    let by = super::who::mine_or(q.mine.unwrap_or(false), q.by);
+    reply(s.ops.list_tasks(q.status, q.pipeline, by).await)
 }
 
 /// The headers `POST /api/tasks` reads.

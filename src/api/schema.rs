@@ -105,6 +105,10 @@ pub struct ListItem {
     /// idle, queued, running, waiting, interrupted, done, failed or cancelled.
     pub state: String,
     pub updated_at: String,
+    /// The last person who created or moved it (the engine's own moves do not count).
+    pub by: Option<String>,
+    /// The person who created it (none for tasks made by triggers and hooks).
+    pub created_by: Option<String>,
 }
 
 /// `baton show --json`.

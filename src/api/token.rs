@@ -13,7 +13,7 @@ pub fn path(baton_dir: &Path) -> PathBuf {
 }
 
 /// 32 random bytes from the OS, as hex.
-fn fresh() -> std::io::Result<String> {
+pub(super) fn fresh() -> std::io::Result<String> {
     let mut bytes = [0u8; 32];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
@@ -21,18 +21,25 @@ fn fresh() -> std::io::Result<String> {
 
 /// Makes sure `.baton/.gitignore` names the token, so `git add -A` never commits it.
 fn ignore_in_git(baton_dir: &Path) -> Result<(), String> {
+    keep_out_of_git(baton_dir, "token")
+}
+
+/// Makes sure `.baton/.gitignore` names `entry` (a file of `.baton/`).
+pub(super) fn keep_out_of_git(baton_dir: &Path, entry: &str) -> Result<(), String> {
     let ignore = baton_dir.join(".gitignore");
     let old = match std::fs::read_to_string(&ignore) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(e) => {
             return Err(format!(
-                "cannot read {}: {e} — add a line `token` to it by hand so git never commits the API token",
+                "cannot read {}: {e} — add a line `{entry}` to it by hand so git never commits it",
                 ignore.display()
             ));
         }
     };
-    let named = old.lines().any(|l| matches!(l.trim(), "token" | "/token"));
+    let named = old
+        .lines()
+        .any(|l| l.trim() == entry || l.trim().strip_prefix('/') == Some(entry));
     if named {
         return Ok(());
     }
@@ -41,9 +48,9 @@ fn ignore_in_git(baton_dir: &Path) -> Result<(), String> {
     } else {
         "\n"
     };
-    std::fs::write(&ignore, format!("{old}{sep}token\n")).map_err(|e| {
+    std::fs::write(&ignore, format!("{old}{sep}{entry}\n")).map_err(|e| {
         format!(
-            "cannot write {}: {e} — add a line `token` to it by hand so git never commits the API token",
+            "cannot write {}: {e} — add a line `{entry}` to it by hand so git never commits it",
             ignore.display()
         )
     })

@@ -42,7 +42,9 @@ fn plan(ws: &Workspace, id: i64) -> Result<Plan, Failure> {
 /// `baton attach ID [--here]`.
 pub fn run(ws: &Workspace, args: AttachArgs) -> Outcome {
     let id = args.id;
-    let plan = match plan(ws, id) {
+    // Who takes it over is decided first: a bad BATON_USER stops it before the agent opens.
+    let planned = super::people::me(ws).and_then(|me| plan(ws, id).map(|p| (me, p)));
+    let (me, plan) = match planned {
         Ok(p) => p,
         Err(f) => {
             // A window the board opened would close before the sentence could be read.
@@ -65,7 +67,7 @@ pub fn run(ws: &Workspace, args: AttachArgs) -> Outcome {
         );
         return Ok(exit::OK);
     }
-    let code = take_over(ws, id, &plan);
+    let code = take_over(ws, id, &plan, me);
     wake(args.signal.as_deref());
     if args.hold || (args.board && code != exit::OK) {
         hold();
@@ -74,7 +76,7 @@ pub fn run(ws: &Workspace, args: AttachArgs) -> Outcome {
 }
 
 /// Runs the plan here, records its end and prints the next moves; the exit code.
-fn take_over(ws: &Workspace, id: i64, plan: &Plan) -> i32 {
+fn take_over(ws: &Workspace, id: i64, plan: &Plan, me: String) -> i32 {
     match &plan.instead {
         Some(why) => println!("{why}"),
         None => println!(
@@ -90,11 +92,11 @@ fn take_over(ws: &Workspace, id: i64, plan: &Plan) -> i32 {
     let req = Request {
         task_id: id,
         action: Action::TakenOver {
-            by: crate::engine::takeover::person(ws.root()),
+            by: me.clone(),
             committed: None,
         },
         expected_status: None,
-        actor: "user".into(),
+        actor: me,
     };
     match Client::for_command(ws).submit_blocking(Order::Act(req)) {
         Ok(s) => println!("{}", s.answer.summary()),

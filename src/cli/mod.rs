@@ -14,6 +14,7 @@ mod talk;
 mod task_edits;
 /// The `--json` shapes, which the API answers with too.
 pub(crate) use crate::engine::views as json;
+mod people;
 mod pipelines;
 mod serve;
 mod shell;
@@ -98,6 +99,12 @@ pub enum Command {
         /// Only the archived tasks.
         #[arg(long)]
         archived: bool,
+        /// Only tasks you created or last moved (you: BATON_USER, else git's user.name).
+        #[arg(long, conflicts_with = "by")]
+        mine: bool,
+        /// Only tasks NAME created or last moved.
+        #[arg(long, value_name = "NAME")]
+        by: Option<String>,
     },
     /// A task with its steps, handoffs and history.
     Show {
@@ -257,7 +264,7 @@ pub enum Command {
         #[arg(long, default_value = "127.0.0.1:7077", value_name = "ADDR:PORT")]
         listen: String,
     },
-    /// The API token.
+    /// API tokens: the workspace's, and one per person.
     #[command(subcommand)]
     Token(TokenCmd),
     /// The board's database: status, migrate, export, import, backup, verify.
@@ -286,6 +293,16 @@ pub enum Command {
 pub enum TokenCmd {
     /// Replace `.baton/token`; the old token stops working.
     Rotate,
+    /// Make a token for a person: requests bearing it act as NAME. Printed once; only its
+    /// SHA-256 is kept (in `.baton/tokens`).
+    Add { name: String },
+    /// The named tokens: names and when they were made (never the tokens).
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// End a named token: requests bearing it are refused from now on.
+    Revoke { name: String },
 }
 
 /// `start|approve|reject|abort|resume|retry ID [--note TEXT]`.
@@ -485,7 +502,7 @@ pub fn dispatch(dir: Option<&PathBuf>, command: Command) -> Outcome {
         ),
         Command::Mcp => serve::mcp(&workspace(dir)?),
         Command::Serve { listen } => serve::serve(&workspace(dir)?, &listen),
-        Command::Token(TokenCmd::Rotate) => serve::rotate(&workspace(dir)?),
+        Command::Token(cmd) => people::token(&workspace(dir)?, cmd),
         Command::Db(cmd) => db_cmd::run(&workspace(dir)?, cmd),
         Command::Forge(cmd) => forge_cmd::run(dir, cmd),
         other => tasks::run(&workspace(dir)?, other),

@@ -31,6 +31,8 @@ async fn stop_signal() {
 
 /// `baton mcp`: an MCP server on stdin/stdout. Logs go to `.baton/logs/mcp.log`.
 pub fn mcp(ws: &Workspace) -> Outcome {
+    // Who its changes are recorded under, decided before async work starts.
+    super::people::me(ws)?;
     let max_line = ws.config()?.serve.max_body_bytes;
     let _guard = crate::workspace::logging::init(ws, "mcp.log");
     let rt = runtime()?;
@@ -56,6 +58,7 @@ pub fn serve(ws: &Workspace, listen: &str) -> Outcome {
             "--listen {listen} is not an address — write it as 127.0.0.1:7077"
         ))
     })?;
+    super::people::me(ws)?;
     if !addr.ip().is_loopback() {
         eprintln!(
             "warning: listening on {addr}, which other machines can reach — anyone holding the token can drive the board; prefer 127.0.0.1 behind an SSH tunnel"

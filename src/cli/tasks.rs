@@ -92,7 +92,7 @@ fn create(
         pipeline: pipeline.map(str::to_string),
         start,
         branch,
-        actor: "user".into(),
+        actor: super::people::me(ws)?,
         idempotency_key: None,
         after,
     };
@@ -158,8 +158,17 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
             status,
             pipeline,
             json,
+            mine,
+            by,
             ..
-        } => list(ws, &read()?, status.as_deref(), pipeline.as_deref(), json),
+        } => {
+            let by = super::people::filter(ws, mine, by)?;
+            let filter = TaskFilter {
+                status: status.as_deref(),
+                pipeline: pipeline.as_deref(),
+            };
+            list(ws, &read()?, filter, by.as_deref(), json)
+        }
         Command::Show { id, json } => super::show::show(ws, &read()?, id, json),
         Command::Start(a) => act(ws, a.id, Action::Start),
         Command::Approve(a) => act(ws, a.id, Action::Approve { note: a.note }),
@@ -208,7 +217,7 @@ pub(super) fn act(ws: &Workspace, id: i64, action: Action) -> Outcome {
         task_id: id,
         action,
         expected_status: Some(task.status),
-        actor: "user".into(),
+        actor: super::people::me(ws)?,
     };
     let Submitted { answer, here } = Client::for_command(ws)
         .submit_blocking(Order::Act(req))
@@ -223,11 +232,12 @@ pub(super) fn act(ws: &Workspace, id: i64, action: Action) -> Outcome {
 fn list(
     ws: &Workspace,
     store: &Reader,
-    status: Option<&str>,
-    pipeline: Option<&str>,
+    filter: TaskFilter,
+    by: Option<&str>,
     as_json: bool,
 ) -> Outcome {
-    let tasks = store.tasks(&TaskFilter { status, pipeline })?;
+    let TaskFilter { status, pipeline } = filter;
+    let mut tasks = store.tasks(&TaskFilter { status, pipeline })?;
     // An empty list for a pipeline no one has is a typo, not an empty board. (A task can
     // outlive its pipeline's file, so only an empty answer asks the catalog.)
     if tasks.is_empty()
@@ -249,13 +259,16 @@ fn list(
             )));
         }
     }
+    if let Some(name) = by {
+        tasks.retain(|t| t.touched_by(name));
+    }
     if as_json {
         let items: Vec<_> = tasks.iter().map(json::list_item).collect();
         println!("{}", serde_json::Value::Array(items));
         return Ok(exit::OK);
     }
     if tasks.is_empty() {
-        if status.is_some() || pipeline.is_some() {
+        if status.is_some() || pipeline.is_some() || by.is_some() {
             println!("no tasks match — `baton list` shows them all");
         } else {
             println!("no tasks — `baton new \"a title\"` creates one");
@@ -263,17 +276,18 @@ fn list(
         return Ok(exit::OK);
     }
     println!(
-        "{:>5}  {:<14} {:<12} {:<12} {:<20} TITLE",
-        "ID", "STATUS", "STATE", "PIPELINE", "UPDATED"
+        "{:>5}  {:<14} {:<12} {:<12} {:<20} {:<12} TITLE",
+        "ID", "STATUS", "STATE", "PIPELINE", "UPDATED", "BY"
     );
     for t in tasks {
         println!(
-            "{:>5}  {:<14} {:<12} {:<12} {:<20} {}",
+            "{:>5}  {:<14} {:<12} {:<12} {:<20} {:<12} {}",
             t.id,
             t.status,
             t.state.as_str(),
             t.pipeline_id,
             &rfc3339(t.updated_at)[..19],
+            one_line(t.moved_by.as_deref().unwrap_or("-"), 12),
             one_line(&t.title, 80)
         );
     }

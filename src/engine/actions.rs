@@ -235,6 +235,7 @@ pub fn apply(db: &Db, req: &Request, outside: &Outside) -> Result<Applied> {
             task: task.id,
             expected: expected.clone(),
             actual: task.status.clone(),
+            by: super::moved_by::left(db, task.id, expected),
         });
     }
     let pipeline = pipeline_of(db, &task)?;
@@ -265,6 +266,7 @@ pub fn apply(db: &Db, req: &Request, outside: &Outside) -> Result<Applied> {
                 {
                     EngineError::NoLongerAt {
                         task: task.id,
+                        by: super::moved_by::left(db, task.id, &from),
                         expected: from,
                         actual: task.status.clone(),
                     }
@@ -328,18 +330,26 @@ pub fn apply(db: &Db, req: &Request, outside: &Outside) -> Result<Applied> {
             note.clone(),
             run_id,
         ),
-        Action::Resume => super::task_edits::resume_or_fresh(db, &task, &pipeline)?,
+        Action::Resume => super::task_edits::resume_or_fresh(db, &task, &pipeline, &req.actor)?,
         Action::Retry => retry_decision(db, &task, &pipeline)?,
-        Action::Break { status } => return set_break(db, &task, &pipeline, status),
+        Action::Break { status } => return set_break(db, &task, &pipeline, status, &req.actor),
         Action::Continue => return continue_paused(db, &task, &pipeline),
         Action::Dismiss { note } => super::task_edits::dismiss(&task, &pipeline, note.as_deref())?,
         Action::Rerun { from, brk } => {
-            super::task_edits::rerun(db, &task, &pipeline, from, brk.as_deref())?
+            super::task_edits::rerun(db, &task, &pipeline, from, brk.as_deref(), &req.actor)?
         }
         Action::Edit { title, prompt } => {
-            return super::task_edits::edit(db, &task, title.as_deref(), prompt.as_deref());
+            return super::task_edits::edit(
+                db,
+                &task,
+                title.as_deref(),
+                prompt.as_deref(),
+                &req.actor,
+            );
         }
-        Action::Archive => return super::task_edits::archive(db, &task, &pipeline),
+        Action::Archive => {
+            return super::task_edits::archive(db, &task, &pipeline, &req.actor);
+        }
         Action::Delete => return super::task_edits::delete(db, &task),
         Action::TakenOver { by, committed } => {
             return super::takeover::record(db, &task, req, by, committed.as_deref());
@@ -566,6 +576,9 @@ fn create_task_held(
         &json!([]),
         &json!([]),
     )?;
+    if crate::workspace::person::is_person(actor) {
+        db.set_created_by(id, actor)?;
+    }
     db.insert_event(&NewEvent {
         task_id: Some(id),
         category: "lifecycle",

@@ -29,6 +29,7 @@ pub(super) fn set_break(
     task: &Task,
     pipeline: &Pipeline,
     status: &str,
+    actor: &str,
 ) -> Result<Applied> {
     refuse_if_finished(task, pipeline, "pause")?;
     match pipeline.status(status) {
@@ -66,7 +67,7 @@ pub(super) fn set_break(
         kind: "breakpoint.set",
         summary: format!("will pause before {status}"),
         data: json!({ "status": status }),
-        actor: "user",
+        actor,
         level: "info",
     })?;
     Ok(Applied {

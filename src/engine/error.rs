@@ -12,12 +12,15 @@ pub enum EngineError {
     #[error(transparent)]
     Workspace(#[from] WorkspaceError),
     #[error(
-        "task {task} is no longer at {expected} (it is at {actual}) — `baton show {task}` has its history"
+        "task {task} is no longer at {expected}{} (it is at {actual}) — `baton show {task}` has its history",
+        by.as_ref().map(|w| format!(" — {w}")).unwrap_or_default()
     )]
     NoLongerAt {
         task: i64,
         expected: String,
         actual: String,
+        /// Who moved it away and when (`alice approved it 2 s ago`), from its history.
+        by: Option<String>,
     },
     #[error("task {task}: {source}")]
     Decide {

@@ -23,6 +23,7 @@ mod handover;
 mod log_cap;
 mod log_replay;
 mod logwriter;
+mod moved_by;
 mod notify_hook;
 mod orders;
 mod placement;

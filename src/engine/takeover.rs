@@ -126,23 +126,3 @@ pub(super) fn record(
         forge: None,
     })
 }
-
-/// The person at the keyboard, as the history names them: `BATON_USER`, else git's
-/// `user.name`, else the login name.
-pub fn person(root: &Path) -> String {
-    let from_env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
-    if let Some(u) = from_env("BATON_USER") {
-        return u.trim().to_string();
-    }
-    let git = std::process::Command::new("git")
-        .arg("-C")
-        .arg(root)
-        .args(["config", "user.name"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .filter(|s| !s.is_empty());
-    git.or_else(|| from_env("USER"))
-        .unwrap_or_else(|| "someone".into())
-}

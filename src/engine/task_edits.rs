@@ -28,21 +28,26 @@ fn done(task: &Task, summary: String) -> Applied {
     }
 }
 
-fn event(db: &Db, task: &Task, kind: &'static str, summary: String) -> Result<()> {
+fn event(db: &Db, task: &Task, kind: &'static str, summary: String, actor: &str) -> Result<()> {
     db.insert_event(&NewEvent {
         task_id: Some(task.id),
         category: "lifecycle",
         kind,
         summary,
         data: json!({}),
-        actor: "user",
+        actor,
         level: "info",
     })?;
     Ok(())
 }
 
 /// Resume, or a fresh start when the task has no step to resume.
-pub(super) fn resume_or_fresh(db: &Db, task: &Task, pipeline: &Pipeline) -> Result<Planned> {
+pub(super) fn resume_or_fresh(
+    db: &Db,
+    task: &Task,
+    pipeline: &Pipeline,
+    actor: &str,
+) -> Result<Planned> {
     match resume_decision(db, task) {
         Err(EngineError::Refused { message, .. }) if message.contains("no interrupted") => {
             event(
@@ -50,6 +55,7 @@ pub(super) fn resume_or_fresh(db: &Db, task: &Task, pipeline: &Pipeline) -> Resu
                 task,
                 "resume.fresh_start",
                 "nothing to resume, so it started over from scratch".into(),
+                actor,
             )?;
             retry_decision(db, task, pipeline)
         }
@@ -98,6 +104,7 @@ pub(super) fn rerun(
     pipeline: &Pipeline,
     from: &str,
     brk: Option<&str>,
+    actor: &str,
 ) -> Result<Planned> {
     if !matches!(
         task.state,
@@ -177,6 +184,7 @@ pub(super) fn rerun(
             "re-run from {from}; kept {} earlier step(s) from run {number}",
             carried.len()
         ),
+        actor,
     )?;
     Ok((plain(from, Trigger::Rerun), None, new_run))
 }
@@ -187,6 +195,7 @@ pub(super) fn edit(
     task: &Task,
     title: Option<&str>,
     prompt: Option<&str>,
+    actor: &str,
 ) -> Result<Applied> {
     if task.state == TaskState::Running {
         return Err(refuse(
@@ -220,12 +229,12 @@ pub(super) fn edit(
         (Some(_), None) => "title",
         _ => "prompt",
     };
-    event(db, task, "task.edited", format!("{what} edited"))?;
+    event(db, task, "task.edited", format!("{what} edited"), actor)?;
     Ok(done(task, format!("task {}: {what} changed", task.id)))
 }
 
 /// Archive a finished task: it leaves the board and `list`, `list --archived` shows it.
-pub(super) fn archive(db: &Db, task: &Task, pipeline: &Pipeline) -> Result<Applied> {
+pub(super) fn archive(db: &Db, task: &Task, pipeline: &Pipeline, actor: &str) -> Result<Applied> {
     let finished = pipeline
         .status(&task.status)
         .is_some_and(|s| s.kind.is_terminal());
@@ -245,7 +254,7 @@ pub(super) fn archive(db: &Db, task: &Task, pipeline: &Pipeline) -> Result<Appli
         ));
     }
     db.set_archived(task.id, true)?;
-    event(db, task, "task.archived", "archived".into())?;
+    event(db, task, "task.archived", "archived".into(), actor)?;
     Ok(done(task, format!("task {}: archived", task.id)))
 }
 

@@ -249,6 +249,9 @@ pub fn transition(
         &guards,
         &hooks,
     )?;
+    if crate::workspace::person::is_person(actor) {
+        db.set_moved_by(task.id, actor)?;
+    }
     let mut summary = format!("{} → {} ({})", task.status, target.id, decision.trigger);
     let blocked: Vec<&str> = decision
         .guards

@@ -13,7 +13,14 @@ pub fn list_item(t: &Task) -> Value {
         "status": t.status,
         "state": t.state,
         "updated_at": rfc3339(t.updated_at),
+        "by": t.moved_by,
+        "created_by": t.created_by,
     })
+}
+
+/// True when a [`list_item`] was created or last moved by `name` (`list --by`, `--mine`).
+pub fn item_by(item: &Value, name: &str) -> bool {
+    item["by"].as_str() == Some(name) || item["created_by"].as_str() == Some(name)
 }
 
 /// `show --json` (and `run --json`): the task, its steps in the order they ran, its history.

@@ -31,6 +31,8 @@ pub struct TaskCard {
     pub pr: Option<String>,
     /// While its start waits for other tasks: the ones not yet done (`3, 4 failed`).
     pub after: Option<String>,
+    /// The last person who created or moved it (not the engine).
+    pub moved_by: Option<String>,
 }
 
 impl Db<'_> {
@@ -84,7 +86,8 @@ const CARD: &str = concat!(
     "(SELECT string_agg(b.id || CASE b.state WHEN 'failed' THEN ' failed' ",
     "WHEN 'cancelled' THEN ' cancelled' ELSE '' END, ', ') ",
     "FROM task_deps d JOIN tasks b ON b.id = d.after_id ",
-    "WHERE d.task_id = t.id AND b.state != 'done') END ",
+    "WHERE d.task_id = t.id AND b.state != 'done') END, ",
+    "t.moved_by ",
     "FROM tasks t",
 );
 
@@ -105,5 +108,6 @@ fn card(r: &Row<'_>) -> SqlResult<TaskCard> {
         alert: r.get(10)?,
         pr: r.get(11)?,
         after: r.get(12)?,
+        moved_by: r.get(13)?,
     })
 }

@@ -17,6 +17,7 @@ mod followups;
 mod handle;
 mod logs;
 mod messages;
+mod people;
 pub mod pg;
 mod prs;
 mod schema;

@@ -275,6 +275,12 @@ pub(super) const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX messages_task ON messages(task_id, state);
     "#,
+    // Who created each task and who last moved it (a person, never the engine): for the
+    // board's cards and `list --mine` / `--by`.
+    r#"
+    ALTER TABLE tasks ADD COLUMN created_by TEXT;
+    ALTER TABLE tasks ADD COLUMN moved_by TEXT;
+    "#,
 ];
 
 /// Migrations whose SQLite text has no faithful PostgreSQL rendering, by position in

@@ -4,7 +4,8 @@ use super::sql::{Optional, Params, Row, SqlResult, params};
 use super::{Db, HistoryEntry, Result, Run, RunState, StoreError, Task, TaskState, now_ms};
 
 const TASK_COLS: &str = "id, title, prompt, pipeline_id, status, state, run_id, \
-                         branch, worktree, breakpoint, created_at, updated_at, base_branch";
+                         branch, worktree, breakpoint, created_at, updated_at, base_branch, \
+                         created_by, moved_by";
 
 fn task_row(r: &Row) -> SqlResult<Task> {
     Ok(Task {
@@ -21,6 +22,8 @@ fn task_row(r: &Row) -> SqlResult<Task> {
         created_at: r.get(10)?,
         updated_at: r.get(11)?,
         base_branch: r.get(12)?,
+        created_by: r.get(13)?,
+        moved_by: r.get(14)?,
     })
 }
 

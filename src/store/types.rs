@@ -142,6 +142,17 @@ pub struct Task {
     pub breakpoint: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
+    /// The person who created it (none: made by a trigger, a hook, or before names).
+    pub created_by: Option<String>,
+    /// The last person who created or moved it (the engine's own moves do not count).
+    pub moved_by: Option<String>,
+}
+
+impl Task {
+    /// True when `name` created it or is the last person to have moved it.
+    pub fn touched_by(&self, name: &str) -> bool {
+        self.moved_by.as_deref() == Some(name) || self.created_by.as_deref() == Some(name)
+    }
 }
 
 /// A run row.

@@ -430,6 +430,7 @@ mod tests {
             alert: None,
             pr: None,
             after: None,
+            moved_by: None,
         }
     }
 

@@ -41,6 +41,13 @@ use std::path::PathBuf;
 
 /// `baton` with no subcommand: opens the TUI on the workspace (or on a throwaway demo
 /// workspace with `demo`). Returns the process exit code.
+/// The person the board's changes are recorded under (decided when the board starts).
+pub(crate) fn person() -> String {
+    crate::workspace::person::known()
+        .unwrap_or("tui")
+        .to_string()
+}
+
 pub fn main(dir: Option<&PathBuf>, demo: bool) -> i32 {
     let out = if demo {
         demo::create().and_then(|d| runner::run(&d.ws))

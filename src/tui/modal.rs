@@ -70,7 +70,7 @@ impl Target {
             task_id: self.task_id,
             action,
             expected_status: Some(self.status.clone()),
-            actor: "tui".into(),
+            actor: super::person(),
         }
     }
 }

@@ -31,6 +31,8 @@ const SHUTDOWN_PATIENCE: Duration = Duration::from_secs(20);
 
 /// Runs the TUI on `ws` until the user quits.
 pub fn run(ws: &Workspace) -> Result<(), String> {
+    // Who the board's changes are recorded under, decided before the terminal is taken.
+    crate::workspace::person::current(ws.root())?;
     let _log = super::logging::init(ws);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -405,7 +407,7 @@ fn create(engine: Arc<Client>, new: NewTask, tx: UnboundedSender<AppEvent>) {
             pipeline: Some(new.pipeline.id),
             start: new.start,
             branch: None,
-            actor: "tui".into(),
+            actor: super::person(),
             idempotency_key: None,
             after: new.after,
         };

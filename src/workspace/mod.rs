@@ -9,6 +9,7 @@ mod git_retry;
 pub mod layered;
 mod lock;
 pub mod logging;
+pub mod person;
 pub mod scratch;
 pub mod watch;
 
@@ -176,4 +177,4 @@ impl Workspace {
 }
 
 const GITIGNORE: &str = "# baton's runtime files; pipelines/ and agents/ are meant to be committed.\n\
-baton.db*\nengine.lock\nengine.sock\ntoken\nlogs/\ncontext/\n";
+baton.db*\nengine.lock\nengine.sock\ntoken\ntokens\nlogs/\ncontext/\n";

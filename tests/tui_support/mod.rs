@@ -63,6 +63,7 @@ pub fn card(id: i64, title: &str, status: &str, state: TaskState) -> TaskCard {
         alert: None,
         pr: None,
         after: None,
+        moved_by: None,
     }
 }
 
@@ -82,6 +83,8 @@ pub fn cards() -> Vec<TaskCard> {
         card(6, "Write the onboarding guide", "failed", TaskState::Failed),
         card(7, "Rename the config keys", "test", TaskState::Queued),
     ];
+    v[0].moved_by = Some("alice".into());
+    v[3].moved_by = Some("bob".into());
     v[1].running_since = Some(NOW - 83_000);
     v[1].steps_done = 1;
     v[3].steps_done = 3;
@@ -138,7 +141,12 @@ pub fn history(task_id: i64, moves: &[(Option<&str>, &str, &str)]) -> Vec<Histor
             from: from.map(String::from),
             to: (*to).into(),
             trigger: (*trigger).into(),
-            actor: "tui".into(),
+            // People's moves carry their names; a step's result is the engine's move.
+            actor: match *trigger {
+                "create" | "start" | "approve" | "reject" | "manual" | "abort" => "alice",
+                _ => "engine",
+            }
+            .into(),
             at: NOW - 60_000 + i as i64 * 4_000,
             ..templates().history.clone()
         })

@@ -205,6 +205,10 @@ fn badges(app: &App, card: &TaskCard, w: usize) -> Vec<Span<'static>> {
     if let Some(p) = progress {
         push(p, t.dim());
     }
+    // The last person who created or moved it, where there is room.
+    if let Some(who) = &card.moved_by {
+        push(format!("@{}", truncate(who, 10)), t.dim());
+    }
     spans
 }
 

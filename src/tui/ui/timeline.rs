@@ -20,14 +20,24 @@ pub fn lines(app: &App, d: &TaskDetail, w: usize) -> Vec<Line<'static>> {
             ("takeover", Some(reason)) => reason.clone(),
             _ => format!("{from}→{} {}", h.to, h.trigger),
         };
-        rows.push((
-            h.at,
-            0,
-            Line::from(vec![
-                Span::styled(format!("{} ", clock(h.at)), t.dim()),
-                Span::raw(truncate(&what, w.saturating_sub(9))),
-            ]),
-        ));
+        // Who made the move (a person's name, or the engine, a hook, a trigger): beside it
+        // where it fits; else a person's name goes on the line below, so a narrow pane
+        // still shows who (the engine's moves say so by their trigger).
+        let who = truncate(&h.actor, 16);
+        let beside = format!(" · {who}");
+        let fits = 9 + Span::raw(what.as_str()).width() + Span::raw(beside.as_str()).width() <= w;
+        let mut line = vec![
+            Span::styled(format!("{} ", clock(h.at)), t.dim()),
+            Span::raw(truncate(&what, w.saturating_sub(9))),
+        ];
+        if fits {
+            line.push(Span::styled(beside, t.dim()));
+        }
+        rows.push((h.at, 0, Line::from(line)));
+        if !fits && crate::workspace::person::is_person(&h.actor) {
+            let below = truncate(&format!("  by {who}"), w);
+            rows.push((h.at, 0, Line::styled(below, t.dim())));
+        }
         for g in guards(&h.guards) {
             if g["passed"].as_bool() == Some(false) {
                 let detail = g["detail"].as_str().or(g["guard"].as_str()).unwrap_or("");

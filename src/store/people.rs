@@ -2,7 +2,7 @@
 //! task so the board and `list --mine` need not read its history.
 
 use super::{Db, Result};
-use rusqlite::params;
+use super::sql::params;
 
 impl Db<'_> {
     /// Records that `name` created the task (and so is the last person to have moved it).

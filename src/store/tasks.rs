@@ -110,13 +110,15 @@ impl Db<'_> {
     /// Up to `limit` tasks (archived ones too) whose latest change comes after change
     /// `after`, oldest change first, each with its change number.
     pub fn tasks_changed_after(&self, after: i64, limit: i64) -> Result<Vec<(i64, Task)>> {
+        // `change_seq` is the column after the task's own.
+        let seq = TASK_COLS.split(',').count();
         Ok(self.all(
             &format!(
                 "SELECT {TASK_COLS}, change_seq FROM tasks WHERE change_seq > ?1 \
                  ORDER BY change_seq LIMIT ?2"
             ),
             [after, limit],
-            |r| Ok((r.get(13)?, task_row(r)?)),
+            move |r| Ok((r.get(seq)?, task_row(r)?)),
         )?)
     }
 

@@ -266,28 +266,19 @@ impl Ops {
 
     /// Hands the engine a request about task `id` at the status it is at now; its summary.
     pub(crate) async fn request(&self, id: i64, action: Action) -> Result<String, OpError> {
-        self.request_as(id, action, "api").await
-    }
-
-    /// [`Ops::request`] on behalf of `actor` (`forge:alice` for a comment on the forge).
-    pub(crate) async fn request_as(
-        &self,
-        id: i64,
-        action: Action,
-        actor: &str,
-    ) -> Result<String, OpError> {
-        // The status seen now: the request fails if someone moved the task meanwhile. A
-        // forge event applies wherever the task is (its pipeline says what it does there).
+        // The status seen now (a task that is not there is told so here): the request
+        // fails if someone moved the task meanwhile.
         let client = self.client.read().await;
+        let status = client.status_of(id).await?;
         let expected_status = match action {
-            Action::Start | Action::Forge { .. } | Action::ForgeSay { .. } => None,
-            _ => Some(client.status_of(id).await?),
+            Action::Start => None,
+            _ => Some(status),
         };
         let req = Request {
             task_id: id,
             action,
             expected_status,
-            actor: actor.into(),
+            actor: "api".into(),
         };
         client.send(req).await.map_err(refused)
     }
@@ -306,7 +297,13 @@ impl Ops {
             expected_status: None,
             actor: actor.into(),
         };
-        match self.client.read().await.order(crate::engine::Order::Act(req)).await {
+        match self
+            .client
+            .read()
+            .await
+            .order(crate::engine::Order::Act(req))
+            .await
+        {
             Ok(crate::engine::Answer::Applied {
                 summary,
                 forge: Some(outcome),

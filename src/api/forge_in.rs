@@ -239,7 +239,12 @@ async fn handle(
         match parsed.clone().filter(ForgeEvent::keyable) {
             None => Ok(None),
             Some(ev) => match (ev.number, ev.branch) {
-                _ if !same_repo(ev.head_repo.as_deref(), ours.as_deref(), ev.number.is_some()) => {
+                _ if !same_repo(
+                    ev.head_repo.as_deref(),
+                    ours.as_deref(),
+                    ev.number.is_some(),
+                ) =>
+                {
                     Ok(None)
                 }
                 (Some(n), _) => client.task_of_pr(n).await.map(|t| t.map(|id| (id, n))),

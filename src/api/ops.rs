@@ -278,19 +278,20 @@ impl Ops {
         self.request_as(id, action, &super::who::actor()).await
     }
 
-    /// [`Ops::request`] on behalf of `actor` (`forge:alice` for a comment on the forge).
+    /// [`Ops::request`] on behalf of `actor`.
     pub(crate) async fn request_as(
         &self,
         id: i64,
         action: Action,
         actor: &str,
     ) -> Result<String, OpError> {
-        // The status seen now: the request fails if someone moved the task meanwhile. A
-        // forge event applies wherever the task is (its pipeline says what it does there).
+        // The status seen now (a task that is not there is told so here): the request
+        // fails if someone moved the task meanwhile.
         let client = self.client.read().await;
+        let status = client.status_of(id).await?;
         let expected_status = match action {
-            Action::Start | Action::Forge { .. } | Action::ForgeSay { .. } => None,
-            _ => Some(client.status_of(id).await?),
+            Action::Start => None,
+            _ => Some(status),
         };
         let req = Request {
             task_id: id,
@@ -315,7 +316,13 @@ impl Ops {
             expected_status: None,
             actor: actor.into(),
         };
-        match self.client.read().await.order(crate::engine::Order::Act(req)).await {
+        match self
+            .client
+            .read()
+            .await
+            .order(crate::engine::Order::Act(req))
+            .await
+        {
             Ok(crate::engine::Answer::Applied {
                 summary,
                 forge: Some(outcome),

@@ -1,9 +1,9 @@
 //! `baton engine` and `baton run --wait`.
 
-use crate::engine::progress::{BATCH, Progress};
 use super::{Failure, Outcome, exit, tasks};
 use crate::engine::Reader;
 use crate::engine::client::{Change, Follower};
+use crate::engine::progress::{BATCH, Progress};
 use crate::engine::{Engine, RunOptions};
 use crate::workspace::{EngineLock, Workspace};
 use std::time::Duration;

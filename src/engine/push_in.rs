@@ -86,7 +86,12 @@ pub fn record_push_within(
 
 /// Records on task `id` that `POST /hooks/trigger/{pipeline}` created it, with a body of
 /// `bytes` bytes, in the transaction that creates it.
-pub(super) fn record_trigger(db: &Db, id: i64, pipeline: &str, bytes: usize) -> crate::store::Result<()> {
+pub(super) fn record_trigger(
+    db: &Db,
+    id: i64,
+    pipeline: &str,
+    bytes: usize,
+) -> crate::store::Result<()> {
     db.insert_event(&NewEvent {
         task_id: Some(id),
         category: "webhook",
@@ -131,7 +136,14 @@ impl Engine {
             .store
             .write(move |db| {
                 let duplicate = !db.note_delivery(&key, KEEP, KEEP_MS)?;
-                finish(db, command, Noted { duplicate, tasks: Vec::new() })
+                finish(
+                    db,
+                    command,
+                    Noted {
+                        duplicate,
+                        tasks: Vec::new(),
+                    },
+                )
             })
             .await;
         self.noted(out, command).await
@@ -143,8 +155,7 @@ impl Engine {
         let ws = self.ws.clone();
         tokio::task::spawn_blocking(move || {
             let agents = crate::pipeline::agent_ids(Some(&ws.agents_dir()));
-            let catalog =
-                crate::pipeline::load_catalog(Some(&ws.pipelines_dir()), Some(&agents));
+            let catalog = crate::pipeline::load_catalog(Some(&ws.pipelines_dir()), Some(&agents));
             let (set, _) = triggers::TriggerSet::new(&catalog.pipelines);
             let mut matching = Vec::new();
             for t in &set.triggers {
@@ -204,8 +215,8 @@ fn finish(db: &Db, command: Option<i64>, noted: Noted) -> Result<Noted, EngineEr
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use super::triggers::TriggerSet;
+    use super::*;
     use crate::store::{Store, TaskFilter};
 
     const SHA: &str = "0123456789abcdef0123456789abcdef01234567";

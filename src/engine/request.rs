@@ -334,7 +334,11 @@ mod tests {
             expected_status: None,
             actor: "api".into(),
         });
-        for outcome in [ForgeOutcome::Seen, ForgeOutcome::Recorded, ForgeOutcome::Moved] {
+        for outcome in [
+            ForgeOutcome::Seen,
+            ForgeOutcome::Recorded,
+            ForgeOutcome::Moved,
+        ] {
             let answer = Answer::Applied {
                 summary: format!("task 1: {}", super::super::forge_events::SEEN),
                 queued: false,

@@ -52,8 +52,7 @@ pub fn main(dir: Option<&PathBuf>, demo: bool) -> i32 {
     let out = if demo {
         demo::create().and_then(|d| runner::run(&d.ws))
     } else {
-        crate::workspace::Workspace::find(dir.map(PathBuf::as_path))
-            .and_then(|ws| runner::run(&ws))
+        crate::workspace::Workspace::find(dir.map(PathBuf::as_path)).and_then(|ws| runner::run(&ws))
     };
     match out {
         Ok(()) => 0,

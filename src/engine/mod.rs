@@ -11,6 +11,7 @@ pub mod client;
 mod client_follow;
 mod client_views;
 mod effects;
+pub mod engines;
 mod error;
 mod followups;
 pub mod forge_events;
@@ -258,6 +259,8 @@ pub struct Engine {
     /// Built to apply one command in a process with no engine running: it runs no step,
     /// and the steps a request stops belong to an engine that died.
     apply_only: bool,
+    /// Its name and labels on the board, and its heartbeat.
+    me: engines::Me,
 }
 
 impl Engine {
@@ -379,6 +382,7 @@ impl Engine {
                 crate::agents::LiveAgents::load(&ws.agents_dir()),
             )
         };
+        let me = engines::Me::new(engines::Identity::from_config(&cfg));
         let (triggers, trigger_errors) = triggers::TriggerSet::new(&live.catalog.pipelines);
         let agents = Arc::new(live_agents.catalog.clone());
         let (catalog_tx, _) = tokio::sync::watch::channel(Arc::new(live.catalog.clone()));
@@ -449,6 +453,7 @@ impl Engine {
             pending_aborts: Vec::new(),
             abort_retry: false,
             apply_only,
+            me,
         })
     }
 
@@ -488,6 +493,7 @@ impl Engine {
         // Look for commands, due steps and follow-ups: at start, and after a wake-up from
         // outside. A step's end needs no look: it claims the next steps itself.
         let mut look = true;
+        self.register().await?;
         self.start_forge_poll();
         self.catch_up_schedules().await;
         if let Err(e) = self.reattach().await {
@@ -516,6 +522,7 @@ impl Engine {
                     if let Err(e) = self.schedule().await {
                         if e.is_fatal() {
                             tracing::error!("the engine stops: {e}");
+                            self.mark_stopped().await;
                             return Err(e);
                         }
                         tracing::error!("scheduling steps failed: {e}");
@@ -550,14 +557,21 @@ impl Engine {
         }
         while self.followups.join_next().await.is_some() {}
         self.opencode.stop().await;
+        self.mark_stopped().await;
         drop(self.logs);
         let _ = self.log_writer.await;
         Ok(())
     }
 
-    /// The next time something is due by the clock: a delayed step, a trigger, an abort to
-    /// record again, or the fallback sweep when other processes cannot wake the engine.
+    /// The next time something is due by the clock: [`Engine::next_work`], or the
+    /// engine's heartbeat.
     fn next_timer(&self) -> Option<tokio::time::Instant> {
+        self.next_work().into_iter().chain(self.me.next_beat).min()
+    }
+
+    /// The next time work is due by the clock: a delayed step, a trigger, an abort to
+    /// record again, or the fallback sweep when other processes cannot wake the engine.
+    fn next_work(&self) -> Option<tokio::time::Instant> {
         let now = tokio::time::Instant::now();
         let due = self.next_due.map(|at| {
             let wait = (at - crate::store::now_ms()).max(0) as u64;
@@ -651,10 +665,12 @@ impl Engine {
                 false
             }
             _ = sleep_until(timer) => {
+                self.beat_if_due().await;
                 if self.next_due.is_some_and(|at| at <= crate::store::now_ms()) {
                     self.next_due = None;
                 }
-                true
+                // A heartbeat alone gives the database no look.
+                self.next_work().is_some_and(|at| at <= tokio::time::Instant::now())
             }
         }
     }

@@ -169,7 +169,7 @@ fn badges(app: &App, card: &TaskCard, w: usize) -> Vec<Span<'static>> {
         }
         // Its step needs an engine with labels no running engine has.
         TaskState::Queued => match super::engines::label_wait(app, card) {
-            Some((_, labels)) => (format!("… needs engine {labels}"), "… ⌁", t.attention()),
+            Some((_, labels)) => (format!("… needs {labels}"), "… ⚙", t.attention()),
             None => ("… queued".into(), "…", t.dim()),
         },
         TaskState::Waiting if app.board.needs_approval(card) => {

@@ -64,7 +64,7 @@ fn a_name_held_by_a_running_engine_is_refused_until_its_engine_is_gone() {
             "an engine named x is already running on {} (pid {})",
             r["host"].as_str().unwrap(),
             first.id()
-        )) && err.contains("pick another --name or stop it"),
+        )) && err.contains("one engine runs per workspace"),
         "{err}"
     );
     assert_eq!(err.trim().lines().count(), 1, "one sentence: {err}");

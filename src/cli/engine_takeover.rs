@@ -96,8 +96,18 @@ pub(super) async fn start(
 fn name_held(ws: &Workspace, name: &str, owner: Option<Owner>) -> Option<String> {
     let engines = crate::engine::Reader::open(ws).ok()?.engines().ok()?;
     let e = engines.into_iter().find(|e| e.row.name == name && e.live)?;
-    let hands_over = owner.is_some_and(|o| {
-        o.role == Role::Front && i64::from(o.pid) == e.row.pid && e.row.host == host_name()
-    });
-    (!hands_over).then(|| held_sentence(&e.row.name, &e.row.host, e.row.pid, e.seen_ago_ms))
+    let holds_lock = owner.filter(|o| i64::from(o.pid) == e.row.pid && e.row.host == host_name());
+    let said = held_sentence(&e.row.name, &e.row.host, e.row.pid, e.seen_ago_ms);
+    match holds_lock {
+        Some(o) if o.role == Role::Front => None,
+        // Another name would not help: say what the lock says too.
+        Some(o) => {
+            let (head, _) = said.split_once(" — ").unwrap_or((&said, ""));
+            Some(format!(
+                "{head}: it is the {o} that runs this workspace, and one engine runs per workspace — attach to it with `baton`, or stop it first (Ctrl+C in its terminal, or kill {})",
+                o.pid
+            ))
+        }
+        None => Some(said),
+    }
 }

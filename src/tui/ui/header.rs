@@ -80,9 +80,10 @@ fn header_right(app: &App, level: u8) -> Vec<Span<'static>> {
     if let Some(engines) = super::engines::header_text(app, u8::from(level >= 3))
         && level <= 4
     {
-        let here = match app.mode {
-            Mode::Embedded => "here",
-            Mode::Attached => "attached",
+        let here = match (app.mode, &app.owner) {
+            (Mode::Embedded, _) => "here".to_string(),
+            (Mode::Attached, Some(owner)) if level < 3 => owner.to_string(),
+            (Mode::Attached, _) => "attached".to_string(),
         };
         let text = match level {
             0 | 1 | 3 => format!("{engines} · {here} "),

@@ -125,6 +125,16 @@ fn a_step_waits_for_an_engine_with_its_labels() {
     let plain = ws.new_task("gate", "anywhere");
     ws.ok(&["start", &plain.to_string()]);
 
+    // No engine of this board has the label yet: a warning, not an error.
+    let warned = |ws: &Ws| {
+        let out = ws.baton(&["pipelines", "validate"]).output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stderr).contains(
+            "lab.json: warning: status `train` requires label `gpu`, which no engine of this board has had yet",
+        )
+    };
+    assert!(warned(&ws));
+
     // An engine without the label runs the other task, and leaves this one queued.
     let child = engine(&ws, &["--name", "cpu-only"]);
     wait_for("the plain task to run", || {
@@ -145,6 +155,7 @@ fn a_step_waits_for_an_engine_with_its_labels() {
     let shown = ws.ok(&["show", &gpu_task.to_string()]);
     assert!(!shown.contains("waits for an engine"), "{shown}");
     stop(child);
+    assert!(!warned(&ws), "an engine with the label has run");
 }
 
 #[test]

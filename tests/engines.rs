@@ -72,10 +72,16 @@ fn a_name_held_by_a_running_engine_is_refused_until_its_engine_is_gone() {
     // Killed, it cannot say it stopped: the board sees it gone once its lease runs out.
     first.kill().unwrap();
     first.wait().unwrap();
-    assert_eq!(state_of(&ws, "x"), "running", "gone before its lease ran out");
-    wait_within("the killed engine's lease to run out", Duration::from_secs(20), || {
-        state_of(&ws, "x") == "gone"
-    });
+    assert_eq!(
+        state_of(&ws, "x"),
+        "running",
+        "gone before its lease ran out"
+    );
+    wait_within(
+        "the killed engine's lease to run out",
+        Duration::from_secs(20),
+        || state_of(&ws, "x") == "gone",
+    );
     let second = engine(&ws, &["--name", "x"]);
     wait_for("the second engine to take the name", || {
         running_as(&ws, "x", second.id())
@@ -173,7 +179,10 @@ fn bad_names_and_labels_are_refused_in_one_sentence() {
     ] {
         let out = ws.baton(args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success() && err.contains(want), "{args:?}: {err}");
+        assert!(
+            !out.status.success() && err.contains(want),
+            "{args:?}: {err}"
+        );
     }
     let bad = r#"{"id": "bad", "name": "Bad",
   "statuses": [
@@ -196,7 +205,8 @@ fn bad_names_and_labels_are_refused_in_one_sentence() {
     );
     assert!(!out.status.success(), "{text}");
     assert!(
-        text.contains("bad.json:5:20") && text.contains("requires: label `Gpu` is not a lowercase word"),
+        text.contains("bad.json:5:20")
+            && text.contains("requires: label `Gpu` is not a lowercase word"),
         "{text}"
     );
 }

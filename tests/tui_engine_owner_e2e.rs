@@ -174,9 +174,7 @@ fn baton_engine_takes_over_from_a_board_at_the_next_step_boundary() {
     ws.pipeline("hand.json", HAND);
     ws.pipeline("stuck.json", STUCK);
     let tmux = board(&ws, "hand");
-    tmux.wait_screen("the board running the engine", |s| {
-        runs_here(s)
-    });
+    tmux.wait_screen("the board running the engine", runs_here);
     common::wait_for("the board's engine to listen", || listening(ws.root()));
     let id: i64 = ws
         .ok(&["new", "handed over", "-p", "hand", "--start"])
@@ -272,9 +270,7 @@ fn a_board_quitting_while_it_hands_over_leaves_its_step_to_resume() {
     let ws = Ws::new();
     ws.pipeline("hand.json", HAND);
     let tmux = board(&ws, "quit");
-    tmux.wait_screen("the board running the engine", |s| {
-        runs_here(s)
-    });
+    tmux.wait_screen("the board running the engine", runs_here);
     common::wait_for("the board's engine to listen", || listening(ws.root()));
     let id: i64 = ws
         .ok(&["new", "cut short", "-p", "hand", "--start"])

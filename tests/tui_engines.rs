@@ -90,7 +90,10 @@ fn engines_in_the_header_80x24() {
     h.event(AppEvent::Engines(vec![engine("ssd-1", &["ssd"], true, 0)]));
     let screen = h.screen();
     assert!(!screen.contains("needs ssd"), "{screen}");
-    assert!(screen.lines().next().unwrap().contains("engine: ssd-1"), "{screen}");
+    assert!(
+        screen.lines().next().unwrap().contains("engine: ssd-1"),
+        "{screen}"
+    );
 }
 
 /// Task 7 queued at `test`.

@@ -4,8 +4,8 @@
 //! one that holds the name asked for says so by name.
 
 use super::Failure;
-use crate::engine::wake::{self, Owner, Role};
 use crate::engine::engines::{Identity, held_sentence, host_name};
+use crate::engine::wake::{self, Owner, Role};
 use crate::engine::{Engine, EngineError};
 use crate::workspace::{EngineLock, Workspace, WorkspaceError};
 use std::time::Duration;

@@ -87,7 +87,10 @@ pub fn host_name() -> String {
         .ok()
         .or_else(|| std::env::var("HOSTNAME").ok())
         .or_else(|| {
-            let out = std::process::Command::new("uname").arg("-n").output().ok()?;
+            let out = std::process::Command::new("uname")
+                .arg("-n")
+                .output()
+                .ok()?;
             String::from_utf8(out.stdout).ok()
         })
         .unwrap_or_default();
@@ -120,11 +123,7 @@ pub fn held_sentence(name: &str, host: &str, pid: i64, seen_ago_ms: i64) -> Stri
 /// Why a queued step with these `requires` waits, when no live engine has them all:
 /// `waits for an engine labelled gpu`.
 pub fn label_wait(requires: &[String], engines: &[EngineView]) -> Option<String> {
-    if requires.is_empty()
-        || engines
-            .iter()
-            .any(|e| e.live && e.row.has_labels(requires))
-    {
+    if requires.is_empty() || engines.iter().any(|e| e.live && e.row.has_labels(requires)) {
         return None;
     }
     Some(format!(
@@ -265,7 +264,10 @@ mod tests {
 
     #[test]
     fn labels_are_lowercase_words_named_once() {
-        assert_eq!(parse_labels("gpu, big-disk,gpu").unwrap(), ["gpu", "big-disk"]);
+        assert_eq!(
+            parse_labels("gpu, big-disk,gpu").unwrap(),
+            ["gpu", "big-disk"]
+        );
         assert_eq!(parse_labels("").unwrap(), Vec::<String>::new());
         for (bad, want) in [
             ("GPU", "`GPU` is not a lowercase word"),
@@ -273,7 +275,10 @@ mod tests {
             ("-x", "`-x` is not a lowercase word"),
         ] {
             let err = parse_labels(bad).unwrap_err();
-            assert!(err.starts_with("--labels: label ") && err.contains(want), "{bad}: {err}");
+            assert!(
+                err.starts_with("--labels: label ") && err.contains(want),
+                "{bad}: {err}"
+            );
         }
     }
 

@@ -223,7 +223,10 @@ impl Config {
             .iter()
             .find_map(|l| crate::pipeline::label_problem(l))
         {
-            return Err(refuse("labels", &format!("under [engine]: label {problem}")));
+            return Err(refuse(
+                "labels",
+                &format!("under [engine]: label {problem}"),
+            ));
         }
         if let Some(url) = &cfg.store.store {
             crate::store::pg::target::check_setting(url, path).map_err(|m| {

@@ -21,8 +21,18 @@ pub fn header_text(app: &App, level: u8) -> Option<String> {
     if shown.is_empty() {
         return None;
     }
-    let word = if shown.len() == 1 { "engine" } else { "engines" };
-    let steps = |n: i64| if n > 0 { format!(" ▸{n}") } else { String::new() };
+    let word = if shown.len() == 1 {
+        "engine"
+    } else {
+        "engines"
+    };
+    let steps = |n: i64| {
+        if n > 0 {
+            format!(" ▸{n}")
+        } else {
+            String::new()
+        }
+    };
     Some(if level == 0 {
         let names: Vec<String> = shown
             .iter()

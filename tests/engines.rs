@@ -141,18 +141,19 @@ fn a_step_waits_for_an_engine_with_its_labels() {
     };
     assert!(warned(&ws));
 
-    // An engine without the label runs the other task, and leaves this one queued.
-    let child = engine(&ws, &["--name", "cpu-only"]);
-    wait_for("the plain task to run", || {
-        ws.show(plain)["status"] == "review"
-    });
+    // An engine without the label runs the other task, and leaves this one queued: with
+    // nothing else it may run, it counts as idle.
+    ws.baton(&["engine", "--name", "cpu-only", "--exit-when-idle"])
+        .timeout(Duration::from_secs(60))
+        .assert()
+        .success();
+    assert_eq!(ws.show(plain)["status"], "review");
     assert_eq!(ws.show(gpu_task)["state"], "queued");
     let shown = ws.ok(&["show", &gpu_task.to_string()]);
     assert!(
         shown.contains("waits for an engine labelled gpu — `baton engine --labels gpu` starts one"),
         "{shown}"
     );
-    stop(child);
 
     let child = engine(&ws, &["--name", "gpu-1", "--labels", "gpu,big"]);
     wait_for("the labelled step to run", || {

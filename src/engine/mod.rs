@@ -676,10 +676,11 @@ impl Engine {
     }
 
     async fn idle(&self) -> Result<bool> {
+        let me = self.me.ident.clone();
         Ok(self
             .store
-            .read(|db| {
-                Ok(!db.any_open_step_runs()?
+            .read(move |db| {
+                Ok(!scheduler::runnable_open(db, &me)?
                     && db.pending_commands()?.is_empty()
                     && !db.any_open_followups()?)
             })

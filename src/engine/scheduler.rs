@@ -73,6 +73,26 @@ fn claim_due(db: &Db, free: usize, me: &Claimant) -> crate::store::Result<Vec<Cl
     Ok(out)
 }
 
+/// True while a step runs, or one is pending that engine `me` may start: what an engine
+/// that stops when idle waits for. A step that requires labels it lacks is another
+/// engine's, and keeps no engine from stopping.
+pub(super) fn runnable_open(db: &Db, me: &Claimant) -> crate::store::Result<bool> {
+    /// Pending steps looked at; past that many, the engine counts as busy.
+    const LOOK: usize = 1000;
+    if !db.any_open_step_runs()? {
+        return Ok(false);
+    }
+    if !db.running_step_runs()?.is_empty() {
+        return Ok(true);
+    }
+    let pending = db.due_step_runs(i64::MAX, LOOK as i64)?;
+    Ok(pending.len() == LOOK
+        || pending.iter().any(|s| {
+            let pipeline = db.pipeline(s.task_id).ok();
+            me.may_run(requires(pipeline.as_deref(), &s.status))
+        }))
+}
+
 /// The labels the step of `status` requires of the engine that runs it.
 fn requires<'p>(pipeline: Option<&'p Pipeline>, status: &str) -> &'p [String] {
     pipeline

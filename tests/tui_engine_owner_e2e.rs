@@ -235,7 +235,7 @@ fn baton_engine_takes_over_from_a_board_at_the_next_step_boundary() {
     let said = String::from_utf8_lossy(&second.stderr);
     assert!(
         said.contains(&format!(
-            "it is the baton engine (pid {pid}) that runs this workspace"
+            "another baton engine is running in this workspace (baton engine (pid {pid}))"
         )) && said.contains("one engine runs per workspace"),
         "{said}"
     );

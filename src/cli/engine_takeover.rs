@@ -104,7 +104,7 @@ fn name_held(ws: &Workspace, name: &str, owner: Option<Owner>) -> Option<String>
         Some(o) => {
             let (head, _) = said.split_once(" — ").unwrap_or((&said, ""));
             Some(format!(
-                "{head}: it is the {o} that runs this workspace, and one engine runs per workspace — attach to it with `baton`, or stop it first (Ctrl+C in its terminal, or kill {})",
+                "another baton engine is running in this workspace ({o}): {head}, and one engine runs per workspace — attach to it with `baton`, or stop it first (Ctrl+C in its terminal, or kill {})",
                 o.pid
             ))
         }

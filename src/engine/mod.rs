@@ -563,12 +563,6 @@ impl Engine {
         Ok(())
     }
 
-    /// The next time something is due by the clock: [`Engine::next_work`], or the
-    /// engine's heartbeat.
-    fn next_timer(&self) -> Option<tokio::time::Instant> {
-        self.next_work().into_iter().chain(self.me.next_beat).min()
-    }
-
     /// The next time work is due by the clock: a delayed step, a trigger, an abort to
     /// record again, or the fallback sweep when other processes cannot wake the engine.
     fn next_work(&self) -> Option<tokio::time::Instant> {
@@ -588,7 +582,9 @@ impl Engine {
 
     /// Waits for the next thing to happen; true when the database should be looked at.
     async fn wait(&mut self, stopping: &mut Option<ShutdownMode>) -> bool {
-        let timer = self.next_timer();
+        // Work due by the clock, or else the engine's heartbeat.
+        let work = self.next_work();
+        let timer = work.into_iter().chain(self.me.next_beat).min();
         tokio::select! {
             Some((id, report)) = self.finished.recv() => {
                 self.on_finished(id, report).await;
@@ -670,7 +666,7 @@ impl Engine {
                     self.next_due = None;
                 }
                 // A heartbeat alone gives the database no look.
-                self.next_work().is_some_and(|at| at <= tokio::time::Instant::now())
+                work.is_some_and(|at| at <= tokio::time::Instant::now())
             }
         }
     }

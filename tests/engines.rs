@@ -163,6 +163,18 @@ fn a_step_waits_for_an_engine_with_its_labels() {
     assert!(!shown.contains("waits for an engine"), "{shown}");
     stop(child);
     assert!(!warned(&ws), "an engine with the label has run");
+    // Each step run names the engine that started it.
+    let db = rusqlite::Connection::open(ws.root().join(".baton/baton.db")).unwrap();
+    let ran_on = |task: i64, status: &str| -> String {
+        db.query_row(
+            "SELECT engine FROM step_runs WHERE task_id = ?1 AND status = ?2",
+            rusqlite::params![task, status],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    assert_eq!(ran_on(gpu_task, "train"), "gpu-1");
+    assert_eq!(ran_on(plain, "build"), "cpu-only");
 }
 
 #[test]

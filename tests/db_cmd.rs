@@ -145,6 +145,10 @@ fn an_import_waits_for_no_engine() {
         "{out:?}"
     );
     assert_eq!(to.ok(&["list", "--json"]).trim(), "[]");
+    // Stopped, the engine's row on the board does not make the board a full one.
+    let out = import(&to, &file);
+    assert!(out.status.success(), "{out:?}");
+    assert_ne!(to.ok(&["list", "--json"]).trim(), "[]");
 }
 
 #[test]

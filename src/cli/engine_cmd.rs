@@ -20,17 +20,31 @@ pub fn init_tracing(ws: &Workspace) -> Option<tracing_appender::non_blocking::Wo
     crate::workspace::logging::init(ws, "engine.log")
 }
 
-/// `baton engine [--exit-when-idle] [--quiet]`.
-pub fn run(ws: &Workspace, exit_when_idle: bool, quiet: bool) -> Outcome {
+/// `baton engine [--exit-when-idle] [--quiet] [--name NAME] [--labels A,B]`.
+pub fn run(
+    ws: &Workspace,
+    exit_when_idle: bool,
+    quiet: bool,
+    (name, labels): (Option<&str>, Option<&str>),
+) -> Outcome {
+    let ident = crate::engine::engines::Identity::with_flags(&ws.config()?, name, labels)
+        .map_err(Failure::new)?;
     let _guard = init_tracing(ws);
     let rt = runtime()?;
     rt.block_on(async {
-        let Some((engine, from)) = super::engine_takeover::start(ws).await? else {
+        let Some((engine, from)) = super::engine_takeover::start(ws, ident).await? else {
             return Ok(exit::OK);
         };
         let r = &engine.recovered;
+        let me = engine.identity();
+        let labels = if me.labels.is_empty() {
+            String::new()
+        } else {
+            format!(", labels {}", me.labels.join(","))
+        };
         eprintln!(
-            "baton engine running in {} (pid {}); SIGINT/SIGTERM stop it",
+            "baton engine {}{labels} running in {} (pid {}); SIGINT/SIGTERM stop it",
+            me.name,
             ws.root().display(),
             std::process::id()
         );

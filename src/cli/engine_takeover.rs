@@ -1,8 +1,10 @@
 //! `baton engine` started while a board (or `baton serve`) runs the workspace's engine:
 //! it asks that engine to hand over, waits for it to finish its running steps and free
-//! the lock, then runs the engine here. A headless engine already running refuses.
+//! the lock, then runs the engine here. A headless engine already running refuses, and
+//! one that holds the name asked for says so by name.
 
 use super::Failure;
+use crate::engine::engines::{Identity, held_sentence, host_name};
 use crate::engine::wake::{self, Owner, Role};
 use crate::engine::{Engine, EngineError};
 use crate::workspace::{EngineLock, Workspace, WorkspaceError};
@@ -12,15 +14,26 @@ use std::time::Duration;
 const ANSWER_WITHIN: Duration = Duration::from_secs(5);
 
 /// The engine, and who it took over from; None when the user stopped the wait (Ctrl+C).
-pub(super) async fn start(ws: &Workspace) -> Result<Option<(Engine, Option<Owner>)>, Failure> {
+pub(super) async fn start(
+    ws: &Workspace,
+    ident: Identity,
+) -> Result<Option<(Engine, Option<Owner>)>, Failure> {
     let refused = match Engine::start_as(ws, Role::Headless).await {
-        Ok(engine) => return Ok(Some((engine, None))),
+        Ok(mut engine) => {
+            engine.set_identity(ident);
+            return Ok(Some((engine, None)));
+        }
         Err(e @ EngineError::Workspace(WorkspaceError::EngineRunning(_))) => e,
         Err(e) => return Err(e.into()),
     };
     let dir = ws.dir();
+    let at = ws.clone();
+    let name = ident.name.clone();
     let asked = tokio::task::spawn_blocking(move || {
         let owner = wake::who(&dir, ANSWER_WITHIN);
+        if let Some(held) = name_held(&at, &name, owner) {
+            return Ok((owner, Some(Err(held))));
+        }
         let token = crate::api::token::load_or_create(&dir)?;
         Ok::<_, String>((owner, wake::hand_over(&dir, &token, ANSWER_WITHIN)))
     })
@@ -73,6 +86,28 @@ pub(super) async fn start(ws: &Workspace) -> Result<Option<(Engine, Option<Owner
             )
         })?
         .map_err(Failure::from)?;
-    let engine = Engine::start_locked(ws, lock, Role::Headless).await?;
+    let mut engine = Engine::start_locked(ws, lock, Role::Headless).await?;
+    engine.set_identity(ident);
     Ok(Some((engine, owner)))
+}
+
+/// The refusal when a live engine holds `name`, unless it is the board's engine that hands
+/// the workspace over to this one (the usual case: both named after the host).
+fn name_held(ws: &Workspace, name: &str, owner: Option<Owner>) -> Option<String> {
+    let engines = crate::engine::Reader::open(ws).ok()?.engines().ok()?;
+    let e = engines.into_iter().find(|e| e.row.name == name && e.live)?;
+    let holds_lock = owner.filter(|o| i64::from(o.pid) == e.row.pid && e.row.host == host_name());
+    let said = held_sentence(&e.row.name, &e.row.host, e.row.pid, e.seen_ago_ms);
+    match holds_lock {
+        Some(o) if o.role == Role::Front => None,
+        // Another name would not help: say what the lock says too.
+        Some(o) => {
+            let (head, _) = said.split_once(" — ").unwrap_or((&said, ""));
+            Some(format!(
+                "another baton engine is running in this workspace ({o}): {head}, and one engine runs per workspace — attach to it with `baton`, or stop it first (Ctrl+C in its terminal, or kill {})",
+                o.pid
+            ))
+        }
+        None => Some(said),
+    }
 }

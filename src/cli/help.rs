@@ -16,7 +16,10 @@ const GROUPS: &[(&str, &[&str])] = &[
         ],
     ),
     ("Pipelines and agents", &["pipelines", "agents", "try"]),
-    ("Servers", &["engine", "serve", "mcp", "token", "forge"]),
+    (
+        "Servers",
+        &["engine", "engines", "serve", "mcp", "token", "forge"],
+    ),
     (
         "Setup",
         &["init", "config", "db", "completions", "man", "help"],

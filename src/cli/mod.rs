@@ -6,6 +6,7 @@ mod config_cmd;
 mod db_cmd;
 mod engine_cmd;
 mod engine_takeover;
+mod engines_cmd;
 mod executors_check;
 pub mod forge_cmd;
 mod help;
@@ -214,6 +215,18 @@ pub enum Command {
         /// Print no line per move and step result (problems are still printed).
         #[arg(long, short)]
         quiet: bool,
+        /// Its name on the board (default: `[engine] name`, else the host name).
+        #[arg(long, value_name = "NAME")]
+        name: Option<String>,
+        /// Its labels, comma-separated lowercase words: it starts only steps whose
+        /// `requires` it has all of (default: `[engine] labels`).
+        #[arg(long, value_name = "A,B")]
+        labels: Option<String>,
+    },
+    /// The engines registered on the board: name, host, labels, steps running, last seen.
+    Engines {
+        #[arg(long)]
+        json: bool,
     },
     /// Pipeline definitions.
     #[command(subcommand)]
@@ -471,7 +484,15 @@ pub fn dispatch(dir: Option<&PathBuf>, command: Command) -> Outcome {
         Command::Engine {
             exit_when_idle,
             quiet,
-        } => engine_cmd::run(&workspace(dir)?, exit_when_idle, quiet),
+            name,
+            labels,
+        } => engine_cmd::run(
+            &workspace(dir)?,
+            exit_when_idle,
+            quiet,
+            (name.as_deref(), labels.as_deref()),
+        ),
+        Command::Engines { json } => engines_cmd::list(&workspace(dir)?, json),
         Command::List {
             archived: true,
             json,

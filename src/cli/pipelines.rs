@@ -245,6 +245,14 @@ fn validate(dir: Option<&PathBuf>, files: Vec<PathBuf>) -> Outcome {
                 continue;
             }
             defined.push((p.id.clone(), name.clone()));
+            let unlabelled = labels_no_engine_has(ws.as_ref(), &p);
+            for (status, label) in &unlabelled {
+                eprintln!(
+                    "{}: warning: status `{status}` requires label `{label}`, which no engine of this board has had yet — `baton engine --labels {label}` starts one",
+                    strip(&name)
+                );
+            }
+            warnings += unlabelled.len();
             if trigger_errors.is_empty() {
                 println!("{name}: ok ({}, {} statuses)", p.id, p.statuses.len());
             }
@@ -257,6 +265,30 @@ fn validate(dir: Option<&PathBuf>, files: Vec<PathBuf>) -> Outcome {
         )));
     }
     Ok(exit::OK)
+}
+
+/// The labels `p`'s steps require that no engine registered on the workspace's board has
+/// (a board not made yet has none, and is not made here), as (status, label).
+fn labels_no_engine_has(
+    ws: Option<&crate::workspace::Workspace>,
+    p: &crate::pipeline::Pipeline,
+) -> Vec<(String, String)> {
+    let required: Vec<(String, String)> = p
+        .statuses
+        .iter()
+        .filter_map(|s| Some((s.id.clone(), s.step.as_ref()?.requires.clone())))
+        .flat_map(|(id, labels)| labels.into_iter().map(move |l| (id.clone(), l)))
+        .collect();
+    let Some(ws) = ws.filter(|w| !required.is_empty() && w.db_path().exists()) else {
+        return Vec::new();
+    };
+    let Ok(engines) = crate::engine::Reader::open(ws).and_then(|r| r.engines()) else {
+        return Vec::new();
+    };
+    required
+        .into_iter()
+        .filter(|(_, l)| !engines.iter().any(|e| e.row.labels.contains(l)))
+        .collect()
 }
 
 /// `baton agents …`: every profile (built-in and the workspace's), and with `check`

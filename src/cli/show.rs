@@ -37,6 +37,16 @@ pub(super) fn show(ws: &Workspace, db: &Reader, id: i64, as_json: bool) -> Outco
     if let Some(b) = &t.breakpoint {
         println!("breakpoint before {b}");
     }
+    // A queued step that no running engine may start: which labels it waits for.
+    if t.state == crate::store::TaskState::Queued
+        && let Some(step) = pipeline.status(&t.status).and_then(|s| s.step.as_ref())
+        && let Some(why) = crate::engine::engines::label_wait(&step.requires, &db.engines()?)
+    {
+        println!(
+            "{why} — `baton engine --labels {}` starts one",
+            step.requires.join(",")
+        );
+    }
     let blockers = db.blockers(id)?;
     if !blockers.is_empty() {
         let list: Vec<String> = blockers

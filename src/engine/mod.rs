@@ -12,6 +12,7 @@ mod client_feed;
 mod client_follow;
 mod client_views;
 mod effects;
+pub mod engines;
 mod error;
 mod followups;
 pub mod forge_events;
@@ -262,6 +263,8 @@ pub struct Engine {
     /// Built to apply one command in a process with no engine running: it runs no step,
     /// and the steps a request stops belong to an engine that died.
     apply_only: bool,
+    /// Its name and labels on the board, and its heartbeat.
+    me: engines::Me,
 }
 
 impl Engine {
@@ -383,6 +386,7 @@ impl Engine {
                 crate::agents::LiveAgents::load(&ws.agents_dir()),
             )
         };
+        let me = engines::Me::new(engines::Identity::from_config(&cfg));
         let (triggers, trigger_errors) = triggers::TriggerSet::new(&live.catalog.pipelines);
         let agents = Arc::new(live_agents.catalog.clone());
         let (catalog_tx, _) = tokio::sync::watch::channel(Arc::new(live.catalog.clone()));
@@ -453,6 +457,7 @@ impl Engine {
             pending_aborts: Vec::new(),
             abort_retry: false,
             apply_only,
+            me,
         })
     }
 
@@ -492,6 +497,7 @@ impl Engine {
         // Look for commands, due steps and follow-ups: at start, and after a wake-up from
         // outside. A step's end needs no look: it claims the next steps itself.
         let mut look = true;
+        self.register().await?;
         self.start_forge_poll();
         self.catch_up_schedules().await;
         if let Err(e) = self.reattach().await {
@@ -520,6 +526,7 @@ impl Engine {
                     if let Err(e) = self.schedule().await {
                         if e.is_fatal() {
                             tracing::error!("the engine stops: {e}");
+                            self.mark_stopped().await;
                             return Err(e);
                         }
                         tracing::error!("scheduling steps failed: {e}");
@@ -554,14 +561,15 @@ impl Engine {
         }
         while self.followups.join_next().await.is_some() {}
         self.opencode.stop().await;
+        self.mark_stopped().await;
         drop(self.logs);
         let _ = self.log_writer.await;
         Ok(())
     }
 
-    /// The next time something is due by the clock: a delayed step, a trigger, an abort to
+    /// The next time work is due by the clock: a delayed step, a trigger, an abort to
     /// record again, or the fallback sweep when other processes cannot wake the engine.
-    fn next_timer(&self) -> Option<tokio::time::Instant> {
+    fn next_work(&self) -> Option<tokio::time::Instant> {
         let now = tokio::time::Instant::now();
         let due = self.next_due.map(|at| {
             let wait = (at - crate::store::now_ms()).max(0) as u64;
@@ -578,7 +586,9 @@ impl Engine {
 
     /// Waits for the next thing to happen; true when the database should be looked at.
     async fn wait(&mut self, stopping: &mut Option<ShutdownMode>) -> bool {
-        let timer = self.next_timer();
+        // Work due by the clock, or else the engine's heartbeat.
+        let work = self.next_work();
+        let timer = work.into_iter().chain(self.me.next_beat).min();
         tokio::select! {
             Some((id, report)) = self.finished.recv() => {
                 self.on_finished(id, report).await;
@@ -655,19 +665,22 @@ impl Engine {
                 false
             }
             _ = sleep_until(timer) => {
+                self.beat_if_due().await;
                 if self.next_due.is_some_and(|at| at <= crate::store::now_ms()) {
                     self.next_due = None;
                 }
-                true
+                // A heartbeat alone gives the database no look.
+                work.is_some_and(|at| at <= tokio::time::Instant::now())
             }
         }
     }
 
     async fn idle(&self) -> Result<bool> {
+        let me = self.me.ident.clone();
         Ok(self
             .store
-            .read(|db| {
-                Ok(!db.any_open_step_runs()?
+            .read(move |db| {
+                Ok(!scheduler::runnable_open(db, &me)?
                     && db.pending_commands()?.is_empty()
                     && !db.any_open_followups()?)
             })

@@ -59,6 +59,11 @@ impl Reader {
         self.store.read().archived_tasks()
     }
 
+    /// The engines registered on the board, by name, as they stand now.
+    pub fn engines(&self) -> Result<Vec<crate::store::EngineView>> {
+        self.store.read().engine_views()
+    }
+
     /// One task.
     pub fn task(&self, id: i64) -> Result<Task> {
         self.store.read().task(id)

@@ -3,6 +3,7 @@
 //! move it causes, and the claim of the next steps, which start at once.
 
 use super::actions::{Outside, merge_gate};
+use super::engines::Claimant;
 use super::{Engine, EngineError, EngineEvent, Result, Running, StepReport, StopReason};
 use super::{results, runner};
 use crate::pipeline::{Pipeline, StatusKind};
@@ -20,40 +21,84 @@ pub(super) struct Claimed {
     reattach: bool,
 }
 
-/// Claims up to `free` due step runs, oldest first, inside the caller's transaction.
-/// Claiming is what makes a step run at most once: only a pending row can be claimed, and
-/// a succeeded execution key is never claimed again.
-fn claim_due(db: &Db, free: usize) -> crate::store::Result<Vec<Claimed>> {
-    if free == 0 {
-        return Ok(Vec::new());
-    }
+/// Claims up to `free` due step runs that engine `me` may run, oldest first, inside the
+/// caller's transaction. Claiming is what makes a step run at most once: only a pending row
+/// can be claimed, and a succeeded execution key is never claimed again.
+fn claim_due(db: &Db, free: usize, me: &Claimant) -> crate::store::Result<Vec<Claimed>> {
     let mut out = Vec::new();
     let now = now_ms();
-    // An execution key is unique, so a pending row's key can never have succeeded: the
-    // claim alone decides.
-    for mut step in db.due_step_runs(now, free as i64)? {
-        if !db.claim_step_run(step.id, now)? {
-            continue;
+    // Steps that require labels this engine lacks stay pending, and are read again past
+    // them: `held` of the rows read are such steps.
+    let mut held = 0;
+    while out.len() < free {
+        let limit = held + free - out.len();
+        let due = db.due_step_runs(now, limit as i64)?;
+        let exhausted = due.len() < limit;
+        held = 0;
+        for mut step in due {
+            // An unreadable snapshot is reported by the step itself (it cannot start).
+            let pipeline = db.pipeline(step.task_id).ok();
+            if !me.may_run(requires(pipeline.as_deref(), &step.status)) {
+                held += 1;
+                continue;
+            }
+            // An execution key is unique, so a pending row's key can never have succeeded:
+            // the claim alone decides.
+            if !db.claim_step_run_by(step.id, now, Some(&me.name))? {
+                continue;
+            }
+            step.state = crate::store::StepState::Running;
+            step.started_at = Some(now);
+            let task = db.task(step.task_id)?;
+            db.set_task_state(task.id, TaskState::Running)?;
+            let handoff = match task.run_id {
+                Some(r) => db.last_handoff(r)?,
+                None => None,
+            };
+            out.push(Claimed {
+                step,
+                task,
+                pipeline,
+                handoff,
+                reattach: false,
+            });
+            if out.len() == free {
+                break;
+            }
         }
-        step.state = crate::store::StepState::Running;
-        step.started_at = Some(now);
-        let task = db.task(step.task_id)?;
-        db.set_task_state(task.id, TaskState::Running)?;
-        let handoff = match task.run_id {
-            Some(r) => db.last_handoff(r)?,
-            None => None,
-        };
-        // An unreadable snapshot is reported by the step itself (it cannot start).
-        let pipeline = db.pipeline(task.id).ok();
-        out.push(Claimed {
-            step,
-            task,
-            pipeline,
-            handoff,
-            reattach: false,
-        });
+        if exhausted {
+            break;
+        }
     }
     Ok(out)
+}
+
+/// True while a step runs, or one is pending that engine `me` may start: what an engine
+/// that stops when idle waits for. A step that requires labels it lacks is another
+/// engine's, and keeps no engine from stopping.
+pub(super) fn runnable_open(db: &Db, me: &Claimant) -> crate::store::Result<bool> {
+    /// Pending steps looked at; past that many, the engine counts as busy.
+    const LOOK: usize = 1000;
+    if !db.any_open_step_runs()? {
+        return Ok(false);
+    }
+    if !db.running_step_runs()?.is_empty() {
+        return Ok(true);
+    }
+    let pending = db.due_step_runs(i64::MAX, LOOK as i64)?;
+    Ok(pending.len() == LOOK
+        || pending.iter().any(|s| {
+            let pipeline = db.pipeline(s.task_id).ok();
+            me.may_run(requires(pipeline.as_deref(), &s.status))
+        }))
+}
+
+/// The labels the step of `status` requires of the engine that runs it.
+fn requires<'p>(pipeline: Option<&'p Pipeline>, status: &str) -> &'p [String] {
+    pipeline
+        .and_then(|p| p.status(status))
+        .and_then(|s| s.step.as_ref())
+        .map_or(&[], |s| s.requires.as_slice())
 }
 
 /// Sends a step's report to the engine exactly once: if the step's task ends without one
@@ -138,9 +183,10 @@ impl Engine {
     /// Claims due step runs up to `max_parallel` and starts them.
     pub(super) async fn schedule(&mut self) -> Result<()> {
         let free = self.cfg.max_parallel.saturating_sub(self.running.len());
+        let me = self.me.ident.clone();
         let (claimed, due) = self
             .store
-            .write(move |db| Ok::<_, EngineError>((claim_due(db, free)?, next_due(db)?)))
+            .write(move |db| Ok::<_, EngineError>((claim_due(db, free, &me)?, next_due(db)?)))
             .await?;
         self.next_due = due;
         for c in claimed {
@@ -325,10 +371,11 @@ impl Engine {
             self.cfg.max_parallel.saturating_sub(self.running.len())
         };
         let has_git = self.git.is_some();
+        let me = self.me.ident.clone();
         let forge = !shutdown && self.forge_ready().await;
         let mut merged: Option<std::result::Result<(), String>> = None;
         let out = loop {
-            let (report, merged2) = (report.clone(), merged.clone());
+            let (report, merged2, me) = (report.clone(), merged.clone(), me.clone());
             let out = self
                 .store
                 .write(move |db| {
@@ -348,7 +395,7 @@ impl Engine {
                     };
                     let retry = applied.as_ref().is_some_and(|a| a.retry);
                     let due = if retry { next_due(db)? } else { None };
-                    Ok::<_, EngineError>((applied, claim_due(db, free)?, due))
+                    Ok::<_, EngineError>((applied, claim_due(db, free, &me)?, due))
                 })
                 .await;
             match out {

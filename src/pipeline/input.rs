@@ -27,6 +27,43 @@ pub fn id_problem(id: &str) -> Option<String> {
     ))
 }
 
+/// Why `name` cannot name an engine, or `None` when it can: 1 to 64 ASCII letters, digits,
+/// `.`, `-` and `_` (a host name is one).
+pub fn engine_name_problem(name: &str) -> Option<String> {
+    let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_');
+    if name.is_empty() {
+        Some("an engine name cannot be empty".into())
+    } else if name.len() > 64 || !name.chars().all(ok) {
+        Some(format!(
+            "`{}` cannot name an engine; use up to 64 ASCII letters, digits, `.`, `-` and `_`, like `devbox` or `gpu-1`",
+            name.escape_debug()
+        ))
+    } else {
+        None
+    }
+}
+
+/// The longest engine label.
+pub const MAX_LABEL: usize = 32;
+
+/// Why `label` is not an engine label, or `None` when it is: a lowercase word of ASCII
+/// letters and digits, `-` and `_` (`gpu`, `big-disk`), starting with a letter or digit.
+pub fn label_problem(label: &str) -> Option<String> {
+    let shown = label.escape_debug();
+    let ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_';
+    if label.is_empty() {
+        Some("is empty; a label is a lowercase word like `gpu`".into())
+    } else if label.chars().count() > MAX_LABEL {
+        Some(format!("`{shown}` is longer than {MAX_LABEL} characters"))
+    } else if !label.chars().all(ok) || label.starts_with(['-', '_']) {
+        Some(format!(
+            "`{shown}` is not a lowercase word; labels use a-z, 0-9, `-` and `_`, like `gpu` or `big-disk`"
+        ))
+    } else {
+        None
+    }
+}
+
 /// Each key that appears twice in one object of `text` (valid JSON): the key and where its
 /// later occurrence starts. JSON readers keep one of the two silently.
 pub(crate) fn duplicate_keys(text: &str) -> Vec<(String, Pos)> {

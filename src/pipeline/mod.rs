@@ -28,7 +28,7 @@ mod validate;
 pub use decide::*;
 pub use executor_spec::{ExecutorSpec, parse_executor};
 pub(crate) use input::duplicate_keys;
-pub use input::{id_problem, strip_bom};
+pub use input::{MAX_LABEL, engine_name_problem, id_problem, label_problem, strip_bom};
 pub use live::LiveCatalog;
 pub use load::*;
 pub use model::*;

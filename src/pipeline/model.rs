@@ -89,6 +89,9 @@ pub struct StepSpec {
     /// workspace default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub executor: Option<ExecutorSpec>,
+    /// Labels an engine must all have to start this step (`"requires"`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requires: Vec<String>,
 }
 
 impl StepSpec {

@@ -8,7 +8,9 @@ use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
 const ACTIONS: &[&str] = &["run", "script", "agent", "docker"];
-const COMMON: &[&str] = &["timeout", "retries", "env", "workdir", "executor"];
+const COMMON: &[&str] = &[
+    "timeout", "retries", "env", "workdir", "executor", "requires",
+];
 
 /// The one of `known` that `word` is most likely a misspelling of: at most two edits away
 /// (one for short words), and closer than any other.
@@ -52,7 +54,7 @@ pub(crate) fn parse_step(
                     format!("status `{status}`: unknown field `{key}` — did you mean `{near}`?")
                 }
                 None => format!(
-                    "status `{status}`: unknown step kind `{key}` (a step has one of run, script, agent, docker, plus optional timeout, retries, env, workdir, executor)"
+                    "status `{status}`: unknown step kind `{key}` (a step has one of run, script, agent, docker, plus optional timeout, retries, env, workdir, executor, requires)"
                 ),
             };
             ctx.error_key(&join(ptr, key), message);
@@ -87,6 +89,7 @@ pub(crate) fn parse_step(
     let env = parse_env(ctx, obj, ptr, status);
     let workdir = opt_str(ctx, obj, ptr, "workdir");
     let executor = parse_step_executor(ctx, obj, ptr, status);
+    let requires = parse_requires(ctx, obj, ptr, status);
     if let (Some(Some(_)), Some(StepAction::Docker { .. })) = (&executor, &action) {
         ctx.error(
             &join(ptr, "executor"),
@@ -101,7 +104,54 @@ pub(crate) fn parse_step(
         env: env?,
         workdir,
         executor: executor?,
+        requires: requires?,
     })
+}
+
+/// The step's `requires`: engine labels, each a lowercase word, each named once.
+fn parse_requires(
+    ctx: &mut Ctx,
+    obj: &Map<String, Value>,
+    ptr: &str,
+    status: &str,
+) -> Option<Vec<String>> {
+    let rptr = join(ptr, "requires");
+    let items = match obj.get("requires") {
+        None | Some(Value::Null) => return Some(Vec::new()),
+        Some(Value::Array(items)) => items,
+        Some(other) => {
+            ctx.error(
+                &rptr,
+                format!(
+                    "status `{status}`: `requires` must be an array of engine labels like [\"gpu\"], not {}",
+                    type_name(other)
+                ),
+            );
+            return None;
+        }
+    };
+    let mut labels: Vec<String> = Vec::new();
+    let mut ok = true;
+    for (i, item) in items.iter().enumerate() {
+        let at = join(&rptr, &i.to_string());
+        let problem = match item.as_str() {
+            None => Some(format!("must be a string, not {}", type_name(item))),
+            Some(l) => super::label_problem(l).or_else(|| {
+                labels
+                    .iter()
+                    .any(|x| x == l)
+                    .then(|| format!("`{l}` is named twice"))
+            }),
+        };
+        match problem {
+            Some(p) => {
+                ok = false;
+                ctx.error(&at, format!("status `{status}`: requires: label {p}"));
+            }
+            None => labels.push(item.as_str().unwrap_or_default().to_string()),
+        }
+    }
+    ok.then_some(labels)
 }
 
 /// The step's `executor` field: `Some(None)` when absent, `None` when unusable.

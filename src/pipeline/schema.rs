@@ -39,6 +39,10 @@ pub struct PipelineFile {
 #[derive(JsonSchema)]
 pub struct Id(#[schemars(pattern(r"^[A-Za-z0-9_-]+$"))] String);
 
+/// An engine label: a lowercase word (`gpu`, `big-disk`).
+#[derive(JsonSchema)]
+pub struct Label(#[schemars(pattern(r"^[a-z0-9][a-z0-9_-]*$"))] String);
+
 /// What a status without a step is.
 #[derive(JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -108,6 +112,9 @@ pub struct StepFile {
     /// Where the step runs (default: the workspace's `[executor]`, else this machine).
     /// Applies to `run`, `script` and `command`-backend agents. See docs/executors.md.
     executor: Option<ExecutorFile>,
+    /// Labels an engine must all have to run this step (`baton engine --labels gpu`); the
+    /// task stays queued until such an engine takes it.
+    requires: Option<Vec<Label>>,
 }
 
 /// Where a step runs: exactly one of `local`, `docker`, `ssh`, `kubernetes`.

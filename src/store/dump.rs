@@ -13,8 +13,9 @@ use std::io::{BufRead, Write};
 /// The export format's version, in its header line.
 const FORMAT: i64 = 1;
 
-/// Tables a new database fills itself: they are replaced, not counted as a board's content.
-pub(super) const SEEDED: &[&str] = &["change_counter", "meta"];
+/// Tables a new database fills itself, or any engine that ever ran on it (`engines`): they
+/// are replaced, not counted as a board's content.
+pub(super) const SEEDED: &[&str] = &["change_counter", "meta", "engines"];
 
 /// How many rows an export or import carried, per table, in the order they came.
 #[derive(Debug, Default, PartialEq, Eq)]

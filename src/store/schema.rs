@@ -281,6 +281,23 @@ pub(super) const MIGRATIONS: &[&str] = &[
     ALTER TABLE tasks ADD COLUMN created_by TEXT;
     ALTER TABLE tasks ADD COLUMN moved_by TEXT;
     "#,
+    // The engines that run the board's steps, one row per name: where each runs, its
+    // labels, and when it was last seen (a heartbeat, renewed while it runs). Each step
+    // run names the engine that started it.
+    r#"
+    CREATE TABLE engines (
+        name         TEXT PRIMARY KEY,
+        host         TEXT NOT NULL,
+        pid          INTEGER NOT NULL,
+        labels       TEXT NOT NULL DEFAULT '',
+        version      TEXT NOT NULL,
+        started_at   INTEGER NOT NULL,
+        heartbeat_at INTEGER NOT NULL,
+        lease_ms     INTEGER NOT NULL,
+        stopped_at   INTEGER
+    );
+    ALTER TABLE step_runs ADD COLUMN engine TEXT;
+    "#,
 ];
 
 /// Migrations whose SQLite text has no faithful PostgreSQL rendering, by position in

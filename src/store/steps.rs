@@ -173,10 +173,15 @@ impl Db<'_> {
     /// Moves a pending step run to running. Returns false if it was no longer pending
     /// (claimed, cancelled), so a step is started at most once.
     pub fn claim_step_run(&self, id: i64, now: i64) -> Result<bool> {
+        self.claim_step_run_by(id, now, None)
+    }
+
+    /// [`Db::claim_step_run`], naming the engine that starts it.
+    pub fn claim_step_run_by(&self, id: i64, now: i64, engine: Option<&str>) -> Result<bool> {
         let n = self.exec(
-            "UPDATE step_runs SET state = 'running', started_at = ?1 \
+            "UPDATE step_runs SET state = 'running', started_at = ?1, engine = ?3 \
              WHERE id = ?2 AND state = 'pending'",
-            params![now, id],
+            params![now, id, engine],
         )?;
         Ok(n == 1)
     }

@@ -76,6 +76,8 @@ pub struct App {
     /// The new-task form last sent to the engine, kept until it answers: a refusal
     /// reopens it with what was typed and the engine's reason.
     pub creating: Option<Box<NewTaskForm>>,
+    /// The engines registered on the board (the header names them).
+    pub engines: Vec<crate::store::EngineView>,
     attention: HashMap<i64, Attention>,
     effects: Vec<Effect>,
 }
@@ -104,6 +106,7 @@ impl App {
             settings: Default::default(),
             agent_problems: Default::default(),
             creating: None,
+            engines: Vec::new(),
             attention: HashMap::new(),
             effects: vec![Effect::LoadBoard],
         }
@@ -345,6 +348,7 @@ impl App {
                 true
             }
             AppEvent::Playground(ev) => self.on_playground(ev),
+            AppEvent::Engines(list) => std::mem::replace(&mut self.engines, list) != self.engines,
             AppEvent::AgentProblems(problems) => {
                 self.agent_problems = problems;
                 true

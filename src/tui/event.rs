@@ -123,6 +123,8 @@ pub enum AppEvent {
     Created(Result<i64, String>),
     /// A read failed.
     LoadFailed(String),
+    /// The engines registered on the board, as they stand (sent when they change).
+    Engines(Vec<crate::store::EngineView>),
     /// The agents that fail `agents check` here (checked once when the board opens).
     AgentProblems(super::agent_health::Problems),
     /// The playground's agents, log lines and result.

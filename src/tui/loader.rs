@@ -105,6 +105,8 @@ fn run(
     };
     let mut catalog = source.current();
     report(&startup_problems(&catalog), "this pipeline is skipped", out);
+    // The engines as last sent: read again with the board or a card, sent when they change.
+    let mut engines = None;
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         batch.extend(rx.try_iter());
@@ -143,6 +145,19 @@ fn run(
             }
             let ev = answer(ws, &store, &catalog, req);
             if out.send(ev).is_err() {
+                return;
+            }
+        }
+        if seen.iter().any(|r| {
+            matches!(
+                r,
+                LoadReq::Board | LoadReq::Card(_) | LoadReq::Reload | LoadReq::ReadOwn
+            )
+        }) && let Ok(now) = store.engines()
+            && engines.as_ref() != Some(&now)
+        {
+            engines = Some(now.clone());
+            if out.send(AppEvent::Engines(now)).is_err() {
                 return;
             }
         }

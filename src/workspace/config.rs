@@ -57,6 +57,32 @@ pub struct Config {
     /// Where the board lives (`[store]`): SQLite in `.baton/baton.db` unless it names a
     /// PostgreSQL URL.
     pub store: StoreSettings,
+    /// How this machine's engine is named and labelled, and how often it says it still runs
+    /// (`[engine]`).
+    pub engine: EngineSettings,
+}
+
+/// `[engine]`: the engine this workspace runs (`baton engine`, or the board's own).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EngineSettings {
+    /// Its name on the board (default: the host name); `baton engine --name` wins.
+    pub name: Option<String>,
+    /// Its labels (`["gpu"]`); `baton engine --labels` wins.
+    pub labels: Vec<String>,
+    /// How often it renews its heartbeat; it counts as gone three of these after the last.
+    #[serde(with = "humantime_serde_compat")]
+    pub heartbeat: Duration,
+}
+
+impl Default for EngineSettings {
+    fn default() -> Self {
+        Self {
+            name: None,
+            labels: Vec::new(),
+            heartbeat: Duration::from_secs(5),
+        }
+    }
 }
 
 /// `[store]`: the board's database.
@@ -109,6 +135,7 @@ impl Default for Config {
             serve: ServeConfig::default(),
             forge: None,
             store: StoreSettings::default(),
+            engine: EngineSettings::default(),
         }
     }
 }
@@ -175,6 +202,31 @@ impl Config {
                 path: path.to_path_buf(),
                 message: problem,
             });
+        }
+        if cfg.engine.heartbeat < Duration::from_secs(1) {
+            return Err(refuse(
+                "heartbeat",
+                "under [engine] must be at least 1s (leave it out for 5s)",
+            ));
+        }
+        if let Some(problem) = cfg
+            .engine
+            .name
+            .as_deref()
+            .and_then(crate::pipeline::engine_name_problem)
+        {
+            return Err(refuse("name", &format!("under [engine]: {problem}")));
+        }
+        if let Some(problem) = cfg
+            .engine
+            .labels
+            .iter()
+            .find_map(|l| crate::pipeline::label_problem(l))
+        {
+            return Err(refuse(
+                "labels",
+                &format!("under [engine]: label {problem}"),
+            ));
         }
         if let Some(url) = &cfg.store.store {
             crate::store::pg::target::check_setting(url, path).map_err(|m| {
@@ -271,6 +323,14 @@ pub(super) const EXAMPLE: &str = r#"# baton workspace configuration. Every setti
 # The most of one step's log that is kept (in the database and the context folder); past
 # it, lines are dropped with one marker line and a warning event, and the step goes on.
 # max_step_log = "100MiB"
+
+# This machine's engine on the board: its name (default: the host name), its labels (a
+# step with "requires": ["gpu"] runs only on an engine labelled gpu), and how often it says
+# it still runs. `baton engine --name N --labels a,b` wins over name and labels.
+# [engine]
+# name = "devbox"
+# labels = ["gpu"]
+# heartbeat = "5s"
 
 # Where steps run when neither the step nor its agent profile names an executor
 # (docs/executors.md): "local" (the default), "docker", "ssh" or "kubernetes", with that

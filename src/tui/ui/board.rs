@@ -167,7 +167,11 @@ fn badges(app: &App, card: &TaskCard, w: usize) -> Vec<Span<'static>> {
             let text = format!("{spin} {}", elapsed(app.now_ms - since));
             (text, spin, t.running())
         }
-        TaskState::Queued => ("… queued".into(), "…", t.dim()),
+        // Its step needs an engine with labels no running engine has.
+        TaskState::Queued => match super::engines::label_wait(app, card) {
+            Some((_, labels)) => (format!("… needs {labels}"), "… ⚙", t.attention()),
+            None => ("… queued".into(), "…", t.dim()),
+        },
         TaskState::Waiting if app.board.needs_approval(card) => {
             ("⚑ approval".into(), "⚑", t.attention())
         }

@@ -57,6 +57,10 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
             t.attention(),
         ));
     }
+    // Why its step waits: no running engine has the labels it requires.
+    if let Some((why, _)) = card.and_then(|c| super::engines::label_wait(app, c)) {
+        title.push(Span::styled(format!("· {why} "), t.attention()));
+    }
     // The pull request's badge, as its card shows it.
     if let Some(pr) = card.and_then(|c| c.pr.as_ref()) {
         title.push(Span::styled(format!("· {pr} "), t.dim()));

@@ -35,10 +35,10 @@ pub fn render_header(f: &mut Frame, area: Rect, app: &App) {
     let left_w: usize = spans.iter().map(Span::width).sum();
     // The counts and the engine mode win over the tabs: shorter forms first, then the
     // tabs are cut.
-    let right = (0..4)
+    let right = (0..=LAST_LEVEL)
         .map(|level| header_right(app, level))
         .find(|r| left_w + line_width(r) <= area.width as usize)
-        .unwrap_or_else(|| header_right(app, 3));
+        .unwrap_or_else(|| header_right(app, LAST_LEVEL));
     let right_w = (line_width(&right) as u16).min(area.width);
     let [left_area, right_area] =
         Layout::horizontal([Constraint::Min(0), Constraint::Length(right_w)]).areas(area);
@@ -50,7 +50,11 @@ fn line_width(spans: &[Span]) -> usize {
     spans.iter().map(Span::width).sum()
 }
 
-/// The right side of the header; `level` 0 is the longest form, 3 the shortest.
+/// The shortest form of the header's right side.
+const LAST_LEVEL: u8 = 5;
+
+/// The right side of the header; `level` 0 is the longest form, [`LAST_LEVEL`] the
+/// shortest.
 fn header_right(app: &App, level: u8) -> Vec<Span<'static>> {
     let t = &app.theme;
     let (running, waiting) = app.board.counts();
@@ -72,6 +76,23 @@ fn header_right(app: &App, level: u8) -> Vec<Span<'static>> {
         };
         right.push(Span::styled(text, style));
     }
+    // The engines by name (with where this board's runs), then counted, then only where.
+    if let Some(engines) = super::engines::header_text(app, u8::from(level >= 3))
+        && level <= 4
+    {
+        let here = match (app.mode, &app.owner) {
+            (Mode::Embedded, _) => "here".to_string(),
+            (Mode::Attached, Some(owner)) if level < 3 => owner.to_string(),
+            (Mode::Attached, _) => "attached".to_string(),
+        };
+        let text = match level {
+            0 | 1 | 3 => format!("{engines} · {here} "),
+            _ => format!("{engines} "),
+        };
+        right.push(Span::styled(text, t.dim()));
+        return right;
+    }
+    let level = level.min(3);
     let mode = match (app.mode, level, &app.owner) {
         (Mode::Attached, 0 | 1, Some(owner)) => format!("engine: {owner} "),
         (Mode::Attached, 2, Some(owner)) => format!("engine: pid {} ", owner.pid),

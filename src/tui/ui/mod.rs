@@ -5,6 +5,7 @@ mod board;
 mod conversation;
 mod detail;
 mod engine_banner;
+mod engines;
 mod graph;
 mod header;
 pub mod layout;

@@ -140,11 +140,28 @@ pub(super) fn say(
     }
 }
 
+/// How long `say` waits for a running step to tell whether its agent took a message
+/// (a pipe takes it at once; an OpenCode server answers within a moment).
+const HEARD_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// What the live path did with a message inside its transaction.
+enum Handed {
+    /// Already answered (a forge comment delivered before): the command is finished.
+    Before(String),
+    /// Recorded and handed to the running step of `agent` at `status`, or refused at once
+    /// (`false`: the step no longer takes input).
+    To {
+        agent: String,
+        status: String,
+        handed: bool,
+    },
+}
+
 impl super::Engine {
     /// Says `text` to the task's running step when its agent reads input mid-run: the
-    /// message is recorded and handed to the step, which marks it delivered once written
-    /// (one it can no longer take stays for the next step). None: no such step, so the
-    /// request goes the usual way.
+    /// message is recorded and handed to the step, which marks it delivered once its agent
+    /// took it (one it cannot give stays for the next step), and the answer says which.
+    /// None: no such step, so the request goes the usual way.
     pub(super) async fn say_live(
         &mut self,
         req: &super::Request,
@@ -162,6 +179,7 @@ impl super::Engine {
         let agents = self.agents.clone();
         let (said_text, actor) = (text.to_string(), req.actor.clone());
         let action = req.action.clone();
+        let (heard, told) = tokio::sync::oneshot::channel();
         let out = self
             .store
             .write(move |db| {
@@ -190,51 +208,105 @@ impl super::Engine {
                                 &before.summary,
                             )?;
                         }
-                        return Ok(Some(before.summary));
+                        return Ok(Some(Handed::Before(before.summary)));
                     }
                     super::forge_say::record(
                         db, task_id, *number, author, &said_text, None, &actor,
                     )?;
                 }
                 let id = db.insert_message(task_id, &said_text, &actor, via::LIVE)?;
-                // Handed over inside the transaction, so the answer says what happened: a
-                // step that ended (or closed its input) meanwhile has dropped its end, and the
-                // message stays queued for the next step (marked delivered only once written).
+                // Handed over inside the transaction: a step that ended (or closed its
+                // input) meanwhile has dropped its end, and the message stays queued for
+                // the next step (marked delivered only once its agent took it).
                 let handed = said
                     .send(crate::exec::agent::LiveMessage {
                         id,
                         text: said_text.clone(),
+                        heard: Some(heard),
                     })
                     .is_ok();
-                let summary = if handed {
-                    format!(
-                        "task {task_id}: said to the running agent `{agent}` (its step at `{}`)",
-                        step.status
-                    )
-                } else {
-                    format!(
-                        "task {task_id}: its step at `{}` takes no more input (its turn or run ended); kept for the next step",
-                        step.status
-                    )
-                };
-                if let Some(c) = command {
+                let to = (agent.to_string(), step.status.clone());
+                // A message the step took is answered once its agent has it (below); a
+                // crash in between leaves the command to be applied again at the next
+                // start, so the message is recorded twice rather than lost.
+                if let Some(c) = command.filter(|_| !handed) {
+                    let summary = heard_summary(task_id, &to, None);
                     db.finish_command(c, crate::store::CommandState::Done, &summary)?;
                 }
-                Ok::<_, EngineError>(Some(summary))
+                Ok::<_, EngineError>(Some(Handed::To {
+                    agent: to.0,
+                    status: to.1,
+                    handed,
+                }))
             })
             .await;
         let out = match out {
             Ok(None) => return None,
-            Ok(Some(summary)) => Ok(super::Answer::Applied {
-                summary,
-                queued: false,
-            }),
+            Ok(Some(Handed::Before(summary))) => Ok(summary),
+            Ok(Some(Handed::To {
+                agent,
+                status,
+                handed,
+            })) => {
+                let to = (agent, status);
+                let summary = if handed {
+                    let word = match tokio::time::timeout(HEARD_WITHIN, told).await {
+                        Ok(Ok(word)) => Some(word),
+                        // The step ended without taking it.
+                        Ok(Err(_)) => Some(Err(
+                            "its step ended before it could take the message".into()
+                        )),
+                        Err(_) => None,
+                    };
+                    let summary = heard_summary(task_id, &to, Some(word));
+                    if let Some(c) = command {
+                        let s = summary.clone();
+                        let _ = self
+                            .store
+                            .write(move |db| {
+                                db.finish_command(c, crate::store::CommandState::Done, &s)
+                            })
+                            .await;
+                    }
+                    summary
+                } else {
+                    heard_summary(task_id, &to, None)
+                };
+                Ok(summary)
+            }
             Err(e) => Err(e.to_string()),
         };
         let _ = self
             .events
             .send(super::EngineEvent::TaskChanged { task_id });
-        Some(out)
+        Some(out.map(|summary| super::Answer::Applied {
+            summary,
+            queued: false,
+        }))
+    }
+}
+
+/// The answer to a message for the running step of `agent` at `status`: `None` when the
+/// step takes no more input; `Some(None)` when handed over with no word yet from the step;
+/// `Some(Some(word))` with its word.
+fn heard_summary(
+    task_id: i64,
+    (agent, status): &(String, String),
+    handed: Option<Option<std::result::Result<(), String>>>,
+) -> String {
+    match handed {
+        None => format!(
+            "task {task_id}: its step at `{status}` takes no more input (its turn or run ended); kept for the next step"
+        ),
+        Some(Some(Ok(()))) => {
+            format!("task {task_id}: said to the running agent `{agent}` (its step at `{status}`)")
+        }
+        Some(Some(Err(why))) => format!(
+            "task {task_id}: not said to the running agent `{agent}` (its step at `{status}`): {why}; it is kept for the task's next agent step"
+        ),
+        Some(None) => format!(
+            "task {task_id}: handed to the running agent `{agent}` (its step at `{status}`), which has not said yet that it took it — `baton show {task_id}` tells"
+        ),
     }
 }
 

@@ -13,6 +13,7 @@ mod http;
 mod log;
 mod openai;
 mod opencode;
+mod opencode_say;
 pub mod opencode_serve;
 mod outcome;
 mod replay;
@@ -39,11 +40,23 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// A message said to a running agent: its row and its text.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug)]
 pub struct LiveMessage {
     /// The message's id in the store.
     pub id: i64,
     pub text: String,
+    /// Told whether the agent got it: `Err` holds the sentence saying why not (the message
+    /// then waits for the next step).
+    pub heard: Option<tokio::sync::oneshot::Sender<Result<(), String>>>,
+}
+
+impl LiveMessage {
+    /// Tells whoever said it how it went.
+    pub fn answer(&mut self, how: Result<(), String>) {
+        if let Some(tx) = self.heard.take() {
+            let _ = tx.send(how);
+        }
+    }
 }
 
 /// Where a running agent step finds the messages said to it. A backend that reads input

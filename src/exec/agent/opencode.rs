@@ -6,6 +6,7 @@
 use super::claude::tool_args;
 use super::http::{SHORT, client, patient_client, send_error, status_error, who};
 use super::log::{LineBuf, Log, one_line};
+use super::opencode_say::{Listening, prompt_body, went_on};
 use super::{AgentFinish, AgentJob, AgentRun, Hooks};
 use crate::store::Stream;
 use eventsource_stream::Eventsource;
@@ -41,6 +42,8 @@ pub struct OpencodeProgress {
     pub error: Option<Value>,
     /// `session.idle` or `session.status` idle was seen.
     pub idle: bool,
+    /// The session was seen at work (busy, or a message of its turn) since it was last idle.
+    busy: bool,
 }
 
 impl OpencodeProgress {
@@ -51,6 +54,11 @@ impl OpencodeProgress {
             prompt: prompt.trim().into(),
             ..Default::default()
         }
+    }
+
+    /// True while the session's turn runs: seen at work, not yet idle again.
+    pub fn working(&self) -> bool {
+        self.busy && !self.idle
     }
 
     /// Takes one event (`{"type", "properties"}`); returns what to show. Events of other
@@ -70,7 +78,10 @@ impl OpencodeProgress {
         }
         let mut out = Vec::new();
         match ev["type"].as_str().unwrap_or_default() {
-            "message.updated" => self.record_message(&props["info"]),
+            "message.updated" => {
+                self.busy = true;
+                self.record_message(&props["info"]);
+            }
             "message.part.delta" if props["field"] == "text" => {
                 let part = props["partID"].as_str().unwrap_or_default().to_string();
                 let delta = props["delta"].as_str().unwrap_or_default();
@@ -96,6 +107,10 @@ impl OpencodeProgress {
             "session.idle" => self.idle = true,
             "session.status" => match props.pointer("/status/type").and_then(Value::as_str) {
                 Some("idle") => self.idle = true,
+                Some("busy") => {
+                    self.busy = true;
+                    self.idle = false;
+                }
                 Some("retry") => out.push((
                     Stream::Stderr,
                     format!(
@@ -274,13 +289,13 @@ impl OpencodeProgress {
     }
 }
 
-type Events = Pin<Box<dyn FutStream<Item = Result<eventsource_stream::Event, String>> + Send>>;
+pub(super) type Events = Pin<Box<dyn FutStream<Item = Result<eventsource_stream::Event, String>> + Send>>;
 
 /// One OpenCode server, seen from one step.
-struct Server {
-    base: String,
+pub(super) struct Server {
+    pub(super) base: String,
     dir: String,
-    http: reqwest::Client,
+    pub(super) http: reqwest::Client,
     /// For `/message`, silent until the turn ends.
     patient: reqwest::Client,
     /// The password of a server baton started (HTTP Basic, user `opencode`).
@@ -289,7 +304,7 @@ struct Server {
 
 impl Server {
     /// `req` with the server's credentials, when it has any.
-    fn auth(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+    pub(super) fn auth(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
         match &self.password {
             Some(pw) => req.basic_auth("opencode", Some(pw)),
             None => req,
@@ -297,7 +312,7 @@ impl Server {
     }
 
     /// `path` on the server, scoped to the step's working directory.
-    fn url(&self, path: &str) -> String {
+    pub(super) fn url(&self, path: &str) -> String {
         match reqwest::Url::parse(&format!("{}{path}", self.base)) {
             Ok(mut u) => {
                 u.query_pairs_mut().append_pair("directory", &self.dir);
@@ -431,7 +446,7 @@ pub(super) async fn run(
     (hooks.session)(&id);
     log.system(format!("OpenCode session {id} at {}", server.base))
         .await;
-    let finish = converse(&server, &id, job, log, stop).await;
+    let finish = converse(&server, &id, job, (log, hooks), stop).await;
     if finish == AgentFinish::Cancelled {
         server.abort(&id, log).await;
     }
@@ -514,7 +529,7 @@ async fn converse(
     server: &Server,
     id: &str,
     job: &AgentJob<'_>,
-    log: &Log,
+    (log, hooks): (&Log, &Hooks<'_>),
     stop: &CancellationToken,
 ) -> AgentFinish {
     let p = job.profile;
@@ -535,16 +550,7 @@ async fn converse(
             None
         }
     };
-    let mut body = json!({"parts": [{"type": "text", "text": job.prompt}]});
-    if let Some(agent) = &p.agent {
-        body["agent"] = json!(agent);
-    }
-    if let Some((provider, model)) = p.model.as_deref().and_then(|m| m.split_once('/')) {
-        body["model"] = json!({"providerID": provider, "modelID": model});
-    }
-    if let Some(system) = &p.system {
-        body["system"] = json!(system);
-    }
+    let body = prompt_body(p, &job.prompt);
     let url = server.url(&format!("/session/{id}/message"));
     let send = async {
         let r = server
@@ -556,9 +562,16 @@ async fn converse(
         Ok::<_, reqwest::Error>((status, r.text().await?))
     };
     tokio::pin!(send);
+    // What is said while the turn runs joins it. Only once the session is seen at work:
+    // one said before the prompt arrived would start the turn on its own, and one said
+    // after the turn ended would start another that nobody waits for.
+    let mut listening = Listening::new(job.inbox.as_ref());
     let answer = loop {
         tokio::select! {
             r = &mut send => break r,
+            said = listening.next(), if progress.working() || events.is_none() => {
+                listening.say(server, id, job, said, (log, hooks)).await;
+            }
             ev = next(&mut events), if events.is_some() => match ev {
                 Some(Ok(ev)) => show(log, &mut progress, &ev.data).await,
                 other => {
@@ -570,6 +583,7 @@ async fn converse(
             _ = stop.cancelled() => return AgentFinish::Cancelled,
         }
     };
+    listening.close(log).await;
     // Trailing events (the last text part's end, final tokens) arrive just after.
     if let Some(ev) = events.as_mut() {
         let deadline = tokio::time::Instant::now() + TAIL;
@@ -583,10 +597,16 @@ async fn converse(
     for (stream, line) in progress.flush() {
         log.send(stream, line).await;
     }
-    let (status, text) = match answer {
+    let (status, mut text) = match answer {
         Ok(a) => a,
         Err(e) => return send_error(p, &server.base, &e),
     };
+    if status.is_success()
+        && listening.sent > 0
+        && let Some(later) = went_on(server, id, (&mut events, &mut progress), log, stop).await
+    {
+        text = later;
+    }
     if !status.is_success() {
         return status_error(p, &server.base, status, &text);
     }
@@ -643,14 +663,14 @@ async fn converse(
     })
 }
 
-async fn next(events: &mut Option<Events>) -> Option<Result<eventsource_stream::Event, String>> {
+pub(super) async fn next(events: &mut Option<Events>) -> Option<Result<eventsource_stream::Event, String>> {
     match events {
         Some(ev) => ev.next().await,
         None => std::future::pending().await,
     }
 }
 
-async fn show(log: &Log, progress: &mut OpencodeProgress, data: &str) {
+pub(super) async fn show(log: &Log, progress: &mut OpencodeProgress, data: &str) {
     let Ok(v) = serde_json::from_str::<Value>(data) else {
         return;
     };

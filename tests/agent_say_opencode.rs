@@ -5,10 +5,10 @@
 //! step. And with the OpenCode-API stub, which refuses it as a session it no longer has: a
 //! message OpenCode does not take is kept, and the task's next agent step gets it.
 
-#[path = "support/opencode.rs"]
-mod opencode;
 mod common;
 mod infra;
+#[path = "support/opencode.rs"]
+mod opencode;
 mod stubs;
 
 use common::{Ws, wait_within};
@@ -60,7 +60,15 @@ fn a_message_said_while_an_opencode_step_runs_joins_its_session() {
     *rig.stub.gate.lock().unwrap() = Some(gate.clone());
     let _engine = rig.engine();
     let id: i64 = rig
-        .ok(&["new", "Hello", "--pipeline", "real", "--prompt", TASK, "--start"])
+        .ok(&[
+            "new",
+            "Hello",
+            "--pipeline",
+            "real",
+            "--prompt",
+            TASK,
+            "--start",
+        ])
         .trim()
         .parse()
         .unwrap();
@@ -78,7 +86,9 @@ fn a_message_said_while_an_opencode_step_runs_joins_its_session() {
     assert_eq!(m["via"], "live", "{m:#}");
     assert_eq!(m["delivered_to"], "plan#1", "{m:#}");
     gate.open();
-    wait_within("the task done", LIMIT, || rig.ws.show(id)["status"] == "done");
+    wait_within("the task done", LIMIT, || {
+        rig.ws.show(id)["status"] == "done"
+    });
     let shown = rig.ws.show(id);
     let plan = steps_at(&shown, "plan");
     assert_eq!(plan.len(), 1, "{shown:#}");
@@ -128,7 +138,15 @@ fn a_message_opencode_does_not_take_stays_queued_for_the_next_step() {
     .unwrap();
     let engine = common::spawn_engine(&ws);
     let id: i64 = ws
-        .ok(&["new", "Hello", "--pipeline", "real", "--prompt", TASK, "--start"])
+        .ok(&[
+            "new",
+            "Hello",
+            "--pipeline",
+            "real",
+            "--prompt",
+            TASK,
+            "--start",
+        ])
         .trim()
         .parse()
         .unwrap();

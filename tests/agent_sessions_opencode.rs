@@ -3,10 +3,10 @@
 //! A rejected change goes back to the same OpenCode session (kept across the two engines and
 //! their two servers), and the model sees the earlier turn with only the note as new.
 
-#[path = "support/opencode.rs"]
-mod opencode;
 mod common;
 mod infra;
+#[path = "support/opencode.rs"]
+mod opencode;
 mod stubs;
 
 use opencode::{Rig, user_texts};

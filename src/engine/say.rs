@@ -253,9 +253,9 @@ impl super::Engine {
                     let word = match tokio::time::timeout(HEARD_WITHIN, told).await {
                         Ok(Ok(word)) => Some(word),
                         // The step ended without taking it.
-                        Ok(Err(_)) => Some(Err(
-                            "its step ended before it could take the message".into()
-                        )),
+                        Ok(Err(_)) => {
+                            Some(Err("its step ended before it could take the message".into()))
+                        }
                         Err(_) => None,
                     };
                     let summary = heard_summary(task_id, &to, Some(word));

@@ -326,7 +326,8 @@ async fn oc_prompt_async(
     axum::Json(body): axum::Json<Value>,
 ) -> Response {
     s.said.lock().unwrap().push((id.clone(), body));
-    let gone = json!({"name": "NotFoundError", "data": {"message": format!("Session not found: {id}")}});
+    let gone =
+        json!({"name": "NotFoundError", "data": {"message": format!("Session not found: {id}")}});
     (StatusCode::NOT_FOUND, axum::Json(gone)).into_response()
 }
 

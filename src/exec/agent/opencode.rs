@@ -289,7 +289,8 @@ impl OpencodeProgress {
     }
 }
 
-pub(super) type Events = Pin<Box<dyn FutStream<Item = Result<eventsource_stream::Event, String>> + Send>>;
+pub(super) type Events =
+    Pin<Box<dyn FutStream<Item = Result<eventsource_stream::Event, String>> + Send>>;
 
 /// One OpenCode server, seen from one step.
 pub(super) struct Server {
@@ -663,7 +664,9 @@ async fn converse(
     })
 }
 
-pub(super) async fn next(events: &mut Option<Events>) -> Option<Result<eventsource_stream::Event, String>> {
+pub(super) async fn next(
+    events: &mut Option<Events>,
+) -> Option<Result<eventsource_stream::Event, String>> {
     match events {
         Some(ev) => ev.next().await,
         None => std::future::pending().await,

@@ -115,7 +115,9 @@ impl Listening {
                 one_line(&m.text, 80)
             ))
             .await;
-            m.answer(Err("its turn had ended before the message could be given".into()));
+            m.answer(Err(
+                "its turn had ended before the message could be given".into()
+            ));
         }
     }
 }

@@ -13,6 +13,7 @@ mod http;
 mod log;
 mod openai;
 mod opencode;
+mod opencode_progress;
 mod opencode_say;
 pub mod opencode_serve;
 mod outcome;
@@ -29,7 +30,7 @@ pub use gemini::GeminiStream;
 pub use http::{Health, check};
 pub use log::LineBuf;
 pub use openai::ChatStream;
-pub use opencode::OpencodeProgress;
+pub use opencode_progress::OpencodeProgress;
 pub use outcome::{AgentEvent, AgentReport, report};
 pub use step::{AgentStep, Earlier, handoff_file_name, run_step};
 

@@ -6,8 +6,10 @@
 
 use super::http::{SHORT, chain};
 use super::log::{Log, one_line};
-use super::opencode::{Events, OpencodeProgress, Server, next, show};
+use super::opencode::{Events, Server, show};
+use super::opencode_progress::OpencodeProgress;
 use super::{AgentJob, Hooks, Inbox, LiveMessage};
+use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
@@ -142,15 +144,14 @@ pub(super) async fn went_on(
         .await;
     progress.idle = false;
     while !progress.idle {
+        // Without its progress the end of that turn cannot be seen: the answer stands.
+        let ev = events.as_mut()?;
         tokio::select! {
-            ev = next(events), if events.is_some() => match ev {
+            ev = ev.next() => match ev {
                 Some(Ok(ev)) => show(log, progress, &ev.data).await,
                 _ => return None,
             },
             _ = stop.cancelled() => return None,
-        }
-        if events.is_none() {
-            return None;
         }
     }
     let url = server.url(&format!("/session/{id}/message"));
@@ -184,6 +185,33 @@ mod tests {
             json!({"providerID": "stub", "modelID": "stub-model"})
         );
         assert!(b.get("system").is_none());
+    }
+
+    #[test]
+    fn messages_are_posted_only_while_the_session_s_turn_runs() {
+        let ev = |ty: &str, props: Value| json!({"type": ty, "properties": props});
+        let mut p = OpencodeProgress::new("ses_1", "Plan it");
+        assert!(!p.working(), "before the prompt arrived");
+        p.feed(&ev(
+            "message.updated",
+            json!({"sessionID": "ses_1", "info": {"id": "msg_u", "sessionID": "ses_1", "role": "user"}}),
+        ));
+        assert!(p.working(), "the prompt is in the session");
+        p.feed(&ev(
+            "session.status",
+            json!({"sessionID": "ses_1", "status": {"type": "idle"}}),
+        ));
+        assert!(!p.working(), "the turn has ended");
+        p.feed(&ev(
+            "session.status",
+            json!({"sessionID": "ses_2", "status": {"type": "busy"}}),
+        ));
+        assert!(!p.working(), "another session's turn");
+        p.feed(&ev(
+            "session.status",
+            json!({"sessionID": "ses_1", "status": {"type": "busy"}}),
+        ));
+        assert!(p.working(), "a new turn of the session");
     }
 
     #[tokio::test]

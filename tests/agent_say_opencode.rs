@@ -2,8 +2,9 @@
 //! the loopback OpenAI stub holding its first answer: a message said while the step runs
 //! goes to the step's own session at once, the model sees it in a later request of that
 //! session, and the step ends as usual with the message delivered, not kept for the next
-//! step. And with the OpenCode-API stub, which refuses it as a session it no longer has: a
-//! message OpenCode does not take is kept, and the task's next agent step gets it.
+//! step. And with the OpenCode-API stub: a message OpenCode does not take (a session it no
+//! longer has) is kept, and the task's next agent step gets it; one said while the step's
+//! session is still being opened reaches that session once it is.
 
 mod common;
 mod infra;
@@ -172,4 +173,67 @@ fn a_message_opencode_does_not_take_stays_queued_for_the_next_step() {
     assert_eq!(m["state"], "delivered", "{m:#}");
     assert_eq!(m["via"], "next step", "{m:#}");
     assert_eq!(m["delivered_to"], "build#1", "{m:#}");
+}
+
+#[test]
+fn a_message_said_while_an_opencode_step_starts_reaches_its_session_once_open() {
+    let (server, stub) = stubs::opencode(&[("build", PLAN)]);
+    let (opening, answering) = (Gate::new(), Gate::new());
+    *stub.opening.lock().unwrap() = Some(opening.clone());
+    *stub.gate.lock().unwrap() = Some(answering.clone());
+    stub.takes_said
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let ws = Ws::new();
+    ws.pipeline("real.json", PIPELINE);
+    std::fs::write(
+        ws.root().join(".baton/agents/oc.json"),
+        format!(
+            r#"{{"id": "oc", "backend": "opencode", "url": "{}", "agent": "build",
+  "prompt_template": "{{{{prompt}}}}\n\n{{{{messages}}}}"}}"#,
+            server.url
+        ),
+    )
+    .unwrap();
+    let engine = common::spawn_engine(&ws);
+    let id: i64 = ws
+        .ok(&[
+            "new",
+            "Hello",
+            "--pipeline",
+            "real",
+            "--prompt",
+            TASK,
+            "--start",
+        ])
+        .trim()
+        .parse()
+        .unwrap();
+    // The step runs, but its session is not open yet.
+    wait_within("the held session creation", LIMIT, || opening.holding());
+    let said = ws.ok(&["say", &id.to_string(), SAID]);
+    assert!(
+        said.contains("handed to the agent `oc`, whose step at `plan` is starting: it gets the message once its session is open"),
+        "{said}"
+    );
+    assert_eq!(messages(&ws.show(id))[0]["state"], "queued");
+    opening.open();
+    wait_within("the message delivered to the open session", LIMIT, || {
+        messages(&ws.show(id))[0]["state"] == "delivered"
+    });
+    let posted = stub.said.lock().unwrap().clone();
+    assert_eq!(posted.len(), 1, "{posted:#?}");
+    assert_eq!(posted[0].0, "ses_1");
+    assert_eq!(posted[0].1["parts"][0]["text"], SAID);
+    assert_eq!(posted[0].1["agent"], "build");
+    answering.open();
+    wait_within("the task done", LIMIT, || ws.show(id)["status"] == "done");
+    common::stop(engine);
+    let m = &messages(&ws.show(id))[0];
+    assert_eq!(m["via"], "live", "{m:#}");
+    assert_eq!(m["delivered_to"], "plan#1", "{m:#}");
+    assert!(
+        !stub.prompt(1).contains(SAID),
+        "given once: {}",
+        stub.prompt(1)
+    );
 }

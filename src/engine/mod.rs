@@ -36,6 +36,7 @@ mod restart;
 mod results;
 mod runner;
 mod say;
+mod say_live;
 mod schedule_catchup;
 mod scheduler;
 mod session;

@@ -256,9 +256,12 @@ pub struct OpencodeState {
     pub slow_started: AtomicBool,
     /// Holds the next message's answer, once its session is busy, until the test opens it.
     pub gate: Mutex<Option<Arc<Gate>>>,
-    /// `prompt_async` bodies, with their session id; each is refused as a session
-    /// OpenCode no longer has (404 `NotFoundError`).
+    /// `prompt_async` bodies, with their session id. Each is refused as a session
+    /// OpenCode no longer has (404 `NotFoundError`), or taken (204) with `takes_said`.
     pub said: Mutex<Vec<(String, Value)>>,
+    pub takes_said: AtomicBool,
+    /// Holds the next session creation until the test opens it (a server starting).
+    pub opening: Mutex<Option<Arc<Gate>>>,
 }
 
 impl OpencodeState {
@@ -305,6 +308,10 @@ async fn oc_create(
     State(s): State<Arc<OpencodeState>>,
     axum::extract::Query(q): axum::extract::Query<HashMap<String, String>>,
 ) -> axum::Json<Value> {
+    let gate = s.opening.lock().unwrap().take();
+    if let Some(gate) = gate {
+        gate.hold(std::future::pending()).await;
+    }
     let n = s.created.fetch_add(1, Ordering::SeqCst) + 1;
     *s.directory.lock().unwrap() = q.get("directory").cloned();
     axum::Json(
@@ -326,6 +333,9 @@ async fn oc_prompt_async(
     axum::Json(body): axum::Json<Value>,
 ) -> Response {
     s.said.lock().unwrap().push((id.clone(), body));
+    if s.takes_said.load(Ordering::SeqCst) {
+        return StatusCode::NO_CONTENT.into_response();
+    }
     let gone =
         json!({"name": "NotFoundError", "data": {"message": format!("Session not found: {id}")}});
     (StatusCode::NOT_FOUND, axum::Json(gone)).into_response()

@@ -137,7 +137,7 @@ fn a_message_opencode_does_not_take_stays_queued_for_the_next_step() {
         ),
     )
     .unwrap();
-    let engine = common::spawn_engine(&ws);
+    let engine = opencode::Engine::of(common::spawn_engine(&ws));
     let id: i64 = ws
         .ok(&[
             "new",
@@ -164,7 +164,7 @@ fn a_message_opencode_does_not_take_stays_queued_for_the_next_step() {
     assert_eq!(m["state"], "queued", "{m:#}");
     gate.open();
     wait_within("the task done", LIMIT, || ws.show(id)["status"] == "done");
-    common::stop(engine);
+    drop(engine);
     // The plan step's prompt did not carry it; the build step's did.
     let prompts: Vec<String> = (0..2).map(|i| stub.prompt(i)).collect();
     assert!(!prompts[0].contains(SAID), "{prompts:#?}");
@@ -194,7 +194,7 @@ fn a_message_said_while_an_opencode_step_starts_reaches_its_session_once_open() 
         ),
     )
     .unwrap();
-    let engine = common::spawn_engine(&ws);
+    let engine = opencode::Engine::of(common::spawn_engine(&ws));
     let id: i64 = ws
         .ok(&[
             "new",
@@ -227,7 +227,7 @@ fn a_message_said_while_an_opencode_step_starts_reaches_its_session_once_open() 
     assert_eq!(posted[0].1["agent"], "build");
     answering.open();
     wait_within("the task done", LIMIT, || ws.show(id)["status"] == "done");
-    common::stop(engine);
+    drop(engine);
     let m = &messages(&ws.show(id))[0];
     assert_eq!(m["via"], "live", "{m:#}");
     assert_eq!(m["delivered_to"], "plan#1", "{m:#}");

@@ -137,8 +137,15 @@ impl Rig {
     }
 }
 
-/// A background engine: SIGTERM and reaped on drop.
+/// A background engine: SIGTERM and reaped on drop, so a failing test leaves none behind.
 pub struct Engine(Option<Child>);
+
+impl Engine {
+    /// Guards an engine the test started itself.
+    pub fn of(child: Child) -> Self {
+        Self(Some(child))
+    }
+}
 
 impl Drop for Engine {
     fn drop(&mut self) {

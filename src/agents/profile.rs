@@ -207,9 +207,14 @@ impl Profile {
         url.trim_end_matches('/').to_string()
     }
 
-    /// True when a running step of this profile reads messages said to it.
+    /// True when a running step of this profile reads messages said to it: a CLI that
+    /// reads stream-json input, or an OpenCode session (a message joins its running turn).
     pub fn takes_input(&self) -> bool {
-        self.backend == Backend::Command && self.input == InputMode::StreamJson
+        match self.backend {
+            Backend::Command => self.input == InputMode::StreamJson,
+            Backend::Opencode => true,
+            Backend::Openai | Backend::Replay => false,
+        }
     }
 
     /// True when this profile's steps can continue an earlier session: it asks to, and its

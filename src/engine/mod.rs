@@ -41,6 +41,7 @@ mod restart;
 mod results;
 mod runner;
 mod say;
+mod say_live;
 mod schedule_catchup;
 mod scheduler;
 mod session;
@@ -265,6 +266,10 @@ pub struct Engine {
     apply_only: bool,
     /// Its name and labels on the board, and its heartbeat.
     me: engines::Me,
+    /// The answer to the order just taken, when it comes later (a message said to a
+    /// running step answers once the step has told whether its agent took it): the
+    /// engine does not wait for it, its caller does.
+    later: Option<oneshot::Receiver<std::result::Result<Answer, String>>>,
 }
 
 impl Engine {
@@ -458,6 +463,7 @@ impl Engine {
             abort_retry: false,
             apply_only,
             me,
+            later: None,
         })
     }
 
@@ -598,7 +604,16 @@ impl Engine {
             }
             Some((order, reply)) = self.requests.recv() => {
                 let out = self.take(order, None).await;
-                let _ = reply.send(out);
+                match self.later.take() {
+                    Some(later) => {
+                        tokio::spawn(async move {
+                            let _ = reply.send(later.await.unwrap_or(out));
+                        });
+                    }
+                    None => {
+                        let _ = reply.send(out);
+                    }
+                }
                 // A request may have queued a step (start, approve, resume): claim it.
                 true
             }

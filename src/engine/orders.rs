@@ -14,6 +14,7 @@ impl Engine {
         order: Order,
         command: Option<i64>,
     ) -> Result<Answer, String> {
+        self.later = None;
         match order {
             Order::Act(req) => self.apply_command(req, command).await,
             Order::Create { create } => self.create(create, None, command).await,

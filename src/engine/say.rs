@@ -1,5 +1,5 @@
 //! `say`: something said to a task's agent. A running step whose backend reads input
-//! mid-run gets it at once (the engine's live path, `Engine::say_live`); otherwise a task
+//! mid-run gets it at once (the engine's live path, `say_live`); otherwise a task
 //! with a step on its way keeps it for that step (`{{messages}}`), and a task that waits
 //! or ended at a failure continues its last agent session with it, as a new attempt.
 
@@ -141,121 +141,6 @@ pub(super) fn say(
     }
 }
 
-impl super::Engine {
-    /// Says `text` to the task's running step when its agent reads input mid-run: the
-    /// message is recorded and handed to the step, which marks it delivered once written
-    /// (one it can no longer take stays for the next step). None: no such step, so the
-    /// request goes the usual way.
-    pub(super) async fn say_live(
-        &mut self,
-        req: &super::Request,
-        text: &str,
-        command: Option<i64>,
-    ) -> Option<std::result::Result<super::Answer, String>> {
-        let task_id = req.task_id;
-        let (step_id, said) = self
-            .running
-            .iter()
-            .find(|(_, r)| r.task_id == task_id && r.reason.is_none())
-            .filter(|(_, r)| listening(&r.inbox))
-            .map(|(id, r)| (*id, r.said.clone()))?;
-        check_text(text, "the message").ok()?;
-        let agents = self.agents.clone();
-        let (said_text, actor) = (text.to_string(), req.actor.clone());
-        let action = req.action.clone();
-        let out = self
-            .store
-            .write(move |db| {
-                let task = db.task(task_id)?;
-                let pipeline = super::pipeline_of(db, &task)?;
-                let step = db.step_run(step_id)?;
-                let Some(agent) = agent_of(&pipeline, &step.status) else {
-                    return Ok(None);
-                };
-                if !agents.get(agent).is_ok_and(|p| p.takes_input()) {
-                    return Ok(None);
-                }
-                // A forge comment's delivery is noted with it, so a redelivery says nothing.
-                if let super::Action::ForgeSay {
-                    number,
-                    author,
-                    seen,
-                    ..
-                } = &action
-                {
-                    if let Some(before) = super::forge_events::note(db, task_id, seen, None)? {
-                        if let Some(c) = command {
-                            db.finish_command(
-                                c,
-                                crate::store::CommandState::Done,
-                                &before.command_result(),
-                            )?;
-                        }
-                        return Ok(Some((before.summary, before.forge)));
-                    }
-                    super::forge_say::record(
-                        db, task_id, *number, author, &said_text, None, &actor,
-                    )?;
-                }
-                let id = db.insert_message(task_id, &said_text, &actor, via::LIVE)?;
-                // Handed over inside the transaction, so the answer says what happened: a
-                // step that ended (or closed its input) meanwhile has dropped its end, and the
-                // message stays queued for the next step (marked delivered only once written).
-                let handed = said
-                    .send(crate::exec::agent::LiveMessage {
-                        id,
-                        text: said_text.clone(),
-                    })
-                    .is_ok();
-                let summary = if handed {
-                    format!(
-                        "task {task_id}: said to the running agent `{agent}` (its step at `{}`)",
-                        step.status
-                    )
-                } else {
-                    format!(
-                        "task {task_id}: its step at `{}` takes no more input (its turn or run ended); kept for the next step",
-                        step.status
-                    )
-                };
-                let forge = action
-                    .is_forge()
-                    .then_some(super::forge_events::ForgeOutcome::Said);
-                let answer = super::Answer::Applied {
-                    summary,
-                    queued: false,
-                    forge,
-                };
-                if let Some(c) = command {
-                    let result = answer.command_result();
-                    db.finish_command(c, crate::store::CommandState::Done, &result)?;
-                }
-                Ok::<_, EngineError>(Some((answer.summary(), forge)))
-            })
-            .await;
-        let out = match out {
-            Ok(None) => return None,
-            Ok(Some((summary, forge))) => Ok(super::Answer::Applied {
-                summary,
-                queued: false,
-                forge,
-            }),
-            Err(e) => Err(e.to_string()),
-        };
-        let _ = self
-            .events
-            .send(super::EngineEvent::TaskChanged { task_id });
-        Some(out)
-    }
-}
-
-/// True when a running step's backend took its inbox: it writes what is said to the
-/// agent's open standard input (a pipe this machine holds). A step whose input is a file
-/// (a container) or that reads none leaves the inbox, and a message waits for the next step.
-pub(super) fn listening(inbox: &crate::exec::agent::Inbox) -> bool {
-    inbox.lock().is_ok_and(|i| i.is_none())
-}
-
 /// The messages a step takes: `own`, the one its new attempt was made for, and `kept`,
 /// those its prompt carries. They are the agent's once it runs — when its process starts,
 /// or, for a backend with no process of its own, once it answered — and are then marked
@@ -381,17 +266,5 @@ mod tests {
         let (own, kept) = carried.split(None);
         assert!(own.is_empty());
         assert_eq!(kept.len(), 3);
-    }
-
-    #[test]
-    fn only_a_step_that_took_its_inbox_is_listening() {
-        let (_tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let inbox: crate::exec::agent::Inbox = std::sync::Arc::new(std::sync::Mutex::new(Some(rx)));
-        assert!(
-            !listening(&inbox),
-            "a step that left its inbox hears nothing"
-        );
-        drop(inbox.lock().unwrap().take());
-        assert!(listening(&inbox));
     }
 }

@@ -3,8 +3,8 @@
 //! is older than its lease belongs to an engine that is gone (killed, cut off), and its
 //! name may be taken again.
 
-use super::{Db, Result, now_ms};
 use super::sql::{Optional, Row, SqlResult, params};
+use super::{Db, Result, now_ms};
 
 /// One engine as registered.
 #[derive(Debug, Clone, PartialEq, Eq)]

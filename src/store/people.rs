@@ -1,8 +1,8 @@
 //! Who created each task and who last moved it: the people behind its rows, kept on the
 //! task so the board and `list --mine` need not read its history.
 
-use super::{Db, Result};
 use super::sql::params;
+use super::{Db, Result};
 
 impl Db<'_> {
     /// Records that `name` created the task (and so is the last person to have moved it).

@@ -8,6 +8,7 @@
 //! gets a short text; `count_tokens` and unknown paths get small sensible answers. Every
 //! request is recorded.
 
+pub use super::Gate;
 use super::serve;
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -19,7 +20,7 @@ use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::mpsc;
 
 /// One content block of a scripted assistant turn.
 #[derive(Debug, Clone)]
@@ -122,28 +123,6 @@ pub fn handoff_text(outcome: &str) -> String {
          ## Open Questions\n- Should it say more?\n\n## Next Agent Context\nhello.txt holds the greeting.\n\n\
          OUTCOME: {outcome}"
     )
-}
-
-/// A gate a scripted turn waits behind; the test opens it.
-#[derive(Debug, Default)]
-pub struct Gate {
-    open: Notify,
-    /// How many requests are waiting at the gate now.
-    held: AtomicUsize,
-}
-
-impl Gate {
-    pub fn new() -> Arc<Self> {
-        Arc::new(Self::default())
-    }
-    /// Lets the held turn (or the next one to arrive) go on.
-    pub fn open(&self) {
-        self.open.notify_one();
-    }
-    /// True while a request waits at the gate.
-    pub fn holding(&self) -> bool {
-        self.held.load(Ordering::SeqCst) > 0
-    }
 }
 
 /// What the stub saw and what it answers next.
@@ -288,13 +267,7 @@ async fn messages(State(s): State<Arc<AnthropicState>>, uri: Uri, body: Bytes) -
             tokio::spawn(async move {
                 let _ = tx.send(Ok(start(&model, usage.0))).await;
                 if let Some(gate) = gate {
-                    gate.held.fetch_add(1, Ordering::SeqCst);
-                    // Held until the test opens the gate, or the client goes away.
-                    tokio::select! {
-                        _ = gate.open.notified() => {}
-                        _ = tx.closed() => {}
-                    }
-                    gate.held.fetch_sub(1, Ordering::SeqCst);
+                    gate.hold(tx.closed()).await;
                 }
                 let mut stop = "end_turn";
                 for (i, block) in blocks.iter().enumerate() {

@@ -74,6 +74,37 @@ fn sse_body(rx: mpsc::Receiver<String>) -> Response {
         .unwrap()
 }
 
+/// A gate a scripted answer waits behind; the test opens it.
+#[derive(Debug, Default)]
+pub struct Gate {
+    open: Notify,
+    /// How many requests are waiting at the gate now.
+    held: AtomicUsize,
+}
+
+impl Gate {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+    /// Lets the held answer (or the next one to arrive) go on.
+    pub fn open(&self) {
+        self.open.notify_one();
+    }
+    /// True while a request waits at the gate.
+    pub fn holding(&self) -> bool {
+        self.held.load(Ordering::SeqCst) > 0
+    }
+    /// Holds a request until the test opens the gate, or `gone` (its client went away).
+    pub async fn hold(&self, gone: impl std::future::Future<Output = ()>) {
+        self.held.fetch_add(1, Ordering::SeqCst);
+        tokio::select! {
+            _ = self.open.notified() => {}
+            _ = gone => {}
+        }
+        self.held.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 // ---------------------------------------------------------------- OpenAI-compatible
 
 /// What the OpenAI stub saw and how it answers.
@@ -87,6 +118,9 @@ pub struct OpenAiState {
     pub slow_started: AtomicBool,
     /// The client of a `slow` stream went away.
     pub slow_dropped: AtomicBool,
+    /// Holds the next agent-loop request (one that offers tools) after its first chunk,
+    /// until the test opens it (the model is "thinking").
+    pub gate: Mutex<Option<Arc<Gate>>>,
 }
 
 impl OpenAiState {
@@ -162,10 +196,17 @@ async fn chat(
     let (tx, rx) = mpsc::channel(16);
     let answer = s.answers.lock().unwrap().get(&model).cloned();
     let state = s.clone();
+    let offers_tools = body["tools"].as_array().is_some_and(|t| !t.is_empty());
+    let gate = offers_tools
+        .then(|| s.gate.lock().unwrap().take())
+        .flatten();
     tokio::spawn(async move {
         let _ = tx
             .send(chunk(json!({"role": "assistant", "content": ""}), None))
             .await;
+        if let Some(gate) = gate {
+            gate.hold(tx.closed()).await;
+        }
         if model == "slow" {
             let _ = tx
                 .send(chunk(json!({"content": "thinking…\n"}), None))
@@ -213,6 +254,14 @@ pub struct OpencodeState {
     events: Mutex<Option<broadcast::Sender<String>>>,
     abort: Notify,
     pub slow_started: AtomicBool,
+    /// Holds the next message's answer, once its session is busy, until the test opens it.
+    pub gate: Mutex<Option<Arc<Gate>>>,
+    /// `prompt_async` bodies, with their session id. Each is refused as a session
+    /// OpenCode no longer has (404 `NotFoundError`), or taken (204) with `takes_said`.
+    pub said: Mutex<Vec<(String, Value)>>,
+    pub takes_said: AtomicBool,
+    /// Holds the next session creation until the test opens it (a server starting).
+    pub opening: Mutex<Option<Arc<Gate>>>,
 }
 
 impl OpencodeState {
@@ -249,6 +298,7 @@ pub fn opencode(answers: &[(&str, &str)]) -> (Server, Arc<OpencodeState>) {
         .route("/session/{id}", delete(oc_delete))
         .route("/session/{id}/message", post(oc_message))
         .route("/session/{id}/abort", post(oc_abort))
+        .route("/session/{id}/prompt_async", post(oc_prompt_async))
         .route("/event", get(oc_events))
         .with_state(state.clone());
     (serve(app), state)
@@ -258,6 +308,10 @@ async fn oc_create(
     State(s): State<Arc<OpencodeState>>,
     axum::extract::Query(q): axum::extract::Query<HashMap<String, String>>,
 ) -> axum::Json<Value> {
+    let gate = s.opening.lock().unwrap().take();
+    if let Some(gate) = gate {
+        gate.hold(std::future::pending()).await;
+    }
     let n = s.created.fetch_add(1, Ordering::SeqCst) + 1;
     *s.directory.lock().unwrap() = q.get("directory").cloned();
     axum::Json(
@@ -271,6 +325,20 @@ async fn oc_delete(
 ) -> axum::Json<bool> {
     s.deleted.lock().unwrap().push(id);
     axum::Json(true)
+}
+
+async fn oc_prompt_async(
+    State(s): State<Arc<OpencodeState>>,
+    Path(id): Path<String>,
+    axum::Json(body): axum::Json<Value>,
+) -> Response {
+    s.said.lock().unwrap().push((id.clone(), body));
+    if s.takes_said.load(Ordering::SeqCst) {
+        return StatusCode::NO_CONTENT.into_response();
+    }
+    let gone =
+        json!({"name": "NotFoundError", "data": {"message": format!("Session not found: {id}")}});
+    (StatusCode::NOT_FOUND, axum::Json(gone)).into_response()
 }
 
 async fn oc_abort(State(s): State<Arc<OpencodeState>>, Path(id): Path<String>) -> axum::Json<bool> {
@@ -314,6 +382,10 @@ async fn oc_message(
         "session.status",
         json!({"sessionID": id, "status": {"type": "busy"}}),
     );
+    let gate = s.gate.lock().unwrap().take();
+    if let Some(gate) = gate {
+        gate.hold(std::future::pending()).await;
+    }
     let info = |error: Option<Value>| {
         let mut info = json!({"id": asst, "sessionID": id, "role": "assistant", "time": {"created": 1, "completed": 2},
             "modelID": "stub-model", "providerID": "stub", "mode": agent, "agent": agent, "path": {"cwd": "/", "root": "/"},

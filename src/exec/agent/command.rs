@@ -181,13 +181,15 @@ pub(super) async fn run(
                 child.abort(job.env.kill_grace).await;
                 return AgentFinish::Cancelled;
             }
-            said = next_said(&mut talk) => {
+            mut said = next_said(&mut talk) => {
                 if let Some(t) = talk.as_mut() {
                     let short = super::log::one_line(&said.text, 80);
                     if t.send(&said.text) {
                         (hooks.delivered)(said.id);
+                        said.answer(Ok(()));
                         log.system(format!("said to the agent: {short}")).await;
                     } else {
+                        said.answer(Err("its turn had ended before the message could be written to its input".into()));
                         log.system(format!("its turn has ended; kept for the next step: {short}")).await;
                     }
                 }

@@ -13,6 +13,8 @@ mod http;
 mod log;
 mod openai;
 mod opencode;
+mod opencode_progress;
+mod opencode_say;
 pub mod opencode_serve;
 mod outcome;
 mod replay;
@@ -28,7 +30,7 @@ pub use gemini::GeminiStream;
 pub use http::{Health, check};
 pub use log::LineBuf;
 pub use openai::ChatStream;
-pub use opencode::OpencodeProgress;
+pub use opencode_progress::OpencodeProgress;
 pub use outcome::{AgentEvent, AgentReport, report};
 pub use step::{AgentStep, Earlier, handoff_file_name, run_step};
 
@@ -39,11 +41,23 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// A message said to a running agent: its row and its text.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug)]
 pub struct LiveMessage {
     /// The message's id in the store.
     pub id: i64,
     pub text: String,
+    /// Told whether the agent got it: `Err` holds the sentence saying why not (the message
+    /// then waits for the next step).
+    pub heard: Option<tokio::sync::oneshot::Sender<Result<(), String>>>,
+}
+
+impl LiveMessage {
+    /// Tells whoever said it how it went.
+    pub fn answer(&mut self, how: Result<(), String>) {
+        if let Some(tx) = self.heard.take() {
+            let _ = tx.send(how);
+        }
+    }
 }
 
 /// Where a running agent step finds the messages said to it. A backend that reads input

@@ -3,15 +3,14 @@
 //! ends), show progress from the events, record tokens and cost, abort the session when
 //! stopped, delete it afterwards.
 
-use super::claude::tool_args;
 use super::http::{SHORT, client, patient_client, send_error, status_error, who};
-use super::log::{LineBuf, Log, one_line};
+use super::log::{Log, one_line};
+use super::opencode_progress::OpencodeProgress;
+use super::opencode_say::{Listening, prompt_body, went_on};
 use super::{AgentFinish, AgentJob, AgentRun, Hooks};
-use crate::store::Stream;
 use eventsource_stream::Eventsource;
 use futures_util::{Stream as FutStream, StreamExt};
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, HashMap, HashSet};
 use std::pin::Pin;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -21,266 +20,15 @@ const ABORT: Duration = Duration::from_secs(3);
 /// How long to read trailing events after the answer arrived.
 const TAIL: Duration = Duration::from_millis(500);
 
-/// Progress of one session, fed one `/event` payload at a time. Pure.
-#[derive(Debug, Default)]
-pub struct OpencodeProgress {
-    session: String,
-    /// The prompt we sent: its echo as a user part is not shown.
-    prompt: String,
-    kinds: HashMap<String, String>,
-    user_messages: HashSet<String>,
-    /// Streamed text parts: their pending line and the bytes received so far.
-    lines: HashMap<String, (LineBuf, usize)>,
-    /// Deltas for parts whose type is not known yet (they can arrive first).
-    early: HashMap<String, String>,
-    done_parts: HashSet<String>,
-    tools: HashMap<String, String>,
-    /// Tokens and cost per assistant message.
-    messages: BTreeMap<String, (Value, f64)>,
-    /// The last `session.error`.
-    pub error: Option<Value>,
-    /// `session.idle` or `session.status` idle was seen.
-    pub idle: bool,
-}
-
-impl OpencodeProgress {
-    /// Progress for `session`, which was sent `prompt`.
-    pub fn new(session: &str, prompt: &str) -> Self {
-        Self {
-            session: session.into(),
-            prompt: prompt.trim().into(),
-            ..Default::default()
-        }
-    }
-
-    /// Takes one event (`{"type", "properties"}`); returns what to show. Events of other
-    /// sessions and unknown types are skipped.
-    pub fn feed(&mut self, ev: &Value) -> Vec<(Stream, String)> {
-        let props = &ev["properties"];
-        let sid = [
-            props.get("sessionID"),
-            props.pointer("/info/sessionID"),
-            props.pointer("/part/sessionID"),
-        ]
-        .into_iter()
-        .flatten()
-        .find_map(Value::as_str);
-        if sid != Some(self.session.as_str()) {
-            return Vec::new();
-        }
-        let mut out = Vec::new();
-        match ev["type"].as_str().unwrap_or_default() {
-            "message.updated" => self.record_message(&props["info"]),
-            "message.part.delta" if props["field"] == "text" => {
-                let part = props["partID"].as_str().unwrap_or_default().to_string();
-                let delta = props["delta"].as_str().unwrap_or_default();
-                match self.kinds.get(&part).map(String::as_str) {
-                    Some("text") => out.extend(self.text_delta(&part, delta)),
-                    Some(_) => {}
-                    None => self.early.entry(part).or_default().push_str(delta),
-                }
-            }
-            "message.part.updated" => out.extend(self.part(&props["part"], props.get("delta"))),
-            "session.error" => {
-                let e = &props["error"];
-                out.push((
-                    Stream::Stderr,
-                    format!(
-                        "OpenCode: {}: {}",
-                        e["name"].as_str().unwrap_or("error"),
-                        e.pointer("/data/message").and_then(Value::as_str).unwrap_or("")
-                    ),
-                ));
-                self.error = Some(e.clone());
-            }
-            "session.idle" => self.idle = true,
-            "session.status" => match props.pointer("/status/type").and_then(Value::as_str) {
-                Some("idle") => self.idle = true,
-                Some("retry") => out.push((
-                    Stream::Stderr,
-                    format!(
-                        "OpenCode retries (attempt {}): {}",
-                        props.pointer("/status/attempt").unwrap_or(&Value::Null),
-                        props.pointer("/status/message").and_then(Value::as_str).unwrap_or("")
-                    ),
-                )),
-                _ => {}
-            },
-            "permission.asked" | "permission.updated" => out.push((
-                Stream::Stderr,
-                format!(
-                    "[permission] OpenCode asks to allow `{}` {} — answer it in OpenCode or allow it in OpenCode's `permission` config; the agent waits until then",
-                    props["permission"].as_str().or(props["type"].as_str()).unwrap_or("?"),
-                    one_line(&props["patterns"].to_string(), 120)
-                ),
-            )),
-            _ => {}
-        }
-        out
-    }
-
-    fn text_delta(&mut self, part: &str, delta: &str) -> Vec<(Stream, String)> {
-        let (buf, received) = self.lines.entry(part.to_string()).or_default();
-        *received += delta.len();
-        buf.push(delta)
-            .into_iter()
-            .map(|l| (Stream::Stdout, l))
-            .collect()
-    }
-
-    fn part(&mut self, part: &Value, delta: Option<&Value>) -> Vec<(Stream, String)> {
-        let id = part["id"].as_str().unwrap_or_default().to_string();
-        let kind = part["type"].as_str().unwrap_or_default().to_string();
-        self.kinds.insert(id.clone(), kind.clone());
-        let early = self.early.remove(&id);
-        let mut out = Vec::new();
-        match kind.as_str() {
-            "text" => {
-                let msg = part["messageID"].as_str().unwrap_or_default();
-                let text = part["text"].as_str().unwrap_or_default();
-                if self.user_messages.contains(msg)
-                    || part["synthetic"] == true
-                    || (!self.prompt.is_empty() && text.trim() == self.prompt)
-                {
-                    return out;
-                }
-                if let Some(d) = early {
-                    out.extend(self.text_delta(&id, &d));
-                }
-                // Builds before `message.part.delta` carried the delta here.
-                if let Some(d) = delta.and_then(Value::as_str) {
-                    out.extend(self.text_delta(&id, d));
-                }
-                let ended = part.pointer("/time/end").is_some_and(|e| !e.is_null());
-                if ended && self.done_parts.insert(id.clone()) {
-                    match self.lines.remove(&id) {
-                        // Streamed: show the rest, from the final text if the deltas were
-                        // a prefix of it (events can be lost), else from what was received.
-                        Some((mut buf, received)) => {
-                            let pending = buf.finish().unwrap_or_default();
-                            let shown = received - pending.len();
-                            let rest = match text.get(shown..) {
-                                Some(r) => r.to_string(),
-                                _ => pending,
-                            };
-                            let rest = rest.trim_end();
-                            if !rest.is_empty() {
-                                out.extend(
-                                    rest.split('\n').map(|l| (Stream::Stdout, l.to_string())),
-                                );
-                            }
-                        }
-                        // Never streamed: show it whole.
-                        None => out.extend(
-                            text.trim_end()
-                                .split('\n')
-                                .map(|l| (Stream::Stdout, l.to_string())),
-                        ),
-                    }
-                }
-            }
-            "tool" => {
-                let call = part["callID"].as_str().unwrap_or(&id).to_string();
-                let status = part
-                    .pointer("/state/status")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                let seen = self.tools.get(&call).cloned();
-                if seen.is_none() && status != "pending" {
-                    let state = &part["state"];
-                    let args = match state.get("input") {
-                        Some(i) if i.as_object().is_some_and(|o| !o.is_empty()) => tool_args(i),
-                        _ => state["title"].as_str().unwrap_or_default().to_string(),
-                    };
-                    out.push((
-                        Stream::Stdout,
-                        format!("[tool] {} {args}", part["tool"].as_str().unwrap_or("?")),
-                    ));
-                }
-                if status == "error" && seen.as_deref() != Some("error") {
-                    out.push((
-                        Stream::Stderr,
-                        format!(
-                            "[tool error] {}: {}",
-                            part["tool"].as_str().unwrap_or("?"),
-                            one_line(
-                                part.pointer("/state/error")
-                                    .and_then(Value::as_str)
-                                    .unwrap_or(""),
-                                200
-                            )
-                        ),
-                    ));
-                }
-                if status != "pending" {
-                    self.tools.insert(call, status.to_string());
-                }
-            }
-            _ => {}
-        }
-        out
-    }
-
-    /// Notes an assistant message's tokens and cost (and which messages are the user's).
-    pub fn record_message(&mut self, info: &Value) {
-        let Some(id) = info["id"].as_str() else {
-            return;
-        };
-        match info["role"].as_str() {
-            Some("user") => {
-                self.user_messages.insert(id.to_string());
-            }
-            Some("assistant") => {
-                let tokens = info.get("tokens").cloned().unwrap_or(Value::Null);
-                let cost = info["cost"].as_f64().unwrap_or(0.0);
-                self.messages.insert(id.to_string(), (tokens, cost));
-            }
-            _ => {}
-        }
-    }
-
-    /// Lines still buffered (a last line without its newline).
-    pub fn flush(&mut self) -> Vec<(Stream, String)> {
-        let mut ids: Vec<String> = self.lines.keys().cloned().collect();
-        ids.sort();
-        ids.into_iter()
-            .filter_map(|id| self.lines.remove(&id)?.0.finish())
-            .map(|l| (Stream::Stdout, l))
-            .collect()
-    }
-
-    /// Tokens summed over the session's assistant messages, and their cost.
-    pub fn usage(&self) -> (Option<Value>, Option<f64>) {
-        if self.messages.is_empty() {
-            return (None, None);
-        }
-        let mut sum: BTreeMap<&str, u64> = BTreeMap::new();
-        let mut cost = 0.0;
-        for (tokens, c) in self.messages.values() {
-            cost += c;
-            for (key, ptr) in [
-                ("input_tokens", "/input"),
-                ("output_tokens", "/output"),
-                ("reasoning_tokens", "/reasoning"),
-                ("cache_read_tokens", "/cache/read"),
-                ("cache_write_tokens", "/cache/write"),
-            ] {
-                if let Some(n) = tokens.pointer(ptr).and_then(Value::as_f64) {
-                    *sum.entry(key).or_default() += n as u64;
-                }
-            }
-        }
-        (Some(json!(sum)), Some(cost))
-    }
-}
-
-type Events = Pin<Box<dyn FutStream<Item = Result<eventsource_stream::Event, String>> + Send>>;
+/// The session events of one server, as they arrive.
+pub(super) type Events =
+    Pin<Box<dyn FutStream<Item = Result<eventsource_stream::Event, String>> + Send>>;
 
 /// One OpenCode server, seen from one step.
-struct Server {
-    base: String,
+pub(super) struct Server {
+    pub(super) base: String,
     dir: String,
-    http: reqwest::Client,
+    pub(super) http: reqwest::Client,
     /// For `/message`, silent until the turn ends.
     patient: reqwest::Client,
     /// The password of a server baton started (HTTP Basic, user `opencode`).
@@ -289,7 +37,7 @@ struct Server {
 
 impl Server {
     /// `req` with the server's credentials, when it has any.
-    fn auth(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+    pub(super) fn auth(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
         match &self.password {
             Some(pw) => req.basic_auth("opencode", Some(pw)),
             None => req,
@@ -297,7 +45,7 @@ impl Server {
     }
 
     /// `path` on the server, scoped to the step's working directory.
-    fn url(&self, path: &str) -> String {
+    pub(super) fn url(&self, path: &str) -> String {
         match reqwest::Url::parse(&format!("{}{path}", self.base)) {
             Ok(mut u) => {
                 u.query_pairs_mut().append_pair("directory", &self.dir);
@@ -431,7 +179,7 @@ pub(super) async fn run(
     (hooks.session)(&id);
     log.system(format!("OpenCode session {id} at {}", server.base))
         .await;
-    let finish = converse(&server, &id, job, log, stop).await;
+    let finish = converse(&server, &id, job, (log, hooks), stop).await;
     if finish == AgentFinish::Cancelled {
         server.abort(&id, log).await;
     }
@@ -514,7 +262,7 @@ async fn converse(
     server: &Server,
     id: &str,
     job: &AgentJob<'_>,
-    log: &Log,
+    (log, hooks): (&Log, &Hooks<'_>),
     stop: &CancellationToken,
 ) -> AgentFinish {
     let p = job.profile;
@@ -535,16 +283,7 @@ async fn converse(
             None
         }
     };
-    let mut body = json!({"parts": [{"type": "text", "text": job.prompt}]});
-    if let Some(agent) = &p.agent {
-        body["agent"] = json!(agent);
-    }
-    if let Some((provider, model)) = p.model.as_deref().and_then(|m| m.split_once('/')) {
-        body["model"] = json!({"providerID": provider, "modelID": model});
-    }
-    if let Some(system) = &p.system {
-        body["system"] = json!(system);
-    }
+    let body = prompt_body(p, &job.prompt);
     let url = server.url(&format!("/session/{id}/message"));
     let send = async {
         let r = server
@@ -556,9 +295,16 @@ async fn converse(
         Ok::<_, reqwest::Error>((status, r.text().await?))
     };
     tokio::pin!(send);
+    // What is said while the turn runs joins it. Only once the session is seen at work:
+    // one said before the prompt arrived would start the turn on its own, and one said
+    // after the turn ended would start another that nobody waits for.
+    let mut listening = Listening::new(job.inbox.as_ref());
     let answer = loop {
         tokio::select! {
             r = &mut send => break r,
+            said = listening.next(), if progress.working() || events.is_none() => {
+                listening.say(server, id, job, said, (log, hooks)).await;
+            }
             ev = next(&mut events), if events.is_some() => match ev {
                 Some(Ok(ev)) => show(log, &mut progress, &ev.data).await,
                 other => {
@@ -570,6 +316,7 @@ async fn converse(
             _ = stop.cancelled() => return AgentFinish::Cancelled,
         }
     };
+    listening.close(log).await;
     // Trailing events (the last text part's end, final tokens) arrive just after.
     if let Some(ev) = events.as_mut() {
         let deadline = tokio::time::Instant::now() + TAIL;
@@ -583,10 +330,16 @@ async fn converse(
     for (stream, line) in progress.flush() {
         log.send(stream, line).await;
     }
-    let (status, text) = match answer {
+    let (status, mut text) = match answer {
         Ok(a) => a,
         Err(e) => return send_error(p, &server.base, &e),
     };
+    if status.is_success()
+        && listening.sent > 0
+        && let Some(later) = went_on(server, id, (&mut events, &mut progress), log, stop).await
+    {
+        text = later;
+    }
     if !status.is_success() {
         return status_error(p, &server.base, status, &text);
     }
@@ -650,7 +403,7 @@ async fn next(events: &mut Option<Events>) -> Option<Result<eventsource_stream::
     }
 }
 
-async fn show(log: &Log, progress: &mut OpencodeProgress, data: &str) {
+pub(super) async fn show(log: &Log, progress: &mut OpencodeProgress, data: &str) {
     let Ok(v) = serde_json::from_str::<Value>(data) else {
         return;
     };
@@ -692,103 +445,9 @@ fn message_error(who: &str, err: &Value) -> AgentFinish {
         _ => AgentFinish::error(format!("{who}: OpenCode reported {name}: {msg}"), false),
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn ev(ty: &str, props: Value) -> Value {
-        json!({"type": ty, "properties": props})
-    }
-
-    #[test]
-    fn follows_one_session_and_skips_the_prompt_echo() {
-        let mut p = OpencodeProgress::new("ses_1", "Plan it");
-        let mut shown = Vec::new();
-        let events = [
-            ev("server.connected", json!({})),
-            ev(
-                "message.updated",
-                json!({"sessionID": "ses_1", "info": {"id": "msg_u", "sessionID": "ses_1", "role": "user"}}),
-            ),
-            ev(
-                "message.part.updated",
-                json!({"sessionID": "ses_1", "part": {"id": "prt_u", "sessionID": "ses_1", "messageID": "msg_u", "type": "text", "text": "Plan it"}}),
-            ),
-            // A delta before its part is known (anomalyco/opencode#26924).
-            ev(
-                "message.part.delta",
-                json!({"sessionID": "ses_1", "messageID": "msg_a", "partID": "prt_t", "field": "text", "delta": "Hel"}),
-            ),
-            ev(
-                "message.part.updated",
-                json!({"sessionID": "ses_1", "part": {"id": "prt_t", "sessionID": "ses_1", "messageID": "msg_a", "type": "text", "text": ""}}),
-            ),
-            ev(
-                "message.part.delta",
-                json!({"sessionID": "ses_1", "messageID": "msg_a", "partID": "prt_t", "field": "text", "delta": "lo\nwor"}),
-            ),
-            ev(
-                "message.part.updated",
-                json!({"sessionID": "ses_2", "part": {"id": "prt_x", "sessionID": "ses_2", "messageID": "m", "type": "text", "text": "other session", "time": {"start": 1, "end": 2}}}),
-            ),
-            ev(
-                "message.part.updated",
-                json!({"sessionID": "ses_1", "part": {"id": "prt_b", "sessionID": "ses_1", "messageID": "msg_a", "type": "tool", "callID": "c1", "tool": "bash", "state": {"status": "running", "input": {"command": "ls"}, "time": {"start": 1}}}}),
-            ),
-            ev(
-                "message.part.updated",
-                json!({"sessionID": "ses_1", "part": {"id": "prt_b", "sessionID": "ses_1", "messageID": "msg_a", "type": "tool", "callID": "c1", "tool": "bash", "state": {"status": "completed", "input": {"command": "ls"}, "output": "x", "title": "ls", "metadata": {}, "time": {"start": 1, "end": 2}}}}),
-            ),
-            ev(
-                "message.part.updated",
-                json!({"sessionID": "ses_1", "part": {"id": "prt_t", "sessionID": "ses_1", "messageID": "msg_a", "type": "text", "text": "Hello\nworld", "time": {"start": 1, "end": 3}}}),
-            ),
-            ev(
-                "message.part.updated",
-                json!({"sessionID": "ses_1", "part": {"id": "prt_s", "sessionID": "ses_1", "messageID": "msg_a", "type": "text", "text": "Whole part\nat once", "time": {"start": 1, "end": 3}}}),
-            ),
-            ev(
-                "message.updated",
-                json!({"sessionID": "ses_1", "info": {"id": "msg_a", "sessionID": "ses_1", "role": "assistant", "cost": 0.5, "tokens": {"input": 10, "output": 4, "reasoning": 0, "cache": {"read": 2, "write": 0}}}}),
-            ),
-            ev(
-                "session.status",
-                json!({"sessionID": "ses_1", "status": {"type": "idle"}}),
-            ),
-        ];
-        for e in &events {
-            shown.extend(p.feed(e).into_iter().map(|(_, l)| l));
-        }
-        assert_eq!(
-            shown,
-            ["Hello", "[tool] bash ls", "world", "Whole part", "at once"]
-        );
-        assert!(p.idle);
-        let (usage, cost) = p.usage();
-        assert_eq!(
-            usage,
-            Some(
-                json!({"input_tokens": 10, "output_tokens": 4, "reasoning_tokens": 0, "cache_read_tokens": 2, "cache_write_tokens": 0})
-            )
-        );
-        assert_eq!(cost, Some(0.5));
-    }
-
-    #[test]
-    fn errors_and_permissions_are_shown() {
-        let mut p = OpencodeProgress::new("ses_1", "");
-        let shown = p.feed(&ev("session.error", json!({"sessionID": "ses_1", "error": {"name": "ProviderAuthError", "data": {"providerID": "x", "message": "bad key"}}})));
-        assert_eq!(shown[0].1, "OpenCode: ProviderAuthError: bad key");
-        assert!(p.error.is_some());
-        let shown = p.feed(&ev("permission.asked", json!({"id": "per_1", "sessionID": "ses_1", "permission": "bash", "patterns": ["rm *"]})));
-        assert!(
-            shown[0]
-                .1
-                .starts_with("[permission] OpenCode asks to allow `bash`"),
-            "{shown:?}"
-        );
-    }
 
     #[test]
     fn message_errors_become_sentences() {

@@ -8,7 +8,7 @@
 use super::command::{Reader, finish};
 use super::log::Log;
 use super::openai::ChatStream;
-use super::opencode::OpencodeProgress;
+use super::opencode_progress::OpencodeProgress;
 use super::{AgentFinish, AgentJob, AgentRun, Hooks};
 use crate::agents::{Format, Profile};
 use crate::store::Stream;

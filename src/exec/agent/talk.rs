@@ -128,6 +128,7 @@ mod tests {
         let m = |id| super::super::LiveMessage {
             id,
             text: "hi".into(),
+            heard: None,
         };
         assert!(said.send(m(1)).is_ok(), "an open input hears it");
         t.turn_ended();

@@ -270,6 +270,9 @@ pub struct Engine {
     /// running step answers once the step has told whether its agent took it): the
     /// engine does not wait for it, its caller does.
     later: Option<oneshot::Receiver<std::result::Result<Answer, String>>>,
+    /// Queued commands applied whose rows are finished later, once their answer comes:
+    /// not taken again meanwhile.
+    answering: Arc<std::sync::Mutex<std::collections::HashSet<i64>>>,
 }
 
 impl Engine {
@@ -464,6 +467,7 @@ impl Engine {
             apply_only,
             me,
             later: None,
+            answering: Default::default(),
         })
     }
 
@@ -930,6 +934,9 @@ impl Engine {
             }
         };
         for cmd in pending {
+            if self.answering.lock().is_ok_and(|a| a.contains(&cmd.id)) {
+                continue;
+            }
             match serde_json::from_value::<Order>(cmd.body.clone()) {
                 Ok(order) => {
                     let _ = self.take(order, Some(cmd.id)).await;

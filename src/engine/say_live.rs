@@ -160,6 +160,10 @@ impl super::Engine {
                         let store = self.store.clone();
                         let (tell, later) = tokio::sync::oneshot::channel();
                         let meanwhile = summary(task_id, &to, Word::NoWordYet);
+                        let answering = self.answering.clone();
+                        if let (Some(c), Ok(mut a)) = (command, answering.lock()) {
+                            a.insert(c);
+                        }
                         tokio::spawn(async move {
                             let word = match tokio::time::timeout(HEARD_WITHIN, told).await {
                                 Ok(Ok(Ok(()))) => Word::Heard,
@@ -181,6 +185,9 @@ impl super::Engine {
                                         )
                                     })
                                     .await;
+                                if let Ok(mut a) = answering.lock() {
+                                    a.remove(&c);
+                                }
                             }
                             let _ = tell.send(Ok(answer));
                         });

@@ -312,8 +312,8 @@ impl Store {
             pg.migrate()?;
         }
         Ok(Store {
-            backend: Backend::Postgres(std::cell::RefCell::new(pg::conn::PgConn::new(
-                pg.into_client(),
+            backend: Backend::Postgres(Box::new(std::cell::RefCell::new(
+                pg::conn::PgConn::new(pg.into_client()),
             ))),
             path: PathBuf::from(target.shown()),
             pipelines: Default::default(),

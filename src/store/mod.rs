@@ -312,9 +312,9 @@ impl Store {
             pg.migrate()?;
         }
         Ok(Store {
-            backend: Backend::Postgres(Box::new(std::cell::RefCell::new(
-                pg::conn::PgConn::new(pg.into_client()),
-            ))),
+            backend: Backend::Postgres(Box::new(std::cell::RefCell::new(pg::conn::PgConn::new(
+                pg.into_client(),
+            )))),
             path: PathBuf::from(target.shown()),
             pipelines: Default::default(),
         })

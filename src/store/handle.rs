@@ -126,6 +126,26 @@ impl StoreHandle {
         Self::from_store(Store::open_postgres(target)?, Store::open_postgres(target)?)
     }
 
+    /// Opens `ws`'s board wherever it is kept (see [`Store::open_board`]).
+    pub fn open_board(ws: &crate::workspace::Workspace) -> Result<Self> {
+        match super::postgres_board(ws)? {
+            Some(t) => Self::open_postgres(&t),
+            None => Self::open(&ws.db_path()),
+        }
+    }
+
+    /// The engine's store of `ws`'s board: [`StoreHandle::open_checked`] for its SQLite
+    /// file; on PostgreSQL, with the board's engine lock (a second engine is refused;
+    /// PostgreSQL checks its own pages, so there is no whole-file check).
+    pub fn open_engine(ws: &crate::workspace::Workspace) -> Result<Self> {
+        match super::postgres_board(ws)? {
+            Some(t) => {
+                Self::from_store(Store::open_postgres_engine(&t)?, Store::open_postgres(&t)?)
+            }
+            None => Self::open_checked(&ws.db_path()),
+        }
+    }
+
     /// Wraps two open connections to one database: the first writes, the second reads.
     /// On SQLite a third, opened here, copies the write-ahead log into the database in the
     /// background, so a checkpoint's writes and syncs never hold up a commit.

@@ -35,7 +35,7 @@ pub use dump::Carried;
 pub use followups::FollowupRow;
 pub use handle::StoreHandle;
 pub use messages::Message;
-pub use pg::{Location, PgStore, PgTarget};
+pub use pg::{Location, PgStore, PgTarget, postgres_board};
 pub use prs::TaskPr;
 pub use schema::SCHEMA_VERSION;
 pub use steps::StepResult;
@@ -300,24 +300,58 @@ impl Store {
         // that drives one (an async caller's): it connects on a thread of its own, and the
         // store is then used on a store thread or a plain one.
         std::thread::scope(|s| {
-            s.spawn(|| Self::connect_postgres(target))
+            s.spawn(|| Self::connect_postgres(target, false))
                 .join()
                 .unwrap_or_else(|_| Err(StoreError::Closed))
         })
     }
 
-    fn connect_postgres(target: &PgTarget) -> Result<Self> {
+    /// [`Store::open_postgres`] for the engine's writer: its connection holds the board's
+    /// engine lock while it is open, and a board another engine holds is refused (several
+    /// engines on one board need claims on the steps, which are not there yet).
+    pub fn open_postgres_engine(target: &PgTarget) -> Result<Self> {
+        std::thread::scope(|s| {
+            s.spawn(|| Self::connect_postgres(target, true))
+                .join()
+                .unwrap_or_else(|_| Err(StoreError::Closed))
+        })
+    }
+
+    /// Opens `ws`'s board wherever it is kept: its PostgreSQL database, else its SQLite
+    /// file as [`Store::open`] does.
+    pub fn open_board(ws: &crate::workspace::Workspace) -> Result<Self> {
+        match postgres_board(ws)? {
+            Some(t) => Self::open_postgres(&t),
+            None => Self::open(&ws.db_path()),
+        }
+    }
+
+    fn connect_postgres(target: &PgTarget, engine: bool) -> Result<Self> {
         let mut pg = PgStore::connect(target)?;
         if pg.schema_version()? != Some(schema::SCHEMA_VERSION) {
             pg.migrate()?;
         }
-        Ok(Store {
+        let store = Store {
             backend: Backend::Postgres(Box::new(std::cell::RefCell::new(pg::conn::PgConn::new(
                 pg.into_client(),
             )))),
             path: PathBuf::from(target.shown()),
             pipelines: Default::default(),
-        })
+        };
+        if engine {
+            let held: bool = store.read().one(
+                "SELECT pg_try_advisory_lock(?1)",
+                [pg::ENGINE_LOCK_KEY],
+                |r| r.get(0),
+            )?;
+            if !held {
+                return Err(StoreError::Conflict(format!(
+                    "another engine runs the board at {} — one engine per PostgreSQL board for now: stop that one first, or give this workspace its own board",
+                    target.shown()
+                )));
+            }
+        }
+        Ok(store)
     }
 
     /// True when this store is a PostgreSQL board.

@@ -3,7 +3,7 @@
 //! SQLite to PostgreSQL by export then import and reads back line for line the same; the
 //! password comes only from PGPASSWORD or ~/.pgpass and is never printed; the engine and
 //! task commands run a board kept there, one engine at a time; and what runs only on SQLite
-//! so far (the board, `serve`) refuses a PostgreSQL board instead of opening
+//! so far (the board, `serve`, `mcp`) refuses a PostgreSQL board instead of opening
 //! `.baton/baton.db`.
 
 mod common;
@@ -323,7 +323,7 @@ fn what_runs_only_on_sqlite_refuses_a_postgres_board() {
     let ws = Ws::new();
     ws.pipeline("gate.json", GATE);
     let url = "postgres://ann@127.0.0.1:1/board";
-    for args in [&[][..], &["serve"]] {
+    for args in [&[][..], &["serve"], &["mcp"]] {
         let out = ws
             .baton(args)
             .env("BATON_DATABASE_URL", url)
@@ -334,7 +334,7 @@ fn what_runs_only_on_sqlite_refuses_a_postgres_board() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(
             err.contains("kept in PostgreSQL (postgres://ann@127.0.0.1:1/board)")
-                && err.contains("`baton serve` still need SQLite"),
+                && err.contains("`baton serve` and `baton mcp` still need SQLite"),
             "baton {args:?}: {err}"
         );
     }

@@ -4,7 +4,7 @@
 //! reply instead of blocking a tokio worker. Sync code (the CLI) keeps its own `Store`.
 
 use super::backend::{Backend, WriteTx};
-use super::{Db, PgTarget, Result, Store, StoreError};
+use super::{Db, Result, Store, StoreError};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -118,32 +118,6 @@ impl StoreHandle {
     pub fn open_checked(path: &Path) -> Result<Self> {
         let writer = Store::open_checked(path)?;
         Self::from_store(writer, Store::open(path)?)
-    }
-
-    /// Opens a PostgreSQL board (bringing its schema up to date if it is behind) on two
-    /// connections of its own, the writer's and the reader's.
-    pub fn open_postgres(target: &PgTarget) -> Result<Self> {
-        Self::from_store(Store::open_postgres(target)?, Store::open_postgres(target)?)
-    }
-
-    /// Opens `ws`'s board wherever it is kept (see [`Store::open_board`]).
-    pub fn open_board(ws: &crate::workspace::Workspace) -> Result<Self> {
-        match super::postgres_board(ws)? {
-            Some(t) => Self::open_postgres(&t),
-            None => Self::open(&ws.db_path()),
-        }
-    }
-
-    /// The engine's store of `ws`'s board: [`StoreHandle::open_checked`] for its SQLite
-    /// file; on PostgreSQL, with the board's engine lock (a second engine is refused;
-    /// PostgreSQL checks its own pages, so there is no whole-file check).
-    pub fn open_engine(ws: &crate::workspace::Workspace) -> Result<Self> {
-        match super::postgres_board(ws)? {
-            Some(t) => {
-                Self::from_store(Store::open_postgres_engine(&t)?, Store::open_postgres(&t)?)
-            }
-            None => Self::open_checked(&ws.db_path()),
-        }
     }
 
     /// Wraps two open connections to one database: the first writes, the second reads.

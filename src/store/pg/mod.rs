@@ -15,6 +15,7 @@
 pub(super) mod conn;
 pub(super) mod ddl;
 mod dump;
+mod open;
 pub mod target;
 
 use super::{Result, StoreError, schema};

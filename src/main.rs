@@ -41,7 +41,7 @@ fn main() {
             }
         },
         None => {
-            // The board runs on SQLite only so far: a board in PostgreSQL is refused here
+            // The board (the TUI) runs on SQLite only so far: a board in PostgreSQL is refused here
             // rather than opened from `.baton/baton.db`.
             let refused = match baton::cli::workspace(cli.dir.as_ref()) {
                 Ok(ws) if !cli.demo => baton::cli::refuse_postgres(&ws).err(),

@@ -1,8 +1,10 @@
 //! The board in a real PostgreSQL: every migration makes the same tables and columns as in
 //! SQLite; `baton db status|migrate|export|import|verify` work there; a board moves from
 //! SQLite to PostgreSQL by export then import and reads back line for line the same; the
-//! password comes only from PGPASSWORD or ~/.pgpass and is never printed; and what runs
-//! only on SQLite so far refuses a PostgreSQL board instead of opening `.baton/baton.db`.
+//! password comes only from PGPASSWORD or ~/.pgpass and is never printed; the engine and
+//! task commands run a board kept there, one engine at a time; and what runs only on SQLite
+//! so far (the board, `serve`, `mcp`) refuses a PostgreSQL board instead of opening
+//! `.baton/baton.db`.
 
 mod common;
 mod infra;
@@ -321,14 +323,7 @@ fn what_runs_only_on_sqlite_refuses_a_postgres_board() {
     let ws = Ws::new();
     ws.pipeline("gate.json", GATE);
     let url = "postgres://ann@127.0.0.1:1/board";
-    for args in [
-        &[][..],
-        &["engine", "--exit-when-idle"],
-        &["list"],
-        &["new", "x", "--pipeline", "gate"],
-        &["show", "1"],
-        &["serve"],
-    ] {
+    for args in [&[][..], &["serve"], &["mcp"]] {
         let out = ws
             .baton(args)
             .env("BATON_DATABASE_URL", url)
@@ -339,7 +334,7 @@ fn what_runs_only_on_sqlite_refuses_a_postgres_board() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(
             err.contains("kept in PostgreSQL (postgres://ann@127.0.0.1:1/board)")
-                && err.contains("still need SQLite"),
+                && err.contains("`baton serve` and `baton mcp` still need SQLite"),
             "baton {args:?}: {err}"
         );
     }
@@ -348,4 +343,108 @@ fn what_runs_only_on_sqlite_refuses_a_postgres_board() {
     if db.exists() {
         assert_eq!(ws.ok(&["list", "--json"]).trim(), "[]");
     }
+}
+
+#[test]
+fn the_engine_and_task_commands_run_a_board_kept_in_postgres() {
+    let Some(pg) = Pg::start() else { return };
+    pg.create_db("board");
+    let ws = Ws::new();
+    ws.pipeline("gate.json", GATE);
+    // No `db migrate` first: the first command brings the schema up.
+    let id: i64 = ok(on_pg(
+        &ws,
+        &pg,
+        "board",
+        &["new", "first", "--pipeline", "gate"],
+    ))
+    .trim()
+    .parse()
+    .unwrap();
+    ok(on_pg(&ws, &pg, "board", &["start", &id.to_string()]));
+    // The engine runs the script step; the task waits at the review gate.
+    let out = ws
+        .baton(&["engine", "--exit-when-idle"])
+        .env("BATON_DATABASE_URL", pg.url("board"))
+        .env("PGPASSWORD", PASSWORD)
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(ws.root().join("title.txt")).unwrap(),
+        "first",
+        "the step ran with the task's title"
+    );
+    ok(on_pg(&ws, &pg, "board", &["approve", &id.to_string()]));
+    let listed: serde_json::Value =
+        serde_json::from_str(&ok(on_pg(&ws, &pg, "board", &["list", "--json"]))).unwrap();
+    let task = &listed.as_array().unwrap()[0];
+    assert_eq!(
+        (task["id"].as_i64(), task["status"].as_str()),
+        (Some(id), Some("done"))
+    );
+    // It all went to PostgreSQL, none of it to the SQLite file `baton init` made.
+    let sqlite = rusqlite::Connection::open(ws.root().join(".baton/baton.db")).unwrap();
+    let rows: i64 = sqlite
+        .query_row("SELECT COUNT(*) FROM tasks", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rows, 0);
+    let mut c = pg.client("board");
+    let steps: Vec<(String, String)> = c
+        .query(
+            "SELECT status, state FROM step_runs WHERE task_id = $1",
+            &[&id],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(steps, [("build".to_string(), "succeeded".to_string())]);
+    let triggers: Vec<String> = c
+        .query(
+            "SELECT trigger FROM history WHERE task_id = $1 ORDER BY id",
+            &[&id],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(triggers, ["create", "start", "success", "approve"]);
+}
+
+#[test]
+fn a_second_engine_on_a_postgres_board_is_refused() {
+    let Some(pg) = Pg::start() else { return };
+    pg.create_db("board");
+    let first = Ws::new();
+    first.pipeline("gate.json", GATE);
+    ok(on_pg(&first, &pg, "board", &["db", "migrate"]));
+    // The first engine, as another machine's would be, holds the board's engine lock.
+    let mut holder = pg.client("board");
+    holder
+        .execute("SELECT pg_advisory_lock($1)", &[&0x6261_746f_6e02_i64])
+        .unwrap();
+    let second = Ws::new();
+    second.pipeline("gate.json", GATE);
+    let out = second
+        .baton(&["engine", "--exit-when-idle"])
+        .env("BATON_DATABASE_URL", pg.url("board"))
+        .env("PGPASSWORD", PASSWORD)
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("another engine runs the board"), "{err}");
+    // Once it is gone, an engine starts.
+    drop(holder);
+    let out = second
+        .baton(&["engine", "--exit-when-idle"])
+        .env("BATON_DATABASE_URL", pg.url("board"))
+        .env("PGPASSWORD", PASSWORD)
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
 }

@@ -93,7 +93,12 @@ fn watch(
     let _ = std::thread::Builder::new()
         .name("baton-watch".into())
         .spawn(move || {
-            let Ok(store) = Store::open_read_only(&ws.db_path()) else {
+            let store = match crate::store::postgres_board(&ws) {
+                Ok(Some(t)) => Store::open_postgres(&t),
+                Ok(None) => Store::open_read_only(&ws.db_path()),
+                Err(e) => Err(e),
+            };
+            let Ok(store) = store else {
                 let _ = gone.send(Ended::Stopped);
                 return;
             };

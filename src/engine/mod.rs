@@ -351,8 +351,8 @@ impl Engine {
                 s
             }
             None => {
-                let path = ws.db_path();
-                tokio::task::spawn_blocking(move || StoreHandle::open_checked(&path))
+                let ws = ws.clone();
+                tokio::task::spawn_blocking(move || StoreHandle::open_engine(&ws))
                     .await
                     .map_err(|e| EngineError::Other(e.to_string()))??
             }

@@ -10,7 +10,7 @@ use std::cell::RefCell;
 /// A store's own connection.
 pub(super) enum Backend {
     Sqlite(rusqlite::Connection),
-    Postgres(RefCell<PgConn>),
+    Postgres(Box<RefCell<PgConn>>),
 }
 
 impl Backend {

@@ -4,7 +4,7 @@
 //! reply instead of blocking a tokio worker. Sync code (the CLI) keeps its own `Store`.
 
 use super::backend::{Backend, WriteTx};
-use super::{Db, PgTarget, Result, Store, StoreError};
+use super::{Db, Result, Store, StoreError};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -118,12 +118,6 @@ impl StoreHandle {
     pub fn open_checked(path: &Path) -> Result<Self> {
         let writer = Store::open_checked(path)?;
         Self::from_store(writer, Store::open(path)?)
-    }
-
-    /// Opens a PostgreSQL board (bringing its schema up to date if it is behind) on two
-    /// connections of its own, the writer's and the reader's.
-    pub fn open_postgres(target: &PgTarget) -> Result<Self> {
-        Self::from_store(Store::open_postgres(target)?, Store::open_postgres(target)?)
     }
 
     /// Wraps two open connections to one database: the first writes, the second reads.

@@ -63,7 +63,7 @@ fn server() -> Option<u16> {
 /// Where one test's board lives.
 pub enum Board {
     Sqlite(tempfile::TempDir),
-    Postgres { target: PgTarget, db: String },
+    Postgres { target: Box<PgTarget>, db: String },
 }
 
 impl Board {
@@ -96,7 +96,7 @@ impl Board {
             .batch_execute(&format!("CREATE DATABASE {db} TEMPLATE {TEMPLATE}"))
             .expect("create a test database");
         Some(Board::Postgres {
-            target: target(port, &db),
+            target: Box::new(target(port, &db)),
             db,
         })
     }

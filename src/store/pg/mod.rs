@@ -15,6 +15,7 @@
 pub(super) mod conn;
 pub(super) mod ddl;
 mod dump;
+mod open;
 pub mod target;
 
 use super::{Result, StoreError, schema};
@@ -189,6 +190,31 @@ pub enum Location {
     Sqlite(std::path::PathBuf),
     /// `[store] store = "postgres://…"` or `BATON_DATABASE_URL`.
     Postgres(Box<PgTarget>),
+}
+
+/// Held by the engine that runs a PostgreSQL board, on its writer's connection, for as long
+/// as it runs (an advisory lock's key): a second engine is refused.
+pub(super) const ENGINE_LOCK_KEY: i64 = 0x6261_746f_6e02;
+
+/// The PostgreSQL board of workspace `ws`, when its board is kept there (see
+/// [`Location::resolve`]); `None` for its SQLite file.
+pub fn postgres_board(ws: &crate::workspace::Workspace) -> Result<Option<PgTarget>> {
+    let setting = crate::workspace::store_setting(
+        &ws.config_path(),
+        crate::workspace::layered::user_config_path().as_deref(),
+    )
+    .map_err(|e| StoreError::Postgres(e.to_string()))?;
+    let env = std::env::var("BATON_DATABASE_URL").ok();
+    let at = Location::resolve(
+        &ws.db_path(),
+        env.as_deref(),
+        setting.as_ref().map(|(u, f)| (u.as_str(), f.as_path())),
+    )
+    .map_err(StoreError::Postgres)?;
+    Ok(match at {
+        Location::Postgres(t) => Some(*t),
+        Location::Sqlite(_) => None,
+    })
 }
 
 impl Location {

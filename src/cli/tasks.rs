@@ -276,18 +276,18 @@ fn list(
         return Ok(exit::OK);
     }
     println!(
-        "{:>5}  {:<14} {:<12} {:<12} {:<20} {:<12} TITLE",
+        "{:>5}  {:<14} {:<12} {:<12} {:<20} {:<10} TITLE",
         "ID", "STATUS", "STATE", "PIPELINE", "UPDATED", "BY"
     );
     for t in tasks {
         println!(
-            "{:>5}  {:<14} {:<12} {:<12} {:<20} {:<12} {}",
+            "{:>5}  {:<14} {:<12} {:<12} {:<20} {:<10} {}",
             t.id,
             t.status,
             t.state.as_str(),
             t.pipeline_id,
             &rfc3339(t.updated_at)[..19],
-            one_line(t.moved_by.as_deref().unwrap_or("-"), 12),
+            one_line(t.moved_by.as_deref().unwrap_or("-"), 10),
             one_line(&t.title, 80)
         );
     }

@@ -163,7 +163,7 @@ async fn guard_token(State(s): State<AppState>, mut req: Request, next: Next) ->
     }
     let mut res = error(
         StatusCode::UNAUTHORIZED,
-        "missing or wrong token — send `Authorization: Bearer <token>` with the token in .baton/token",
+        "missing or wrong token — send `Authorization: Bearer <token>` with the token in .baton/token, or your own from `baton token add NAME`",
     );
     res.headers_mut().insert(
         header::WWW_AUTHENTICATE,

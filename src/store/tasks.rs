@@ -112,7 +112,9 @@ impl Db<'_> {
             "SELECT {TASK_COLS}, change_seq FROM tasks WHERE change_seq > ?1 \
              ORDER BY change_seq LIMIT ?2"
         ))?;
-        let rows = stmt.query_map(params![after, limit], |r| Ok((r.get(13)?, task_row(r)?)))?;
+        // `change_seq` is the column after the task's own.
+        let seq = TASK_COLS.split(',').count();
+        let rows = stmt.query_map(params![after, limit], |r| Ok((r.get(seq)?, task_row(r)?)))?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 

@@ -450,3 +450,55 @@ fn mcp_on_stdio_acts_as_its_person_and_lists_by_person() {
     drop(stdin);
     let _ = child.wait();
 }
+
+/// MCP over HTTP with a named token acts as its name too: the official Python client creates,
+/// starts and approves a task, and every one of those rows names the token's person.
+#[test]
+fn a_named_tokens_mcp_calls_over_http_are_recorded_under_its_name() {
+    let Some(py) = api_common::python() else {
+        return;
+    };
+    let dir = api_common::workspace();
+    let out = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .arg("--dir")
+        .arg(dir.path())
+        .args(["token", "add", "alice"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let s = api_common::Server::start(dir.path(), &[("BATON_USER", "server-person")]);
+    api_common::run_client(&py, &["http", &s.url("/mcp"), &token]);
+    let (st, tasks) = call(
+        &s,
+        &token,
+        reqwest::Method::GET,
+        "/api/tasks?mine=true",
+        None,
+    );
+    assert_eq!(st, StatusCode::OK);
+    let id = tasks[0]["id"].as_i64().expect("alice's task");
+    let (_, shown) = call(
+        &s,
+        &token,
+        reqwest::Method::GET,
+        &format!("/api/tasks/{id}"),
+        None,
+    );
+    let people: Vec<(&str, &str)> = shown["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| (h["trigger"].as_str().unwrap(), h["actor"].as_str().unwrap()))
+        .filter(|(_, a)| *a != "engine")
+        .collect();
+    assert_eq!(
+        people,
+        [
+            ("create", "alice"),
+            ("start", "alice"),
+            ("approve", "alice")
+        ],
+        "{shown:#}"
+    );
+}

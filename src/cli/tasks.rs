@@ -163,11 +163,8 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
             ..
         } => {
             let by = super::people::filter(ws, mine, by)?;
-            let filter = TaskFilter {
-                status: status.as_deref(),
-                pipeline: pipeline.as_deref(),
-            };
-            list(ws, &read()?, filter, by.as_deref(), json)
+            let (status, pipeline) = (status.as_deref(), pipeline.as_deref());
+            list(ws, &read()?, status, pipeline, by.as_deref(), json)
         }
         Command::Show { id, json } => super::show::show(ws, &read()?, id, json),
         Command::Start(a) => act(ws, a.id, Action::Start),
@@ -232,11 +229,11 @@ pub(super) fn act(ws: &Workspace, id: i64, action: Action) -> Outcome {
 fn list(
     ws: &Workspace,
     store: &Reader,
-    filter: TaskFilter,
+    status: Option<&str>,
+    pipeline: Option<&str>,
     by: Option<&str>,
     as_json: bool,
 ) -> Outcome {
-    let TaskFilter { status, pipeline } = filter;
     let mut tasks = store.tasks(&TaskFilter { status, pipeline })?;
     // An empty list for a pipeline no one has is a typo, not an empty board. (A task can
     // outlive its pipeline's file, so only an empty answer asks the catalog.)

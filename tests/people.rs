@@ -375,7 +375,26 @@ fn a_named_tokens_requests_are_recorded_under_its_name_until_it_is_revoked() {
     let (_, by) = call(&s, &alice, Method::GET, "/api/tasks?by=server-person", None);
     assert_eq!(ids(by), [other["id"].as_i64().unwrap()]);
 
+    // Her event stream, open while her token is revoked, ends with it.
+    let stream = http()
+        .get(s.url("/api/events"))
+        .bearer_auth(&alice)
+        .send()
+        .unwrap();
+    assert_eq!(stream.status(), StatusCode::OK);
+    let (ended, stream_ended) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for _ in std::io::BufReader::new(stream)
+            .lines()
+            .map_while(Result::ok)
+        {}
+        let _ = ended.send(());
+    });
     baton(&["token", "revoke", "alice"]);
+    stream_ended
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the revoked token's event stream ended");
     let (st, refused) = call(&s, &alice, Method::GET, "/api/tasks", None);
     assert_eq!(st, StatusCode::UNAUTHORIZED, "{refused}");
     let (st, _) = call(&s, &own, Method::GET, "/api/tasks", None);

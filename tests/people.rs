@@ -375,10 +375,149 @@ fn a_named_tokens_requests_are_recorded_under_its_name_until_it_is_revoked() {
     let (_, by) = call(&s, &alice, Method::GET, "/api/tasks?by=server-person", None);
     assert_eq!(ids(by), [other["id"].as_i64().unwrap()]);
 
+    // Her event stream, open while her token is revoked, ends with it.
+    let stream = http()
+        .get(s.url("/api/events"))
+        .bearer_auth(&alice)
+        .send()
+        .unwrap();
+    assert_eq!(stream.status(), StatusCode::OK);
+    let (ended, stream_ended) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for _ in std::io::BufReader::new(stream)
+            .lines()
+            .map_while(Result::ok)
+        {}
+        let _ = ended.send(());
+    });
     baton(&["token", "revoke", "alice"]);
+    stream_ended
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the revoked token's event stream ended");
     let (st, refused) = call(&s, &alice, Method::GET, "/api/tasks", None);
     assert_eq!(st, StatusCode::UNAUTHORIZED, "{refused}");
     let (st, _) = call(&s, &own, Method::GET, "/api/tasks", None);
     assert_eq!(st, StatusCode::OK, "the workspace's token still works");
     assert!(baton(&["token", "list"]).contains("no named tokens"));
+}
+
+/// MCP on stdio acts as the person running it: what it approves is recorded under that
+/// name, and `list_tasks` takes `mine` and `by`.
+#[test]
+fn mcp_on_stdio_acts_as_its_person_and_lists_by_person() {
+    use std::io::{BufRead, BufReader, Write};
+    let ws = workspace();
+    let a: i64 = ok_as(&ws, "alice", &["new", "a", "-p", "p", "--start"])
+        .trim()
+        .parse()
+        .unwrap();
+    let b: i64 = ok_as(&ws, "bob", &["new", "b", "-p", "p"])
+        .trim()
+        .parse()
+        .unwrap();
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("baton"))
+        .current_dir(ws.root())
+        .env_remove("BATON_DIR")
+        .env("BATON_USER", "bob")
+        .arg("mcp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let call = |id: i64, tool: &str, args: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": args}})
+    };
+    let lines = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        call(2, "approve", json!({"id": a})),
+    ];
+    for l in lines {
+        writeln!(stdin, "{l}").unwrap();
+    }
+    let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut answer = |want: i64| -> Value {
+        loop {
+            let v: Value = serde_json::from_str(&out.next().unwrap().unwrap()).unwrap();
+            if v["id"].as_i64() == Some(want) {
+                let text = v["result"]["content"][0]["text"].as_str().unwrap();
+                return serde_json::from_str(text).unwrap_or_else(|_| json!(text));
+            }
+        }
+    };
+    // Tool calls run side by side: each is sent once the one before has answered.
+    let approved = answer(2);
+    assert_eq!(approved["history"][2]["actor"], "bob", "{approved}");
+    let ids = |v: Value| -> Vec<i64> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["id"].as_i64().unwrap())
+            .collect()
+    };
+    // Bob made b and last moved a (which alice made); the one moved last comes first.
+    writeln!(stdin, "{}", call(3, "list_tasks", json!({"mine": true}))).unwrap();
+    assert_eq!(ids(answer(3)), [a, b]);
+    writeln!(stdin, "{}", call(4, "list_tasks", json!({"by": "alice"}))).unwrap();
+    assert_eq!(ids(answer(4)), [a]);
+    drop(stdin);
+    let _ = child.wait();
+}
+
+/// MCP over HTTP with a named token acts as its name too: the official Python client creates,
+/// starts and approves a task, and every one of those rows names the token's person.
+#[test]
+fn a_named_tokens_mcp_calls_over_http_are_recorded_under_its_name() {
+    let Some(py) = api_common::python() else {
+        return;
+    };
+    let dir = api_common::workspace();
+    let out = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .arg("--dir")
+        .arg(dir.path())
+        .args(["token", "add", "alice"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let s = api_common::Server::start(dir.path(), &[("BATON_USER", "server-person")]);
+    api_common::run_client(&py, &["http", &s.url("/mcp"), &token]);
+    let (st, tasks) = call(
+        &s,
+        &token,
+        reqwest::Method::GET,
+        "/api/tasks?mine=true",
+        None,
+    );
+    assert_eq!(st, StatusCode::OK);
+    let id = tasks[0]["id"].as_i64().expect("alice's task");
+    let (_, shown) = call(
+        &s,
+        &token,
+        reqwest::Method::GET,
+        &format!("/api/tasks/{id}"),
+        None,
+    );
+    let people: Vec<(&str, &str)> = shown["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| (h["trigger"].as_str().unwrap(), h["actor"].as_str().unwrap()))
+        .filter(|(_, a)| *a != "engine")
+        .collect();
+    assert_eq!(
+        people,
+        [
+            ("create", "alice"),
+            ("start", "alice"),
+            ("approve", "alice")
+        ],
+        "{shown:#}"
+    );
 }

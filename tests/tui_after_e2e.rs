@@ -43,22 +43,17 @@ fn card(screen: &str, id: i64) -> String {
         .iter()
         .position(|l| l.contains(&mark))
         .map(|i| {
-            // Only the card's own column: from the mark to the column's end.
-            let col = lines[i].find(&mark).unwrap_or(0);
+            // Only the card's own column: from the mark to the column's end, counted in
+            // characters (a line's multi-byte marks and `…` shift byte offsets).
+            let b = lines[i].find(&mark).unwrap_or(0);
+            let col = lines[i][..b].chars().count();
             let cell = |l: &str| {
-                l.char_indices()
-                    .filter(|(b, _)| *b >= col)
-                    .map(|(_, c)| c)
+                l.chars()
+                    .skip(col)
                     .take_while(|c| *c != '│')
                     .collect::<String>()
             };
-            let below = lines.get(i + 1).map_or(String::new(), |l| {
-                let start = l.char_indices().position(|(b, _)| b >= col).unwrap_or(0);
-                l.chars()
-                    .skip(start)
-                    .take_while(|c| *c != '│')
-                    .collect::<String>()
-            });
+            let below = lines.get(i + 1).map_or(String::new(), |l| cell(l));
             format!("{} / {}", cell(lines[i]), below)
         })
         .unwrap_or_default()

@@ -163,7 +163,7 @@ async fn guard_token(State(s): State<AppState>, mut req: Request, next: Next) ->
     }
     let mut res = error(
         StatusCode::UNAUTHORIZED,
-        "missing or wrong token — send `Authorization: Bearer <token>` with the token in .baton/token",
+        "missing or wrong token — send `Authorization: Bearer <token>` with the token in .baton/token, or your own from `baton token add NAME`",
     );
     res.headers_mut().insert(
         header::WWW_AUTHENTICATE,
@@ -175,7 +175,11 @@ async fn guard_token(State(s): State<AppState>, mut req: Request, next: Next) ->
 /// The name of the named token the request bears, read from `.baton/tokens` now (so a
 /// revoked token is refused at once).
 async fn named_owner(s: &AppState, headers: &HeaderMap) -> Option<String> {
-    let given = bearer(headers)?;
+    named_owner_of(s, bearer(headers)?).await
+}
+
+/// The name whose named token `given` is, as `.baton/tokens` says now.
+pub async fn named_owner_of(s: &AppState, given: &str) -> Option<String> {
     let file = super::tokens::path(s.token_file.as_deref()?.parent()?);
     let text = tokio::fs::read_to_string(&file).await.ok()?;
     match super::tokens::parse(&text, &file) {

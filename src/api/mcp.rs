@@ -85,7 +85,7 @@ impl BatonMcp {
 
     async fn read(&self, uri: &str) -> Result<String, OpError> {
         let value = if uri == BOARD {
-            self.ops.list_tasks(None, None, None).await?
+            self.ops.list_tasks(None, None).await?
         } else if uri == PIPELINES {
             self.ops.list_pipelines().await?
         } else if let Some(id) = uri.strip_prefix(TASK) {

@@ -261,7 +261,7 @@ pub async fn call(ops: &Ops, name: &str, raw: Option<JsonObject>) -> OpResult {
         "list_tasks" => {
             let a: ListArgs = args(name, raw)?;
             let by = super::who::mine_or(a.mine, a.by);
-            ops.list_tasks(a.status, a.pipeline, by).await
+            ops.list_tasks_by(a.status, a.pipeline, by).await
         }
         "show_task" => ops.show_task(args::<IdArgs>(name, raw)?.id).await,
         "create_task" => {

@@ -146,8 +146,13 @@ impl Ops {
         client.shutdown(std::time::Duration::from_secs(30)).await;
     }
 
-    /// `list --json`, filtered by status, pipeline and who created or last moved a task.
-    pub async fn list_tasks(
+    /// `list --json`, filtered by status and pipeline.
+    pub async fn list_tasks(&self, status: Option<String>, pipeline: Option<String>) -> OpResult {
+        self.list_tasks_by(status, pipeline, None).await
+    }
+
+    /// [`Ops::list_tasks`], also filtered by who created or last moved a task.
+    pub async fn list_tasks_by(
         &self,
         status: Option<String>,
         pipeline: Option<String>,

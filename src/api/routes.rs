@@ -95,7 +95,7 @@ pub struct ListQuery {
     responses((status = 200, body = Vec<ListItem>)), security(("bearer" = [])))]
 pub async fn list_tasks(State(s): State<AppState>, ApiQuery(q): ApiQuery<ListQuery>) -> Response {
     let by = super::who::mine_or(q.mine.unwrap_or(false), q.by);
-    reply(s.ops.list_tasks(q.status, q.pipeline, by).await)
+    reply(s.ops.list_tasks_by(q.status, q.pipeline, by).await)
 }
 
 /// The headers `POST /api/tasks` reads.

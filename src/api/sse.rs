@@ -5,7 +5,7 @@
 //! transaction), L the last log line id sent, T the time (ms) the stream stood at. A client
 //! reconnecting with `Last-Event-ID` gets every task changed after C, in its latest state,
 //! and every line after L (at-least-once: a task may come again in the same state).
-//! A stream ends when the token it was opened with is rotated away.
+//! A stream ends when the token it was opened with is rotated away (a named one: revoked).
 
 use super::extract::ApiQuery;
 use super::http::AppState;
@@ -145,7 +145,14 @@ pub async fn events(
                         let now = rotated.borrow_and_update();
                         !now.is_empty() && super::token::matches(&now, given)
                     });
-                    if !still {
+                    // A person's own token: still there unless revoked.
+                    let named = match (&opened_with, still || r.is_err()) {
+                        (Some(given), false) => {
+                            super::http::named_owner_of(&feed.s, given).await.is_some()
+                        }
+                        _ => false,
+                    };
+                    if !still && !named {
                         return;
                     }
                     None

@@ -99,7 +99,8 @@ pub fn load_or_create(baton_dir: &Path) -> Result<String, String> {
 }
 
 /// The token as its file says now, followed through the operating system's file events
-/// (`baton token rotate` replaces the file); event streams end when it changes.
+/// (`baton token rotate` replaces the file); event streams end when it changes. A change of
+/// the named tokens (`baton token revoke`) wakes them too, to check theirs is still there.
 pub struct Follow {
     /// The current token ("" while the file cannot be read).
     pub now: tokio::sync::watch::Sender<String>,
@@ -115,9 +116,14 @@ impl Follow {
         let (now, _) = tokio::sync::watch::channel(token);
         let tx = now.clone();
         let path = file.to_path_buf();
+        let named = super::tokens::path(Path::new(""));
         let watcher = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
-            let ours = ev.is_ok_and(|e| e.paths.iter().any(|p| p.file_name() == path.file_name()));
-            if ours {
+            let Ok(ev) = ev else { return };
+            let names = |n: Option<&std::ffi::OsStr>| ev.paths.iter().any(|p| p.file_name() == n);
+            if names(named.file_name()) {
+                tx.send_modify(|_| {});
+            }
+            if names(path.file_name()) {
                 let read = std::fs::read_to_string(&path).unwrap_or_default();
                 tx.send_if_modified(|t| {
                     let changed = *t != read.trim();

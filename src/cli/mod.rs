@@ -17,6 +17,7 @@ mod task_edits;
 pub(crate) use crate::engine::views as json;
 mod people;
 mod pipelines;
+pub use people::TokenCmd;
 mod serve;
 mod shell;
 mod shell_cmd;
@@ -299,23 +300,6 @@ pub enum Command {
     /// The configuration: user file layered under the workspace's.
     #[command(subcommand)]
     Config(config_cmd::ConfigCmd),
-}
-
-/// `baton token …`.
-#[derive(Debug, Subcommand)]
-pub enum TokenCmd {
-    /// Replace `.baton/token`; the old token stops working.
-    Rotate,
-    /// Make a token for a person: requests bearing it act as NAME. Printed once; only its
-    /// SHA-256 is kept (in `.baton/tokens`).
-    Add { name: String },
-    /// The named tokens: names and when they were made (never the tokens).
-    List {
-        #[arg(long)]
-        json: bool,
-    },
-    /// End a named token: requests bearing it are refused from now on.
-    Revoke { name: String },
 }
 
 /// `start|approve|reject|abort|resume|retry ID [--note TEXT]`.

@@ -1,8 +1,26 @@
 //! People on the command line: who this process acts as, and the named API tokens
 //! (`baton token add|list|revoke`).
 
-use super::{Failure, Outcome, TokenCmd, exit};
+use super::{Failure, Outcome, exit};
 use crate::workspace::Workspace;
+use clap::Subcommand;
+
+/// `baton token …`.
+#[derive(Debug, Subcommand)]
+pub enum TokenCmd {
+    /// Replace `.baton/token`; the old token stops working.
+    Rotate,
+    /// Make a token for a person: requests bearing it act as NAME. Printed once; only its
+    /// SHA-256 is kept (in `.baton/tokens`).
+    Add { name: String },
+    /// The named tokens: names and when they were made (never the tokens).
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// End a named token: requests bearing it are refused from now on.
+    Revoke { name: String },
+}
 
 /// The person this process's changes are recorded under (BATON_USER, git's user.name, the
 /// system's user name), decided once.

@@ -163,11 +163,8 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
             ..
         } => {
             let by = super::people::filter(ws, mine, by)?;
-            let filter = TaskFilter {
-                status: status.as_deref(),
-                pipeline: pipeline.as_deref(),
-            };
-            list(ws, &read()?, filter, by.as_deref(), json)
+            let (status, pipeline) = (status.as_deref(), pipeline.as_deref());
+            list(ws, &read()?, status, pipeline, by.as_deref(), json)
         }
         Command::Show { id, json } => super::show::show(ws, &read()?, id, json),
         Command::Start(a) => act(ws, a.id, Action::Start),
@@ -232,11 +229,11 @@ pub(super) fn act(ws: &Workspace, id: i64, action: Action) -> Outcome {
 fn list(
     ws: &Workspace,
     store: &Reader,
-    filter: TaskFilter,
+    status: Option<&str>,
+    pipeline: Option<&str>,
     by: Option<&str>,
     as_json: bool,
 ) -> Outcome {
-    let TaskFilter { status, pipeline } = filter;
     let mut tasks = store.tasks(&TaskFilter { status, pipeline })?;
     // An empty list for a pipeline no one has is a typo, not an empty board. (A task can
     // outlive its pipeline's file, so only an empty answer asks the catalog.)
@@ -276,18 +273,18 @@ fn list(
         return Ok(exit::OK);
     }
     println!(
-        "{:>5}  {:<14} {:<12} {:<12} {:<20} {:<12} TITLE",
+        "{:>5}  {:<14} {:<12} {:<12} {:<20} {:<10} TITLE",
         "ID", "STATUS", "STATE", "PIPELINE", "UPDATED", "BY"
     );
     for t in tasks {
         println!(
-            "{:>5}  {:<14} {:<12} {:<12} {:<20} {:<12} {}",
+            "{:>5}  {:<14} {:<12} {:<12} {:<20} {:<10} {}",
             t.id,
             t.status,
             t.state.as_str(),
             t.pipeline_id,
             &rfc3339(t.updated_at)[..19],
-            one_line(t.moved_by.as_deref().unwrap_or("-"), 12),
+            one_line(t.moved_by.as_deref().unwrap_or("-"), 10),
             one_line(&t.title, 80)
         );
     }

@@ -388,7 +388,7 @@ async fn apply(
     };
     let (summary, outcome) = s
         .ops
-        .forge(task, action, "api")
+        .forge(task, action, "forge")
         .await
         .map_err(|e| e.message)?;
     let moved = outcome == forge_events::ForgeOutcome::Moved;

@@ -419,7 +419,7 @@ fn queue(ws: &Workspace, order: &Order) -> Result<Answer, String> {
             match cmd.state {
                 CommandState::Done => return Answer::from_command(order, result),
                 CommandState::Failed => return Err(result),
-                CommandState::Pending => {}
+                CommandState::Pending | CommandState::Answering => {}
             }
         }
         let now = Instant::now();

@@ -83,6 +83,12 @@ pub fn parse_labels(list: &str) -> Result<Vec<String>, String> {
 /// This machine's name: the kernel's host name, else `$HOSTNAME`, else `localhost`; cut
 /// to what an engine name may hold.
 pub fn host_name() -> String {
+    static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HOST.get_or_init(read_host_name).clone()
+}
+
+/// [`host_name`], read once per process (a heartbeat does not ask again).
+fn read_host_name() -> String {
     let raw = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .or_else(|| std::env::var("HOSTNAME").ok())

@@ -270,9 +270,6 @@ pub struct Engine {
     /// running step answers once the step has told whether its agent took it): the
     /// engine does not wait for it, its caller does.
     later: Option<oneshot::Receiver<std::result::Result<Answer, String>>>,
-    /// Queued commands applied whose rows are finished later, once their answer comes:
-    /// not taken again meanwhile.
-    answering: Arc<std::sync::Mutex<std::collections::HashSet<i64>>>,
 }
 
 impl Engine {
@@ -366,6 +363,11 @@ impl Engine {
             Recovered::default()
         } else {
             let looked = recovery::look(ws, &store, cfg.kill_grace, None).await?;
+            // A message said to a step the last engine ran was answered by nobody: its
+            // command was applied (the message is delivered or still queued).
+            store
+                .write(|db| db.settle_answering_commands(say_live::CUT_OFF))
+                .await?;
             let auto = cfg.auto_resume;
             store
                 .with_writer(move |s| recovery::record(s, looked, auto, false))
@@ -467,7 +469,6 @@ impl Engine {
             apply_only,
             me,
             later: None,
-            answering: Default::default(),
         })
     }
 
@@ -934,9 +935,6 @@ impl Engine {
             }
         };
         for cmd in pending {
-            if self.answering.lock().is_ok_and(|a| a.contains(&cmd.id)) {
-                continue;
-            }
             match serde_json::from_value::<Order>(cmd.body.clone()) {
                 Ok(order) => {
                     let _ = self.take(order, Some(cmd.id)).await;

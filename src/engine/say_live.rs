@@ -11,6 +11,10 @@ use crate::agents::Backend;
 /// (a pipe takes it at once; an OpenCode server answers within a moment).
 const HEARD_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// The answer to a message handed to a running step whose engine stopped before the step
+/// said whether its agent took it.
+pub(super) const CUT_OFF: &str = "handed to the running agent, but the engine stopped before its step said whether the agent took it — `baton show` tells whether it was delivered (if not, the task's next agent step gets it)";
+
 /// What became of a message handed to a running step, for the answer.
 enum Word {
     /// Its agent has it.
@@ -115,9 +119,13 @@ impl super::Engine {
                     .is_ok();
                 let wait = handed.then_some(hearing);
                 let to = (agent.to_string(), step.status.clone());
-                // A message the step reads now is answered once its agent has it (below);
-                // a crash in between leaves the command to be applied again at the next
-                // start, so the message is recorded twice rather than lost.
+                // A message the step reads now is answered once its agent has it (below):
+                // its command is applied now and never taken again, and one whose answer
+                // an engine's end cut off is finished at the next start (the message stays
+                // queued unless the step marked it delivered).
+                if let Some(c) = command.filter(|_| wait == Some(true)) {
+                    db.finish_command(c, crate::store::CommandState::Answering, "")?;
+                }
                 if let Some(c) = command.filter(|_| wait != Some(true)) {
                     let word = match wait {
                         None => Word::Closed,
@@ -160,10 +168,6 @@ impl super::Engine {
                         let store = self.store.clone();
                         let (tell, later) = tokio::sync::oneshot::channel();
                         let meanwhile = summary(task_id, &to, Word::NoWordYet);
-                        let answering = self.answering.clone();
-                        if let (Some(c), Ok(mut a)) = (command, answering.lock()) {
-                            a.insert(c);
-                        }
                         tokio::spawn(async move {
                             let word = match tokio::time::timeout(HEARD_WITHIN, told).await {
                                 Ok(Ok(Ok(()))) => Word::Heard,
@@ -185,9 +189,6 @@ impl super::Engine {
                                         )
                                     })
                                     .await;
-                                if let Ok(mut a) = answering.lock() {
-                                    a.remove(&c);
-                                }
                             }
                             let _ = tell.send(Ok(answer));
                         });
@@ -196,7 +197,19 @@ impl super::Engine {
                     }
                 }
             }
-            Err(e) => Err(e.to_string()),
+            Err(e) => {
+                let e = e.to_string();
+                if let Some(c) = command {
+                    let text = e.clone();
+                    let _ = self
+                        .store
+                        .write(move |db| {
+                            db.finish_command(c, crate::store::CommandState::Failed, &text)
+                        })
+                        .await;
+                }
+                Err(e)
+            }
         };
         let _ = self
             .events

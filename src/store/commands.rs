@@ -50,6 +50,16 @@ impl Db<'_> {
         Ok(())
     }
 
+    /// Finishes the commands left waiting for a running step's word by an engine that
+    /// stopped before it came: they were applied, so they get `result` and are done.
+    pub fn settle_answering_commands(&self, result: &str) -> Result<usize> {
+        Ok(self.exec(
+            "UPDATE commands SET state = 'done', result = ?1, handled_at = ?2 \
+             WHERE state = 'answering'",
+            params![result, now_ms()],
+        )?)
+    }
+
     /// A command's current state and result.
     pub fn command(&self, id: i64) -> Result<Option<CommandRow>> {
         Ok(self

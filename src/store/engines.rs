@@ -94,9 +94,17 @@ fn engine_row(r: &Row) -> SqlResult<EngineRow> {
 impl Db<'_> {
     /// The clock engine times are read from, in milliseconds since the epoch: heartbeats,
     /// leases and "last seen" all use this one, so engines on machines whose clocks differ
-    /// still agree. SQLite's board has one machine, whose clock this is.
+    /// still agree: PostgreSQL's own clock on a board kept there; on SQLite's board, which
+    /// has one machine, that machine's.
     pub fn engine_clock(&self) -> Result<i64> {
-        Ok(now_ms())
+        if !self.is_postgres() {
+            return Ok(now_ms());
+        }
+        Ok(self.one(
+            "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+            [],
+            |r| r.get(0),
+        )?)
     }
 
     /// Registers an engine under its name, unless a live engine holds that name.

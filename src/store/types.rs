@@ -115,9 +115,11 @@ text_enum!(
 );
 
 text_enum!(
-    /// The lifecycle of a queued client command.
+    /// The lifecycle of a queued client command. `answering`: applied, its answer comes
+    /// once a running step has said whether its agent took a message (never taken again).
     CommandState {
         Pending = "pending",
+        Answering = "answering",
         Done = "done",
         Failed = "failed",
     }

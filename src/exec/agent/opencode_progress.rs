@@ -297,7 +297,7 @@ mod tests {
                 "message.part.updated",
                 json!({"sessionID": "ses_1", "part": {"id": "prt_u", "sessionID": "ses_1", "messageID": "msg_u", "type": "text", "text": "Plan it"}}),
             ),
-            // A delta before its part is known (anomalyco/opencode#26924).
+            // A delta before its part is known (OpenCode can send one first).
             ev(
                 "message.part.delta",
                 json!({"sessionID": "ses_1", "messageID": "msg_a", "partID": "prt_t", "field": "text", "delta": "Hel"}),

@@ -310,6 +310,21 @@ impl Db<'_> {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    /// Claims up to `limit` pending step runs whose time has come, oldest first, moving
+    /// them to running in one statement; returns them as claimed. Only a pending row is
+    /// claimed, so a step is started at most once.
+    pub fn claim_due_step_runs(&self, now: i64, limit: i64) -> Result<Vec<StepRun>> {
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "UPDATE step_runs SET state = 'running', started_at = ?1 WHERE id IN \
+             (SELECT id FROM step_runs WHERE state = 'pending' AND not_before <= ?1 \
+              ORDER BY id LIMIT ?2) RETURNING {STEP_COLS}"
+        ))?;
+        let rows = stmt.query_map(params![now, limit], step_row)?;
+        let mut claimed: Vec<StepRun> = rows.collect::<rusqlite::Result<_>>()?;
+        claimed.sort_by_key(|s| s.id);
+        Ok(claimed)
+    }
+
     /// The earliest `not_before` of a pending step run still in the future.
     pub fn next_due_after(&self, now: i64) -> Result<Option<i64>> {
         Ok(self.one(

@@ -61,8 +61,7 @@ fn claim_due(db: &Db, free: usize) -> crate::store::Result<Vec<Claimed>> {
         let announced = match spec {
             Some(spec) => {
                 let line = runner::opening_line(&step, spec);
-                db.insert_log_lines(&[system_line(step.id, line)])?;
-                true
+                db.insert_log_lines_or_skip(&[system_line(step.id, line)])?
             }
             None => false,
         };
@@ -103,7 +102,7 @@ fn step_end(
 ) -> Result<Ended> {
     // The step's last line, after every line it sent (they were queued before its report).
     if let Some(line) = report.closing.clone() {
-        db.insert_log_lines(&[system_line(step_id, line)])?;
+        db.insert_log_lines_or_skip(&[system_line(step_id, line)])?;
     }
     let applied = match end {
         End::Shutdown => {
@@ -467,7 +466,7 @@ impl Engine {
                     .store
                     .write(move |db| {
                         if let Some(line) = closing {
-                            db.insert_log_lines(&[system_line(step_id, line)])?;
+                            db.insert_log_lines_or_skip(&[system_line(step_id, line)])?;
                         }
                         results::interrupt_step(db, step_id, "its result could not be recorded")
                     })

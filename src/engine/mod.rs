@@ -39,6 +39,7 @@ mod say;
 mod schedule_catchup;
 mod scheduler;
 mod session;
+mod step_report;
 pub mod takeover;
 mod task_edits;
 mod transition;

@@ -4,12 +4,14 @@ use super::log_cap::Verdict;
 use super::log_replay::Replayed;
 use super::logwriter::LogMsg;
 use super::results::StepReport;
+use super::step_report::describe;
+pub use super::step_report::{closing_line, opening_line, report_for};
 use crate::agents::TemplateVars;
 use crate::exec::agent::{AgentStep, Hooks};
 use crate::exec::executor::{Identity, Labels, Placement, Program, drive};
 use crate::exec::{self, Finish, StepEnv, safe_file};
 use crate::pipeline::{StepAction, StepSpec, Trigger};
-use crate::store::{NewLogLine, StepResult, StepRun, StepState, StoreHandle, Stream, Task, now_ms};
+use crate::store::{NewLogLine, StepRun, StepState, StoreHandle, Stream, Task, now_ms};
 use crate::testcounts::TestScanner;
 use std::io::Write;
 use std::path::PathBuf;
@@ -49,16 +51,6 @@ pub struct Job {
     pub env: Option<StepEnv>,
     /// The step's opening line ([`opening_line`]) was stored with its claim.
     pub announced: bool,
-}
-
-/// The engine's first line in a step's log.
-pub fn opening_line(step: &StepRun, spec: &StepSpec) -> String {
-    format!(
-        "▶ {} · attempt {} · {}",
-        step.status,
-        step.attempt,
-        spec.action.describe()
-    )
 }
 
 /// Prompts up to this size are also passed in `BATON_TASK_PROMPT`.
@@ -276,11 +268,6 @@ pub async fn run(
     report
 }
 
-/// The engine's last line in a step's log: how it ended, after how long.
-pub fn closing_line(ended: &str, took: Duration) -> String {
-    format!("■ {ended} after {:.1} s", took.as_secs_f64())
-}
-
 /// Records the one warning event of a step whose log reached its cap.
 fn warn_capped(store: &StoreHandle, task_id: i64, step_id: i64, marker: String) {
     store.write_detached("the log cap's event", move |db| {
@@ -399,64 +386,6 @@ fn time_left(job: &Job, limit: Duration) -> Duration {
             limit.saturating_sub(used).max(Duration::from_secs(1))
         }
         _ => limit,
-    }
-}
-
-fn describe(finish: &Finish) -> String {
-    match finish {
-        Finish::Exited(0) => "exited 0".into(),
-        Finish::Exited(c) => format!("exited {c}"),
-        Finish::Signalled(s) => format!("killed by signal {s}"),
-        Finish::TimedOut => "timed out".into(),
-        Finish::Cancelled => "stopped".into(),
-        Finish::SpawnFailed(e) => format!("could not start: {e}"),
-    }
-}
-
-/// Maps how a process ended to a step state and the trigger it fires.
-pub fn report_for(finish: &Finish, env: &StepEnv) -> StepReport {
-    let (state, trigger, exit_code, error) = match finish {
-        Finish::Exited(0) => (StepState::Succeeded, Trigger::Success, Some(0), None),
-        Finish::Exited(c) => (
-            StepState::Failed,
-            Trigger::Failure,
-            Some(*c as i64),
-            Some(format!("exited with code {c}")),
-        ),
-        Finish::Signalled(s) => (
-            StepState::Failed,
-            Trigger::Error,
-            None,
-            Some(format!("killed by signal {s}")),
-        ),
-        Finish::TimedOut => (
-            StepState::TimedOut,
-            Trigger::Error,
-            None,
-            Some(format!(
-                "timed out after {}",
-                humantime::format_duration(env.timeout)
-            )),
-        ),
-        Finish::Cancelled => (
-            StepState::Cancelled,
-            Trigger::Abort,
-            None,
-            Some("stopped".into()),
-        ),
-        Finish::SpawnFailed(e) => (StepState::Failed, Trigger::Error, None, Some(e.clone())),
-    };
-    StepReport {
-        state,
-        trigger,
-        result: StepResult {
-            exit_code,
-            error,
-            ..Default::default()
-        },
-        events: Vec::new(),
-        retryable: true,
-        closing: None,
     }
 }
 

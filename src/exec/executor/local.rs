@@ -150,9 +150,12 @@ fn spawn(launch: &Launch, log: LogSender) -> Result<LocalStep, ExecError> {
             .take()
             .map(|s| tokio::spawn(pump(s, Stream::Stderr, log.clone(), secrets.clone()))),
     ];
+    let started = start_time(pid);
     Ok(LocalStep {
-        start_time: start_time(pid),
-        mark: Mark::from_vars(env.vars.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
+        start_time: started,
+        // Every process of the step starts after its guard: older ones are not read.
+        mark: Mark::from_vars(env.vars.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .map(|m| m.since(started)),
         _engine_end: engine_end,
         child,
         pid,

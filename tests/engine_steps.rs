@@ -204,3 +204,56 @@ fn parallel_run_waits_share_one_engine_and_all_finish() {
         );
     }
 }
+
+/// The engine's own first and last lines of a step are stored with the step's claim and
+/// its result, not through the log writer: around the step's output when it prints, alone
+/// when it is silent, and counted in the step run's kept line count. The silent step reads
+/// its input: it must see it empty, not the pipe its guard watches (it would then hang).
+#[test]
+fn each_steps_log_opens_and_closes_around_its_output() {
+    let ws = Ws::new();
+    ws.pipeline(
+        "two.json",
+        r#"{"id": "two", "name": "Two",
+  "statuses": [
+    {"id": "todo", "kind": "queue"},
+    {"id": "say", "step": {"run": "echo hello; echo oops >&2"}},
+    {"id": "quiet", "step": {"run": "cat", "timeout": "20s"}},
+    {"id": "done", "kind": "done"},
+    {"id": "failed", "kind": "failed"}
+  ]}"#,
+    );
+    let out = ws
+        .baton(&["run", "two", "--title", "t", "--wait", "--json"])
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(shown["status"], "done", "{shown:#}");
+    let id = shown["id"].as_i64().unwrap();
+    let store = baton::store::Store::open(&ws.root().join(".baton/baton.db")).unwrap();
+    let db = store.read();
+    let steps = db.step_runs(id).unwrap();
+    assert_eq!(steps.len(), 2, "{shown:#}");
+    let mut logs = Vec::new();
+    for s in &steps {
+        let lines: Vec<String> = db
+            .log_lines(s.id, 0, i64::MAX)
+            .unwrap()
+            .into_iter()
+            .map(|l| l.text)
+            .collect();
+        assert_eq!(db.log_count(s.id).unwrap(), lines.len() as i64, "{lines:?}");
+        logs.push(lines);
+    }
+    let (say, quiet) = (&logs[0], &logs[1]);
+    assert_eq!(say.len(), 4, "{say:?}");
+    assert!(say[0].starts_with("▶ say · attempt 1 · "), "{say:?}");
+    let mut output = vec![say[1].clone(), say[2].clone()];
+    output.sort();
+    assert_eq!(output, ["hello", "oops"], "{say:?}");
+    assert!(say[3].starts_with("■ exited 0 after "), "{say:?}");
+    assert_eq!(quiet.len(), 2, "{quiet:?}");
+    assert!(quiet[0].starts_with("▶ quiet · attempt 1 · "), "{quiet:?}");
+    assert!(quiet[1].starts_with("■ exited 0 after "), "{quiet:?}");
+}

@@ -45,6 +45,7 @@ mod say_live;
 mod schedule_catchup;
 mod scheduler;
 mod session;
+mod step_report;
 pub mod takeover;
 mod task_edits;
 mod transition;

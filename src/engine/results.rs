@@ -19,6 +19,8 @@ pub struct StepReport {
     pub events: Vec<crate::exec::agent::AgentEvent>,
     /// For `error`: whether a retry could help (false for a bad key or a bad profile).
     pub retryable: bool,
+    /// The engine's last line for the step's log, stored with the result.
+    pub closing: Option<String>,
 }
 
 /// The engine moves a task into the same status at most this many times in one run; past

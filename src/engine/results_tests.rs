@@ -31,6 +31,7 @@ fn report(trigger: &str, retryable: bool) -> StepReport {
         result: StepResult::default(),
         events: Vec::<AgentEvent>::new(),
         retryable,
+        closing: None,
     }
 }
 

@@ -4,12 +4,14 @@ use super::log_cap::Verdict;
 use super::log_replay::Replayed;
 use super::logwriter::LogMsg;
 use super::results::StepReport;
+use super::step_report::describe;
+pub use super::step_report::{closing_line, opening_line, report_for};
 use crate::agents::TemplateVars;
 use crate::exec::agent::{AgentStep, Hooks};
 use crate::exec::executor::{Identity, Labels, Placement, Program, drive};
 use crate::exec::{self, Finish, StepEnv, safe_file};
 use crate::pipeline::{StepAction, StepSpec, Trigger};
-use crate::store::{NewLogLine, StepResult, StepRun, StepState, StoreHandle, Stream, Task, now_ms};
+use crate::store::{NewLogLine, StepRun, StepState, StoreHandle, Stream, Task, now_ms};
 use crate::testcounts::TestScanner;
 use std::io::Write;
 use std::path::PathBuf;
@@ -44,6 +46,11 @@ pub struct Job {
     pub opencode: Option<std::sync::Arc<crate::exec::agent::opencode_serve::OpencodeServer>>,
     /// The messages said to the step while it runs (agent steps).
     pub inbox: Option<crate::exec::agent::Inbox>,
+    /// The step's environment when it was made with the job's other files (off the async
+    /// threads already); `None`: made here.
+    pub env: Option<StepEnv>,
+    /// The step's opening line ([`opening_line`]) was stored with its claim.
+    pub announced: bool,
 }
 
 /// Prompts up to this size are also passed in `BATON_TASK_PROMPT`.
@@ -138,6 +145,7 @@ pub async fn run(
         // Lines travel on in batches of what has arrived: one message per batch, not per
         // line, however fast the step prints.
         let mut batch = Vec::new();
+        let mut forwarded = false;
         while let Some(first) = line_rx.recv().await {
             batch.push(first);
             while batch.len() < 1024 {
@@ -179,16 +187,19 @@ pub async fn run(
                     text,
                 });
             }
-            if !lines.is_empty()
-                && forward_logs
-                    .send(LogMsg::Lines { task_id, lines })
-                    .await
-                    .is_err()
+            if lines.is_empty() {
+                continue;
+            }
+            forwarded = true;
+            if forward_logs
+                .send(LogMsg::Lines { task_id, lines })
+                .await
+                .is_err()
             {
                 break;
             }
         }
-        scanner.counts()
+        (scanner.counts(), forwarded)
     });
     let system = |text: String| {
         let line = NewLogLine {
@@ -202,19 +213,20 @@ pub async fn run(
             lines: vec![line],
         }
     };
-    let _ = logs
-        .send(system(format!(
-            "▶ {} · attempt {} · {}",
-            job.step.status,
-            job.step.attempt,
-            job.spec.action.describe()
-        )))
-        .await;
+    // Lines sent to the log writer by this job: its end waits for them to be queued.
+    let mut sent = !job.announced;
+    if !job.announced {
+        let _ = logs.send(system(opening_line(&job.step, &job.spec))).await;
+    }
 
     // Writing the prompt file and looking for a webhook payload touch the disk.
-    let (env, job) = match tokio::task::spawn_blocking(move || (env_for(&job), job)).await {
-        Ok(both) => both,
-        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    let mut job = job;
+    let (env, job) = match job.env.take() {
+        Some(env) => (env, job),
+        None => match tokio::task::spawn_blocking(move || (env_for(&job), job)).await {
+            Ok(both) => both,
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        },
     };
     let started = Instant::now();
     // Recorded before the step starts, so a restart looks for it where it ran.
@@ -223,10 +235,11 @@ pub async fn run(
         StepAction::Run(script)
         | StepAction::Script(script)
         | StepAction::Docker { run: script, .. } => {
-            let finish = shell_step(
+            let (finish, said) = shell_step(
                 script, &placement, &env, line_tx, cancel, &store, &logs, &system,
             )
             .await;
+            sent |= said;
             (report_for(&finish, &env), describe(&finish))
         }
         StepAction::Agent(profile) => {
@@ -238,20 +251,19 @@ pub async fn run(
             (report, ended)
         }
     };
-    let tests = forwarder.await.ok().flatten();
+    let (tests, forwarded) = forwarder.await.unwrap_or((None, true));
     let mut report = report;
     if report.result.tests.is_none() {
         report.result.tests = tests.and_then(|t| serde_json::to_value(t).ok());
     }
-    let _ = logs
-        .send(system(format!(
-            "■ {ended} after {:.1} s",
-            started.elapsed().as_secs_f64()
-        )))
-        .await;
-    let (ack, done) = oneshot::channel();
-    if logs.send(LogMsg::Flush(ack)).await.is_ok() {
-        let _ = done.await;
+    // The closing line is stored with the step's result, after every line sent before it:
+    // a step that printed nothing has nothing to wait for.
+    report.closing = Some(closing_line(&ended, started.elapsed()));
+    if sent || forwarded {
+        let (ack, done) = oneshot::channel();
+        if logs.send(LogMsg::Flush(ack)).await.is_ok() {
+            let _ = done.await;
+        }
     }
     report
 }
@@ -301,12 +313,13 @@ async fn shell_step(
     store: &StoreHandle,
     logs: &mpsc::Sender<LogMsg>,
     system: &(dyn Fn(String) -> LogMsg + Sync),
-) -> Finish {
+) -> (Finish, bool) {
     let (spec, place) = match placement.place(None) {
         Ok(p) => p,
-        Err(e) => return Finish::SpawnFailed(e.0),
+        Err(e) => return (Finish::SpawnFailed(e.0), false),
     };
-    if spec != crate::pipeline::ExecutorSpec::Local {
+    let said = spec != crate::pipeline::ExecutorSpec::Local;
+    if said {
         let how = if placement.reattach {
             "reattaching to"
         } else {
@@ -317,7 +330,7 @@ async fn shell_step(
             .await;
     }
     if cancel.is_cancelled() {
-        return Finish::Cancelled;
+        return (Finish::Cancelled, said);
     }
     // Starting (an image pull, say) counts against the time limit and can be aborted.
     let deadline = tokio::time::Instant::now() + env.timeout;
@@ -330,12 +343,15 @@ async fn shell_step(
     let program = Program::Shell(script.into());
     let mut step = match place.start_until(program, env, log, stop).await {
         Ok(Ok(s)) => s,
-        Ok(Err(e)) => return Finish::SpawnFailed(e.0),
-        Err(stopped) => return stopped,
+        Ok(Err(e)) => return (Finish::SpawnFailed(e.0), said),
+        Err(stopped) => return (stopped, said),
     };
     record_identity(store, placement.labels.step_run_id, &step.identity());
     let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-    drive(step.as_mut(), left, env.kill_grace, &cancel).await
+    (
+        drive(step.as_mut(), left, env.kill_grace, &cancel).await,
+        said,
+    )
 }
 
 /// Records how a started step can be found again (a local process group's pid).
@@ -370,63 +386,6 @@ fn time_left(job: &Job, limit: Duration) -> Duration {
             limit.saturating_sub(used).max(Duration::from_secs(1))
         }
         _ => limit,
-    }
-}
-
-fn describe(finish: &Finish) -> String {
-    match finish {
-        Finish::Exited(0) => "exited 0".into(),
-        Finish::Exited(c) => format!("exited {c}"),
-        Finish::Signalled(s) => format!("killed by signal {s}"),
-        Finish::TimedOut => "timed out".into(),
-        Finish::Cancelled => "stopped".into(),
-        Finish::SpawnFailed(e) => format!("could not start: {e}"),
-    }
-}
-
-/// Maps how a process ended to a step state and the trigger it fires.
-pub fn report_for(finish: &Finish, env: &StepEnv) -> StepReport {
-    let (state, trigger, exit_code, error) = match finish {
-        Finish::Exited(0) => (StepState::Succeeded, Trigger::Success, Some(0), None),
-        Finish::Exited(c) => (
-            StepState::Failed,
-            Trigger::Failure,
-            Some(*c as i64),
-            Some(format!("exited with code {c}")),
-        ),
-        Finish::Signalled(s) => (
-            StepState::Failed,
-            Trigger::Error,
-            None,
-            Some(format!("killed by signal {s}")),
-        ),
-        Finish::TimedOut => (
-            StepState::TimedOut,
-            Trigger::Error,
-            None,
-            Some(format!(
-                "timed out after {}",
-                humantime::format_duration(env.timeout)
-            )),
-        ),
-        Finish::Cancelled => (
-            StepState::Cancelled,
-            Trigger::Abort,
-            None,
-            Some("stopped".into()),
-        ),
-        Finish::SpawnFailed(e) => (StepState::Failed, Trigger::Error, None, Some(e.clone())),
-    };
-    StepReport {
-        state,
-        trigger,
-        result: StepResult {
-            exit_code,
-            error,
-            ..Default::default()
-        },
-        events: Vec::new(),
-        retryable: true,
     }
 }
 
@@ -513,5 +472,6 @@ async fn agent_step(
         result: rep.result,
         events: rep.events,
         retryable: rep.retryable,
+        closing: None,
     }
 }

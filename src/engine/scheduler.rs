@@ -19,6 +19,18 @@ pub(super) struct Claimed {
     handoff: Option<StepRun>,
     /// A step that outlived the previous engine: found again rather than started.
     reattach: bool,
+    /// Its opening line was stored with the claim.
+    announced: bool,
+}
+
+/// A line of the engine's own for a step's log, to store inside a transaction.
+fn system_line(step_run_id: i64, text: String) -> crate::store::NewLogLine {
+    crate::store::NewLogLine {
+        step_run_id,
+        stream: crate::store::Stream::System,
+        ts: now_ms(),
+        text,
+    }
 }
 
 /// Claims up to `free` due step runs that engine `me` may run, oldest first, inside the
@@ -27,42 +39,86 @@ pub(super) struct Claimed {
 fn claim_due(db: &Db, free: usize, me: &Claimant) -> crate::store::Result<Vec<Claimed>> {
     let mut out = Vec::new();
     let now = now_ms();
-    // Steps that require labels this engine lacks stay pending, and are read again past
-    // them: `held` of the rows read are such steps.
+    // The common case in one statement: the oldest due steps claimed at once. A step
+    // that requires labels this engine lacks is put back, and then the rest are looked at
+    // one row at a time past such steps.
+    let mut steps = Vec::new();
+    let mut held = false;
+    for step in db.claim_due_step_runs(now, free as i64, Some(&me.name))? {
+        // An unreadable snapshot is reported by the step itself (it cannot start).
+        let pipeline = db.pipeline(step.task_id).ok();
+        if me.may_run(requires(pipeline.as_deref(), &step.status)) {
+            steps.push((step, pipeline));
+        } else {
+            db.unclaim_step_run(step.id)?;
+            held = true;
+        }
+    }
+    if held {
+        claim_past_held(db, now, free, me, &mut steps)?;
+    }
+    // An execution key is unique, so a pending row's key can never have succeeded: the
+    // claim alone decides.
+    for (step, pipeline) in steps {
+        let task = db.task(step.task_id)?;
+        db.set_task_state(task.id, TaskState::Running)?;
+        let handoff = match task.run_id {
+            Some(r) => db.last_handoff(r)?,
+            None => None,
+        };
+        // The step's log opens in the claim's transaction: no write of its own.
+        let spec = pipeline.as_ref().and_then(|p| {
+            p.status(&step.status)
+                .filter(|s| s.kind == StatusKind::Step)
+                .and_then(|s| s.step.as_ref())
+        });
+        let announced = match spec {
+            Some(spec) => {
+                let line = runner::opening_line(&step, spec);
+                db.insert_log_lines_or_skip(&[system_line(step.id, line)])?
+            }
+            None => false,
+        };
+        out.push(Claimed {
+            step,
+            task,
+            pipeline,
+            handoff,
+            reattach: false,
+            announced,
+        });
+    }
+    Ok(out)
+}
+
+/// Claims due steps one at a time until `steps` holds `free`, reading past the pending
+/// steps that require labels engine `me` lacks (they stay pending, for another engine).
+fn claim_past_held(
+    db: &Db,
+    now: i64,
+    free: usize,
+    me: &Claimant,
+    steps: &mut Vec<(StepRun, Option<std::sync::Arc<Pipeline>>)>,
+) -> crate::store::Result<()> {
     let mut held = 0;
-    while out.len() < free {
-        let limit = held + free - out.len();
+    while steps.len() < free {
+        let limit = held + free - steps.len();
         let due = db.due_step_runs(now, limit as i64)?;
         let exhausted = due.len() < limit;
         held = 0;
         for mut step in due {
-            // An unreadable snapshot is reported by the step itself (it cannot start).
             let pipeline = db.pipeline(step.task_id).ok();
             if !me.may_run(requires(pipeline.as_deref(), &step.status)) {
                 held += 1;
                 continue;
             }
-            // An execution key is unique, so a pending row's key can never have succeeded:
-            // the claim alone decides.
             if !db.claim_step_run_by(step.id, now, Some(&me.name))? {
                 continue;
             }
             step.state = crate::store::StepState::Running;
             step.started_at = Some(now);
-            let task = db.task(step.task_id)?;
-            db.set_task_state(task.id, TaskState::Running)?;
-            let handoff = match task.run_id {
-                Some(r) => db.last_handoff(r)?,
-                None => None,
-            };
-            out.push(Claimed {
-                step,
-                task,
-                pipeline,
-                handoff,
-                reattach: false,
-            });
-            if out.len() == free {
+            steps.push((step, pipeline));
+            if steps.len() == free {
                 break;
             }
         }
@@ -70,7 +126,7 @@ fn claim_due(db: &Db, free: usize, me: &Claimant) -> crate::store::Result<Vec<Cl
             break;
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// True while a step runs, or one is pending that engine `me` may start: what an engine
@@ -99,6 +155,45 @@ fn requires<'p>(pipeline: Option<&'p Pipeline>, status: &str) -> &'p [String] {
         .and_then(|p| p.status(status))
         .and_then(|s| s.step.as_ref())
         .map_or(&[], |s| s.requires.as_slice())
+}
+
+/// How a step's end is recorded.
+#[derive(Clone, Copy, PartialEq)]
+enum End {
+    /// Its report decides the task's next move.
+    Report,
+    /// The engine is shutting down: the step is interrupted, to be resumed.
+    Shutdown,
+}
+
+/// What a step's end did: the move it caused, the steps claimed to start now, and when a
+/// retry it queued comes due.
+type Ended = (Option<super::actions::Applied>, Vec<Claimed>, Option<i64>);
+
+/// A step's end as one transaction: its closing log line, its result, the move it causes,
+/// and the claim of up to `free` steps that can start now (each with its opening line).
+fn step_end(
+    db: &Db,
+    step_id: i64,
+    report: &StepReport,
+    outside: &Outside,
+    end: End,
+    (free, me): (usize, &Claimant),
+) -> Result<Ended> {
+    // The step's last line, after every line it sent (they were queued before its report).
+    if let Some(line) = report.closing.clone() {
+        db.insert_log_lines_or_skip(&[system_line(step_id, line)])?;
+    }
+    let applied = match end {
+        End::Shutdown => {
+            results::interrupt_step(db, step_id, "the engine was shut down")?;
+            None
+        }
+        End::Report => results::finish_step(db, step_id, report, outside)?,
+    };
+    let retry = applied.as_ref().is_some_and(|a| a.retry);
+    let due = if retry { next_due(db)? } else { None };
+    Ok((applied, claim_due(db, free, me)?, due))
 }
 
 /// Sends a step's report to the engine exactly once: if the step's task ends without one
@@ -169,6 +264,7 @@ impl Engine {
                         task,
                         handoff,
                         reattach: true,
+                        announced: false,
                     });
                 }
                 Ok(out)
@@ -180,6 +276,25 @@ impl Engine {
         Ok(())
     }
 
+    /// Tells subscribers (a board's live pane) of the lines stored with a step's end (its
+    /// closing line) and with claims (opening lines), as the log writer does for others.
+    fn logged(&self, task_id: i64, step_id: i64, closed: bool, claimed: &[Claimed]) {
+        if self.events.receiver_count() == 0 {
+            return;
+        }
+        let ended = closed.then_some((task_id, step_id));
+        let opened = claimed
+            .iter()
+            .filter(|c| c.announced)
+            .map(|c| (c.task.id, c.step.id));
+        for (task_id, step_run_id) in ended.into_iter().chain(opened) {
+            let _ = self.events.send(EngineEvent::LogLines {
+                task_id,
+                step_run_id,
+            });
+        }
+    }
+
     /// Claims due step runs up to `max_parallel` and starts them.
     pub(super) async fn schedule(&mut self) -> Result<()> {
         let free = self.cfg.max_parallel.saturating_sub(self.running.len());
@@ -189,6 +304,7 @@ impl Engine {
             .write(move |db| Ok::<_, EngineError>((claim_due(db, free, &me)?, next_due(db)?)))
             .await?;
         self.next_due = due;
+        self.logged(0, 0, false, &claimed);
         for c in claimed {
             self.spawn_step(c);
         }
@@ -202,6 +318,7 @@ impl Engine {
             pipeline,
             handoff,
             reattach,
+            announced,
         } = c;
         let _ = self
             .events
@@ -277,6 +394,8 @@ impl Engine {
             max_step_log: self.cfg.max_step_log,
             opencode: Some(self.opencode.clone()),
             inbox: Some(inbox),
+            env: None,
+            announced,
         };
         let store = self.store.clone();
         let logs = self.logs.clone();
@@ -307,6 +426,10 @@ impl Engine {
                     },
                     None => None,
                 };
+                // The step's environment writes the prompt file: made here with the rest.
+                if made.is_none() {
+                    job.env = Some(runner::env_for(&job));
+                }
                 Ok((job, made))
             };
             let prepared = if git_used {
@@ -337,7 +460,13 @@ impl Engine {
                         "could not prepare the task's git worktree: {e}"
                     ));
                     let env = runner::env_for(&job);
-                    finished.send(runner::report_for(&finish, &env));
+                    let mut report = runner::report_for(&finish, &env);
+                    if job.announced {
+                        let ended = format!("could not start: {e}");
+                        report.closing =
+                            Some(runner::closing_line(&ended, std::time::Duration::ZERO));
+                    }
+                    finished.send(report);
                     return;
                 }
                 // Dropping `finished` reports the step as failed.
@@ -374,28 +503,22 @@ impl Engine {
         let me = self.me.ident.clone();
         let forge = !shutdown && self.forge_ready().await;
         let mut merged: Option<std::result::Result<(), String>> = None;
+        let closing = report.closing.clone();
         let out = loop {
             let (report, merged2, me) = (report.clone(), merged.clone(), me.clone());
             let out = self
                 .store
                 .write(move |db| {
-                    let applied = if shutdown {
-                        results::interrupt_step(db, step_id, "the engine was shut down")?;
-                        None
-                    } else {
-                        let gate = |_: &Task, hooks: &[crate::pipeline::Hook]| {
-                            merge_gate(has_git, &merged2, hooks)
-                        };
-                        let outside = Outside {
-                            merge: &gate,
-                            worktree_clean: clean,
-                            forge,
-                        };
-                        results::finish_step(db, step_id, &report, &outside)?
+                    let gate = |_: &Task, hooks: &[crate::pipeline::Hook]| {
+                        merge_gate(has_git, &merged2, hooks)
                     };
-                    let retry = applied.as_ref().is_some_and(|a| a.retry);
-                    let due = if retry { next_due(db)? } else { None };
-                    Ok::<_, EngineError>((applied, claim_due(db, free, &me)?, due))
+                    let outside = Outside {
+                        merge: &gate,
+                        worktree_clean: clean,
+                        forge,
+                    };
+                    let end = if shutdown { End::Shutdown } else { End::Report };
+                    step_end(db, step_id, &report, &outside, end, (free, &me))
                 })
                 .await;
             match out {
@@ -407,6 +530,7 @@ impl Engine {
         };
         match out {
             Ok((applied, claimed, due)) => {
+                self.logged(task_id, step_id, closing.is_some(), &claimed);
                 if let Some(due) = due {
                     self.next_due = Some(self.next_due.map_or(due, |d| d.min(due)));
                 }
@@ -423,6 +547,9 @@ impl Engine {
                 let _ = self
                     .store
                     .write(move |db| {
+                        if let Some(line) = closing {
+                            db.insert_log_lines_or_skip(&[system_line(step_id, line)])?;
+                        }
                         results::interrupt_step(db, step_id, "its result could not be recorded")
                     })
                     .await;
@@ -435,3 +562,7 @@ impl Engine {
         let _ = self.events.send(EngineEvent::TaskChanged { task_id });
     }
 }
+
+#[cfg(test)]
+#[path = "scheduler_tests.rs"]
+mod tests;

@@ -103,6 +103,59 @@ pub fn command(
     Ok((c, Some(write)))
 }
 
+/// The guard's first argument when the engine's pipe is its standard input.
+const PIPE_ON_STDIN: &str = "-";
+
+/// [`command`] for a program that reads nothing: the read end of the guard's pipe is the
+/// guard's standard input (the program gets `/dev/null` there), so nothing has to run
+/// between fork and exec and the engine starts the guard the cheap way (`posix_spawn`,
+/// which does not copy the engine's memory map). The command's input is set here.
+pub fn command_without_input(
+    argv: &[String],
+    grace: Duration,
+) -> std::io::Result<(tokio::process::Command, Option<OwnedFd>)> {
+    let Some(exe) = exe() else {
+        let mut c = tokio::process::Command::new(&argv[0]);
+        c.args(&argv[1..]).stdin(std::process::Stdio::null());
+        return Ok((c, None));
+    };
+    // Both ends close on exec; the child's standard input is a copy made in the child.
+    let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    let mut c = tokio::process::Command::new(exe);
+    c.arg0("baton")
+        .arg(ARG)
+        .arg(PIPE_ON_STDIN)
+        .arg(grace.as_millis().to_string())
+        .args(argv)
+        .stdin(std::process::Stdio::from(read));
+    Ok((c, Some(write)))
+}
+
+/// The engine's pipe: on standard input (which then becomes `/dev/null` for the program),
+/// or under the number the engine passed.
+fn watched(arg: Option<OsString>) -> Option<OwnedFd> {
+    let arg = arg?;
+    if arg == PIPE_ON_STDIN {
+        let stdin = std::io::stdin();
+        let moved = nix::fcntl::fcntl(&stdin, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(3)).ok()?;
+        // SAFETY: a descriptor just made by F_DUPFD_CLOEXEC, owned by nothing else.
+        let watch = unsafe { OwnedFd::from_raw_fd(moved) };
+        let null = std::fs::File::open("/dev/null").ok()?;
+        nix::unistd::dup2_stdin(&null).ok()?;
+        return Some(watch);
+    }
+    let fd = arg.to_str()?.parse::<i32>().ok()?;
+    // SAFETY: the engine passes the read end of its pipe under this number and nothing
+    // else in this process owns it.
+    let watch = unsafe { OwnedFd::from_raw_fd(fd) };
+    // The program must not hold the engine's pipe.
+    let _ = nix::fcntl::fcntl(
+        &watch,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+    );
+    Some(watch)
+}
+
 /// What the guard's threads report.
 enum Event {
     /// The program ended: its exit code, or the signal that ended it.
@@ -115,10 +168,10 @@ enum Event {
 /// Runs the guard: `args` are what follows `__guard`. Never returns.
 pub fn main(args: Vec<OsString>) -> ! {
     let mut args = args.into_iter();
-    let fd = args.next().and_then(|a| a.to_str()?.parse::<i32>().ok());
+    let watch = watched(args.next());
     let grace = args.next().and_then(|a| a.to_str()?.parse::<u64>().ok());
     let argv: Vec<OsString> = args.collect();
-    let (Some(fd), Some(grace), Some(program)) = (fd, grace, argv.first()) else {
+    let (Some(watch), Some(grace), Some(program)) = (watch, grace, argv.first()) else {
         eprintln!("baton: `{ARG}` is started by the engine, not by hand");
         std::process::exit(2);
     };
@@ -127,14 +180,6 @@ pub fn main(args: Vec<OsString>) -> ! {
     let mark = Mark::from_vars(std::env::vars_os());
     // Orphaned descendants, even those in a session of their own, become our children.
     let _ = nix::sys::prctl::set_child_subreaper(true);
-    // SAFETY: the engine passes the read end of its pipe under this number and nothing
-    // else in this process owns it.
-    let watch = unsafe { OwnedFd::from_raw_fd(fd) };
-    // The program must not hold the engine's pipe.
-    let _ = nix::fcntl::fcntl(
-        &watch,
-        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
-    );
     // The group's SIGTERM (abort) is for the program: blocked here (before any thread
     // exists, so all inherit the mask), it waits pending until the guard exits the way the
     // program did. The program starts with an empty mask (set between fork and exec).

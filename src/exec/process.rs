@@ -83,6 +83,9 @@ pub const WORKSPACE_VAR: &str = "BATON_WORKSPACE";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mark {
     needles: Vec<Vec<u8>>,
+    /// Processes started before this (a start time as [`start_time`] reads it) are passed
+    /// over: none of them can carry a key given out after it.
+    since: Option<u64>,
 }
 
 impl Mark {
@@ -93,7 +96,16 @@ impl Mark {
                 format!("{KEY_VAR}={key}").into_bytes(),
                 format!("{WORKSPACE_VAR}={workspace}").into_bytes(),
             ],
+            since: None,
         }
+    }
+
+    /// The same mark, looked for only in processes started no earlier than `ticks` (the
+    /// start time of the first process that carried it): a scan then reads the environment
+    /// of new processes only.
+    pub fn since(mut self, ticks: Option<u64>) -> Self {
+        self.since = ticks;
+        self
     }
 
     /// The mark a step's environment gives its processes; None unless it names both its
@@ -112,6 +124,7 @@ impl Mark {
         let needle = |name: &str, value: Vec<u8>| [format!("{name}=").into_bytes(), value].concat();
         Some(Self {
             needles: vec![needle(KEY_VAR, key?), needle(WORKSPACE_VAR, workspace?)],
+            since: None,
         })
     }
 
@@ -132,20 +145,32 @@ pub fn marked(mark: &Mark) -> Vec<u32> {
     };
     dir.filter_map(|e| e.ok())
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| *pid != me && !is_zombie(*pid))
+        .filter(|pid| *pid != me && live_since(*pid, mark.since))
         .filter(|pid| std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|e| mark.on(&e)))
         .collect()
 }
 
-/// True for a process that has exited and waits to be reaped (or is gone already).
-fn is_zombie(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            let rest = &stat[stat.rfind(')')? + 2..];
-            Some(rest.starts_with('Z') || rest.starts_with('X'))
-        })
-        .unwrap_or(true)
+/// True for a live process (not a zombie) started no earlier than `since`, if given.
+fn live_since(pid: u32, since: Option<u64>) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let Some(close) = stat.rfind(')') else {
+        return false;
+    };
+    let mut fields = stat[close + 2..].split_whitespace();
+    if fields
+        .next()
+        .is_none_or(|state| state.starts_with(['Z', 'X']))
+    {
+        return false;
+    }
+    // The start time is field 22; the state (field 3) was taken.
+    let started = fields.nth(18).and_then(|f| f.parse::<u64>().ok());
+    match (since, started) {
+        (Some(since), Some(started)) => started >= since,
+        _ => true,
+    }
 }
 
 /// Sends `sig` to every process that carries `mark`; how many there were.
@@ -160,16 +185,24 @@ pub fn signal_marked(mark: &Mark, sig: Signal) -> usize {
 /// SIGKILL to every process that carries `mark`, scanning until two scans in a row find
 /// none: one caught mid-`exec` (no environment for a moment) or forked just after a scan is
 /// found by the next. Bounded, so a process that keeps forking cannot hold the caller.
+/// Every step that ends runs this: when nothing carries the mark (nearly always) it costs
+/// two scans 2 ms apart, not a sleep after each.
 pub fn kill_marked_blocking(mark: &Mark) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     let mut empty = 0;
-    while empty < 2 && std::time::Instant::now() < deadline {
+    loop {
         if signal_marked(mark, Signal::SIGKILL) == 0 {
             empty += 1;
         } else {
             empty = 0;
         }
-        std::thread::sleep(std::time::Duration::from_millis(10));
+        if empty == 2 || std::time::Instant::now() >= deadline {
+            return;
+        }
+        // Killed processes get a moment to go; between two empty scans a shorter one is
+        // enough for a process caught mid-`exec` to show its environment.
+        let pause = if empty == 0 { 10 } else { 2 };
+        std::thread::sleep(std::time::Duration::from_millis(pause));
     }
 }
 
@@ -340,6 +373,35 @@ mod tests {
         let status = child.wait().unwrap();
         assert!(!status.success(), "the sleeper was ended, not finished");
         assert!(marked(&mark).is_empty());
+    }
+
+    /// A mark given a start time passes over processes older than it (their environments
+    /// are not read) and still finds those started since.
+    #[test]
+    fn a_mark_since_a_start_time_looks_only_at_newer_processes() {
+        let key = format!("test-since-{}", std::process::id());
+        let mut child = std::process::Command::new("sleep")
+            .arg("300")
+            .env(KEY_VAR, &key)
+            .env(WORKSPACE_VAR, "/ws/since")
+            .spawn()
+            .expect("sleep runs");
+        let pid = child.id();
+        let mark = Mark::new(&key, "/ws/since");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !marked(&mark).contains(&pid) {
+            assert!(std::time::Instant::now() < deadline, "never found");
+            std::thread::yield_now();
+        }
+        let started = start_time(pid).expect("its start time");
+        assert!(marked(&mark.clone().since(Some(started))).contains(&pid));
+        assert!(
+            !marked(&mark.clone().since(Some(started + 1))).contains(&pid),
+            "a process older than the mark's start time is passed over"
+        );
+        assert!(marked(&mark.clone().since(None)).contains(&pid));
+        let _ = child.kill();
+        let _ = child.wait();
     }
 
     #[test]

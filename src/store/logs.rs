@@ -84,6 +84,24 @@ impl Db<'_> {
         Ok(())
     }
 
+    /// [`Db::insert_log_lines`] for the engine's own lines written inside a larger
+    /// transaction (a step's claim, its result): lines the database refuses (a full disk
+    /// refusing rows) are left out and the transaction goes on; false then. An error that
+    /// rolled the whole transaction back is returned.
+    pub fn insert_log_lines_or_skip(&self, lines: &[NewLogLine]) -> Result<bool> {
+        match self.insert_log_lines(lines) {
+            Ok(()) => Ok(true),
+            Err(e) if !self.in_transaction() => Err(e),
+            Err(e) => {
+                tracing::warn!(
+                    "{} line(s) of the engine's own were not stored: {e}",
+                    lines.len()
+                );
+                Ok(false)
+            }
+        }
+    }
+
     /// Up to `limit` lines of a step run with id greater than `after`, oldest first.
     pub fn log_lines(&self, step_run_id: i64, after: i64, limit: i64) -> Result<Vec<LogLine>> {
         let rows = self.all(

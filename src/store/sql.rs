@@ -500,4 +500,13 @@ impl Db<'_> {
     pub fn is_postgres(&self) -> bool {
         matches!(self.conn, Conn::Postgres(_))
     }
+
+    /// A transaction is open and can still commit: false on SQLite once an error rolled
+    /// it back, and on PostgreSQL once any statement in it failed (which aborts it).
+    pub(super) fn in_transaction(&self) -> bool {
+        match self.conn {
+            Conn::Sqlite(c) => !c.is_autocommit(),
+            Conn::Postgres(p) => p.borrow().in_transaction(),
+        }
+    }
 }

@@ -324,6 +324,39 @@ impl Db<'_> {
         )?)
     }
 
+    /// Claims up to `limit` pending step runs whose time has come, oldest first, moving
+    /// them to running in one statement; returns them as claimed. Only a pending row is
+    /// claimed, so a step is started at most once.
+    pub fn claim_due_step_runs(
+        &self,
+        now: i64,
+        limit: i64,
+        engine: Option<&str>,
+    ) -> Result<Vec<StepRun>> {
+        let mut claimed = self.all(
+            &format!(
+                "UPDATE step_runs SET state = 'running', started_at = ?1, engine = ?3 WHERE id IN \
+                 (SELECT id FROM step_runs WHERE state = 'pending' AND not_before <= ?1 \
+                  ORDER BY id LIMIT ?2) RETURNING {STEP_COLS}"
+            ),
+            params![now, limit, engine],
+            step_row,
+        )?;
+        claimed.sort_by_key(|s| s.id);
+        Ok(claimed)
+    }
+
+    /// Puts a step run claimed in this transaction back to pending (its engine may not run
+    /// it).
+    pub fn unclaim_step_run(&self, id: i64) -> Result<()> {
+        self.exec(
+            "UPDATE step_runs SET state = 'pending', started_at = NULL, engine = NULL \
+             WHERE id = ?1 AND state = 'running'",
+            [id],
+        )?;
+        Ok(())
+    }
+
     /// The earliest `not_before` of a pending step run still in the future.
     pub fn next_due_after(&self, now: i64) -> Result<Option<i64>> {
         Ok(self.one(

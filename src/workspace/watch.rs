@@ -49,7 +49,16 @@ pub fn watch(
 ) -> Result<DefinitionWatcher, String> {
     let (tx, rx) = mpsc::channel();
     let fs_tx = tx.clone();
-    let mut watcher = notify::recommended_watcher(move |ev| {
+    let own = baton_dir.to_path_buf();
+    let mut watcher = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
+        // The database's write-ahead log is in the same folder: each commit reports a
+        // change. Only changes of definition files (and errors) go on to the thread below.
+        if let Ok(e) = &ev
+            && (matches!(e.kind, EventKind::Access(_))
+                || !e.paths.iter().any(|p| is_definition(&own, p)))
+        {
+            return;
+        }
         let _ = fs_tx.send(Msg::Fs(ev));
     })
     .map_err(|e| format!("cannot watch {}: {e}", baton_dir.display()))?;

@@ -70,8 +70,15 @@ fn spawn(launch: &Launch, log: LogSender) -> Result<LocalStep, ExecError> {
     let Some(what) = argv.first().cloned() else {
         return Err(ExecError("the command line is empty".into()));
     };
-    let (mut cmd, engine_end) = crate::exec::guard::command(&argv, env.kill_grace)
-        .map_err(|e| ExecError(format!("could not make the step's guard pipe: {e}")))?;
+    let guarded = match launch.stdin {
+        Some(_) => crate::exec::guard::command(&argv, env.kill_grace).map(|(mut c, end)| {
+            c.stdin(Stdio::piped());
+            (c, end)
+        }),
+        None => crate::exec::guard::command_without_input(&argv, env.kill_grace),
+    };
+    let (mut cmd, engine_end) =
+        guarded.map_err(|e| ExecError(format!("could not make the step's guard pipe: {e}")))?;
     // Under a guard a missing program would only show as its exit: say it as before.
     if engine_end.is_some() {
         let path = env.vars.iter().rev().find(|(k, _)| k == "PATH");
@@ -92,10 +99,6 @@ fn spawn(launch: &Launch, log: LogSender) -> Result<LocalStep, ExecError> {
     }
     cmd.current_dir(&env.workdir)
         .envs(env.vars.iter().map(|(k, v)| (k, v)))
-        .stdin(match launch.stdin {
-            Some(_) => Stdio::piped(),
-            None => Stdio::null(),
-        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
@@ -147,9 +150,12 @@ fn spawn(launch: &Launch, log: LogSender) -> Result<LocalStep, ExecError> {
             .take()
             .map(|s| tokio::spawn(pump(s, Stream::Stderr, log.clone(), secrets.clone()))),
     ];
+    let started = start_time(pid);
     Ok(LocalStep {
-        start_time: start_time(pid),
-        mark: Mark::from_vars(env.vars.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
+        start_time: started,
+        // Every process of the step starts after its guard: older ones are not read.
+        mark: Mark::from_vars(env.vars.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .map(|m| m.since(started)),
         _engine_end: engine_end,
         child,
         pid,

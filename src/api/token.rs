@@ -119,6 +119,12 @@ impl Follow {
         let named = super::tokens::path(Path::new(""));
         let watcher = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
             let Ok(ev) = ev else { return };
+            // Only a change counts: reading a file (this one reads the token below, and
+            // every request reads the named tokens) is an access event, and answering
+            // those would wake this callback with its own reads forever.
+            if matches!(ev.kind, notify::EventKind::Access(_)) {
+                return;
+            }
             let names = |n: Option<&std::ffi::OsStr>| ev.paths.iter().any(|p| p.file_name() == n);
             if names(named.file_name()) {
                 tx.send_modify(|_| {});

@@ -46,8 +46,13 @@ fn a_steps_end_through_the_next_steps_claim_takes_a_fixed_few_statements() {
     };
     let mut report = runner::report_for(&Finish::Exited(0), &env);
     report.closing = Some(runner::closing_line("exited 0", Duration::ZERO));
-    let (ended, statements) =
-        store.count_statements(|db| step_end(db, step, &report, &Outside::NONE, End::Report, 4));
+    let me: Claimant = std::sync::Arc::new(crate::engine::engines::Identity {
+        name: "here".into(),
+        labels: vec![],
+        heartbeat: Duration::from_secs(5),
+    });
+    let (ended, statements) = store
+        .count_statements(|db| step_end(db, step, &report, &Outside::NONE, End::Report, (4, &me)));
     let (applied, claimed, due) = ended.unwrap();
     let moved = applied.and_then(|a| a.moved).expect("the task moved");
     assert_eq!((moved.from.as_str(), moved.to.as_str()), ("build", "test"));

@@ -43,9 +43,9 @@ pub fn run(
             format!(", labels {}", me.labels.join(","))
         };
         eprintln!(
-            "baton engine {}{labels} running in {} (pid {}); SIGINT/SIGTERM stop it",
-            me.name,
+            "baton engine running in {} as {}{labels} (pid {}); SIGINT/SIGTERM stop it",
             ws.root().display(),
+            me.name,
             std::process::id()
         );
         if let Some(from) = from {

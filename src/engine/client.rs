@@ -6,7 +6,7 @@
 
 use super::request::{Answer, Made, NewTask, Order};
 use super::{Engine, EngineError, EngineEvent, EngineHandle, Recovered, Request, RunOptions};
-use crate::store::{CommandState, Store, StoreHandle};
+use crate::store::{CommandState, StoreHandle};
 use crate::workspace::{EngineLock, Workspace, WorkspaceError};
 use std::time::{Duration, Instant};
 use tokio::sync::{broadcast, oneshot};
@@ -224,7 +224,7 @@ impl Client {
             .get_or_try_init(|| async {
                 let shown = self.ws.db_path().display().to_string();
                 let ws = self.ws.clone();
-                tokio::task::spawn_blocking(move || StoreHandle::open_board(&ws))
+                tokio::task::spawn_blocking(move || crate::engine::board::open_handle(&ws))
                     .await
                     .map_err(|e| format!("opening the board's database {shown} stopped unexpectedly ({e}) — ask again"))?
                     .map_err(|e| format!("cannot open the board's database {shown}: {e} — check that .baton/ is readable, then ask again"))
@@ -390,7 +390,7 @@ fn lock_unless_engine(ws: &Workspace) -> Option<EngineLock> {
 
 /// Queues an order in the commands table for the running engine and waits for its answer.
 fn queue(ws: &Workspace, order: &Order) -> Result<Answer, String> {
-    let mut store = Store::open_board(ws).map_err(|e| e.to_string())?;
+    let mut store = crate::engine::board::open_store(ws).map_err(|e| e.to_string())?;
     let body = serde_json::to_value(order).map_err(|e| e.to_string())?;
     let id = match store.write(|db| db.insert_command(order.task_id(), &body)) {
         Ok(id) => id,

@@ -93,7 +93,7 @@ fn watch(
     let _ = std::thread::Builder::new()
         .name("baton-watch".into())
         .spawn(move || {
-            let store = match crate::store::postgres_board(&ws) {
+            let store = match crate::engine::board::postgres_board(&ws) {
                 Ok(Some(t)) => Store::open_postgres(&t),
                 Ok(None) => Store::open_read_only(&ws.db_path()),
                 Err(e) => Err(e),

@@ -108,7 +108,7 @@ impl Client {
             let cfg = ws.config().map_err(|e| {
                 format!("cannot show task {id}'s diff because config.toml is wrong: {e} — fix .baton/config.toml and ask again")
             })?;
-            let store = match crate::store::postgres_board(&ws) {
+            let store = match crate::engine::board::postgres_board(&ws) {
                 Ok(Some(t)) => crate::store::Store::open_postgres(&t),
                 Ok(None) => crate::store::Store::open_read_only(&ws.db_path()),
                 Err(e) => Err(e),

@@ -6,6 +6,7 @@
 pub mod actions;
 mod answer;
 pub mod attach;
+pub mod board;
 mod breakpoints;
 pub mod client;
 mod client_feed;
@@ -350,7 +351,7 @@ impl Engine {
             }
             None => {
                 let ws = ws.clone();
-                tokio::task::spawn_blocking(move || StoreHandle::open_engine(&ws))
+                tokio::task::spawn_blocking(move || crate::engine::board::open_engine_handle(&ws))
                     .await
                     .map_err(|e| EngineError::Other(e.to_string()))??
             }

@@ -23,7 +23,7 @@ impl Reader {
     /// board whose last writer closed cleanly is read as it is, without SQLite's side
     /// files.
     pub fn open(ws: &Workspace) -> Result<Self> {
-        if let Some(t) = crate::store::postgres_board(ws)? {
+        if let Some(t) = crate::engine::board::postgres_board(ws)? {
             return Ok(Self {
                 store: Store::open_postgres(&t)?,
             });
@@ -45,7 +45,7 @@ impl Reader {
     /// A reader that follows the board as others write it, for as long as a board is
     /// shown: it sees every commit, so it is never a frozen copy of the file.
     pub fn following(ws: &Workspace) -> Result<Self> {
-        if let Some(t) = crate::store::postgres_board(ws)? {
+        if let Some(t) = crate::engine::board::postgres_board(ws)? {
             return Ok(Self {
                 store: Store::open_postgres(&t)?,
             });
@@ -208,7 +208,7 @@ impl Client {
     /// branch task branches start from unless one is recorded already; returns the branch
     /// it recorded. For `baton init`: setting up, before any task exists.
     pub fn set_up_board(&self, base: Option<&str>) -> Result<Option<String>> {
-        let mut store = Store::open_board(&self.ws)?;
+        let mut store = crate::engine::board::open_store(&self.ws)?;
         let Some(base) = base else {
             return Ok(None);
         };

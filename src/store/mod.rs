@@ -38,7 +38,7 @@ pub use engines::{EngineRow, EngineView, NewEngine, Registered};
 pub use followups::FollowupRow;
 pub use handle::StoreHandle;
 pub use messages::Message;
-pub use pg::{Location, PgStore, PgTarget, postgres_board};
+pub use pg::{Location, PgStore, PgTarget};
 pub use prs::TaskPr;
 pub use schema::SCHEMA_VERSION;
 pub use steps::StepResult;

@@ -196,27 +196,6 @@ pub enum Location {
 /// as it runs (an advisory lock's key): a second engine is refused.
 pub(super) const ENGINE_LOCK_KEY: i64 = 0x6261_746f_6e02;
 
-/// The PostgreSQL board of workspace `ws`, when its board is kept there (see
-/// [`Location::resolve`]); `None` for its SQLite file.
-pub fn postgres_board(ws: &crate::workspace::Workspace) -> Result<Option<PgTarget>> {
-    let setting = crate::workspace::store_setting(
-        &ws.config_path(),
-        crate::workspace::layered::user_config_path().as_deref(),
-    )
-    .map_err(|e| StoreError::Postgres(e.to_string()))?;
-    let env = std::env::var("BATON_DATABASE_URL").ok();
-    let at = Location::resolve(
-        &ws.db_path(),
-        env.as_deref(),
-        setting.as_ref().map(|(u, f)| (u.as_str(), f.as_path())),
-    )
-    .map_err(StoreError::Postgres)?;
-    Ok(match at {
-        Location::Postgres(t) => Some(*t),
-        Location::Sqlite(_) => None,
-    })
-}
-
 impl Location {
     /// Where the board is: `BATON_DATABASE_URL` wins over the config's `[store] store`
     /// (`setting`, with the file it came from); with neither, the SQLite file `db`.

@@ -3,7 +3,7 @@
 //! board lives.
 
 use super::super::{Backend, Result, Store, StoreError, StoreHandle, pg};
-use super::{PgStore, PgTarget, postgres_board};
+use super::{PgStore, PgTarget};
 use std::path::PathBuf;
 
 impl Store {
@@ -29,15 +29,6 @@ impl Store {
                 .join()
                 .unwrap_or_else(|_| Err(StoreError::Closed))
         })
-    }
-
-    /// Opens `ws`'s board wherever it is kept: its PostgreSQL database, else its SQLite
-    /// file as [`Store::open`] does.
-    pub fn open_board(ws: &crate::workspace::Workspace) -> Result<Self> {
-        match postgres_board(ws)? {
-            Some(t) => Self::open_postgres(&t),
-            None => Self::open(&ws.db_path()),
-        }
     }
 
     fn connect_postgres(target: &PgTarget, engine: bool) -> Result<Self> {
@@ -79,25 +70,5 @@ impl StoreHandle {
     /// connections of its own, the writer's and the reader's.
     pub fn open_postgres(target: &PgTarget) -> Result<Self> {
         Self::from_store(Store::open_postgres(target)?, Store::open_postgres(target)?)
-    }
-
-    /// Opens `ws`'s board wherever it is kept (see [`Store::open_board`]).
-    pub fn open_board(ws: &crate::workspace::Workspace) -> Result<Self> {
-        match super::postgres_board(ws)? {
-            Some(t) => Self::open_postgres(&t),
-            None => Self::open(&ws.db_path()),
-        }
-    }
-
-    /// The engine's store of `ws`'s board: [`StoreHandle::open_checked`] for its SQLite
-    /// file; on PostgreSQL, with the board's engine lock (a second engine is refused;
-    /// PostgreSQL checks its own pages, so there is no whole-file check).
-    pub fn open_engine(ws: &crate::workspace::Workspace) -> Result<Self> {
-        match super::postgres_board(ws)? {
-            Some(t) => {
-                Self::from_store(Store::open_postgres_engine(&t)?, Store::open_postgres(&t)?)
-            }
-            None => Self::open_checked(&ws.db_path()),
-        }
     }
 }

@@ -1,0 +1,56 @@
+//! Where a workspace's board is kept (its SQLite file, or a PostgreSQL database named by
+//! `[store] store` or `BATON_DATABASE_URL`), and opening it there. Here, above both the
+//! store and the workspace, so neither needs the other.
+
+use crate::store::{Location, PgTarget, Result, Store, StoreError, StoreHandle};
+use crate::workspace::Workspace;
+
+/// The PostgreSQL board of workspace `ws`, when its board is kept there (see
+/// [`Location::resolve`]); `None` for its SQLite file.
+pub fn postgres_board(ws: &Workspace) -> Result<Option<PgTarget>> {
+    let setting = crate::workspace::store_setting(
+        &ws.config_path(),
+        crate::workspace::layered::user_config_path().as_deref(),
+    )
+    .map_err(|e| StoreError::Postgres(e.to_string()))?;
+    let env = std::env::var("BATON_DATABASE_URL").ok();
+    let at = Location::resolve(
+        &ws.db_path(),
+        env.as_deref(),
+        setting.as_ref().map(|(u, f)| (u.as_str(), f.as_path())),
+    )
+    .map_err(StoreError::Postgres)?;
+    Ok(match at {
+        Location::Postgres(t) => Some(*t),
+        Location::Sqlite(_) => None,
+    })
+}
+
+/// Opens `ws`'s board wherever it is kept: its PostgreSQL database, else its SQLite file
+/// as [`Store::open`] does.
+pub fn open_store(ws: &Workspace) -> Result<Store> {
+    match postgres_board(ws)? {
+        Some(t) => Store::open_postgres(&t),
+        None => Store::open(&ws.db_path()),
+    }
+}
+
+/// [`open_store`] on the store's own threads.
+pub fn open_handle(ws: &Workspace) -> Result<StoreHandle> {
+    match postgres_board(ws)? {
+        Some(t) => StoreHandle::open_postgres(&t),
+        None => StoreHandle::open(&ws.db_path()),
+    }
+}
+
+/// The engine's store of `ws`'s board: [`StoreHandle::open_checked`] for its SQLite file;
+/// on PostgreSQL, with the board's engine lock (a second engine is refused; PostgreSQL
+/// checks its own pages, so there is no whole-file check).
+pub fn open_engine_handle(ws: &Workspace) -> Result<StoreHandle> {
+    match postgres_board(ws)? {
+        Some(t) => {
+            StoreHandle::from_store(Store::open_postgres_engine(&t)?, Store::open_postgres(&t)?)
+        }
+        None => StoreHandle::open_checked(&ws.db_path()),
+    }
+}

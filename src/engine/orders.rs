@@ -7,6 +7,20 @@ use super::{Action, Engine, EngineError, EngineEvent, Request, create_and_start}
 use crate::store::{CommandState, TaskState};
 
 impl Engine {
+    /// Marks queued command `command` (when the order came as one) failed with `text`; a
+    /// write that fails too is logged as `what`.
+    pub(super) async fn fail_command(&self, command: Option<i64>, text: &str, what: &str) {
+        let Some(id) = command else { return };
+        let failed = text.to_string();
+        let recorded = self
+            .store
+            .write(move |db| db.finish_command(id, CommandState::Failed, &failed))
+            .await;
+        if let Err(e) = recorded {
+            tracing::error!("recording {what} failed: {e}");
+        }
+    }
+
     /// Takes one order; `command` is its row when it came through the commands table,
     /// finished in the same transaction as the order.
     pub(super) async fn take(
@@ -119,16 +133,8 @@ impl Engine {
             }
             Err(e) => {
                 let text = e.to_string();
-                if let Some(id) = command {
-                    let failed = text.clone();
-                    let recorded = self
-                        .store
-                        .write(move |db| db.finish_command(id, CommandState::Failed, &failed))
-                        .await;
-                    if let Err(e) = recorded {
-                        tracing::error!("recording a refused creation failed: {e}");
-                    }
-                }
+                self.fail_command(command, &text, "a refused creation")
+                    .await;
                 Err(text)
             }
         }

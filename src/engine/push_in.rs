@@ -188,16 +188,7 @@ impl Engine {
             }
             Err(e) => {
                 let text = e.to_string();
-                if let Some(id) = command {
-                    let failed = text.clone();
-                    let recorded = self
-                        .store
-                        .write(move |db| db.finish_command(id, CommandState::Failed, &failed))
-                        .await;
-                    if let Err(e) = recorded {
-                        tracing::error!("recording a failed delivery failed: {e}");
-                    }
-                }
+                self.fail_command(command, &text, "a failed delivery").await;
                 Err(text)
             }
         }

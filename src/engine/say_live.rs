@@ -199,15 +199,7 @@ impl super::Engine {
             }
             Err(e) => {
                 let e = e.to_string();
-                if let Some(c) = command {
-                    let text = e.clone();
-                    let _ = self
-                        .store
-                        .write(move |db| {
-                            db.finish_command(c, crate::store::CommandState::Failed, &text)
-                        })
-                        .await;
-                }
+                self.fail_command(command, &e, "a failed message").await;
                 Err(e)
             }
         };

@@ -128,6 +128,22 @@ fn github_deliveries_through_a_tunnel_are_checked_by_signature_not_host() {
     };
     let bad = deliver(&sign("wrong", body));
     assert_eq!(bad.status(), StatusCode::UNAUTHORIZED);
+    let said: Value = bad.json().unwrap();
+    assert!(said.to_string().contains("does not match"), "{said}");
+    // A delivery with no signature at all is told so, not that it "does not match".
+    let unsigned = c
+        .post(s.url("/hooks/github"))
+        .header("X-GitHub-Event", "ping")
+        .header("X-GitHub-Delivery", "tunnel-0")
+        .body(body.to_vec())
+        .send()
+        .unwrap();
+    assert_eq!(unsigned.status(), StatusCode::UNAUTHORIZED);
+    let said: Value = unsigned.json().unwrap();
+    assert!(
+        said.to_string().contains("has no X-Hub-Signature-256 header"),
+        "{said}"
+    );
     let good = deliver(&sign("hush", body));
     assert_eq!(good.status(), StatusCode::OK);
     let answer: Value = good.json().unwrap();

@@ -160,3 +160,44 @@ fn a_title_of_only_escape_codes_or_a_nul_byte_is_refused() {
     assert!(err.contains("the prompt holds a NUL byte"), "{err}");
     assert_eq!(ws.ok(&["list", "--json"]).trim(), "[]");
 }
+
+#[test]
+fn a_task_for_a_pipeline_whose_file_is_broken_names_the_file_and_its_error() {
+    let ws = Ws::new();
+    let file = ws.pipeline(
+        "s.json",
+        "{\"id\": \"s\", \"statuses\": [\n  {\"id\": \"a\", \"kind\": \"nope\"}\n]}\n",
+    );
+    let out = ws
+        .baton(&["new", "x", "--pipeline", "s"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains(&format!(
+            "no pipeline `s` could be loaded: {}:2:",
+            file.display()
+        )),
+        "{err}"
+    );
+    assert!(err.contains("unknown kind `nope`"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    // Another missing id says it is unknown, and mentions the broken file only as a maybe.
+    let out = ws
+        .baton(&["new", "x", "--pipeline", "zz"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("no pipeline `zz` — `baton pipelines list`"), "{err}");
+    assert!(err.contains("if `zz` is in it, fix the file"), "{err}");
+}
+
+#[test]
+fn listing_by_an_empty_name_is_refused() {
+    let ws = Ws::new();
+    let out = ws.baton(&["list", "--by", " "]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("`--by` needs a name"), "{err}");
+}

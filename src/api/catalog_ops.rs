@@ -18,17 +18,11 @@ impl Ops {
 
     /// One pipeline by id.
     pub async fn pipeline(&self, id: &str) -> Result<Pipeline, OpError> {
-        self.catalog()
-            .await?
-            .pipelines
-            .into_iter()
-            .find(|p| p.id == id)
-            .ok_or_else(|| {
-                OpError::new(
-                    Kind::NotFound,
-                    format!("no pipeline `{id}` — `baton pipelines list` shows the ones available"),
-                )
-            })
+        let catalog = self.catalog().await?;
+        catalog
+            .get(id)
+            .cloned()
+            .ok_or_else(|| OpError::new(Kind::NotFound, catalog.not_found(id)))
     }
 
     /// Every pipeline: id, name, description and its statuses.

@@ -54,7 +54,7 @@ async fn secret(s: &AppState, path: &str) -> Result<(ForgeSettings, String), Res
     description = "GitLab's Merge Request Hook or Pipeline Hook payload; the secret in X-Gitlab-Token"),
     responses((status = 200, body = Object),
         (status = 400, body = super::schema::ErrorBody, description = "no delivery id (Idempotency-Key or X-Gitlab-Event-UUID)"),
-        (status = 401, body = super::schema::ErrorBody, description = "the token does not match"),
+        (status = 401, body = super::schema::ErrorBody, description = "the token is missing or does not match"),
         (status = 404, body = super::schema::ErrorBody, description = "no [forge] or no secret, so these webhooks are off")))]
 pub async fn gitlab(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
     let (settings, secret) = match secret(&s, "/hooks/gitlab").await {
@@ -65,7 +65,13 @@ pub async fn gitlab(State(s): State<AppState>, headers: HeaderMap, body: Bytes) 
     use subtle::ConstantTimeEq;
     // Digests of equal length are compared, so the time taken says nothing of the
     // secret's length either.
-    let given = header(&headers, "x-gitlab-token").unwrap_or("");
+    let Some(given) = header(&headers, "x-gitlab-token") else {
+        tracing::warn!("a GitLab webhook with no token was refused");
+        return error(
+            StatusCode::UNAUTHORIZED,
+            "the delivery has no X-Gitlab-Token header — set the webhook's secret token on GitLab to the value of the secret's environment variable",
+        );
+    };
     let (given, want) = (
         Sha256::digest(given.as_bytes()),
         Sha256::digest(secret.as_bytes()),
@@ -95,7 +101,7 @@ pub async fn gitlab(State(s): State<AppState>, headers: HeaderMap, body: Bytes) 
     description = "Gitea's or Forgejo's pull_request payload; signed in X-Gitea-Signature or X-Forgejo-Signature"),
     responses((status = 200, body = Object),
         (status = 400, body = super::schema::ErrorBody, description = "X-Gitea-Delivery / X-Forgejo-Delivery is missing"),
-        (status = 401, body = super::schema::ErrorBody, description = "the signature does not match"),
+        (status = 401, body = super::schema::ErrorBody, description = "the signature is missing or does not match"),
         (status = 404, body = super::schema::ErrorBody, description = "no [forge] or no secret, so these webhooks are off")))]
 pub async fn gitea(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
     let (settings, secret) = match secret(&s, "/hooks/gitea").await {
@@ -120,7 +126,17 @@ pub async fn gitea(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -
             Kind::Gitea,
         )
     };
-    let signature = format!("sha256={}", header(&headers, sig).unwrap_or(""));
+    let Some(given) = header(&headers, sig) else {
+        tracing::warn!("a Gitea/Forgejo webhook with no signature was refused");
+        return error(
+            StatusCode::UNAUTHORIZED,
+            format!(
+                "the delivery has no {} header — set the webhook's secret to the value of the secret's environment variable, so the forge signs what it sends",
+                if forgejo { "X-Forgejo-Signature" } else { "X-Gitea-Signature" }
+            ),
+        );
+    };
+    let signature = format!("sha256={given}");
     if !signature_ok(secret.as_bytes(), &body, &signature) {
         tracing::warn!("a Gitea/Forgejo webhook with a missing or wrong signature was refused");
         return error(

@@ -57,7 +57,7 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     description = "GitHub's push payload; signed in X-Hub-Signature-256"),
     responses((status = 200, body = Object),
         (status = 400, body = super::schema::ErrorBody, description = "X-GitHub-Delivery is missing"),
-        (status = 401, body = super::schema::ErrorBody, description = "the signature does not match"),
+        (status = 401, body = super::schema::ErrorBody, description = "the signature is missing or does not match"),
         (status = 404, body = super::schema::ErrorBody, description = "no secret is set, so GitHub webhooks are off")))]
 pub async fn github(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
     let env = s.github_secret_env.as_str();
@@ -70,7 +70,13 @@ pub async fn github(State(s): State<AppState>, headers: HeaderMap, body: Bytes) 
             ),
         );
     };
-    let signature = header(&headers, "x-hub-signature-256").unwrap_or("");
+    let Some(signature) = header(&headers, "x-hub-signature-256") else {
+        tracing::warn!("a GitHub webhook with no signature was refused");
+        return error(
+            StatusCode::UNAUTHORIZED,
+            "the delivery has no X-Hub-Signature-256 header — set the webhook's secret on GitHub to the value of the secret's environment variable, so GitHub signs what it sends",
+        );
+    };
     if !signature_ok(secret.as_bytes(), &body, signature) {
         tracing::warn!("a GitHub webhook with a missing or wrong signature was refused");
         return error(

@@ -49,15 +49,11 @@ pub fn run(dir: Option<&PathBuf>, cmd: PipelinesCmd) -> Outcome {
 
 fn find(dir: Option<&PathBuf>, id: &str) -> Result<Pipeline, Failure> {
     let ws = workspace(dir)?;
-    catalog(&ws)
-        .pipelines
-        .into_iter()
-        .find(|p| p.id == id)
-        .ok_or_else(|| {
-            Failure::new(format!(
-                "no pipeline `{id}` — `baton pipelines list` shows the ones available"
-            ))
-        })
+    let catalog = catalog(&ws);
+    catalog
+        .get(id)
+        .cloned()
+        .ok_or_else(|| Failure::new(catalog.not_found(id)))
 }
 
 fn show(p: &Pipeline) {

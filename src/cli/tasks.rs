@@ -257,6 +257,11 @@ fn list(
         }
     }
     if let Some(name) = by {
+        if name.trim().is_empty() {
+            return Err(Failure::new(
+                "`--by` needs a name (who created or moved the tasks); `--mine` lists your own",
+            ));
+        }
         tasks.retain(|t| t.touched_by(name));
     }
     if as_json {

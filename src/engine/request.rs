@@ -258,9 +258,7 @@ impl NewTask {
                 .pipeline
                 .as_deref()
                 .unwrap_or(crate::pipeline::FALLBACK_PIPELINE);
-            EngineError::NotFound(format!(
-                "no pipeline `{id}` — `baton pipelines list` shows the ones available"
-            ))
+            EngineError::NotFound(catalog.not_found(id))
         })?;
         if let Some(b) = &self.branch {
             check_branch(ws, b)?;

@@ -193,6 +193,27 @@ impl Catalog {
             .or_else(|| self.get(FALLBACK_PIPELINE))
     }
 
+    /// The sentence for a pipeline id that is not in the catalog. When a pipeline file
+    /// failed to load, that may be why, so the sentence names the file and its error (the
+    /// file named after `id` when there is one, else the first broken file).
+    pub fn not_found(&self, id: &str) -> String {
+        let errors: Vec<&Diagnostic> = self.diagnostics.iter().filter(|d| d.is_error()).collect();
+        let named = |d: &&&Diagnostic| {
+            std::path::Path::new(&d.file).file_stem().and_then(|s| s.to_str()) == Some(id)
+        };
+        if let Some(d) = errors.iter().find(named) {
+            return format!(
+                "no pipeline `{id}` could be loaded: {d} — fix the file (`baton pipelines validate` lists every problem)"
+            );
+        }
+        match errors.first() {
+            Some(d) => format!(
+                "no pipeline `{id}` — `baton pipelines list` shows the ones available, and a pipeline file did not load ({d}); if `{id}` is in it, fix the file"
+            ),
+            None => format!("no pipeline `{id}` — `baton pipelines list` shows the ones available"),
+        }
+    }
+
     /// The pipeline with this id.
     pub fn get(&self, id: &str) -> Option<&Pipeline> {
         self.pipelines.iter().find(|p| p.id == id)

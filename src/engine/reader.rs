@@ -69,9 +69,16 @@ impl Reader {
         self.store.read().archived_tasks()
     }
 
-    /// The engines registered on the board, by name, as they stand now.
+    /// The engines registered on the board, by name, as they stand now. An engine on this
+    /// machine whose process is gone (killed before its lease ran out) is shown as gone at
+    /// once rather than as running until its lease ends.
     pub fn engines(&self) -> Result<Vec<crate::store::EngineView>> {
-        self.store.read().engine_views()
+        let mut views = self.store.read().engine_views()?;
+        let here = super::engines::host_name();
+        for v in views.iter_mut().filter(|v| v.live && v.row.host == here) {
+            v.live = process_alive(v.row.pid);
+        }
+        Ok(views)
     }
 
     /// One task.
@@ -218,4 +225,16 @@ impl Client {
         store.write(|db| db.set_meta("base_branch", base))?;
         Ok(Some(base.to_string()))
     }
+}
+
+/// True while process `pid` of this machine exists (one another user owns counts).
+fn process_alive(pid: i64) -> bool {
+    use nix::errno::Errno;
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    !matches!(
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
+        Err(Errno::ESRCH)
+    )
 }

@@ -14,7 +14,7 @@ mod infra;
 mod stubs;
 
 use api_common::Server;
-use common::{Ws, git};
+use common::{Ws, git, task_branch};
 use forge_setup::{hmac_hex, push_origin, show, workspace_and_bare};
 use reqwest::StatusCode;
 use reqwest::blocking::Client;
@@ -115,16 +115,7 @@ fn github_pull_request_loop_fails_ci_reworks_updates_the_same_pr_and_merges() {
     assert_eq!(t["pr"]["state"], "open");
     assert_eq!(t["pr"]["url"], "https://github.com/acme/app/pull/12");
     assert_eq!(t["pr"]["checks"], "pending");
-    let branch = git(
-        ws.root(),
-        &[
-            "for-each-ref",
-            "--format=%(refname:short)",
-            "refs/heads/baton/",
-        ],
-    )
-    .trim()
-    .to_string();
+    let branch = task_branch(ws.root());
     let first_push = remote_head(&bare, &branch);
     assert_eq!(first_push, git(ws.root(), &["rev-parse", &branch]).trim());
     let post = &stub.calls("POST", "/repos/acme/app/pulls")[0];
@@ -504,16 +495,7 @@ fn a_forks_pull_request_from_a_branch_of_the_same_name_leaves_the_task_alone() {
         .env("FORGE_FLOW_TOKEN", TOKEN)
         .assert()
         .success();
-    let branch = git(
-        ws.root(),
-        &[
-            "for-each-ref",
-            "--format=%(refname:short)",
-            "refs/heads/baton/",
-        ],
-    )
-    .trim()
-    .to_string();
+    let branch = task_branch(ws.root());
     let server = Server::start(ws.root(), &[("BATON_GITHUB_SECRET", SECRET)]);
     let deliver = |delivery: &str, body: Value| -> Value {
         let bytes = serde_json::to_vec(&body).unwrap();

@@ -13,7 +13,7 @@ mod infra;
 mod stubs;
 
 use api_common::Server;
-use common::{Ws, git};
+use common::{Ws, git, task_branch};
 use forge_setup::{hmac_hex, push_origin, script, show, workspace_and_bare};
 use reqwest::blocking::Client;
 use serde_json::{Value, json};
@@ -179,16 +179,7 @@ fn the_feature_pipeline_lands_through_a_pull_request_and_the_coder_reworks_faile
     let history = t["history"].as_array().unwrap();
     let approval = history.last().unwrap();
     assert_eq!(approval["to"], "in_pr", "{approval}");
-    let branch = git(
-        ws.root(),
-        &[
-            "for-each-ref",
-            "--format=%(refname:short)",
-            "refs/heads/baton/",
-        ],
-    )
-    .trim()
-    .to_string();
+    let branch = task_branch(ws.root());
     let first_push = remote_head(&bare, &branch).expect("the branch is on the remote");
     assert_eq!(first_push, git(ws.root(), &["rev-parse", &branch]).trim());
     assert_eq!(

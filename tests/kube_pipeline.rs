@@ -5,7 +5,7 @@
 mod common;
 mod support_kube;
 
-use common::git;
+use common::{git, task_branch};
 use std::time::Duration;
 use support_kube::Stub;
 
@@ -51,15 +51,8 @@ async fn a_kubernetes_step_runs_through_baton_run_and_its_commit_lands_on_the_br
         "{shown:#} {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let branch = git(
-        ws.root(),
-        &[
-            "for-each-ref",
-            "--format=%(refname:short)",
-            "refs/heads/baton/",
-        ],
-    );
-    let branch = branch.trim();
+    let branch = task_branch(ws.root());
+    let branch = branch.as_str();
     assert_eq!(
         git(ws.root(), &["show", &format!("{branch}:pod.txt")]),
         "pod's $(work)"

@@ -6,7 +6,7 @@ mod common;
 mod infra;
 mod support_sshd;
 
-use common::{Ws, git, wait_within};
+use common::{Ws, git, task_branch, wait_within};
 use std::path::Path;
 use std::time::Duration;
 use support_sshd::{HOST, Proxy, Sshd};
@@ -63,15 +63,8 @@ fn an_ssh_step_runs_on_the_loopback_host_and_its_commit_lands_on_the_task_branch
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(shown["state"], "done");
-    let branch = git(
-        ws.root(),
-        &[
-            "for-each-ref",
-            "--format=%(refname:short)",
-            "refs/heads/baton/",
-        ],
-    );
-    let branch = branch.trim();
+    let branch = task_branch(ws.root());
+    let branch = branch.as_str();
     assert_eq!(
         git(ws.root(), &["log", "-1", "--format=%s", branch]).trim(),
         "remote 1"

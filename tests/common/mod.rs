@@ -164,6 +164,21 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// The task branches (`baton/…`) of the repository at `dir`, one a line, trimmed: the one
+/// branch a test with one task made.
+pub fn task_branch(dir: &Path) -> String {
+    git(
+        dir,
+        &[
+            "for-each-ref",
+            "--format=%(refname:short)",
+            "refs/heads/baton/",
+        ],
+    )
+    .trim()
+    .to_string()
+}
+
 /// A new git repository at `root` on `main` with one commit.
 pub fn git_init(root: &Path) {
     std::fs::create_dir_all(root).unwrap();

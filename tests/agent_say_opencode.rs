@@ -45,6 +45,36 @@ fn steps_at(shown: &Value, status: &str) -> Vec<Value> {
         .collect()
 }
 
+/// A workspace whose agent `oc` is the OpenCode-API stub at `url`, its engine, and a task
+/// started on the two-step pipeline.
+fn started_on_stub(url: &str) -> (Ws, opencode::Engine, i64) {
+    let ws = Ws::new();
+    ws.pipeline("real.json", PIPELINE);
+    std::fs::write(
+        ws.root().join(".baton/agents/oc.json"),
+        format!(
+            r#"{{"id": "oc", "backend": "opencode", "url": "{url}", "agent": "build",
+  "prompt_template": "{{{{prompt}}}}\n\n{{{{messages}}}}"}}"#
+        ),
+    )
+    .unwrap();
+    let engine = opencode::Engine::of(common::spawn_engine(&ws));
+    let id: i64 = ws
+        .ok(&[
+            "new",
+            "Hello",
+            "--pipeline",
+            "real",
+            "--prompt",
+            TASK,
+            "--start",
+        ])
+        .trim()
+        .parse()
+        .unwrap();
+    (ws, engine, id)
+}
+
 #[test]
 fn a_message_said_while_an_opencode_step_runs_joins_its_session() {
     let Some(rig) = Rig::new(PLAN, LIMIT) else {
@@ -126,31 +156,7 @@ fn a_message_opencode_does_not_take_stays_queued_for_the_next_step() {
     let (server, stub) = stubs::opencode(&[("build", PLAN)]);
     let gate = Gate::new();
     *stub.gate.lock().unwrap() = Some(gate.clone());
-    let ws = Ws::new();
-    ws.pipeline("real.json", PIPELINE);
-    std::fs::write(
-        ws.root().join(".baton/agents/oc.json"),
-        format!(
-            r#"{{"id": "oc", "backend": "opencode", "url": "{}", "agent": "build",
-  "prompt_template": "{{{{prompt}}}}\n\n{{{{messages}}}}"}}"#,
-            server.url
-        ),
-    )
-    .unwrap();
-    let engine = opencode::Engine::of(common::spawn_engine(&ws));
-    let id: i64 = ws
-        .ok(&[
-            "new",
-            "Hello",
-            "--pipeline",
-            "real",
-            "--prompt",
-            TASK,
-            "--start",
-        ])
-        .trim()
-        .parse()
-        .unwrap();
+    let (ws, engine, id) = started_on_stub(&server.url);
     wait_within("the held message at the OpenCode stub", LIMIT, || {
         gate.holding()
     });
@@ -183,31 +189,7 @@ fn a_message_said_while_an_opencode_step_starts_reaches_its_session_once_open() 
     *stub.gate.lock().unwrap() = Some(answering.clone());
     stub.takes_said
         .store(true, std::sync::atomic::Ordering::SeqCst);
-    let ws = Ws::new();
-    ws.pipeline("real.json", PIPELINE);
-    std::fs::write(
-        ws.root().join(".baton/agents/oc.json"),
-        format!(
-            r#"{{"id": "oc", "backend": "opencode", "url": "{}", "agent": "build",
-  "prompt_template": "{{{{prompt}}}}\n\n{{{{messages}}}}"}}"#,
-            server.url
-        ),
-    )
-    .unwrap();
-    let engine = opencode::Engine::of(common::spawn_engine(&ws));
-    let id: i64 = ws
-        .ok(&[
-            "new",
-            "Hello",
-            "--pipeline",
-            "real",
-            "--prompt",
-            TASK,
-            "--start",
-        ])
-        .trim()
-        .parse()
-        .unwrap();
+    let (ws, engine, id) = started_on_stub(&server.url);
     // The step runs, but its session is not open yet.
     wait_within("the held session creation", LIMIT, || opening.holding());
     let said = ws.ok(&["say", &id.to_string(), SAID]);

@@ -141,7 +141,8 @@ fn github_deliveries_through_a_tunnel_are_checked_by_signature_not_host() {
     assert_eq!(unsigned.status(), StatusCode::UNAUTHORIZED);
     let said: Value = unsigned.json().unwrap();
     assert!(
-        said.to_string().contains("has no X-Hub-Signature-256 header"),
+        said.to_string()
+            .contains("has no X-Hub-Signature-256 header"),
         "{said}"
     );
     let good = deliver(&sign("hush", body));

@@ -168,10 +168,7 @@ fn a_task_for_a_pipeline_whose_file_is_broken_names_the_file_and_its_error() {
         "s.json",
         "{\"id\": \"s\", \"statuses\": [\n  {\"id\": \"a\", \"kind\": \"nope\"}\n]}\n",
     );
-    let out = ws
-        .baton(&["new", "x", "--pipeline", "s"])
-        .output()
-        .unwrap();
+    let out = ws.baton(&["new", "x", "--pipeline", "s"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(
@@ -189,7 +186,10 @@ fn a_task_for_a_pipeline_whose_file_is_broken_names_the_file_and_its_error() {
         .output()
         .unwrap();
     let err = String::from_utf8(out.stderr).unwrap();
-    assert!(err.contains("no pipeline `zz` — `baton pipelines list`"), "{err}");
+    assert!(
+        err.contains("no pipeline `zz` — `baton pipelines list`"),
+        "{err}"
+    );
     assert!(err.contains("if `zz` is in it, fix the file"), "{err}");
 }
 

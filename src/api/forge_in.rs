@@ -132,7 +132,11 @@ pub async fn gitea(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -
             StatusCode::UNAUTHORIZED,
             format!(
                 "the delivery has no {} header — set the webhook's secret to the value of the secret's environment variable, so the forge signs what it sends",
-                if forgejo { "X-Forgejo-Signature" } else { "X-Gitea-Signature" }
+                if forgejo {
+                    "X-Forgejo-Signature"
+                } else {
+                    "X-Gitea-Signature"
+                }
             ),
         );
     };

@@ -122,7 +122,7 @@ impl Forge for Gitea {
         let body = json!({"title": title, "head": req.head, "base": req.base,
             "body": req.body});
         let path = format!("/repos/{}/pulls", self.repo);
-        let v = self.http.call(Method::POST, &path, Some(&body), &what)?;
+        let v = self.http.post(&path, &body, &what)?;
         self.pr(&v, &what)
     }
 
@@ -138,18 +138,13 @@ impl Forge for Gitea {
         if !req.labels.is_empty() {
             let ids = self.label_ids(&req.labels)?;
             let path = format!("/repos/{}/issues/{number}/labels", self.repo);
-            self.http.call(
-                Method::POST,
-                &path,
-                Some(&json!({"labels": ids})),
-                "adding labels",
-            )?;
+            self.http
+                .post(&path, &json!({"labels": ids}), "adding labels")?;
         }
         if !req.reviewers.is_empty() {
             let path = format!("/repos/{}/pulls/{number}/requested_reviewers", self.repo);
             let body = json!({"reviewers": req.reviewers});
-            self.http
-                .call(Method::POST, &path, Some(&body), "requesting reviewers")?;
+            self.http.post(&path, &body, "requesting reviewers")?;
         }
         Ok(())
     }
@@ -242,10 +237,9 @@ impl Forge for Gitea {
 
     fn comment(&self, number: u64, body: &str) -> Result<(), ForgeError> {
         let path = format!("/repos/{}/issues/{number}/comments", self.repo);
-        self.http.call(
-            Method::POST,
+        self.http.post(
             &path,
-            Some(&json!({"body": body})),
+            &json!({"body": body}),
             &format!("commenting on #{number}"),
         )?;
         Ok(())
@@ -258,10 +252,7 @@ impl Forge for Gitea {
             self.repo,
             super::http::segment(label)
         );
-        let v = self.http.get(&path, &what)?;
-        let list = v
-            .as_array()
-            .ok_or_else(|| self.http.bad(&what, "not a list"))?;
+        let list = self.http.list(&path, &what)?;
         Ok(list
             .iter()
             .filter_map(|i| super::issues::from_github_like(self.http.kind, &self.repo, i))

@@ -70,7 +70,7 @@ impl Forge for GitHub {
         let body = json!({"title": req.title, "head": req.head, "base": req.base,
             "body": req.body, "draft": req.draft});
         let path = format!("/repos/{}/pulls", self.repo);
-        let v = self.http.call(Method::POST, &path, Some(&body), &what)?;
+        let v = self.http.post(&path, &body, &what)?;
         self.pr(&v, &what)
     }
 
@@ -86,14 +86,12 @@ impl Forge for GitHub {
         if !req.labels.is_empty() {
             let path = format!("/repos/{}/issues/{number}/labels", self.repo);
             let body = json!({"labels": req.labels});
-            self.http
-                .call(Method::POST, &path, Some(&body), "adding labels")?;
+            self.http.post(&path, &body, "adding labels")?;
         }
         if !req.reviewers.is_empty() {
             let path = format!("/repos/{}/pulls/{number}/requested_reviewers", self.repo);
             let body = json!({"reviewers": req.reviewers});
-            self.http
-                .call(Method::POST, &path, Some(&body), "requesting reviewers")?;
+            self.http.post(&path, &body, "requesting reviewers")?;
         }
         Ok(())
     }
@@ -155,10 +153,7 @@ impl Forge for GitHub {
             None => format!("/repos/{}/pulls/{number}/comments", self.repo),
         };
         let what = format!("the review comments of #{number}");
-        let v = self.http.get(&path, &what)?;
-        let list = v
-            .as_array()
-            .ok_or_else(|| self.http.bad(&what, "not a list"))?;
+        let list = self.http.list(&path, &what)?;
         Ok(list
             .iter()
             .map(|c| ReviewComment {
@@ -171,10 +166,9 @@ impl Forge for GitHub {
 
     fn comment(&self, number: u64, body: &str) -> Result<(), ForgeError> {
         let path = format!("/repos/{}/issues/{number}/comments", self.repo);
-        self.http.call(
-            Method::POST,
+        self.http.post(
             &path,
-            Some(&json!({"body": body})),
+            &json!({"body": body}),
             &format!("commenting on #{number}"),
         )?;
         Ok(())
@@ -187,10 +181,7 @@ impl Forge for GitHub {
             self.repo,
             segment(label)
         );
-        let v = self.http.get(&path, &what)?;
-        let list = v
-            .as_array()
-            .ok_or_else(|| self.http.bad(&what, "not a list"))?;
+        let list = self.http.list(&path, &what)?;
         Ok(list
             .iter()
             .filter_map(|i| super::issues::from_github_like(Kind::Github, &self.repo, i))

@@ -103,7 +103,7 @@ impl Forge for GitLab {
         let body = json!({"source_branch": req.head, "target_branch": req.base,
             "title": title, "description": req.body});
         let path = format!("{}/merge_requests", self.project);
-        let v = self.http.call(Method::POST, &path, Some(&body), &what)?;
+        let v = self.http.post(&path, &body, &what)?;
         self.mr(&v, &what)
     }
 
@@ -224,10 +224,9 @@ impl Forge for GitLab {
 
     fn comment(&self, number: u64, body: &str) -> Result<(), ForgeError> {
         let path = format!("{}/merge_requests/{number}/notes", self.project);
-        self.http.call(
-            Method::POST,
+        self.http.post(
             &path,
-            Some(&json!({"body": body})),
+            &json!({"body": body}),
             &format!("commenting on !{number}"),
         )?;
         Ok(())
@@ -235,10 +234,9 @@ impl Forge for GitLab {
 
     fn comment_issue(&self, number: u64, body: &str) -> Result<(), ForgeError> {
         let path = format!("{}/issues/{number}/notes", self.project);
-        self.http.call(
-            Method::POST,
+        self.http.post(
             &path,
-            Some(&json!({"body": body})),
+            &json!({"body": body}),
             &format!("commenting on issue #{number}"),
         )?;
         Ok(())
@@ -251,10 +249,7 @@ impl Forge for GitLab {
             self.project,
             segment(label)
         );
-        let v = self.http.get(&path, &what)?;
-        let list = v
-            .as_array()
-            .ok_or_else(|| self.http.bad(&what, "not a list"))?;
+        let list = self.http.list(&path, &what)?;
         Ok(list
             .iter()
             .filter_map(|i| super::issues::from_gitlab_api(&self.repo, i))

@@ -129,6 +129,19 @@ impl Http {
         self.call(Method::GET, path, None, what)
     }
 
+    /// POSTs `body`; the JSON answer.
+    pub fn post(&self, path: &str, body: &Value, what: &str) -> Result<Value, ForgeError> {
+        self.call(Method::POST, path, Some(body), what)
+    }
+
+    /// GETs a JSON list; an answer that is not one is a bad answer naming `what`.
+    pub fn list(&self, path: &str, what: &str) -> Result<Vec<Value>, ForgeError> {
+        match self.get(path, what)? {
+            Value::Array(items) => Ok(items),
+            _ => Err(self.bad(what, "not a list")),
+        }
+    }
+
     pub fn bad(&self, what: &str, why: impl Into<String>) -> ForgeError {
         ForgeError::BadAnswer {
             kind: self.kind,

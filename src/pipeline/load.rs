@@ -199,7 +199,10 @@ impl Catalog {
     pub fn not_found(&self, id: &str) -> String {
         let errors: Vec<&Diagnostic> = self.diagnostics.iter().filter(|d| d.is_error()).collect();
         let named = |d: &&&Diagnostic| {
-            std::path::Path::new(&d.file).file_stem().and_then(|s| s.to_str()) == Some(id)
+            std::path::Path::new(&d.file)
+                .file_stem()
+                .and_then(|s| s.to_str())
+                == Some(id)
         };
         if let Some(d) = errors.iter().find(named) {
             return format!(

@@ -353,11 +353,18 @@ fn racing_approvals_from_three_engines_workspaces_move_the_task_once() {
     let wss: Vec<Ws> = (0..3)
         .map(|_| board.workspace(&[("gate.json", GATE)]))
         .collect();
-    let id: i64 = board
-        .ok(&wss[0], &["new", "gated", "--pipeline", "gate", "--start"])
-        .trim()
-        .parse()
-        .unwrap();
+    // Several rounds, each a task approved from three processes at once: each engine
+    // applies the commands it finds, its own and the others', so every round races.
+    const ROUNDS: i64 = 5;
+    let ids: Vec<i64> = (0..ROUNDS)
+        .map(|i| {
+            board
+                .ok(&wss[0], &["new", &format!("gated {i}"), "--pipeline", "gate", "--start"])
+                .trim()
+                .parse()
+                .unwrap()
+        })
+        .collect();
     let engines: Vec<Child> = ["a", "b", "c"]
         .iter()
         .zip(&wss)
@@ -366,34 +373,40 @@ fn racing_approvals_from_three_engines_workspaces_move_the_task_once() {
     for name in ["a", "b", "c"] {
         board.wait_live(name);
     }
-    wait_within("the task at review", Duration::from_secs(60), || {
-        board.count(&format!(
-            "SELECT COUNT(*) FROM tasks WHERE id = {id} AND status = 'review'"
-        )) == 1
+    wait_within("the tasks at review", Duration::from_secs(60), || {
+        board.count("SELECT COUNT(*) FROM tasks WHERE status = 'review'") == ROUNDS
     });
-    let outs: Vec<std::process::Output> = std::thread::scope(|s| {
-        let handles: Vec<_> = wss
-            .iter()
-            .map(|ws| s.spawn(|| board.baton(ws, &["approve", &id.to_string()])))
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    let mut rounds = Vec::new();
+    for id in &ids {
+        let outs: Vec<std::process::Output> = std::thread::scope(|s| {
+            let handles: Vec<_> = wss
+                .iter()
+                .map(|ws| s.spawn(|| board.baton(ws, &["approve", &id.to_string()])))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        rounds.push((*id, outs));
+    }
     for e in engines {
         stop(e);
     }
-    let won = outs.iter().filter(|o| o.status.success()).count();
-    assert_eq!(won, 1, "{outs:?}");
-    for o in outs.iter().filter(|o| !o.status.success()) {
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert!(
-            err.trim().lines().count() == 1 && !err.contains("panicked"),
-            "{err}"
+    for (id, outs) in rounds {
+        let won = outs.iter().filter(|o| o.status.success()).count();
+        assert_eq!(won, 1, "task {id}: {outs:?}");
+        for o in outs.iter().filter(|o| !o.status.success()) {
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(
+                err.trim().lines().count() == 1
+                    && err.contains("no longer at review")
+                    && !err.contains("panicked"),
+                "{err}"
+            );
+        }
+        assert_eq!(
+            board.count(&format!(
+                "SELECT COUNT(*) FROM history WHERE task_id = {id} AND trigger = 'approve'"
+            )),
+            1
         );
     }
-    assert_eq!(
-        board.count(&format!(
-            "SELECT COUNT(*) FROM history WHERE task_id = {id} AND trigger = 'approve'"
-        )),
-        1
-    );
 }

@@ -408,5 +408,19 @@ fn racing_approvals_from_three_engines_workspaces_move_the_task_once() {
             )),
             1
         );
+        // Each command was applied once: the winner's stays done (a second application,
+        // refused, would have overwritten it with its refusal).
+        let states: Vec<String> = board
+            .client()
+            .query(
+                "SELECT state FROM commands WHERE task_id = $1 AND body_json LIKE '%approve%' \
+                 ORDER BY state",
+                &[&id],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(states, ["done", "failed", "failed"], "task {id}");
     }
 }

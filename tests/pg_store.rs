@@ -2,9 +2,9 @@
 //! SQLite; `baton db status|migrate|export|import|verify` work there; a board moves from
 //! SQLite to PostgreSQL by export then import and reads back line for line the same; the
 //! password comes only from PGPASSWORD or ~/.pgpass and is never printed; the engine and
-//! task commands run a board kept there, one engine at a time; and what runs only on SQLite
-//! so far (the board, `serve`, `mcp`) refuses a PostgreSQL board instead of opening
-//! `.baton/baton.db`.
+//! task commands run a board kept there, several engines side by side (one per name); and
+//! what runs only on SQLite so far (the board, `serve`, `mcp`) refuses a PostgreSQL board
+//! instead of opening `.baton/baton.db`.
 
 mod common;
 mod infra;
@@ -414,21 +414,56 @@ fn the_engine_and_task_commands_run_a_board_kept_in_postgres() {
 }
 
 #[test]
-fn a_second_engine_on_a_postgres_board_is_refused() {
+fn a_second_engine_runs_beside_the_first_and_one_under_its_name_is_refused() {
     let Some(pg) = Pg::start() else { return };
     pg.create_db("board");
     let first = Ws::new();
     first.pipeline("gate.json", GATE);
     ok(on_pg(&first, &pg, "board", &["db", "migrate"]));
-    // The first engine, as another machine's would be, holds the board's engine lock.
-    let mut holder = pg.client("board");
-    holder
-        .execute("SELECT pg_advisory_lock($1)", &[&0x6261_746f_6e02_i64])
-        .unwrap();
+    let engine = |ws: &Ws, name: &str| {
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("baton"))
+            .current_dir(ws.root())
+            .env_remove("BATON_DIR")
+            .env("XDG_CONFIG_HOME", ws.dir.path().join("xdg"))
+            .env("BATON_DATABASE_URL", pg.url("board"))
+            .env("PGPASSWORD", PASSWORD)
+            .args(["engine", "--name", name])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let a = engine(&first, "a");
+    let mut c = pg.client("board");
+    let live = |c: &mut postgres::Client, name: &str| -> bool {
+        c.query_one(
+            "SELECT COUNT(*) FROM engines WHERE name = $1 AND stopped_at IS NULL",
+            &[&name],
+        )
+        .map(|r| r.get::<_, i64>(0) == 1)
+        .unwrap_or(false)
+    };
+    common::wait_for("engine a to register", || live(&mut c, "a"));
+    // Another workspace's engine under another name runs the board beside it: it runs a
+    // task's step while `a` runs.
     let second = Ws::new();
     second.pipeline("gate.json", GATE);
+    let id = on_pg(&second, &pg, "board", &["new", "beside", "--pipeline", "gate", "--start"]);
+    let id = ok(id).trim().to_string();
     let out = second
-        .baton(&["engine", "--exit-when-idle"])
+        .baton(&["engine", "--name", "b", "--exit-when-idle"])
+        .env("BATON_DATABASE_URL", pg.url("board"))
+        .env("PGPASSWORD", PASSWORD)
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let shown: serde_json::Value =
+        serde_json::from_str(&ok(on_pg(&second, &pg, "board", &["show", &id, "--json"]))).unwrap();
+    assert_eq!(shown["status"], "review");
+    // One under the live engine's name is refused, in one sentence naming it.
+    let out = second
+        .baton(&["engine", "--name", "a", "--exit-when-idle"])
         .env("BATON_DATABASE_URL", pg.url("board"))
         .env("PGPASSWORD", PASSWORD)
         .timeout(std::time::Duration::from_secs(60))
@@ -436,15 +471,7 @@ fn a_second_engine_on_a_postgres_board_is_refused() {
         .unwrap();
     assert!(!out.status.success(), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("another engine runs the board"), "{err}");
-    // Once it is gone, an engine starts.
-    drop(holder);
-    let out = second
-        .baton(&["engine", "--exit-when-idle"])
-        .env("BATON_DATABASE_URL", pg.url("board"))
-        .env("PGPASSWORD", PASSWORD)
-        .timeout(std::time::Duration::from_secs(60))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    assert!(err.contains("an engine named a is already running"), "{err}");
+    assert!(live(&mut c, "a"), "the first engine still runs");
+    common::stop(a);
 }

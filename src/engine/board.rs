@@ -44,8 +44,8 @@ pub fn open_handle(ws: &Workspace) -> Result<StoreHandle> {
 }
 
 /// The engine's store of `ws`'s board: [`StoreHandle::open_checked`] for its SQLite file;
-/// on PostgreSQL, with the board's engine lock (a second engine is refused; PostgreSQL
-/// checks its own pages, so there is no whole-file check).
+/// on PostgreSQL, which several engines may share (PostgreSQL checks its own pages, so
+/// there is no whole-file check).
 pub fn open_engine_handle(ws: &Workspace) -> Result<StoreHandle> {
     match postgres_board(ws)? {
         Some(t) => {

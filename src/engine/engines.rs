@@ -57,6 +57,14 @@ impl Identity {
         self.heartbeat * LEASE_HEARTBEATS
     }
 
+    /// What its claims on steps name: itself, and its lease.
+    pub fn claim_by(&self) -> crate::store::ClaimBy<'_> {
+        crate::store::ClaimBy {
+            engine: &self.name,
+            lease_ms: self.lease().as_millis() as i64,
+        }
+    }
+
     /// True when this engine has every label in `required`.
     pub fn may_run(&self, required: &[String]) -> bool {
         required.iter().all(|l| self.labels.contains(l))
@@ -147,6 +155,9 @@ pub(super) struct Me {
     /// Registered under its name (false until `run` registers it).
     pub(super) registered: bool,
     pub(super) next_beat: Option<Instant>,
+    /// The board is shared with other engines (kept in PostgreSQL): steps' leases are
+    /// renewed and checked, expired ones reaped, and recovery touches only its own steps.
+    pub(super) shared: bool,
 }
 
 impl Me {
@@ -155,6 +166,7 @@ impl Me {
             ident: Arc::new(ident),
             registered: false,
             next_beat: None,
+            shared: false,
         }
     }
 }
@@ -162,7 +174,9 @@ impl Me {
 impl Engine {
     /// Names this engine (before [`Engine::run`]): `baton engine --name`.
     pub fn set_identity(&mut self, ident: Identity) {
+        let shared = self.me.shared;
         self.me = Me::new(ident);
+        self.me.shared = shared;
     }
 
     /// Who this engine is on the board.
@@ -179,6 +193,8 @@ impl Engine {
         let host = host_name();
         let pid = i64::from(std::process::id());
         let lease_ms = ident.lease().as_millis() as i64;
+        // Only an SQLite board's engine is sure to be the only one.
+        let sole = !self.me.shared;
         let out = self
             .store
             .write(move |db| {
@@ -191,7 +207,7 @@ impl Engine {
                         version: env!("CARGO_PKG_VERSION"),
                         lease_ms,
                     },
-                    true,
+                    sole,
                 )
             })
             .await?;
@@ -223,11 +239,14 @@ impl Engine {
         Ok(())
     }
 
-    /// Renews the heartbeat when it is due.
-    pub(super) async fn beat_if_due(&mut self) {
-        let Some(at) = self.me.next_beat else { return };
+    /// Renews the heartbeat when it is due (and, on a shared board, the leases of the
+    /// steps this engine runs, then reaps the steps whose lease ran out). True when it beat.
+    pub(super) async fn beat_if_due(&mut self) -> bool {
+        let Some(at) = self.me.next_beat else {
+            return false;
+        };
         if Instant::now() < at {
-            return;
+            return false;
         }
         self.me.next_beat = Some(Instant::now() + self.me.ident.heartbeat);
         let name = self.me.ident.name.clone();
@@ -244,6 +263,11 @@ impl Engine {
             ),
             Err(e) => tracing::warn!("renewing the engine's heartbeat failed: {e}"),
         }
+        if self.me.shared {
+            self.renew_leases().await;
+            self.reap().await;
+        }
+        true
     }
 
     /// Marks the clean stop of a registered engine.

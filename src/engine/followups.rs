@@ -39,6 +39,8 @@ pub(super) struct Ctx {
     pub cancel: CancellationToken,
     /// Follow-up ids being run in this process.
     pub running: Arc<Mutex<HashSet<i64>>>,
+    /// The engine's name: a follow-up it starts is its own.
+    pub engine: String,
 }
 
 impl Engine {
@@ -51,6 +53,7 @@ impl Engine {
             kill_grace: self.cfg.kill_grace,
             cancel: self.followup_cancel.clone(),
             running: self.followups_running.clone(),
+            engine: self.me.ident.name.clone(),
         }
     }
 
@@ -133,7 +136,8 @@ async fn run_rows(ctx: &Ctx, rows: Vec<FollowupRow>) {
             break;
         }
         let id = row.id;
-        let attempt = match ctx.store.write(move |db| db.start_followup(id)).await {
+        let engine = ctx.engine.clone();
+        let attempt = match ctx.store.write(move |db| db.start_followup(id, &engine)).await {
             Ok(Some(n)) => n,
             Ok(None) => continue,
             Err(e) => {

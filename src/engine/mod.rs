@@ -22,6 +22,7 @@ mod forge_issues;
 mod forge_poll;
 pub mod forge_say;
 mod handover;
+mod lease;
 mod log_cap;
 mod log_replay;
 mod logwriter;
@@ -186,6 +187,10 @@ struct Running {
     inbox: crate::exec::agent::Inbox,
     /// Its pipeline has a `clean_worktree` guard, so its result needs `git status`.
     uses_clean: bool,
+    /// The fence of this engine's claim on it: its renewals and result must match it.
+    fence: Option<i64>,
+    /// Its claim was found lost (reaped, aborted elsewhere) and reported.
+    lost: bool,
 }
 
 /// A condition on the store that ends a run.
@@ -359,12 +364,15 @@ impl Engine {
         // This engine holds the workspace's lock: its store's last write may say that the
         // store closed cleanly.
         store.arm_clean_close();
+        // A board in PostgreSQL may be run by several engines at once.
+        let shared = store.read(|db| Ok(db.is_postgres())).await?;
         // Executors are asked outside the store's writer, each under a time limit. Only a
-        // running engine recovers: a command applied here leaves that to the next one.
-        let recovered = if apply_only {
+        // running engine recovers: a command applied here leaves that to the next one. On
+        // a shared board that waits for the engine's name (see `lease::recover_own`).
+        let recovered = if apply_only || shared {
             Recovered::default()
         } else {
-            let looked = recovery::look(ws, &store, cfg.kill_grace, None).await?;
+            let looked = recovery::look(ws, &store, cfg.kill_grace, None, None).await?;
             // A message said to a step the last engine ran was answered by nobody: its
             // command was applied (the message is delivered or still queued).
             store
@@ -398,7 +406,8 @@ impl Engine {
                 crate::agents::LiveAgents::load(&ws.agents_dir()),
             )
         };
-        let me = engines::Me::new(engines::Identity::from_config(&cfg));
+        let mut me = engines::Me::new(engines::Identity::from_config(&cfg));
+        me.shared = shared;
         let (triggers, trigger_errors) = triggers::TriggerSet::new(&live.catalog.pipelines);
         let agents = Arc::new(live_agents.catalog.clone());
         let (catalog_tx, _) = tokio::sync::watch::channel(Arc::new(live.catalog.clone()));
@@ -511,6 +520,9 @@ impl Engine {
         // outside. A step's end needs no look: it claims the next steps itself.
         let mut look = true;
         self.register().await?;
+        if self.me.shared {
+            self.recover_own().await?;
+        }
         self.start_forge_poll();
         self.catch_up_schedules().await;
         if let Err(e) = self.reattach().await {
@@ -528,6 +540,7 @@ impl Engine {
         }
         loop {
             if look {
+                self.check_held().await;
                 self.drain_commands().await;
                 if stopping.is_none() {
                     self.run_triggers().await;
@@ -687,12 +700,14 @@ impl Engine {
                 false
             }
             _ = sleep_until(timer) => {
-                self.beat_if_due().await;
+                let beat = self.beat_if_due().await;
                 if self.next_due.is_some_and(|at| at <= crate::store::now_ms()) {
                     self.next_due = None;
                 }
-                // A heartbeat alone gives the database no look.
-                work.is_some_and(|at| at <= tokio::time::Instant::now())
+                // A heartbeat alone gives an engine's own board no look; on a board shared
+                // with other engines it is the look for what they queued or reaped.
+                (beat && self.me.shared)
+                    || work.is_some_and(|at| at <= tokio::time::Instant::now())
             }
         }
     }
@@ -781,6 +796,11 @@ impl Engine {
                     queued,
                     forge: applied.forge,
                 })
+            }
+            // Another engine applied the command first: its answer stands, nothing here.
+            Err(EngineError::Store(crate::store::StoreError::Conflict(e))) if command.is_some() => {
+                tracing::info!("{e}");
+                return Err(e);
             }
             Err(EngineError::Store(e)) if abort => {
                 self.stop_steps_of(task_id);
@@ -890,7 +910,7 @@ impl Engine {
                 r.reason = Some(StopReason::Moved);
                 r.cancel.cancel();
                 ended.push(r.ended.clone());
-            } else if self.apply_only {
+            } else if self.apply_only && !self.me.shared {
                 // Recorded as running with no engine alive: a dead engine's step; end it.
                 let (ws, step, grace) = (self.ws.clone(), s.clone(), self.cfg.kill_grace);
                 let _ = tokio::task::spawn_blocking(move || {
@@ -938,6 +958,7 @@ impl Engine {
         };
         for cmd in pending {
             match serde_json::from_value::<Order>(cmd.body.clone()) {
+                Ok(order) if self.say_for_another(&order).await => {}
                 Ok(order) => {
                     let _ = self.take(order, Some(cmd.id)).await;
                 }

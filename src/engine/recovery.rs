@@ -56,22 +56,27 @@ pub(super) struct Looked {
 /// local process group a step recorded, whatever executor it ran on; aborts its OpenCode
 /// session; and asks the executor it was started on (not the one configured now) whether
 /// it is still there, each question under a time limit. Nothing here holds the store's
-/// writer, so an executor that does not answer holds up no write.
+/// writer, so an executor that does not answer holds up no write. `owner`: on a board
+/// shared by several engines, only the steps this engine's previous incarnation left.
 pub(super) async fn look(
     ws: &Workspace,
     store: &StoreHandle,
     grace: Duration,
     only: Option<&[i64]>,
+    owner: Option<&str>,
 ) -> super::Result<Vec<Looked>> {
     // A later look (`only`) asks the executor again; local groups and sessions were
     // already dealt with by the first.
     let first = only.is_none();
     let only = only.map(<[i64]>::to_vec);
+    let owner = owner.map(str::to_string);
     let stale = store
         .read(move |db| {
             let mut out = Vec::new();
             for step in db.running_step_runs()? {
-                if only.as_ref().is_some_and(|o| !o.contains(&step.id)) {
+                if only.as_ref().is_some_and(|o| !o.contains(&step.id))
+                    || owner.is_some() && db.step_engine(step.id)? != owner
+                {
                     continue;
                 }
                 let task = db.task(step.task_id).ok();

@@ -33,7 +33,7 @@ async fn retry(
             _ = tokio::time::sleep(wait) => {}
         }
         wait = (wait * 2).min(MAX_WAIT);
-        let looked = match look(&ws, &store, grace, Some(&ids)).await {
+        let looked = match look(&ws, &store, grace, Some(&ids), None).await {
             Ok(l) => l,
             Err(e) => {
                 tracing::warn!("looking again for steps left by the last engine failed: {e}");

@@ -182,11 +182,7 @@ impl super::Engine {
                                 let result = answer.command_result();
                                 let _ = store
                                     .write(move |db| {
-                                        db.finish_command(
-                                            c,
-                                            crate::store::CommandState::Done,
-                                            &result,
-                                        )
+                                        db.finish_answered_command(c, &result)
                                     })
                                     .await;
                             }

@@ -21,6 +21,8 @@ pub(super) struct Claimed {
     reattach: bool,
     /// Its opening line was stored with the claim.
     announced: bool,
+    /// The claim's fence (none for a step picked up again after a restart without one).
+    fence: Option<i64>,
 }
 
 /// A line of the engine's own for a step's log, to store inside a transaction.
@@ -44,11 +46,13 @@ fn claim_due(db: &Db, free: usize, me: &Claimant) -> crate::store::Result<Vec<Cl
     // one row at a time past such steps.
     let mut steps = Vec::new();
     let mut held = false;
-    for step in db.claim_due_step_runs(now, free as i64, Some(&me.name))? {
+    let by = me.claim_by();
+    for c in db.claim_due_step_runs(now, free as i64, Some(&by))? {
+        let step = c.step;
         // An unreadable snapshot is reported by the step itself (it cannot start).
         let pipeline = db.pipeline(step.task_id).ok();
         if me.may_run(requires(pipeline.as_deref(), &step.status)) {
-            steps.push((step, pipeline));
+            steps.push((step, pipeline, c.fence));
         } else {
             db.unclaim_step_run(step.id)?;
             held = true;
@@ -59,7 +63,7 @@ fn claim_due(db: &Db, free: usize, me: &Claimant) -> crate::store::Result<Vec<Cl
     }
     // An execution key is unique, so a pending row's key can never have succeeded: the
     // claim alone decides.
-    for (step, pipeline) in steps {
+    for (step, pipeline, fence) in steps {
         let task = db.task(step.task_id)?;
         db.set_task_state(task.id, TaskState::Running)?;
         let handoff = match task.run_id {
@@ -86,6 +90,7 @@ fn claim_due(db: &Db, free: usize, me: &Claimant) -> crate::store::Result<Vec<Cl
             handoff,
             reattach: false,
             announced,
+            fence,
         });
     }
     Ok(out)
@@ -98,7 +103,7 @@ fn claim_past_held(
     now: i64,
     free: usize,
     me: &Claimant,
-    steps: &mut Vec<(StepRun, Option<std::sync::Arc<Pipeline>>)>,
+    steps: &mut Vec<(StepRun, Option<std::sync::Arc<Pipeline>>, Option<i64>)>,
 ) -> crate::store::Result<()> {
     let mut held = 0;
     while steps.len() < free {
@@ -106,18 +111,16 @@ fn claim_past_held(
         let due = db.due_step_runs(now, limit as i64)?;
         let exhausted = due.len() < limit;
         held = 0;
-        for mut step in due {
+        for step in due {
             let pipeline = db.pipeline(step.task_id).ok();
             if !me.may_run(requires(pipeline.as_deref(), &step.status)) {
                 held += 1;
                 continue;
             }
-            if !db.claim_step_run_by(step.id, now, Some(&me.name))? {
+            let Some(c) = db.claim_step_run_by(step.id, now, Some(&me.claim_by()))? else {
                 continue;
-            }
-            step.state = crate::store::StepState::Running;
-            step.started_at = Some(now);
-            steps.push((step, pipeline));
+            };
+            steps.push((c.step, pipeline, c.fence));
             if steps.len() == free {
                 break;
             }
@@ -170,6 +173,17 @@ enum End {
 /// retry it queued comes due.
 type Ended = (Option<super::actions::Applied>, Vec<Claimed>, Option<i64>);
 
+/// The claim a step's end is written under.
+#[derive(Clone, Copy)]
+struct Held {
+    /// The claim's fence: the end is written only while the row still runs under it.
+    fence: Option<i64>,
+    /// This engine stopped the step because the task moved on (an abort it applied).
+    moved_here: bool,
+    /// This engine already found and reported the claim lost.
+    lost_known: bool,
+}
+
 /// A step's end as one transaction: its closing log line, its result, the move it causes,
 /// and the claim of up to `free` steps that can start now (each with its opening line).
 fn step_end(
@@ -178,8 +192,21 @@ fn step_end(
     report: &StepReport,
     outside: &Outside,
     end: End,
+    held: Held,
     (free, me): (usize, &Claimant),
 ) -> Result<Ended> {
+    // A step no longer running under this engine's claim (reaped while the engine was
+    // cut off or paused, aborted elsewhere) has its result dropped: another engine may
+    // have run it again already. Only a step this engine stopped itself ends as before.
+    if let Some(fence) = held.fence
+        && (held.lost_known || !held.moved_here)
+        && !db.holds_step_run(step_id, &me.name, fence)?
+    {
+        if !held.lost_known {
+            super::lease::record_lost(db, step_id, &me.name)?;
+        }
+        return Ok((None, claim_due(db, free, me)?, None));
+    }
     // The step's last line, after every line it sent (they were queued before its report).
     if let Some(line) = report.closing.clone() {
         db.insert_log_lines_or_skip(&[system_line(step_id, line)])?;
@@ -258,6 +285,7 @@ impl Engine {
                         Some(r) => db.last_handoff(r)?,
                         None => None,
                     };
+                    let fence = db.step_fence(step.id)?;
                     out.push(Claimed {
                         pipeline: db.pipeline(task.id).ok(),
                         step,
@@ -265,6 +293,7 @@ impl Engine {
                         handoff,
                         reattach: true,
                         announced: false,
+                        fence,
                     });
                 }
                 Ok(out)
@@ -319,6 +348,7 @@ impl Engine {
             handoff,
             reattach,
             announced,
+            fence,
         } = c;
         let _ = self
             .events
@@ -346,6 +376,8 @@ impl Engine {
                     && pipeline
                         .as_ref()
                         .is_some_and(|p| super::transition::uses_clean_worktree(p)),
+                fence,
+                lost: false,
             },
         );
         // Cancelled however the step's task ends (after its report is sent).
@@ -485,6 +517,11 @@ impl Engine {
     pub(super) async fn on_finished(&mut self, step_id: i64, report: StepReport) {
         let running = self.running.remove(&step_id);
         let reason = running.as_ref().and_then(|r| r.reason);
+        let held = Held {
+            fence: running.as_ref().and_then(|r| r.fence),
+            moved_here: reason == Some(StopReason::Moved),
+            lost_known: running.as_ref().is_some_and(|r| r.lost),
+        };
         let task_id = running.as_ref().map_or(0, |r| r.task_id);
         let shutdown = reason == Some(StopReason::Shutdown)
             && report.state == crate::store::StepState::Cancelled;
@@ -518,7 +555,7 @@ impl Engine {
                         forge,
                     };
                     let end = if shutdown { End::Shutdown } else { End::Report };
-                    step_end(db, step_id, &report, &outside, end, (free, &me))
+                    step_end(db, step_id, &report, &outside, end, held, (free, &me))
                 })
                 .await;
             match out {

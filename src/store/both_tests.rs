@@ -263,9 +263,9 @@ both!(fn follow_ups_prs_dependencies_and_edits_read_back(board) {
         .unwrap();
     assert_eq!((f1.key.as_str(), f1.state.as_str(), f1.attempts), (format!("hook:{}:0", f1.history_id).as_str(), "pending", 0));
     assert_eq!(store.read().open_followups().unwrap().len(), 2);
-    assert_eq!(store.write(|db| db.start_followup(f1.id)).unwrap(), Some(1));
+    assert_eq!(store.write(|db| db.start_followup(f1.id, "e")).unwrap(), Some(1));
     store.write(|db| db.finish_followup(f1.id, true, "ok")).unwrap();
-    assert_eq!(store.write(|db| db.start_followup(f1.id)).unwrap(), None, "finished");
+    assert_eq!(store.write(|db| db.start_followup(f1.id, "e")).unwrap(), None, "finished");
     store.write(|db| db.set_followup_task(f1.id, b)).unwrap();
     assert_eq!(store.read().sibling_tasks(f2.id).unwrap(), [b]);
     assert!(store.read().any_open_followups().unwrap());

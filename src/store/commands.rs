@@ -43,9 +43,28 @@ impl Db<'_> {
 
     /// Marks a command handled with its result text (a summary, or the error sentence).
     pub fn finish_command(&self, id: i64, state: CommandState, result: &str) -> Result<()> {
-        self.exec(
-            "UPDATE commands SET state = ?1, result = ?2, handled_at = ?3 WHERE id = ?4",
+        // Taking a command is a compare-and-set inside the transaction that applies it:
+        // several engines drain one board's commands, and only the first to finish one
+        // commits; the others' transactions roll back with this error.
+        let n = self.exec(
+            "UPDATE commands SET state = ?1, result = ?2, handled_at = ?3 \
+             WHERE id = ?4 AND state = 'pending'",
             params![state, result, now_ms(), id],
+        )?;
+        if n == 0 {
+            return Err(super::StoreError::Conflict(format!(
+                "command {id} was already taken by another engine"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Finishes a command that waited for a running step's word (`answering`).
+    pub fn finish_answered_command(&self, id: i64, result: &str) -> Result<()> {
+        self.exec(
+            "UPDATE commands SET state = 'done', result = ?1, handled_at = ?2 \
+             WHERE id = ?3 AND state = 'answering'",
+            params![result, now_ms(), id],
         )?;
         Ok(())
     }

@@ -91,13 +91,19 @@ impl Db<'_> {
             .is_some())
     }
 
-    /// Marks a follow-up started; returns its attempt number, or None when it has already
-    /// finished (another runner got there first).
-    pub fn start_followup(&self, id: i64) -> Result<Option<i64>> {
+    /// Marks a follow-up started by engine `engine`; returns its attempt number, or None when
+    /// it has already finished (another runner got there first) or another engine that is
+    /// still live runs it. One left `running` by an engine that is gone (or by this one's
+    /// previous incarnation) is started again.
+    pub fn start_followup(&self, id: i64, engine: &str) -> Result<Option<i64>> {
+        let now = self.engine_clock()?;
         let n = self.exec(
-            "UPDATE followups SET state = 'running', attempts = attempts + 1 \
-             WHERE id = ?1 AND state IN ('pending', 'running')",
-            [id],
+            "UPDATE followups SET state = 'running', attempts = attempts + 1, engine = ?2 \
+             WHERE id = ?1 AND (state = 'pending' OR state = 'running' AND \
+             (engine IS NULL OR engine = ?2 OR NOT EXISTS (SELECT 1 FROM engines e \
+              WHERE e.name = followups.engine AND e.stopped_at IS NULL \
+              AND ?3 - e.heartbeat_at < e.lease_ms)))",
+            params![id, engine, now],
         )?;
         if n == 0 {
             return Ok(None);

@@ -9,6 +9,7 @@
 
 mod backend;
 mod cards;
+mod claims;
 mod commands;
 mod deps;
 mod dump;
@@ -32,6 +33,7 @@ mod types;
 mod verify;
 
 pub use cards::TaskCard;
+pub use claims::{ClaimBy, Expired, StepClaim};
 pub use deps::Blocker;
 pub use dump::Carried;
 pub use engines::{EngineRow, EngineView, NewEngine, Registered};

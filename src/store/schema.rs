@@ -298,6 +298,15 @@ pub(super) const MIGRATIONS: &[&str] = &[
     );
     ALTER TABLE step_runs ADD COLUMN engine TEXT;
     "#,
+    // Several engines on one board: a claim gives its step run a lease (renewed by its
+    // engine's heartbeats, timed by the database's clock) and a fence number, unique per
+    // claim, that its engine's later writes must match. A follow-up names the engine that
+    // runs it, so no other live engine starts it again.
+    r#"
+    ALTER TABLE step_runs ADD COLUMN lease_until INTEGER;
+    ALTER TABLE step_runs ADD COLUMN fence INTEGER;
+    ALTER TABLE followups ADD COLUMN engine TEXT;
+    "#,
 ];
 
 /// Migrations whose SQLite text has no faithful PostgreSQL rendering, by position in

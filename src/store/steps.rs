@@ -3,7 +3,7 @@
 use super::sql::{Optional, Row, SqlResult, params};
 use super::{Db, Result, StepRun, StepState, now_ms};
 
-const STEP_COLS: &str = "id, task_id, run_id, status, attempt, execution_key, state, exit_code, \
+pub(super) const STEP_COLS: &str = "id, task_id, run_id, status, attempt, execution_key, state, exit_code, \
     outcome, error, note, not_before, created_at, started_at, finished_at, pid, pgid, proc_start, \
     session_id, usage_json, cost, tests_json, handoff_content, handoff_metadata, seq, \
     continued_from";
@@ -13,7 +13,7 @@ fn json_col(r: &Row, i: usize) -> SqlResult<Option<serde_json::Value>> {
     Ok(text.and_then(|t| serde_json::from_str(&t).ok()))
 }
 
-fn step_row(r: &Row) -> SqlResult<StepRun> {
+pub(super) fn step_row(r: &Row) -> SqlResult<StepRun> {
     Ok(StepRun {
         id: r.get(0)?,
         task_id: r.get(1)?,
@@ -170,22 +170,6 @@ impl Db<'_> {
             .is_some())
     }
 
-    /// Moves a pending step run to running. Returns false if it was no longer pending
-    /// (claimed, cancelled), so a step is started at most once.
-    pub fn claim_step_run(&self, id: i64, now: i64) -> Result<bool> {
-        self.claim_step_run_by(id, now, None)
-    }
-
-    /// [`Db::claim_step_run`], naming the engine that starts it.
-    pub fn claim_step_run_by(&self, id: i64, now: i64, engine: Option<&str>) -> Result<bool> {
-        let n = self.exec(
-            "UPDATE step_runs SET state = 'running', started_at = ?1, engine = ?3 \
-             WHERE id = ?2 AND state = 'pending'",
-            params![now, id, engine],
-        )?;
-        Ok(n == 1)
-    }
-
     /// Records the process a running step started, for orphan cleanup after a crash.
     pub fn set_step_process(&self, id: i64, pid: i64, proc_start: Option<i64>) -> Result<()> {
         self.exec(
@@ -324,34 +308,12 @@ impl Db<'_> {
         )?)
     }
 
-    /// Claims up to `limit` pending step runs whose time has come, oldest first, moving
-    /// them to running in one statement; returns them as claimed. Only a pending row is
-    /// claimed, so a step is started at most once.
-    pub fn claim_due_step_runs(
-        &self,
-        now: i64,
-        limit: i64,
-        engine: Option<&str>,
-    ) -> Result<Vec<StepRun>> {
-        let mut claimed = self.all(
-            &format!(
-                "UPDATE step_runs SET state = 'running', started_at = ?1, engine = ?3 WHERE id IN \
-                 (SELECT id FROM step_runs WHERE state = 'pending' AND not_before <= ?1 \
-                  ORDER BY id LIMIT ?2) RETURNING {STEP_COLS}"
-            ),
-            params![now, limit, engine],
-            step_row,
-        )?;
-        claimed.sort_by_key(|s| s.id);
-        Ok(claimed)
-    }
-
     /// Puts a step run claimed in this transaction back to pending (its engine may not run
     /// it).
     pub fn unclaim_step_run(&self, id: i64) -> Result<()> {
         self.exec(
-            "UPDATE step_runs SET state = 'pending', started_at = NULL, engine = NULL \
-             WHERE id = ?1 AND state = 'running'",
+            "UPDATE step_runs SET state = 'pending', started_at = NULL, engine = NULL, \
+             fence = NULL, lease_until = NULL WHERE id = ?1 AND state = 'running'",
             [id],
         )?;
         Ok(())

@@ -192,10 +192,6 @@ pub enum Location {
     Postgres(Box<PgTarget>),
 }
 
-/// Held by the engine that runs a PostgreSQL board, on its writer's connection, for as long
-/// as it runs (an advisory lock's key): a second engine is refused.
-pub(super) const ENGINE_LOCK_KEY: i64 = 0x6261_746f_6e02;
-
 impl Location {
     /// Where the board is: `BATON_DATABASE_URL` wins over the config's `[store] store`
     /// (`setting`, with the file it came from); with neither, the SQLite file `db`.

@@ -1,6 +1,5 @@
 //! Opening a board kept in PostgreSQL: a [`Store`] on one connection, a [`StoreHandle`] on
-//! two, the engine's with the board's engine lock, and either store wherever a workspace's
-//! board lives.
+//! two, and either store wherever a workspace's board lives.
 
 use super::super::{Backend, Result, Store, StoreError, StoreHandle, pg};
 use super::{PgStore, PgTarget};
@@ -14,24 +13,20 @@ impl Store {
         // that drives one (an async caller's): it connects on a thread of its own, and the
         // store is then used on a store thread or a plain one.
         std::thread::scope(|s| {
-            s.spawn(|| Self::connect_postgres(target, false))
+            s.spawn(|| Self::connect_postgres(target))
                 .join()
                 .unwrap_or_else(|_| Err(StoreError::Closed))
         })
     }
 
-    /// [`Store::open_postgres`] for the engine's writer: its connection holds the board's
-    /// engine lock while it is open, and a board another engine holds is refused (several
-    /// engines on one board need claims on the steps, which are not there yet).
+    /// [`Store::open_postgres`] for an engine's writer. Several engines may run one
+    /// board: each claims steps under a lease and a fence, and a second engine under a
+    /// live engine's name is refused when it registers.
     pub fn open_postgres_engine(target: &PgTarget) -> Result<Self> {
-        std::thread::scope(|s| {
-            s.spawn(|| Self::connect_postgres(target, true))
-                .join()
-                .unwrap_or_else(|_| Err(StoreError::Closed))
-        })
+        Self::open_postgres(target)
     }
 
-    fn connect_postgres(target: &PgTarget, engine: bool) -> Result<Self> {
+    fn connect_postgres(target: &PgTarget) -> Result<Self> {
         let mut pg = PgStore::connect(target)?;
         if pg.schema_version()? != Some(super::super::schema::SCHEMA_VERSION) {
             pg.migrate()?;
@@ -43,19 +38,6 @@ impl Store {
             path: PathBuf::from(target.shown()),
             pipelines: Default::default(),
         };
-        if engine {
-            let held: bool = store.read().one(
-                "SELECT pg_try_advisory_lock(?1)",
-                [pg::ENGINE_LOCK_KEY],
-                |r| r.get(0),
-            )?;
-            if !held {
-                return Err(StoreError::Conflict(format!(
-                    "another engine runs the board at {} — one engine per PostgreSQL board for now: stop that one first, or give this workspace its own board",
-                    target.shown()
-                )));
-            }
-        }
         Ok(store)
     }
 

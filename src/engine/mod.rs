@@ -55,6 +55,7 @@ pub mod triggers;
 pub mod views;
 pub mod waits;
 pub mod wake;
+mod pg_wake;
 
 pub use actions::{
     Action, Applied, Created, MAX_TITLE, MergeGate, Outside, Request, blank_title,
@@ -103,6 +104,9 @@ pub enum EngineEvent {
     /// Pipeline, agent or config files changed and were read again; `problems` holds one
     /// sentence per error (the last good version of each broken file stays in force).
     Reloaded { problems: Vec<String> },
+    /// The board's database was lost or is back (also sent as a [`EngineEvent::Notice`]):
+    /// boards attached from other processes hear it.
+    Database { text: String },
     /// A `notify` hook fired: boards ring the bell and post a desktop notification.
     /// Title and body are already sanitised (no control characters).
     Notify {
@@ -208,6 +212,8 @@ pub struct Engine {
     /// Wake-ups from other processes through `.baton/engine.sock`. Declared before the
     /// lock: fields drop in order, so the socket is gone before another engine can start.
     _wake: Option<wake::Listener>,
+    /// On a PostgreSQL board: other machines' commits, heard through LISTEN.
+    _pg_wake: Option<pg_wake::Listener>,
     _lock: EngineLock,
     events: broadcast::Sender<EngineEvent>,
     requests_tx: mpsc::Sender<(Order, Reply)>,
@@ -351,7 +357,7 @@ impl Engine {
             }
             None => {
                 let ws = ws.clone();
-                tokio::task::spawn_blocking(move || crate::engine::board::open_engine_handle(&ws))
+                tokio::task::spawn_blocking(move || crate::engine::board::open_engine_handle(&ws, apply_only))
                     .await
                     .map_err(|e| EngineError::Other(e.to_string()))??
             }
@@ -415,6 +421,12 @@ impl Engine {
         let (logs, log_rx) = mpsc::channel(16);
         let log_writer = tokio::spawn(logwriter::run(store.clone(), log_rx, events.clone()));
         let (wake_tx, wake_rx) = mpsc::unbounded_channel();
+        let pg_wake = match crate::engine::board::postgres_board(ws) {
+            Ok(Some(t)) if !apply_only => {
+                pg_wake::for_engine(t, wake_tx.clone(), events.clone())
+            }
+            _ => None,
+        };
         let listener = match wake::Listener::bind(&ws.dir(), wake_tx, events.clone()) {
             _ if apply_only => None,
             Ok(l) => Some(l),
@@ -458,6 +470,7 @@ impl Engine {
             _defs: defs,
             wake_rx,
             _wake: listener,
+            _pg_wake: pg_wake,
             look_again: false,
             next_due: None,
             trigger_errors,

@@ -39,6 +39,7 @@ impl Store {
         let store = Store {
             backend: Backend::Postgres(Box::new(std::cell::RefCell::new(pg::conn::PgConn::new(
                 pg.into_client(),
+                Some(target.clone()),
             )))),
             path: PathBuf::from(target.shown()),
             pipelines: Default::default(),

@@ -214,6 +214,8 @@ pub struct Engine {
     _wake: Option<wake::Listener>,
     /// On a PostgreSQL board: other machines' commits, heard through LISTEN.
     _pg_wake: Option<pg_wake::Listener>,
+    /// On a PostgreSQL board: whether its database can be reached, as the listener hears.
+    db_up: Option<tokio::sync::watch::Receiver<bool>>,
     _lock: EngineLock,
     events: broadcast::Sender<EngineEvent>,
     requests_tx: mpsc::Sender<(Order, Reply)>,
@@ -421,11 +423,13 @@ impl Engine {
         let (logs, log_rx) = mpsc::channel(16);
         let log_writer = tokio::spawn(logwriter::run(store.clone(), log_rx, events.clone()));
         let (wake_tx, wake_rx) = mpsc::unbounded_channel();
-        let pg_wake = match crate::engine::board::postgres_board(ws) {
+        let (pg_wake, db_up) = match crate::engine::board::postgres_board(ws) {
             Ok(Some(t)) if !apply_only => {
-                pg_wake::for_engine(t, wake_tx.clone(), events.clone())
+                let (up, db_up) = tokio::sync::watch::channel(true);
+                let l = pg_wake::for_engine(t, wake_tx.clone(), events.clone(), up);
+                (l, Some(db_up))
             }
-            _ => None,
+            _ => (None, None),
         };
         let listener = match wake::Listener::bind(&ws.dir(), wake_tx, events.clone()) {
             _ if apply_only => None,
@@ -471,6 +475,7 @@ impl Engine {
             wake_rx,
             _wake: listener,
             _pg_wake: pg_wake,
+            db_up,
             look_again: false,
             next_due: None,
             trigger_errors,

@@ -24,15 +24,18 @@ const BACK: &str = "the board's database can be reached again";
 
 /// For an engine: other processes' commits poke `wake`; losing and regaining the
 /// database goes to the log and, as a notice, to boards.
+/// `up` follows whether the database can be reached.
 pub fn for_engine(
     target: PgTarget,
     wake: mpsc::UnboundedSender<Wake>,
     events: broadcast::Sender<EngineEvent>,
+    up: tokio::sync::watch::Sender<bool>,
 ) -> Option<Listener> {
     let heard = move |h: Heard| {
         match h {
             Heard::Changed | Heard::Poll => return wake.send(Wake::Poke).is_ok(),
             Heard::Lost(why) => {
+                up.send_replace(false);
                 tracing::error!("{why} — connecting again with backoff");
                 let text = lost_text(&why);
                 let _ = events.send(EngineEvent::Database { text: text.clone() });
@@ -42,6 +45,7 @@ pub fn for_engine(
                 });
             }
             Heard::Back => {
+                up.send_replace(true);
                 tracing::info!("{BACK}");
                 let _ = events.send(EngineEvent::Database { text: BACK.into() });
                 let _ = events.send(EngineEvent::Notice {
@@ -76,4 +80,29 @@ pub fn for_client(target: PgTarget, tx: broadcast::Sender<Change>) -> Option<Lis
         tx.send(change).is_ok() || tx.receiver_count() > 0
     };
     listen::listen(target, true, heard).ok()
+}
+
+/// How long a failed write waits to learn whether the database was lost, which the
+/// listener hears at once when the server goes away.
+const LOST_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl super::Engine {
+    /// After a write failed: true once the database, lost meanwhile (or within a second),
+    /// can be reached again, so the write is made again; false when it was not lost, or
+    /// the engine is shutting down. A step's result waits here in memory while the
+    /// database is away, and is written once it is back.
+    pub(super) async fn database_back(&self) -> bool {
+        let Some(up) = &self.db_up else { return false };
+        let mut up = up.clone();
+        if tokio::time::timeout(LOST_WITHIN, up.wait_for(|u| !*u))
+            .await
+            .is_err()
+        {
+            return false;
+        }
+        tokio::select! {
+            back = up.wait_for(|u| *u) => back.is_ok(),
+            _ = self.shutdown.cancelled() => false,
+        }
+    }
 }

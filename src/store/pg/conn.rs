@@ -219,8 +219,10 @@ impl PgConn {
     /// racing approvals of one task) cannot be overtaken between the read and the write:
     /// the second approval reads the task as the first left it, and is refused.
     /// A connection found broken here is made again (nothing was done on it yet), so the
-    /// first write after the database is back succeeds.
+    /// first write after the database is back succeeds: a write tries at once, whatever
+    /// the backoff (reads wait for it).
     pub fn begin(&mut self) -> SqlResult<()> {
+        self.broken = self.broken.map(|(_, w)| (Instant::now(), w));
         self.alive()?;
         match self.begin_once() {
             Err(Error::Postgres(e)) if broken(&e) => {

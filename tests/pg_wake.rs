@@ -27,7 +27,7 @@ const HOLD: &str = r#"{
   "name": "Hold",
   "statuses": [
     {"id": "todo", "kind": "queue"},
-    {"id": "build", "step": {"script": "while [ ! -f go ]; do sleep 0.05; done; echo held-line"}},
+    {"id": "build", "step": {"script": "while [ ! -f go ]; do sleep 0.05; done; echo held-line; : > ended"}},
     {"id": "review", "kind": "gate"},
     {"id": "done", "kind": "done"},
     {"id": "failed", "kind": "failed"},
@@ -124,7 +124,10 @@ fn start_task(ws: &Ws, pg: &Pg, pipeline: &str, title: &str) -> i64 {
 
 /// True when tmux runs here; else says so (a failure under BATON_REQUIRE_INFRA=1).
 fn has_tmux() -> bool {
-    let found = std::process::Command::new("tmux").arg("-V").output().is_ok_and(|o| o.status.success());
+    let found = std::process::Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
     if !found {
         infra::missing("tmux", "install tmux");
     }
@@ -168,16 +171,27 @@ fn the_engine_lives_through_the_database_restarting() {
         step_states(&pg, held) == ["running"]
     });
     pg.stop_server();
-    // The engine says it lost the database (its listener hears the server go).
-    let started = std::time::Instant::now();
-    loop {
-        let left = PATIENCE.saturating_sub(started.elapsed());
-        let line = log.recv_timeout(left).expect("the engine says the database is lost");
-        if line.contains("lost the connection to PostgreSQL") {
-            break;
-        }
-    }
     std::fs::write(here.root().join("go"), "").unwrap();
+    // The step ends while the server is away; its result waits for it.
+    wait_within("the held step to end", PATIENCE, || {
+        here.root().join("ended").exists()
+    });
+    let said = |what: &str| {
+        let started = std::time::Instant::now();
+        let mut seen = String::new();
+        loop {
+            let left = PATIENCE.saturating_sub(started.elapsed());
+            let line = log
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("the engine says {what}; it said:\n{seen}"));
+            if line.contains(what) {
+                break;
+            }
+            seen.push_str(&line);
+            seen.push('\n');
+        }
+    };
+    said("its result waits for the database");
     pg.start_server();
     // Its result waited, and was written once the database was back.
     wait_within("the held step's result", PATIENCE, || {
@@ -202,7 +216,10 @@ fn serve_answers_on_a_postgres_board() {
         &[
             ("BATON_DATABASE_URL", url.as_str()),
             ("PGPASSWORD", PASSWORD),
-            ("XDG_CONFIG_HOME", ws.dir.path().join("xdg").to_str().unwrap()),
+            (
+                "XDG_CONFIG_HOME",
+                ws.dir.path().join("xdg").to_str().unwrap(),
+            ),
         ],
     );
     let tasks: serde_json::Value = reqwest::blocking::Client::new()
@@ -244,7 +261,11 @@ fn the_board_draws_a_postgres_board_in_tmux() {
     });
     // A task made from another folder reaches the board through the database.
     let there = folder();
-    ok(&there, &pg, &["new", "made elsewhere", "--pipeline", "gate"]);
+    ok(
+        &there,
+        &pg,
+        &["new", "made elsewhere", "--pipeline", "gate"],
+    );
     tmux.wait_screen("the task made elsewhere", |s| s.contains("made elsewhere"));
 }
 
@@ -274,5 +295,8 @@ fn the_demo_leaves_a_postgres_board_alone() {
         .query_one("SELECT COUNT(*) FROM tasks", &[])
         .unwrap()
         .get(0);
-    assert_eq!(tasks, 0, "the demo wrote its tasks into the PostgreSQL board");
+    assert_eq!(
+        tasks, 0,
+        "the demo wrote its tasks into the PostgreSQL board"
+    );
 }

@@ -28,6 +28,7 @@ mod logwriter;
 mod moved_by;
 mod notify_hook;
 mod orders;
+mod pg_wake;
 mod placement;
 pub mod playground;
 pub mod progress;
@@ -55,7 +56,6 @@ pub mod triggers;
 pub mod views;
 pub mod waits;
 pub mod wake;
-mod pg_wake;
 
 pub use actions::{
     Action, Applied, Created, MAX_TITLE, MergeGate, Outside, Request, blank_title,
@@ -359,9 +359,11 @@ impl Engine {
             }
             None => {
                 let ws = ws.clone();
-                tokio::task::spawn_blocking(move || crate::engine::board::open_engine_handle(&ws, apply_only))
-                    .await
-                    .map_err(|e| EngineError::Other(e.to_string()))??
+                tokio::task::spawn_blocking(move || {
+                    crate::engine::board::open_engine_handle(&ws, apply_only)
+                })
+                .await
+                .map_err(|e| EngineError::Other(e.to_string()))??
             }
         };
         // This engine holds the workspace's lock: its store's last write may say that the

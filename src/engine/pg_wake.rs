@@ -4,10 +4,10 @@
 //! engine, a change for its board or stream. Losing the database and getting it back is
 //! said once each, in the log and to boards.
 
-use super::wake::{Change, Wake};
 use super::EngineEvent;
-use crate::store::pg::listen::{self, Heard};
+use super::wake::{Change, Wake};
 use crate::store::PgTarget;
+use crate::store::pg::listen::{self, Heard};
 use tokio::sync::{broadcast, mpsc};
 
 pub use listen::Listener;
@@ -100,6 +100,13 @@ impl super::Engine {
         {
             return false;
         }
+        let text =
+            "a step ended while the board's database is away: its result waits for the database";
+        tracing::warn!("{text}");
+        let _ = self.events.send(EngineEvent::Notice {
+            task_id: None,
+            text: text.into(),
+        });
         tokio::select! {
             back = up.wait_for(|u| *u) => back.is_ok(),
             _ = self.shutdown.cancelled() => false,

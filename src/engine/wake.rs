@@ -414,7 +414,9 @@ impl Subscription {
                     )));
                 }
                 if let Some(text) = line.strip_prefix("database ") {
-                    return Some(Change::Notice(crate::ansi::strip(text.trim_end()).into_owned()));
+                    return Some(Change::Notice(
+                        crate::ansi::strip(text.trim_end()).into_owned(),
+                    ));
                 }
                 if let Some(rest) = line.strip_prefix("handover ") {
                     let mut w = rest.split_whitespace().map(|n| n.parse::<u32>().ok());

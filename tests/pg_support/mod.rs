@@ -166,20 +166,43 @@ impl Pg {
             self.dir.path().display()
         );
         let log = self.dir.path().join("log");
-        self.ctl(&["-l", log.to_str().unwrap(), "-w", "-t", "60", "-o", &opts, "start"]);
+        self.ctl(&[
+            "-l",
+            log.to_str().unwrap(),
+            "-w",
+            "-t",
+            "60",
+            "-o",
+            &opts,
+            "start",
+        ]);
     }
 
     /// `pg_ctl restart`: the server stops (breaking every connection) and starts again.
     pub fn restart(&self) {
         let log = self.dir.path().join("log");
-        self.ctl(&["-l", log.to_str().unwrap(), "-m", "fast", "-w", "-t", "60", "restart"]);
+        self.ctl(&[
+            "-l",
+            log.to_str().unwrap(),
+            "-m",
+            "fast",
+            "-w",
+            "-t",
+            "60",
+            "restart",
+        ]);
     }
 
     fn ctl(&self, args: &[&str]) {
         let data = self.dir.path().join("data");
-        let out = as_owner(Command::new(self.bin.join("pg_ctl")).arg("-D").arg(&data).args(args))
-            .output()
-            .expect("run pg_ctl");
+        let out = as_owner(
+            Command::new(self.bin.join("pg_ctl"))
+                .arg("-D")
+                .arg(&data)
+                .args(args),
+        )
+        .output()
+        .expect("run pg_ctl");
         assert!(out.status.success(), "pg_ctl {args:?}: {out:?}");
     }
 

@@ -125,7 +125,6 @@ impl PgConn {
         }
     }
 
-
     /// The prepared statement for the store's text `sql`, rendered and prepared on first use.
     fn prepared(&mut self, sql: &str, returning: bool) -> SqlResult<postgres::Statement> {
         let cache = if returning {
@@ -201,7 +200,13 @@ impl PgConn {
         let r = self.client.query(&stmt, &refs(&values));
         let rows = self.seen(r)?;
         // A statement that changes rows and returns some (`UPDATE … RETURNING`).
-        if self.in_tx && !rows.is_empty() && !sql.trim_start().get(..6).is_some_and(|w| w.eq_ignore_ascii_case("SELECT")) {
+        if self.in_tx
+            && !rows.is_empty()
+            && !sql
+                .trim_start()
+                .get(..6)
+                .is_some_and(|w| w.eq_ignore_ascii_case("SELECT"))
+        {
             self.changed = true;
         }
         Ok(rows)

@@ -117,7 +117,11 @@ pub fn listen(
                     let heard = match next {
                         Ok(Some(n)) if !own && n.payload() == sender_mark() => continue,
                         Ok(Some(_)) => Heard::Changed,
-                        Err(e) => break e.to_string(),
+                        Err(e) => {
+                            break e
+                                .as_db_error()
+                                .map_or(e.to_string(), |d| d.message().into());
+                        }
                         Ok(None) if client.is_closed() => break "the connection closed".into(),
                         Ok(None) => Heard::Poll,
                     };

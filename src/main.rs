@@ -40,21 +40,7 @@ fn main() {
                 failure.code
             }
         },
-        None => {
-            // The board (the TUI) runs on SQLite only so far: a board in PostgreSQL is refused here
-            // rather than opened from `.baton/baton.db`.
-            let refused = match baton::cli::workspace(cli.dir.as_ref()) {
-                Ok(ws) if !cli.demo => baton::cli::refuse_postgres(&ws).err(),
-                _ => None,
-            };
-            match refused {
-                Some(f) => {
-                    eprintln!("baton: {}", f.message);
-                    f.code
-                }
-                None => baton::tui::main(cli.dir.as_ref(), cli.demo),
-            }
-        }
+        None => baton::tui::main(cli.dir.as_ref(), cli.demo),
     };
     std::process::exit(code);
 }

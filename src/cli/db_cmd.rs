@@ -233,19 +233,31 @@ fn imported(carried: &Carried) -> Outcome {
 /// Opens the workspace's store (whole-file administration is the one command that does;
 /// SQLite here, a board in PostgreSQL is refused).
 fn open_store(ws: &Workspace) -> Result<Store, Failure> {
-    super::refuse_postgres(ws)?;
+    sqlite_only(ws)?;
     Ok(Store::open(&ws.db_path())?)
 }
 
 /// Opens the workspace's store for a command that only reads: read-only when this process
 /// may not write there (a read-only checkout or mount), so reading never needs to write.
 fn open_store_to_read(ws: &Workspace) -> Result<Store, Failure> {
-    super::refuse_postgres(ws)?;
+    sqlite_only(ws)?;
     let path = ws.db_path();
     if Store::writable(&path) {
         open_store(ws)
     } else {
         Ok(Store::open_read_only(&path)?)
+    }
+}
+
+/// Refuses a board kept in PostgreSQL for the commands that work on the SQLite file, so
+/// nothing quietly uses `.baton/baton.db` instead.
+fn sqlite_only(ws: &Workspace) -> Result<(), Failure> {
+    match super::store_location(ws)? {
+        Location::Sqlite(_) => Ok(()),
+        Location::Postgres(t) => Err(Failure::new(format!(
+            "this board is kept in PostgreSQL ({}), and this command works on the SQLite file .baton/baton.db — use PostgreSQL's own tools there",
+            t.shown()
+        ))),
     }
 }
 

@@ -418,18 +418,6 @@ pub fn store_location(ws: &Workspace) -> Result<crate::store::Location, Failure>
     .map_err(Failure::new)
 }
 
-/// Refuses a board kept in PostgreSQL for what runs only on SQLite so far (the board,
-/// `baton serve` and `baton mcp`), so nothing quietly uses `.baton/baton.db` instead.
-pub fn refuse_postgres(ws: &Workspace) -> Result<(), Failure> {
-    match store_location(ws)? {
-        crate::store::Location::Sqlite(_) => Ok(()),
-        crate::store::Location::Postgres(t) => Err(Failure::new(format!(
-            "this board is kept in PostgreSQL ({}), where this baton runs the engine, task commands and `baton db` — the board (the TUI), `baton serve` and `baton mcp` still need SQLite: use the CLI, or unset BATON_DATABASE_URL and remove `store` from [store] to use .baton/baton.db",
-            t.shown()
-        ))),
-    }
-}
-
 /// A task id as written in a list (`3, 4` as well as `3,4`).
 fn task_id(text: &str) -> Result<i64, String> {
     let t = text.trim();
@@ -442,9 +430,6 @@ fn task_id(text: &str) -> Result<i64, String> {
 
 /// Runs a headless subcommand.
 pub fn dispatch(dir: Option<&PathBuf>, command: Command) -> Outcome {
-    if matches!(command, Command::Serve { .. } | Command::Mcp) {
-        refuse_postgres(&workspace(dir)?)?;
-    }
     match command {
         Command::Init { agent } => tasks::init(dir, agent.as_deref()),
         Command::Pipelines(cmd) => pipelines::run(dir, cmd),

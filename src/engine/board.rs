@@ -5,9 +5,21 @@
 use crate::store::{Location, PgTarget, Result, Store, StoreError, StoreHandle};
 use crate::workspace::Workspace;
 
+/// Set by [`sqlite_only`]: this process keeps every board in its SQLite file.
+static SQLITE_ONLY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Makes this process ignore `BATON_DATABASE_URL` and `[store] store` (the demo's
+/// throwaway workspace, whose board must not land in a team's database).
+pub fn sqlite_only() {
+    SQLITE_ONLY.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// The PostgreSQL board of workspace `ws`, when its board is kept there (see
 /// [`Location::resolve`]); `None` for its SQLite file.
 pub fn postgres_board(ws: &Workspace) -> Result<Option<PgTarget>> {
+    if SQLITE_ONLY.load(std::sync::atomic::Ordering::Relaxed) {
+        return Ok(None);
+    }
     let setting = crate::workspace::store_setting(
         &ws.config_path(),
         crate::workspace::layered::user_config_path().as_deref(),
@@ -48,9 +60,7 @@ pub fn open_handle(ws: &Workspace) -> Result<StoreHandle> {
 /// there is no whole-file check).
 pub fn open_engine_handle(ws: &Workspace) -> Result<StoreHandle> {
     match postgres_board(ws)? {
-        Some(t) => {
-            StoreHandle::from_store(Store::open_postgres_engine(&t)?, Store::open_postgres(&t)?)
-        }
+        Some(t) => StoreHandle::open_postgres(&t),
         None => StoreHandle::open_checked(&ws.db_path()),
     }
 }

@@ -73,6 +73,8 @@ enum Link {
     Attached {
         /// Ends the thread following the engine when dropped (None: nothing follows it).
         _follow: Option<Follow>,
+        /// On a PostgreSQL board whose engine runs elsewhere: its LISTEN connection.
+        _listen: Option<super::pg_wake::Listener>,
         /// Who runs the engine followed, as it said when this client attached.
         owner: Option<super::wake::Owner>,
     },
@@ -143,6 +145,20 @@ impl Client {
                 }
                 // Another engine took the lock meanwhile: attach to it.
                 Err(EngineError::Workspace(WorkspaceError::EngineRunning(_))) => {}
+                // The board's engine runs on another machine: follow the board itself.
+                Err(EngineError::Store(crate::store::StoreError::Conflict(why))) => {
+                    let board = super::board::postgres_board(ws).ok().flatten();
+                    if let Some(t) = board {
+                        tracing::info!("{why}; this board follows it");
+                        let link = Link::Attached {
+                            _follow: None,
+                            _listen: super::pg_wake::for_client(t, tx.clone()),
+                            owner: None,
+                        };
+                        return Ok((Self::with(ws, link, store), None));
+                    }
+                    return Err(why);
+                }
                 Err(e) => {
                     tracing::error!("the engine could not start: {e}");
                     return Err(e.to_string());
@@ -159,6 +175,7 @@ impl Client {
                 .flatten();
         let link = Link::Attached {
             _follow: Some(follow),
+            _listen: None,
             owner,
         };
         Ok((Self::with(ws, link, store), Some(gone)))
@@ -205,6 +222,7 @@ impl Client {
     pub fn for_command(ws: &Workspace) -> Self {
         let link = Link::Attached {
             _follow: None,
+            _listen: None,
             owner: None,
         };
         Self::with(ws, link, None)
@@ -484,7 +502,7 @@ fn forward(mut events: broadcast::Receiver<EngineEvent>, tx: broadcast::Sender<C
                     Change::Notice(super::wake::handover_text(pid, running))
                 }
                 // Said by its Notice too.
-                Ok(EngineEvent::Stopping { .. }) => continue,
+                Ok(EngineEvent::Stopping { .. } | EngineEvent::Database { .. }) => continue,
                 Err(RecvError::Closed) => return,
             };
             let _ = tx.send(change);

@@ -29,6 +29,7 @@ mod logwriter;
 mod moved_by;
 mod notify_hook;
 mod orders;
+mod pg_wake;
 mod placement;
 pub mod playground;
 pub mod progress;
@@ -104,6 +105,9 @@ pub enum EngineEvent {
     /// Pipeline, agent or config files changed and were read again; `problems` holds one
     /// sentence per error (the last good version of each broken file stays in force).
     Reloaded { problems: Vec<String> },
+    /// The board's database was lost or is back (also sent as a [`EngineEvent::Notice`]):
+    /// boards attached from other processes hear it.
+    Database { text: String },
     /// A `notify` hook fired: boards ring the bell and post a desktop notification.
     /// Title and body are already sanitised (no control characters).
     Notify {
@@ -213,6 +217,10 @@ pub struct Engine {
     /// Wake-ups from other processes through `.baton/engine.sock`. Declared before the
     /// lock: fields drop in order, so the socket is gone before another engine can start.
     _wake: Option<wake::Listener>,
+    /// On a PostgreSQL board: other machines' commits, heard through LISTEN.
+    _pg_wake: Option<pg_wake::Listener>,
+    /// On a PostgreSQL board: whether its database can be reached, as the listener hears.
+    db_up: Option<tokio::sync::watch::Receiver<bool>>,
     _lock: EngineLock,
     events: broadcast::Sender<EngineEvent>,
     requests_tx: mpsc::Sender<(Order, Reply)>,
@@ -356,9 +364,11 @@ impl Engine {
             }
             None => {
                 let ws = ws.clone();
-                tokio::task::spawn_blocking(move || crate::engine::board::open_engine_handle(&ws))
-                    .await
-                    .map_err(|e| EngineError::Other(e.to_string()))??
+                tokio::task::spawn_blocking(move || {
+                    crate::engine::board::open_engine_handle(&ws)
+                })
+                .await
+                .map_err(|e| EngineError::Other(e.to_string()))??
             }
         };
         // This engine holds the workspace's lock: its store's last write may say that the
@@ -424,6 +434,14 @@ impl Engine {
         let (logs, log_rx) = mpsc::channel(16);
         let log_writer = tokio::spawn(logwriter::run(store.clone(), log_rx, events.clone()));
         let (wake_tx, wake_rx) = mpsc::unbounded_channel();
+        let (pg_wake, db_up) = match crate::engine::board::postgres_board(ws) {
+            Ok(Some(t)) if !apply_only => {
+                let (up, db_up) = tokio::sync::watch::channel(true);
+                let l = pg_wake::for_engine(t, wake_tx.clone(), events.clone(), up);
+                (l, Some(db_up))
+            }
+            _ => (None, None),
+        };
         let listener = match wake::Listener::bind(&ws.dir(), wake_tx, events.clone()) {
             _ if apply_only => None,
             Ok(l) => Some(l),
@@ -467,6 +485,8 @@ impl Engine {
             _defs: defs,
             wake_rx,
             _wake: listener,
+            _pg_wake: pg_wake,
+            db_up,
             look_again: false,
             next_due: None,
             trigger_errors,

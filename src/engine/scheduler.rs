@@ -562,6 +562,8 @@ impl Engine {
                 Err(EngineError::MergePending { task }) if merged.is_none() => {
                     merged = Some(self.merge(task).await);
                 }
+                // The database went away: the result waits for it.
+                Err(_) if self.database_back().await => {}
                 other => break other,
             }
         };

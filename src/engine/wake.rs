@@ -8,8 +8,8 @@
 //!   be written, a full disk): the engine stops the task's step at once and records the
 //!   abort as soon as it can, answering `ok <summary>` or `error <reason>`.
 //! - `subscribe`: the connection stays open and receives a line per change (`task N`,
-//!   `log N`, `all`, `handover PID N`, `stopping TEXT`); it ends when the engine stops, so
-//!   an attached board also learns that.
+//!   `log N`, `all`, `handover PID N`, `stopping TEXT`, `database TEXT`); it ends when
+//!   the engine stops, so an attached board also learns that.
 //! - `who`: the engine answers `PID ROLE` (`engine` for `baton engine`, `front` for one a
 //!   board or a server runs, `command` for `run --wait`'s).
 //! - `handover PID TOKEN`: `baton engine` (process PID) asks an engine a front end runs to
@@ -236,6 +236,7 @@ async fn subscribe(mut stream: UnixStream, mut rx: broadcast::Receiver<EngineEve
             Ok(EngineEvent::Changed) => "all\n".to_string(),
             Ok(EngineEvent::HandingOver { pid, running }) => format!("handover {pid} {running}\n"),
             Ok(EngineEvent::Stopping { text }) => format!("stopping {}\n", text.replace('\n', " ")),
+            Ok(EngineEvent::Database { text }) => format!("database {}\n", text.replace('\n', " ")),
             Ok(EngineEvent::Notify {
                 task_id,
                 title,
@@ -411,6 +412,11 @@ impl Subscription {
                         "the engine is stopping ({}); this board runs it once it has",
                         crate::ansi::strip(text.trim_end())
                     )));
+                }
+                if let Some(text) = line.strip_prefix("database ") {
+                    return Some(Change::Notice(
+                        crate::ansi::strip(text.trim_end()).into_owned(),
+                    ));
                 }
                 if let Some(rest) = line.strip_prefix("handover ") {
                     let mut w = rest.split_whitespace().map(|n| n.parse::<u32>().ok());

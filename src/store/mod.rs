@@ -117,6 +117,7 @@ impl From<sql::Error> for StoreError {
             sql::Error::Sqlite(e) => e.into(),
             sql::Error::NoRows => StoreError::Sql(rusqlite::Error::QueryReturnedNoRows),
             sql::Error::Postgres(_) => StoreError::Postgres(format!("PostgreSQL: {e}")),
+            sql::Error::Down(why) => StoreError::Postgres(why),
             e @ (sql::Error::Column { .. } | sql::Error::RolledBack) => {
                 StoreError::Query(e.to_string())
             }

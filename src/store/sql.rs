@@ -77,6 +77,8 @@ pub enum Error {
     },
     /// PostgreSQL rolled a write transaction back because one of its statements failed.
     RolledBack,
+    /// The PostgreSQL connection is broken and could not be made again yet: why.
+    Down(String),
 }
 
 impl std::fmt::Display for Error {
@@ -92,6 +94,7 @@ impl std::fmt::Display for Error {
             Error::RolledBack => {
                 f.write_str("the transaction was rolled back: one of its statements had failed")
             }
+            Error::Down(why) => f.write_str(why),
         }
     }
 }

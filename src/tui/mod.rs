@@ -50,6 +50,7 @@ pub(crate) fn person() -> String {
 
 pub fn main(dir: Option<&PathBuf>, demo: bool) -> i32 {
     let out = if demo {
+        crate::engine::board::sqlite_only();
         demo::create().and_then(|d| runner::run(&d.ws))
     } else {
         crate::workspace::Workspace::find(dir.map(PathBuf::as_path)).and_then(|ws| runner::run(&ws))

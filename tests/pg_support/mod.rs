@@ -153,6 +153,59 @@ impl Pg {
             .expect("create database");
     }
 
+    /// Stops the server at once (`pg_ctl stop -m fast`): every connection breaks.
+    pub fn stop_server(&self) {
+        self.ctl(&["-m", "fast", "-w", "stop"]);
+    }
+
+    /// Starts it again on the same port after [`Pg::stop_server`].
+    pub fn start_server(&self) {
+        let opts = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
+            self.port,
+            self.dir.path().display()
+        );
+        let log = self.dir.path().join("log");
+        self.ctl(&[
+            "-l",
+            log.to_str().unwrap(),
+            "-w",
+            "-t",
+            "60",
+            "-o",
+            &opts,
+            "start",
+        ]);
+    }
+
+    /// `pg_ctl restart`: the server stops (breaking every connection) and starts again.
+    pub fn restart(&self) {
+        let log = self.dir.path().join("log");
+        self.ctl(&[
+            "-l",
+            log.to_str().unwrap(),
+            "-m",
+            "fast",
+            "-w",
+            "-t",
+            "60",
+            "restart",
+        ]);
+    }
+
+    fn ctl(&self, args: &[&str]) {
+        let data = self.dir.path().join("data");
+        let out = as_owner(
+            Command::new(self.bin.join("pg_ctl"))
+                .arg("-D")
+                .arg(&data)
+                .args(args),
+        )
+        .output()
+        .expect("run pg_ctl");
+        assert!(out.status.success(), "pg_ctl {args:?}: {out:?}");
+    }
+
     /// The server's folder (its log is `log` there).
     pub fn dir(&self) -> &Path {
         self.dir.path()

@@ -1,16 +1,28 @@
 //! A PostgreSQL connection as the store's threads use it: each query text rendered from
 //! the store's `?N` dialect and prepared once, write transactions that take turns as
 //! SQLite's `BEGIN IMMEDIATE` ones do, and values turned into and out of the server's types.
+//! A write transaction that changed something sends `NOTIFY baton` before it commits (see
+//! [`super::listen`]). A connection that breaks (the server restarted, the network cut) is
+//! made again, with backoff, at the next statement outside a transaction.
 
 use crate::store::sql::{Error, Params, SqlResult, Value};
 use postgres::types::{IsNull, ToSql, Type, private::BytesMut};
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 /// The advisory lock every write transaction takes first (see [`PgConn::begin`]).
 const WRITE_LOCK: i64 = 0x6261_746f_6e01;
 
 /// Prepared statements kept per connection, past which the cache starts over.
 const CACHE: usize = 512;
+
+/// Set on every store connection, so a stuck peer cannot hold the board's write lock (or a
+/// row lock) for good: a wait for a lock gives up after 30 s, a transaction left open and
+/// idle (a process frozen halfway) is ended by the server after a minute, which frees its
+/// locks, and no statement runs past five minutes. The store runs nothing slow inside a
+/// transaction, so none of these is reached in normal work.
+const SESSION: &str = "SET lock_timeout = '30s'; \
+     SET idle_in_transaction_session_timeout = '60s'; SET statement_timeout = '300s'";
 
 /// One connection of a store's thread.
 pub struct PgConn {
@@ -26,10 +38,20 @@ pub struct PgConn {
     failed: bool,
     /// A rollback to a savepoint failed: the transaction is lost.
     lost: bool,
+    /// The open transaction changed rows: its commit notifies listeners.
+    changed: bool,
+    /// Where to connect again when the connection breaks (None: it is not made again).
+    target: Option<super::PgTarget>,
+    /// The connection broke: the next try at connecting, and the wait after that one.
+    broken: Option<(Instant, Duration)>,
 }
 
 impl PgConn {
-    pub fn new(client: postgres::Client) -> Self {
+    /// A store connection on `client`; made again from `target` when it breaks.
+    pub fn new(mut client: postgres::Client, target: Option<super::PgTarget>) -> Self {
+        if let Err(e) = client.batch_execute(SESSION) {
+            tracing::warn!("setting PostgreSQL's timeouts failed: {e}");
+        }
         Self {
             client,
             plain: HashMap::new(),
@@ -37,15 +59,70 @@ impl PgConn {
             in_tx: false,
             failed: false,
             lost: false,
+            changed: false,
+            target,
+            broken: None,
         }
     }
 
-    /// Notes a failure inside a transaction (PostgreSQL then refuses its other statements).
+    /// Notes a failure inside a transaction (PostgreSQL then refuses its other statements),
+    /// and a broken connection.
     fn seen<T>(&mut self, r: Result<T, postgres::Error>) -> SqlResult<T> {
-        if r.is_err() && self.in_tx {
-            self.failed = true;
+        if let Err(e) = &r {
+            if self.in_tx {
+                self.failed = true;
+            }
+            if broken(e) {
+                self.broke(&e.to_string());
+            }
         }
         r.map_err(Error::from)
+    }
+
+    /// Notes that the connection broke: it is made again at the next statement outside a
+    /// transaction (said once per outage).
+    fn broke(&mut self, why: &str) {
+        if self.broken.is_none() {
+            let shown = self.target.as_ref().map_or("", |t| t.shown());
+            tracing::error!(
+                "lost the connection to PostgreSQL {shown}: {why} — connecting again in the background; what cannot be written meanwhile fails"
+            );
+            self.broken = Some((Instant::now(), super::listen::BACKOFF.0));
+        }
+    }
+
+    /// Connects again when the connection has broken and the backoff allows a try; an
+    /// error when it is still down.
+    fn alive(&mut self) -> SqlResult<()> {
+        if self.broken.is_none() && self.client.is_closed() {
+            self.broke("the connection closed");
+        }
+        let Some((at, wait)) = self.broken else {
+            return Ok(());
+        };
+        let Some(target) = self.target.clone() else {
+            return Err(Error::Down("the connection closed".into()));
+        };
+        if Instant::now() < at {
+            return Err(Error::Down(format!(
+                "PostgreSQL at {} cannot be reached; trying again",
+                target.shown()
+            )));
+        }
+        // The blocking client cannot connect on a thread that drives a runtime; the
+        // store's threads drive none.
+        match target.connect() {
+            Ok(client) => {
+                *self = Self::new(client, Some(target.clone()));
+                tracing::info!("PostgreSQL at {} can be reached again", target.shown());
+                Ok(())
+            }
+            Err(e) => {
+                let next = (wait * 2).min(super::listen::BACKOFF.1);
+                self.broken = Some((Instant::now() + wait, next));
+                Err(Error::Down(e))
+            }
+        }
     }
 
     /// The prepared statement for the store's text `sql`, rendered and prepared on first use.
@@ -76,29 +153,63 @@ impl PgConn {
         Ok(stmt)
     }
 
+    /// Outside a transaction: the connection made again first if it broke.
+    fn ready(&mut self) -> SqlResult<()> {
+        if self.in_tx { Ok(()) } else { self.alive() }
+    }
+
     /// Runs a statement; how many rows it changed.
     pub fn execute(&mut self, sql: &str, params: &impl Params) -> SqlResult<usize> {
+        self.ready()?;
         let stmt = self.prepared(sql, false)?;
         let values = values(params);
         let r = self.client.execute(&stmt, &refs(&values));
-        Ok(self.seen(r)? as usize)
+        let n = self.seen(r)? as usize;
+        self.changed |= n > 0;
+        Ok(n)
     }
 
     /// Runs an insert with `RETURNING id`; the id.
     pub fn insert(&mut self, sql: &str, params: &impl Params) -> SqlResult<i64> {
+        self.ready()?;
         let stmt = self.prepared(sql, true)?;
         let values = values(params);
         let r = self.client.query_one(&stmt, &refs(&values));
         let row = self.seen(r)?;
+        self.changed = true;
         Ok(row.try_get(0)?)
     }
 
-    /// Every row of a query.
+    /// Every row of a query. Outside a transaction a query the broken connection lost is
+    /// asked again once on a new one (a read; it changed nothing).
     pub fn query(&mut self, sql: &str, params: &impl Params) -> SqlResult<Vec<postgres::Row>> {
+        self.ready()?;
+        match self.query_once(sql, params) {
+            Err(Error::Postgres(e)) if !self.in_tx && broken(&e) => {
+                self.broken = self.broken.map(|(_, w)| (Instant::now(), w));
+                self.alive()?;
+                self.query_once(sql, params)
+            }
+            other => other,
+        }
+    }
+
+    fn query_once(&mut self, sql: &str, params: &impl Params) -> SqlResult<Vec<postgres::Row>> {
         let stmt = self.prepared(sql, false)?;
         let values = values(params);
         let r = self.client.query(&stmt, &refs(&values));
-        self.seen(r)
+        let rows = self.seen(r)?;
+        // A statement that changes rows and returns some (`UPDATE … RETURNING`).
+        if self.in_tx
+            && !rows.is_empty()
+            && !sql
+                .trim_start()
+                .get(..6)
+                .is_some_and(|w| w.eq_ignore_ascii_case("SELECT"))
+        {
+            self.changed = true;
+        }
+        Ok(rows)
     }
 
     fn batch(&mut self, sql: &str) -> SqlResult<()> {
@@ -112,36 +223,80 @@ impl PgConn {
     /// reads a row and changes it on what it read (`transition()`'s compare-and-set: two
     /// racing approvals of one task) cannot be overtaken between the read and the write:
     /// the second approval reads the task as the first left it, and is refused.
+    /// A connection found broken here is made again (nothing was done on it yet), so the
+    /// first write after the database is back succeeds: a write tries at once, whatever
+    /// the backoff (reads wait for it).
     pub fn begin(&mut self) -> SqlResult<()> {
+        self.broken = self.broken.map(|(_, w)| (Instant::now(), w));
+        self.alive()?;
+        match self.begin_once() {
+            Err(Error::Postgres(e)) if broken(&e) => {
+                self.broken = self.broken.map(|(_, w)| (Instant::now(), w));
+                self.alive()?;
+                self.begin_once()
+            }
+            other => other,
+        }
+    }
+
+    fn begin_once(&mut self) -> SqlResult<()> {
         self.failed = false;
         self.lost = false;
+        self.changed = false;
         self.in_tx = true;
         let r = self.client.batch_execute(&format!(
             "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({WRITE_LOCK})"
         ));
-        if r.is_err() {
+        if let Err(e) = &r {
+            if broken(e) {
+                self.broke(&e.to_string());
+            }
             self.rollback();
         }
         r.map_err(Error::from)
     }
 
-    /// Commits, unless a statement failed inside (then rolls back and says so).
+    /// Commits, unless a statement failed inside (then rolls back and says so). A
+    /// transaction that changed rows notifies listeners; PostgreSQL delivers the
+    /// notification only if the commit happens.
     pub fn commit(&mut self) -> SqlResult<()> {
         if self.failed || self.lost {
             self.rollback();
             return Err(Error::RolledBack);
         }
-        let r = self.client.batch_execute("COMMIT");
-        if r.is_ok() {
-            self.in_tx = false;
+        if self.changed {
+            let r = self.client.execute(
+                "SELECT pg_notify($1, $2)",
+                &[&super::listen::CHANNEL, &super::listen::sender_mark()],
+            );
+            if let Err(e) = r {
+                let e = self.seen::<()>(Err(e)).unwrap_err();
+                self.rollback();
+                return Err(e);
+            }
         }
-        r.map_err(Error::from)
+        let r = self.client.batch_execute("COMMIT");
+        match r {
+            Ok(()) => {
+                self.in_tx = false;
+                Ok(())
+            }
+            Err(e) => {
+                let e = self.seen::<()>(Err(e)).unwrap_err();
+                if self.client.is_closed() {
+                    self.in_tx = false;
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Rolls the open transaction back, if there is one.
     pub fn rollback(&mut self) {
         if self.in_tx {
-            if let Err(e) = self.client.batch_execute("ROLLBACK") {
+            if self.client.is_closed() {
+                // The server ended the transaction with the connection.
+            } else if let Err(e) = self.client.batch_execute("ROLLBACK") {
                 tracing::warn!("rolling a PostgreSQL transaction back failed: {e}");
             }
             self.in_tx = false;
@@ -181,6 +336,26 @@ impl PgConn {
     pub fn in_transaction(&self) -> bool {
         self.in_tx && !self.lost && !self.client.is_closed()
     }
+}
+
+/// True when `e` says the connection is gone: closed, a socket error, or the server
+/// shutting down or refusing the connection (SQLSTATE classes 57P and 08).
+fn broken(e: &postgres::Error) -> bool {
+    if e.is_closed() {
+        return true;
+    }
+    if let Some(db) = e.as_db_error() {
+        let code = db.code().code();
+        return code.starts_with("57P") || code.starts_with("08");
+    }
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        if c.is::<std::io::Error>() {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
 }
 
 /// The parameters as values.

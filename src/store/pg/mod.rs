@@ -15,6 +15,7 @@
 pub(super) mod conn;
 pub(super) mod ddl;
 mod dump;
+pub mod listen;
 mod open;
 pub mod target;
 

@@ -19,13 +19,6 @@ impl Store {
         })
     }
 
-    /// [`Store::open_postgres`] for an engine's writer. Several engines may run one
-    /// board: each claims steps under a lease and a fence, and a second engine under a
-    /// live engine's name is refused when it registers.
-    pub fn open_postgres_engine(target: &PgTarget) -> Result<Self> {
-        Self::open_postgres(target)
-    }
-
     fn connect_postgres(target: &PgTarget) -> Result<Self> {
         let mut pg = PgStore::connect(target)?;
         if pg.schema_version()? != Some(super::super::schema::SCHEMA_VERSION) {
@@ -34,6 +27,7 @@ impl Store {
         let store = Store {
             backend: Backend::Postgres(Box::new(std::cell::RefCell::new(pg::conn::PgConn::new(
                 pg.into_client(),
+                Some(target.clone()),
             )))),
             path: PathBuf::from(target.shown()),
             pipelines: Default::default(),

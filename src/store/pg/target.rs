@@ -64,6 +64,13 @@ impl PgTarget {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(Duration::from_secs(10));
         }
+        // A cut network shows as a broken connection within about half a minute, not
+        // the system's two hours, so the store and its listener connect again.
+        config
+            .keepalives(true)
+            .keepalives_idle(Duration::from_secs(15))
+            .keepalives_interval(Duration::from_secs(5))
+            .keepalives_retries(3);
         Ok(Self { config, shown })
     }
 

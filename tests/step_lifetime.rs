@@ -141,7 +141,10 @@ while [ ! -s detached.pid ]; do sleep 0.01; done"#;
     let key = keys.lines().next().unwrap().to_string();
     gone(&ws, &key, "the grandchild to end with its step");
     let detached = pid_in(&ws.root().join("detached.pid")).expect("its pid");
-    assert!(!alive(detached), "the detached grandchild outlived its step");
+    assert!(
+        !alive(detached),
+        "the detached grandchild outlived its step"
+    );
     stop(engine);
 }
 

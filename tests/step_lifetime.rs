@@ -121,6 +121,33 @@ fn a_time_out_ends_a_grandchild_in_its_own_session() {
     stop(engine);
 }
 
+/// A step that exits at once while its detached grandchild runs on: the step's guard must
+/// not report it as having left nothing, and the grandchild ends with the step.
+#[test]
+fn a_step_that_finishes_ends_its_grandchild_in_its_own_session() {
+    let ws = Ws::new();
+    let script = r#"setsid sh -c 'echo $$ > detached.pid; exec tail -f /dev/null' >/dev/null 2>&1 &
+echo "$BATON_EXECUTION_KEY" >> keys
+while [ ! -s detached.pid ]; do sleep 0.01; done"#;
+    ws.pipeline(
+        "lasting.json",
+        &pipeline(serde_json::json!({"script": script})),
+    );
+    let id = ws.new_task("lasting", "leave a child");
+    let engine = spawn_engine(&ws);
+    ws.ok(&["start", &id.to_string()]);
+    wait_for("the step to succeed", || ws.show(id)["state"] == "done");
+    let keys = std::fs::read_to_string(ws.root().join("keys")).unwrap();
+    let key = keys.lines().next().unwrap().to_string();
+    gone(&ws, &key, "the grandchild to end with its step");
+    let detached = pid_in(&ws.root().join("detached.pid")).expect("its pid");
+    assert!(
+        !alive(detached),
+        "the detached grandchild outlived its step"
+    );
+    stop(engine);
+}
+
 /// The engine is killed with SIGKILL: nothing can read the step any more, so its guard ends
 /// it (the detached grandchild too) at once, not when a next engine starts. The step is
 /// interrupted as before, and runs again to success when resumed.

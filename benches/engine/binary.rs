@@ -29,23 +29,33 @@ pub fn baton(no_build: bool) -> Result<PathBuf, String> {
         Ok(bin)
     } else {
         Err(format!(
-            "{} is missing — run `cargo build --release --bin baton` first",
+            "{} is missing — run `cargo build --release --bin baton --bin baton-guard` first",
             bin.display()
         ))
     }
 }
 
-/// `cargo build --release --bin baton` into the target folder this bench runs from; cargo
-/// itself decides whether the binary is stale, so this is a no-op when it is fresh.
+/// `cargo build --release --bin baton --bin baton-guard` (the engine starts each local step
+/// under `baton-guard`, found next to `baton`) into the target folder this bench runs from;
+/// cargo itself decides whether the binaries are stale, so this is a no-op when they are fresh.
 fn build(profile_dir: &Path) -> Result<(), String> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.args(["build", "--release", "--bin", "baton"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"));
+    cmd.args([
+        "build",
+        "--release",
+        "--bin",
+        "baton",
+        "--bin",
+        "baton-guard",
+    ])
+    .current_dir(env!("CARGO_MANIFEST_DIR"));
     if let Some(target) = profile_dir.parent() {
         cmd.env("CARGO_TARGET_DIR", target);
     }
-    eprintln!("building the release binary (cargo build --release --bin baton)…");
+    eprintln!(
+        "building the release binaries (cargo build --release --bin baton --bin baton-guard)…"
+    );
     let status = cmd
         .status()
         .map_err(|e| format!("cannot run cargo to build baton: {e}"))?;
@@ -53,7 +63,7 @@ fn build(profile_dir: &Path) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "`cargo build --release --bin baton` failed ({status}) — fix the build or pass --no-build"
+            "`cargo build --release --bin baton --bin baton-guard` failed ({status}) — fix the build or pass --no-build"
         ))
     }
 }

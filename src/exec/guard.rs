@@ -1,27 +1,31 @@
 //! The guard: a small process between the engine and a local step (or `run` hook), so that
 //! nothing the step started outlives the engine that reads it.
 //!
-//! The engine starts `baton __guard <fd> <grace-ms> <program> <args…>` instead of the
-//! program, as the leader of the step's process group. The guard makes itself the
-//! subreaper of everything below it (so descendants that leave their session still end up
-//! as its children, not init's), starts the program in the same group, and waits. What the
-//! engine does to the group (abort, time-out) reaches the program as it always did; the
-//! guard only keeps the signals it gets from ending itself early. Two things end it:
+//! The engine starts `baton-guard <fd> <grace-ms> <program> <args…>` (a small binary of its
+//! own, installed next to `baton`; failing that, `baton __guard …`) instead of the program,
+//! as the leader of the step's process group. The guard makes itself the subreaper of
+//! everything below it (so descendants that leave their session still end up as its
+//! children, not init's), starts the program in the same group, and waits. What the engine
+//! does to the group (abort, time-out) reaches the program as it always did; the guard only
+//! keeps the signals it gets from ending itself early. Two things end it:
 //!
 //! - the program exits: the guard exits the same way (the same code, or the same signal),
-//!   so the engine sees what it would have seen without it;
-//! - the read end `<fd>` of a pipe whose write end only the engine holds reaches its end:
-//!   the engine is gone (`kill -9`, a crash), so no one reads the step any more. The guard
+//!   so the engine sees what it would have seen without it. If no process is left below
+//!   the guard, it first says so on its socket ([`CLEAN`]): every process of the step is a
+//!   descendant of the guard (orphans are handed to it as subreaper), so the engine can
+//!   skip looking for what the step left running;
+//! - the engine's end `<fd>` of a socket pair that only the engine holds is closed: the
+//!   engine is gone (`kill -9`, a crash), so no one reads the step any more. The guard
 //!   ends every process holding the step's `BATON_EXECUTION_KEY` (of its workspace) (SIGTERM, the grace
-//!   period, SIGKILL), its own child included, and exits. A pipe rather than a parent-death
-//!   signal: that fires when the engine *thread* that forked exits, which tokio's blocking
-//!   threads do;
+//!   period, SIGKILL), its own child included, and exits. A socket rather than a
+//!   parent-death signal: that fires when the engine *thread* that forked exits, which
+//!   tokio's blocking threads do;
 //!
-//! It blocks in two threads (pipe read, `waitpid`) and never polls.
+//! It blocks in two threads (socket read, `waitpid`) and never polls.
 
 use crate::exec::process::{Mark, end_marked_blocking};
 use nix::sys::signal::{SigSet, Signal, kill};
-use nix::sys::wait::{WaitStatus, waitpid};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 use std::ffi::OsString;
 use std::io::Read;
@@ -33,11 +37,27 @@ use std::time::Duration;
 /// The hidden first argument that makes `baton` a guard.
 pub const ARG: &str = "__guard";
 
-/// The program to start as a guard: this very binary when it is `baton` (under tests the
-/// current program is a test harness, which cannot be one: steps then start directly).
-/// `BATON_STEP_GUARD=off` in the engine's environment starts steps without one (tests of
-/// recovery use it to leave a step behind a killed engine).
-pub fn exe() -> Option<PathBuf> {
+/// The guard's own small binary, next to `baton`. Starting it costs a few hundred
+/// microseconds less per step than starting `baton` again, whose 50 MB image is mostly
+/// relocated at each start.
+pub const BIN: &str = "baton-guard";
+
+/// What [`CLEAN`] is sent as.
+const CLEAN: u8 = b'c';
+
+/// How to start a guard.
+struct Guard {
+    program: PathBuf,
+    /// Whether it is `baton` itself, which needs [`ARG`] first.
+    via_baton: bool,
+}
+
+/// The program to start as a guard: `baton-guard` next to this binary when this is `baton`,
+/// else this very binary (under tests the current program is a test harness, which cannot
+/// be one: steps then start directly). `BATON_STEP_GUARD=off` in the engine's environment
+/// starts steps without one (tests of recovery use it to leave a step behind a killed
+/// engine).
+fn guard() -> Option<Guard> {
     if std::env::var_os("BATON_STEP_GUARD").is_some_and(|v| v == "off") {
         return None;
     }
@@ -45,7 +65,21 @@ pub fn exe() -> Option<PathBuf> {
     let name = me.file_name()?.to_string_lossy();
     // A rebuilt binary reads `baton (deleted)`; its image is still there to start again.
     if name == "baton" || name == "baton (deleted)" {
-        return Some(PathBuf::from("/proc/self/exe"));
+        static SMALL: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+        let small = SMALL.get_or_init(|| {
+            let path = me.with_file_name(BIN);
+            path.is_file().then_some(path)
+        });
+        return Some(match small {
+            Some(path) => Guard {
+                program: path.clone(),
+                via_baton: false,
+            },
+            None => Guard {
+                program: PathBuf::from("/proc/self/exe"),
+                via_baton: true,
+            },
+        });
     }
     // A test harness is expected here; anything else is a renamed binary whose steps would
     // outlive a killed engine, which its user should hear of once.
@@ -67,32 +101,64 @@ fn is_test_harness(exe: &std::path::Path) -> bool {
         .is_some_and(|d| d == "deps")
 }
 
+/// The guard's command line up to the program's: the program, `__guard` when it is
+/// `baton`, then the engine's socket and the grace period.
+fn guard_command(guard: Guard, fd: &str, grace: Duration) -> tokio::process::Command {
+    let mut c = tokio::process::Command::new(&guard.program);
+    if guard.via_baton {
+        c.arg0("baton").arg(ARG);
+    } else {
+        c.arg0(BIN);
+    }
+    c.arg(fd).arg(grace.as_millis().to_string());
+    c
+}
+
+/// A connected pair of Unix stream sockets, both closed on exec: the engine's end and
+/// the guard's. The guard sees its read reach the end when every copy of the engine's
+/// end is closed, and can answer on the same socket.
+fn socket_pair() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    use nix::libc;
+    let mut fds = [0; 2];
+    // SAFETY: on success socketpair writes two new descriptors into `fds`.
+    let done = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    if done != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: two descriptors just made, owned by nothing else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
 /// The command that starts `argv` (a step, a hook, a server baton runs): under a guard when
-/// this is the `baton` binary, with the write end of the guard's pipe, which only this process holds; else `argv` itself.
+/// this is the `baton` binary, with the engine's end of the guard's socket, which only this
+/// process holds; else `argv` itself.
 pub fn command(
     argv: &[String],
     grace: Duration,
 ) -> std::io::Result<(tokio::process::Command, Option<OwnedFd>)> {
-    let Some(exe) = exe() else {
+    let Some(guard) = guard() else {
         let mut c = tokio::process::Command::new(&argv[0]);
         c.args(&argv[1..]);
         return Ok((c, None));
     };
-    // Both ends close on exec: no other child ever holds them. The guard's copy of the
-    // read end is opened up in its own process only, just before it starts.
-    let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-    let fd = read.as_raw_fd();
-    let mut c = tokio::process::Command::new(exe);
-    c.arg0("baton")
-        .arg(ARG)
-        .arg(fd.to_string())
-        .arg(grace.as_millis().to_string())
-        .args(argv);
-    // SAFETY: only fcntl, which is async-signal-safe, runs between fork and exec; `read`
+    // Both ends close on exec: no other child ever holds them. The guard's copy of its
+    // end is opened up in its own process only, just before it starts.
+    let (engine, theirs) = socket_pair()?;
+    let fd = theirs.as_raw_fd();
+    let mut c = guard_command(guard, &fd.to_string(), grace);
+    c.args(argv);
+    // SAFETY: only fcntl, which is async-signal-safe, runs between fork and exec; `theirs`
     // stays open in the parent (it is moved into the closure) until the command is dropped.
     unsafe {
         c.pre_exec(move || {
-            let fd = std::os::fd::BorrowedFd::borrow_raw(read.as_raw_fd());
+            let fd = std::os::fd::BorrowedFd::borrow_raw(theirs.as_raw_fd());
             nix::fcntl::fcntl(
                 fd,
                 nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
@@ -100,13 +166,13 @@ pub fn command(
             Ok(())
         });
     }
-    Ok((c, Some(write)))
+    Ok((c, Some(engine)))
 }
 
-/// The guard's first argument when the engine's pipe is its standard input.
-const PIPE_ON_STDIN: &str = "-";
+/// The guard's first argument when the engine's socket is its standard input.
+const SOCKET_ON_STDIN: &str = "-";
 
-/// [`command`] for a program that reads nothing: the read end of the guard's pipe is the
+/// [`command`] for a program that reads nothing: the guard's end of the socket is the
 /// guard's standard input (the program gets `/dev/null` there), so nothing has to run
 /// between fork and exec and the engine starts the guard the cheap way (`posix_spawn`,
 /// which does not copy the engine's memory map). The command's input is set here.
@@ -114,28 +180,40 @@ pub fn command_without_input(
     argv: &[String],
     grace: Duration,
 ) -> std::io::Result<(tokio::process::Command, Option<OwnedFd>)> {
-    let Some(exe) = exe() else {
+    let Some(guard) = guard() else {
         let mut c = tokio::process::Command::new(&argv[0]);
         c.args(&argv[1..]).stdin(std::process::Stdio::null());
         return Ok((c, None));
     };
     // Both ends close on exec; the child's standard input is a copy made in the child.
-    let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-    let mut c = tokio::process::Command::new(exe);
-    c.arg0("baton")
-        .arg(ARG)
-        .arg(PIPE_ON_STDIN)
-        .arg(grace.as_millis().to_string())
-        .args(argv)
-        .stdin(std::process::Stdio::from(read));
-    Ok((c, Some(write)))
+    let (engine, theirs) = socket_pair()?;
+    let mut c = guard_command(guard, SOCKET_ON_STDIN, grace);
+    c.args(argv).stdin(std::process::Stdio::from(theirs));
+    Ok((c, Some(engine)))
 }
 
-/// The engine's pipe: on standard input (which then becomes `/dev/null` for the program),
+/// After the guard has exited: whether it said that nothing it started was left (then no
+/// process of the step is: none needs looking for). Never blocks.
+pub fn left_nothing(engine_end: &OwnedFd) -> bool {
+    use nix::libc;
+    let mut byte = 0u8;
+    // SAFETY: a read of at most one byte into `byte`, on a descriptor we own.
+    let got = unsafe {
+        libc::recv(
+            engine_end.as_raw_fd(),
+            (&raw mut byte).cast(),
+            1,
+            libc::MSG_DONTWAIT,
+        )
+    };
+    got == 1 && byte == CLEAN
+}
+
+/// The engine's socket: on standard input (which then becomes `/dev/null` for the program),
 /// or under the number the engine passed.
 fn watched(arg: Option<OsString>) -> Option<OwnedFd> {
     let arg = arg?;
-    if arg == PIPE_ON_STDIN {
+    if arg == SOCKET_ON_STDIN {
         let stdin = std::io::stdin();
         let moved = nix::fcntl::fcntl(&stdin, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(3)).ok()?;
         // SAFETY: a descriptor just made by F_DUPFD_CLOEXEC, owned by nothing else.
@@ -145,10 +223,10 @@ fn watched(arg: Option<OsString>) -> Option<OwnedFd> {
         return Some(watch);
     }
     let fd = arg.to_str()?.parse::<i32>().ok()?;
-    // SAFETY: the engine passes the read end of its pipe under this number and nothing
-    // else in this process owns it.
+    // SAFETY: the engine passes its socket under this number and nothing else in this
+    // process owns it.
     let watch = unsafe { OwnedFd::from_raw_fd(fd) };
-    // The program must not hold the engine's pipe.
+    // The program must not hold the engine's socket.
     let _ = nix::fcntl::fcntl(
         &watch,
         nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
@@ -156,30 +234,48 @@ fn watched(arg: Option<OsString>) -> Option<OwnedFd> {
     Some(watch)
 }
 
+/// Tells the engine that nothing the guard started is left. A closed socket (the engine
+/// gone) is no error, and no SIGPIPE.
+fn say_clean(socket: &OwnedFd) {
+    use nix::libc;
+    let byte = CLEAN;
+    // SAFETY: a write of one byte from `byte`, on a descriptor we own.
+    unsafe {
+        libc::send(
+            socket.as_raw_fd(),
+            (&raw const byte).cast(),
+            1,
+            libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+        );
+    }
+}
+
 /// What the guard's threads report.
 enum Event {
-    /// The program ended: its exit code, or the signal that ended it.
-    Exited(i32),
-    Killed(Signal),
-    /// The engine's end of the pipe is closed.
+    /// The program ended: its exit code, or the signal that ended it; and whether nothing
+    /// it started was left then.
+    Exited(i32, bool),
+    Killed(Signal, bool),
+    /// The engine's end of the socket is closed.
     EngineGone,
 }
 
-/// Runs the guard: `args` are what follows `__guard`. Never returns.
+/// Runs the guard: `args` are what follows `__guard` (or `baton-guard`). Never returns.
 pub fn main(args: Vec<OsString>) -> ! {
     let mut args = args.into_iter();
     let watch = watched(args.next());
     let grace = args.next().and_then(|a| a.to_str()?.parse::<u64>().ok());
     let argv: Vec<OsString> = args.collect();
     let (Some(watch), Some(grace), Some(program)) = (watch, grace, argv.first()) else {
-        eprintln!("baton: `{ARG}` is started by the engine, not by hand");
+        eprintln!("baton: the step guard is started by the engine, not by hand");
         std::process::exit(2);
     };
     let grace = Duration::from_millis(grace);
     // Raw bytes: a variable that is not UTF-8 is the program's business, not a panic here.
     let mark = Mark::from_vars(std::env::vars_os());
     // Orphaned descendants, even those in a session of their own, become our children.
-    let _ = nix::sys::prctl::set_child_subreaper(true);
+    // Without that, the step's orphans go elsewhere and the guard cannot vouch for them.
+    let subreaper = nix::sys::prctl::set_child_subreaper(true).is_ok();
     // The group's SIGTERM (abort) is for the program: blocked here (before any thread
     // exists, so all inherit the mask), it waits pending until the guard exits the way the
     // program did. The program starts with an empty mask (set between fork and exec).
@@ -212,13 +308,14 @@ pub fn main(args: Vec<OsString>) -> ! {
         }
     };
     let child = Pid::from_raw(child.id() as i32);
+    let answer = watch.try_clone().ok();
     let (tx, rx) = std::sync::mpsc::channel();
     let engine = tx.clone();
     std::thread::spawn(move || {
-        let mut pipe = std::fs::File::from(watch);
+        let mut socket = std::fs::File::from(watch);
         let mut buf = [0u8; 64];
         loop {
-            match pipe.read(&mut buf) {
+            match socket.read(&mut buf) {
                 Ok(0) => break,
                 Ok(_) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -229,9 +326,20 @@ pub fn main(args: Vec<OsString>) -> ! {
     });
     std::thread::spawn(move || reap(child, &tx));
     // Every event ends the guard; a closed channel cannot happen while `reap` holds `tx`.
+    let clean = |left_nothing: bool| {
+        if let (true, true, Some(answer)) = (left_nothing, subreaper, &answer) {
+            say_clean(answer);
+        }
+    };
     match rx.recv() {
-        Ok(Event::Exited(code)) => std::process::exit(code),
-        Ok(Event::Killed(sig)) => exit_by(sig),
+        Ok(Event::Exited(code, left_nothing)) => {
+            clean(left_nothing);
+            std::process::exit(code)
+        }
+        Ok(Event::Killed(sig, left_nothing)) => {
+            clean(left_nothing);
+            exit_by(sig)
+        }
         Ok(Event::EngineGone) => {
             // No one reads the step any more. Everything holding its key goes (the
             // program itself by pid too, for one that cleared its environment), and only
@@ -254,14 +362,28 @@ fn reap(child: Pid, tx: &std::sync::mpsc::Sender<Event>) {
     loop {
         match waitpid(None, None) {
             Ok(WaitStatus::Exited(pid, code)) if pid == child => {
-                let _ = tx.send(Event::Exited(code));
+                let _ = tx.send(Event::Exited(code, nothing_left()));
             }
             Ok(WaitStatus::Signaled(pid, sig, _)) if pid == child => {
-                let _ = tx.send(Event::Killed(sig));
+                let _ = tx.send(Event::Killed(sig, nothing_left()));
             }
             Ok(_) | Err(nix::errno::Errno::EINTR) => {}
             // No child left: the program was reaped and reported.
             Err(_) => return,
+        }
+    }
+}
+
+/// Whether the guard has no child left, live or unreaped (those already ended are reaped
+/// here). As subreaper it inherits every orphan below it as the orphan's parent exits, so
+/// this means no process the program started is alive. Never blocks.
+fn nothing_left() -> bool {
+    loop {
+        match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) => return false,
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(nix::errno::Errno::ECHILD) => return true,
+            Err(_) => return false,
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The `local` executor: the step's process on this machine, in the task's worktree, in a
 //! process group of its own, its output streamed line by line. From the `baton` binary it
 //! runs under a guard (`exec::guard`) that ends it when the engine dies; stopping it ends
-//! every process holding its execution key, in whatever session.
+//! every process holding its execution key, in whatever session (unless its guard saw
+//! that none is left).
 
 use super::drain::drain_readers;
 use super::{
@@ -156,7 +157,8 @@ fn spawn(launch: &Launch, log: LogSender) -> Result<LocalStep, ExecError> {
         // Every process of the step starts after its guard: older ones are not read.
         mark: Mark::from_vars(env.vars.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .map(|m| m.since(started)),
-        _engine_end: engine_end,
+        engine_end,
+        left_nothing: false,
         child,
         pid,
         readers: readers.into_iter().flatten().collect(),
@@ -189,9 +191,11 @@ struct LocalStep {
     start_time: Option<u64>,
     /// Its execution key and workspace: stopping it ends every process that carries them.
     mark: Option<Mark>,
-    /// The engine's end of the guard's pipe: closed when the engine dies (or this is
-    /// dropped), which ends the step.
-    _engine_end: Option<OwnedFd>,
+    /// The engine's end of the guard's socket: closed when the engine dies (or this is
+    /// dropped), which ends the step; the guard says on it when it left nothing behind.
+    engine_end: Option<OwnedFd>,
+    /// The guard said so (it says it once): no process of the step is left.
+    left_nothing: bool,
     readers: Vec<JoinHandle<()>>,
     exited: Option<Finish>,
     drain_until: Option<tokio::time::Instant>,
@@ -204,6 +208,15 @@ impl LocalStep {
     async fn drain(&mut self) {
         drain_readers(&mut self.readers, &mut self.drain_until, DRAIN_AFTER_EXIT).await;
         signal_group(self.pid, Signal::SIGKILL);
+        // A guard that saw the last process below it end has said so: nothing of the
+        // step is left, and /proc need not be read.
+        if self.exited.is_some() && !self.left_nothing {
+            let end = self.engine_end.as_ref();
+            self.left_nothing = end.is_some_and(crate::exec::guard::left_nothing);
+        }
+        if self.left_nothing {
+            return;
+        }
         // What left the group (a `setsid` child) goes too: nothing outlives its step.
         if let Some(mark) = self.mark.clone() {
             let _ = tokio::task::spawn_blocking(move || kill_marked_blocking(&mark)).await;

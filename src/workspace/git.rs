@@ -42,6 +42,18 @@ pub enum GitError {
     },
     #[error("`git {args}` failed: {message}")]
     Failed { args: String, message: String },
+    #[error(
+        "branch {branch} is not on the shared remote {remote}, and this clone does not have it: the engine that ran the task's last step did not push it — push it from that machine (git push {remote} {branch}), then resume the task"
+    )]
+    NotPushed { branch: String, remote: String },
+    #[error(
+        "could not fetch {branch} from the shared remote {remote} ({message}) — check that this clone's remote {remote} is the one the board's engines share and that it can be reached, then resume the task"
+    )]
+    Unfetched {
+        branch: String,
+        remote: String,
+        message: String,
+    },
 }
 
 impl GitError {

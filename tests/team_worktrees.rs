@@ -13,8 +13,9 @@ use pg_support::{PASSWORD, Pg};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// Step `one` writes a file; the gate stops engine A; step `two` needs that file. The task
-/// then waits at a second gate, so that its worktree stays to be looked at.
+/// Step `one` writes a file; the gate stops engine A; step `two` needs that file; step
+/// `three` (back on A) needs step two's. Gates between them let one engine stop before the
+/// other starts, and the last keeps the worktree to be looked at.
 const MOVING: &str = r#"{
   "id": "moving",
   "name": "Moving",
@@ -24,6 +25,8 @@ const MOVING: &str = r#"{
     {"id": "review", "kind": "gate"},
     {"id": "two", "step": {"script": "test -f one.txt || { echo 'one.txt is missing' >&2; exit 3; }\ncat one.txt > two.txt\necho from-b >> two.txt"}},
     {"id": "check", "kind": "gate"},
+    {"id": "three", "step": {"script": "grep -q from-b two.txt || { echo 'step two is missing' >&2; exit 3; }\necho again-a >> two.txt"}},
+    {"id": "last", "kind": "gate"},
     {"id": "done", "kind": "done"},
     {"id": "failed", "kind": "failed"},
     {"id": "cancelled", "kind": "cancelled"}
@@ -181,6 +184,24 @@ fn a_task_moves_to_another_machine_through_its_pushed_branch() {
     assert!(
         lines.contains(&format!("pushed {branch} to origin")),
         "{lines:?}"
+    );
+
+    // Back on A, whose worktree of the task is still there but behind: it catches up.
+    on_pg(&a, &pg, &["approve", &id.to_string()]);
+    on_pg(&a, &pg, &["engine", "--exit-when-idle", "--name", "a"]);
+    let w: Option<String> = pg
+        .client("board")
+        .query_one("SELECT worktree FROM tasks WHERE id = $1", &[&id])
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        step_states(&pg, id).last(),
+        Some(&("three".into(), "succeeded".into())),
+        "step three on A saw step two's work"
+    );
+    assert_eq!(
+        on_remote(&bare, &branch, "two.txt"),
+        "from-a\nfrom-b\nagain-a\n"
     );
 }
 

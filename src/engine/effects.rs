@@ -14,9 +14,9 @@ pub struct NewWorktree {
     pub branch: String,
     pub path: String,
     pub base: String,
-    /// The remote-tracking branch it was made again from (`origin/baton/3-x`), when the
-    /// task's last steps ran on another machine.
-    pub from: Option<String>,
+    /// What became of it when the task's last steps ran on another machine (`made the
+    /// worktree again from origin/baton/3-x`): a line for the step's log.
+    pub note: Option<String>,
 }
 
 impl NewWorktree {
@@ -28,8 +28,8 @@ impl NewWorktree {
             Some(&self.path),
             Some(&self.base),
         )?;
-        let summary = match &self.from {
-            Some(from) => super::shared_branch::remade(db, task_id, &self.path, from)?,
+        let summary = match &self.note {
+            Some(note) => super::shared_branch::remade(db, task_id, &self.path, note)?,
             None => format!(
                 "worktree {} on branch {} from {}",
                 self.path, self.branch, self.base
@@ -40,7 +40,7 @@ impl NewWorktree {
             category: "git",
             kind: "worktree.created",
             summary,
-            data: json!({ "branch": self.branch, "path": self.path, "base": self.base, "from": self.from }),
+            data: json!({ "branch": self.branch, "path": self.path, "base": self.base, "note": self.note }),
             actor: "engine",
             level: "info",
         })?;
@@ -161,7 +161,7 @@ impl GitCtx {
                 branch,
                 path: path.to_string_lossy().into_owned(),
                 base,
-                from: None,
+                note: None,
             }),
         ))
     }

@@ -23,22 +23,22 @@ pub fn remote_of(cfg: &Config) -> String {
 }
 
 /// Records, inside the transaction that records the worktree, the line in the running
-/// step's log saying where the worktree came from; returns the event's summary.
+/// step's log saying what became of the worktree; returns the event's summary.
 pub(super) fn remade(
     db: &Db,
     task_id: i64,
     path: &str,
-    from: &str,
+    note: &str,
 ) -> crate::store::Result<String> {
     if let Some(step) = db.last_step_run(task_id)? {
         db.insert_log_lines_or_skip(&[NewLogLine {
             step_run_id: step.id,
             stream: Stream::System,
             ts: now_ms(),
-            text: format!("made the worktree again from {from}"),
+            text: note.to_string(),
         }])?;
     }
-    Ok(format!("worktree {path} made again from {from}"))
+    Ok(format!("worktree {path}: {note}"))
 }
 
 impl GitCtx {
@@ -55,26 +55,46 @@ impl GitCtx {
         let Some(branch) = task.branch.clone() else {
             return self.prepare_here(task);
         };
-        let remote = remote.to_string();
-        let ours = task.worktree.as_deref().map(Path::new).filter(|wt| {
+        let base = task
+            .base_branch
+            .clone()
+            .unwrap_or_else(|| self.base.clone());
+        let ours = |wt: &Path| {
             git::worktree_branch(wt).as_deref() == Some(branch.as_str())
                 && git_shared::belongs_to(&self.repo, wt)
-        });
-        if let Some(wt) = ours {
-            let wt = wt.to_path_buf();
-            let (there, branch) = (wt.clone(), branch.clone());
-            self.queue.run(move |repo| {
-                match git_shared::fetch_branch(repo, &remote, &branch) {
-                    Ok(true) => git_shared::catch_up(&there, &remote, &branch).map(drop),
-                    Ok(false) => Ok(()),
+        };
+        // The recorded worktree when it is this clone's; else the one this clone made for
+        // the task before another machine took it on, if it is still here.
+        let recorded = task.worktree.as_deref().map(Path::new).filter(|w| ours(w));
+        let kept = git::worktree_path_on(&self.worktree_root, &branch);
+        if let Some(wt) = recorded
+            .map(Path::to_path_buf)
+            .or(ours(&kept).then_some(kept))
+        {
+            let (there, remote, name) = (wt.clone(), remote.to_string(), branch.clone());
+            let moved = self.queue.run(move |repo| {
+                match git_shared::fetch_branch(repo, &remote, &name) {
+                    Ok(true) => git_shared::catch_up(&there, &remote, &name)
+                        .map(|m| m.then(|| format!("brought the worktree up to {remote}/{name}"))),
+                    Ok(false) => Ok(None),
                     // The remote cannot be reached: the worktree here is the newest known.
                     Err(e) => {
-                        tracing::warn!("fetching {branch} from {remote} failed: {e}");
-                        Ok(())
+                        tracing::warn!("fetching {name} from {remote} failed: {e}");
+                        Ok(None)
                     }
                 }
             })?;
-            return Ok((wt.join(&self.rel), None));
+            let path = wt.to_string_lossy().into_owned();
+            let made =
+                (moved.is_some() || task.worktree.as_deref() != Some(path.as_str())).then(|| {
+                    NewWorktree {
+                        branch,
+                        path,
+                        base,
+                        note: moved,
+                    }
+                });
+            return Ok((wt.join(&self.rel), made));
         }
         // A path this clone does not own is another machine's (or another clone's) worktree:
         // never touched from here. One of ours that is gone or on another branch is let go.
@@ -82,18 +102,17 @@ impl GitCtx {
             .worktree
             .clone()
             .filter(|w| !Path::new(w).exists() || git_shared::belongs_to(&self.repo, Path::new(w)));
-        let base = task
-            .base_branch
-            .clone()
-            .unwrap_or_else(|| self.base.clone());
-        let (root, from_base) = (self.worktree_root.clone(), base.clone());
-        let (branch, path, from) = self.queue.run(move |repo| {
+        let (root, from_base, remote) =
+            (self.worktree_root.clone(), base.clone(), remote.to_string());
+        let (branch, path, note) = self.queue.run(move |repo| {
             if let Some(stale) = stale {
                 let _ = git::remove_worktree(repo, Path::new(&stale));
             }
-            let from = match git_shared::fetch_branch(repo, &remote, &branch) {
+            let note = match git_shared::fetch_branch(repo, &remote, &branch) {
                 Ok(true) => match git_shared::adopt_fetched(repo, &remote, &branch)? {
-                    Adopted::FromRemote => Some(format!("{remote}/{branch}")),
+                    Adopted::FromRemote => {
+                        Some(format!("made the worktree again from {remote}/{branch}"))
+                    }
                     Adopted::Local => None,
                 },
                 // This clone holds the branch itself (its worktree was removed by hand, or
@@ -113,7 +132,7 @@ impl GitCtx {
                 }
             };
             let (branch, path) = git::ensure_worktree_on(repo, &root, &from_base, &branch)?;
-            Ok((branch, path, from))
+            Ok((branch, path, note))
         })?;
         Ok((
             path.join(&self.rel),
@@ -121,7 +140,7 @@ impl GitCtx {
                 branch,
                 path: path.to_string_lossy().into_owned(),
                 base,
-                from,
+                note,
             }),
         ))
     }
@@ -157,6 +176,11 @@ pub(super) async fn push_after_step(job: &Job, store: &StoreHandle) -> Option<St
             if wt.exists() {
                 git::commit_all(&wt, &message)
                     .map_err(|e| format!("what the step left could not be committed: {e}"))?;
+            }
+            if git_shared::push_would_drop(repo, &remote, &branch) {
+                return Err(format!(
+                    "{remote}/{branch} has commits this branch lacks (another machine ran the task since) — merge them into {branch} here, or let that machine's engine run the task"
+                ));
             }
             crate::forge::push::push_branch(repo, &remote, &branch)?;
             Ok(format!("pushed {branch} to {remote}"))

@@ -217,6 +217,16 @@ pub fn ensure_worktree(
     Ok((branch, path))
 }
 
+/// Where [`ensure_worktree_on`] puts the worktree of `branch`.
+pub fn worktree_path_on(root: &Path, branch: &str) -> PathBuf {
+    root.join(
+        branch
+            .strip_prefix("baton/")
+            .unwrap_or(branch)
+            .replace('/', "-"),
+    )
+}
+
 /// Like [`ensure_worktree`], on the branch the task already has (its title may have been
 /// edited since the branch was named): a re-run goes on where the task left off.
 pub fn ensure_worktree_on(
@@ -225,11 +235,7 @@ pub fn ensure_worktree_on(
     base: &str,
     branch: &str,
 ) -> Result<(String, PathBuf), GitError> {
-    let name = branch
-        .strip_prefix("baton/")
-        .unwrap_or(branch)
-        .replace('/', "-");
-    let path = root.join(name);
+    let path = worktree_path_on(root, branch);
     retrying(|| try_ensure_worktree(repo, root, base, branch, &path))?;
     Ok((branch.to_string(), path))
 }

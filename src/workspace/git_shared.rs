@@ -135,3 +135,12 @@ fn diverged(branch: &str, remote: &str) -> GitError {
 pub fn has_branch(repo: &Path, branch: &str) -> bool {
     commit_of(repo, &format!("refs/heads/{branch}")).is_some()
 }
+
+/// True when the remote's branch, as last fetched or pushed, has commits the local branch
+/// lacks: a push of it (even `--force-with-lease`, whose lease that fetch renewed) would
+/// throw them away.
+pub fn push_would_drop(repo: &Path, remote: &str, branch: &str) -> bool {
+    let tracking = tracking_ref(remote, branch);
+    commit_of(repo, &tracking)
+        .is_some_and(|theirs| !is_ancestor(repo, &theirs, &format!("refs/heads/{branch}")))
+}

@@ -14,6 +14,9 @@ pub struct NewWorktree {
     pub branch: String,
     pub path: String,
     pub base: String,
+    /// What became of it when the task's last steps ran on another machine (`made the
+    /// worktree again from origin/baton/3-x`): a line for the step's log.
+    pub note: Option<String>,
 }
 
 impl NewWorktree {
@@ -25,15 +28,19 @@ impl NewWorktree {
             Some(&self.path),
             Some(&self.base),
         )?;
+        let summary = match &self.note {
+            Some(note) => super::shared_branch::remade(db, task_id, &self.path, note)?,
+            None => format!(
+                "worktree {} on branch {} from {}",
+                self.path, self.branch, self.base
+            ),
+        };
         db.insert_event(&NewEvent {
             task_id: Some(task_id),
             category: "git",
             kind: "worktree.created",
-            summary: format!(
-                "worktree {} on branch {} from {}",
-                self.path, self.branch, self.base
-            ),
-            data: json!({ "branch": self.branch, "path": self.path, "base": self.base }),
+            summary,
+            data: json!({ "branch": self.branch, "path": self.path, "base": self.base, "note": self.note }),
             actor: "engine",
             level: "info",
         })?;
@@ -55,6 +62,9 @@ pub struct GitCtx {
     /// The repository's git queue: worktree changes, merges and branch deletes run one at
     /// a time, so parallel tasks never race on its locks.
     pub queue: crate::workspace::GitQueue,
+    /// The git remote task branches are shared through, when the board is shared (kept in
+    /// PostgreSQL): `[forge] remote`, else `origin`. None on a board of one machine.
+    pub shared_remote: Option<String>,
 }
 
 impl GitCtx {
@@ -95,6 +105,9 @@ impl GitCtx {
             rel,
             worktree_root,
             base,
+            shared_remote: db
+                .is_postgres()
+                .then(|| super::shared_branch::remote_of(cfg)),
         }))
     }
 
@@ -103,6 +116,17 @@ impl GitCtx {
     /// worktree (branch, path, base) to record when one was made. Runs git only; the
     /// caller records the result.
     pub fn prepare(&self, task: &Task) -> Result<(PathBuf, Option<NewWorktree>), GitError> {
+        if let Some(remote) = &self.shared_remote {
+            return self.prepare_shared(task, remote);
+        }
+        self.prepare_here(task)
+    }
+
+    /// [`GitCtx::prepare`] from what this clone holds.
+    pub(super) fn prepare_here(
+        &self,
+        task: &Task,
+    ) -> Result<(PathBuf, Option<NewWorktree>), GitError> {
         if let (Some(wt), Some(branch)) = (&task.worktree, &task.branch)
             && git::worktree_branch(Path::new(wt)).as_deref() == Some(branch.as_str())
         {
@@ -137,6 +161,7 @@ impl GitCtx {
                 branch,
                 path: path.to_string_lossy().into_owned(),
                 base,
+                note: None,
             }),
         ))
     }

@@ -48,6 +48,7 @@ mod say_live;
 mod schedule_catchup;
 mod scheduler;
 mod session;
+mod shared_branch;
 mod step_report;
 pub mod takeover;
 mod task_edits;

@@ -252,6 +252,10 @@ pub async fn run(
         }
     };
     let (tests, forwarded) = forwarder.await.unwrap_or((None, true));
+    // On a shared board the step's work leaves this machine before its end is recorded.
+    if let Some(line) = super::shared_branch::push_after_step(&job, &store).await {
+        sent |= logs.send(system(line)).await.is_ok();
+    }
     let mut report = report;
     if report.result.tests.is_none() {
         report.result.tests = tests.and_then(|t| serde_json::to_value(t).ok());

@@ -42,6 +42,18 @@ pub enum GitError {
     },
     #[error("`git {args}` failed: {message}")]
     Failed { args: String, message: String },
+    #[error(
+        "branch {branch} is not on the shared remote {remote}, and this clone does not have it: the engine that ran the task's last step did not push it — push it from that machine (git push {remote} {branch}), then resume the task"
+    )]
+    NotPushed { branch: String, remote: String },
+    #[error(
+        "could not fetch {branch} from the shared remote {remote} ({message}) — check that this clone's remote {remote} is the one the board's engines share and that it can be reached, then resume the task"
+    )]
+    Unfetched {
+        branch: String,
+        remote: String,
+        message: String,
+    },
 }
 
 impl GitError {
@@ -205,6 +217,16 @@ pub fn ensure_worktree(
     Ok((branch, path))
 }
 
+/// Where [`ensure_worktree_on`] puts the worktree of `branch`.
+pub fn worktree_path_on(root: &Path, branch: &str) -> PathBuf {
+    root.join(
+        branch
+            .strip_prefix("baton/")
+            .unwrap_or(branch)
+            .replace('/', "-"),
+    )
+}
+
 /// Like [`ensure_worktree`], on the branch the task already has (its title may have been
 /// edited since the branch was named): a re-run goes on where the task left off.
 pub fn ensure_worktree_on(
@@ -213,11 +235,7 @@ pub fn ensure_worktree_on(
     base: &str,
     branch: &str,
 ) -> Result<(String, PathBuf), GitError> {
-    let name = branch
-        .strip_prefix("baton/")
-        .unwrap_or(branch)
-        .replace('/', "-");
-    let path = root.join(name);
+    let path = worktree_path_on(root, branch);
     retrying(|| try_ensure_worktree(repo, root, base, branch, &path))?;
     Ok((branch.to_string(), path))
 }

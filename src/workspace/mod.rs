@@ -6,6 +6,7 @@ pub mod config_size;
 pub mod git;
 pub mod git_queue;
 mod git_retry;
+pub mod git_shared;
 pub mod layered;
 mod lock;
 pub mod logging;

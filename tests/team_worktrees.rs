@@ -189,11 +189,12 @@ fn a_task_moves_to_another_machine_through_its_pushed_branch() {
     // Back on A, whose worktree of the task is still there but behind: it catches up.
     on_pg(&a, &pg, &["approve", &id.to_string()]);
     on_pg(&a, &pg, &["engine", "--exit-when-idle", "--name", "a"]);
-    let w: Option<String> = pg
+    let back: Option<String> = pg
         .client("board")
         .query_one("SELECT worktree FROM tasks WHERE id = $1", &[&id])
         .unwrap()
         .get(0);
+    assert_eq!(back, Some(a_worktree), "A's own worktree is the task's again");
     assert_eq!(
         step_states(&pg, id).last(),
         Some(&("three".into(), "succeeded".into())),

@@ -2,7 +2,9 @@
 //! with one bare remote in common, and one PostgreSQL board. An engine in clone A runs the
 //! task's first step, whose work is committed and pushed to the remote as the step ends;
 //! with A stopped, an engine in clone B runs the next step in a worktree made again from the
-//! pushed branch, sees A's work, and pushes its own. On SQLite nothing is pushed.
+//! pushed branch, sees A's work, and pushes its own; back on A, A's old worktree catches up.
+//! A branch never pushed fails the step that needs it, saying so. On SQLite nothing is
+//! pushed. And the git underneath never moves a shared branch backwards or across.
 
 mod common;
 mod infra;
@@ -189,11 +191,16 @@ fn a_task_moves_to_another_machine_through_its_pushed_branch() {
     // Back on A, whose worktree of the task is still there but behind: it catches up.
     on_pg(&a, &pg, &["approve", &id.to_string()]);
     on_pg(&a, &pg, &["engine", "--exit-when-idle", "--name", "a"]);
-    let w: Option<String> = pg
+    let back: Option<String> = pg
         .client("board")
         .query_one("SELECT worktree FROM tasks WHERE id = $1", &[&id])
         .unwrap()
         .get(0);
+    assert_eq!(
+        back,
+        Some(a_worktree),
+        "A's own worktree is the task's again"
+    );
     assert_eq!(
         step_states(&pg, id).last(),
         Some(&("three".into(), "succeeded".into())),
@@ -278,4 +285,65 @@ fn on_sqlite_nothing_is_pushed() {
         "{:?}",
         remote_branches(&bare)
     );
+}
+
+/// A commit on `branch` in `dir` (a clone or a worktree) adding `file`.
+fn commit_file(dir: &Path, file: &str) {
+    std::fs::write(dir.join(file), file).unwrap();
+    git(dir, &["add", file]);
+    git(dir, &["commit", "-qm", file]);
+}
+
+#[test]
+fn a_shared_branch_is_never_moved_backwards_or_across() {
+    use baton::workspace::git_shared::{
+        Adopted, adopt_fetched, belongs_to, fetch_branch, push_would_drop,
+    };
+    let remote_dir = tempfile::tempdir().unwrap();
+    let bare = bare_remote(remote_dir.path());
+    let (a, b) = (clone_of(&bare, "a"), clone_of(&bare, "b"));
+    let (a, b) = (a.root(), b.root());
+    let branch = "baton/1-x";
+    git(a, &["switch", "-qc", branch]);
+    commit_file(a, "one");
+    git(a, &["push", "-q", "origin", branch]);
+
+    // B has no such branch: it is made from the remote's.
+    assert!(!fetch_branch(b, "origin", "baton/9-nothing").unwrap());
+    assert!(fetch_branch(b, "origin", branch).unwrap());
+    assert_eq!(
+        adopt_fetched(b, "origin", branch).unwrap(),
+        Adopted::FromRemote
+    );
+    // B goes on and pushes; A, behind, moves forward to it.
+    git(b, &["switch", "-q", branch]);
+    commit_file(b, "two");
+    assert!(!push_would_drop(b, "origin", branch));
+    git(b, &["push", "-q", "origin", branch]);
+    git(a, &["switch", "-q", "main"]);
+    assert!(fetch_branch(a, "origin", branch).unwrap());
+    assert!(push_would_drop(a, "origin", branch), "A lacks B's commit");
+    assert_eq!(
+        adopt_fetched(a, "origin", branch).unwrap(),
+        Adopted::FromRemote
+    );
+    assert!(!push_would_drop(a, "origin", branch));
+
+    // Both move on apart: neither side is picked.
+    git(a, &["switch", "-q", branch]);
+    commit_file(a, "three-a");
+    commit_file(b, "three-b");
+    git(b, &["push", "-q", "origin", branch]);
+    git(a, &["switch", "-q", "main"]);
+    assert!(fetch_branch(a, "origin", branch).unwrap());
+    assert!(push_would_drop(a, "origin", branch));
+    let err = adopt_fetched(a, "origin", branch).unwrap_err().to_string();
+    assert!(err.contains("have both moved on"), "{err}");
+
+    // A worktree is its own clone's only.
+    let wt = remote_dir.path().join("wt-a");
+    git(a, &["worktree", "add", "-q", wt.to_str().unwrap(), branch]);
+    assert!(belongs_to(a, &wt));
+    assert!(!belongs_to(b, &wt));
+    assert!(!belongs_to(a, b), "a clone is no worktree");
 }

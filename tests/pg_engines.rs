@@ -211,7 +211,8 @@ fn three_engines_share_the_steps_and_run_each_once() {
     let runs = board.count("SELECT COUNT(*) FROM step_runs");
     assert_eq!(runs, TASKS * 3);
     assert_eq!(
-        board.count("SELECT COUNT(DISTINCT execution_key) FROM step_runs WHERE state = 'succeeded'"),
+        board
+            .count("SELECT COUNT(DISTINCT execution_key) FROM step_runs WHERE state = 'succeeded'"),
         TASKS * 3
     );
     let keys = ran_keys(&ran);
@@ -268,8 +269,9 @@ fn a_killed_engines_step_is_reaped_and_finished_by_another() {
     });
     std::fs::write(&release, "").unwrap();
     wait_within("the task done", Duration::from_secs(60), || {
-        board.count(&format!("SELECT COUNT(*) FROM tasks WHERE id = {id} AND status = 'done'"))
-            == 1
+        board.count(&format!(
+            "SELECT COUNT(*) FROM tasks WHERE id = {id} AND status = 'done'"
+        )) == 1
     });
     let expired = board.events(id, "lease.expired");
     assert!(
@@ -313,8 +315,9 @@ fn a_paused_engine_commits_nothing_when_it_comes_back() {
     // Both attempts' scripts end: a's while a is still paused.
     std::fs::write(&release, "").unwrap();
     wait_within("the task done", Duration::from_secs(60), || {
-        board.count(&format!("SELECT COUNT(*) FROM tasks WHERE id = {id} AND status = 'done'"))
-            == 1
+        board.count(&format!(
+            "SELECT COUNT(*) FROM tasks WHERE id = {id} AND status = 'done'"
+        )) == 1
     });
     wait_within("a's script to end", Duration::from_secs(30), || {
         ran_keys(&ran).len() == 2
@@ -359,7 +362,16 @@ fn racing_approvals_from_three_engines_workspaces_move_the_task_once() {
     let ids: Vec<i64> = (0..ROUNDS)
         .map(|i| {
             board
-                .ok(&wss[0], &["new", &format!("gated {i}"), "--pipeline", "gate", "--start"])
+                .ok(
+                    &wss[0],
+                    &[
+                        "new",
+                        &format!("gated {i}"),
+                        "--pipeline",
+                        "gate",
+                        "--start",
+                    ],
+                )
                 .trim()
                 .parse()
                 .unwrap()

@@ -448,7 +448,12 @@ fn a_second_engine_runs_beside_the_first_and_one_under_its_name_is_refused() {
     // task's step while `a` runs.
     let second = Ws::new();
     second.pipeline("gate.json", GATE);
-    let id = on_pg(&second, &pg, "board", &["new", "beside", "--pipeline", "gate", "--start"]);
+    let id = on_pg(
+        &second,
+        &pg,
+        "board",
+        &["new", "beside", "--pipeline", "gate", "--start"],
+    );
     let id = ok(id).trim().to_string();
     let out = second
         .baton(&["engine", "--name", "b", "--exit-when-idle"])
@@ -471,7 +476,10 @@ fn a_second_engine_runs_beside_the_first_and_one_under_its_name_is_refused() {
         .unwrap();
     assert!(!out.status.success(), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("an engine named a is already running"), "{err}");
+    assert!(
+        err.contains("an engine named a is already running"),
+        "{err}"
+    );
     assert!(live(&mut c, "a"), "the first engine still runs");
     common::stop(a);
 }

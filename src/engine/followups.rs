@@ -137,7 +137,11 @@ async fn run_rows(ctx: &Ctx, rows: Vec<FollowupRow>) {
         }
         let id = row.id;
         let engine = ctx.engine.clone();
-        let attempt = match ctx.store.write(move |db| db.start_followup(id, &engine)).await {
+        let attempt = match ctx
+            .store
+            .write(move |db| db.start_followup(id, &engine))
+            .await
+        {
             Ok(Some(n)) => n,
             Ok(None) => continue,
             Err(e) => {

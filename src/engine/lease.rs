@@ -206,7 +206,9 @@ impl Engine {
                         return Ok(None);
                     }
                     let task = db.step_run(id)?.task_id;
-                    Ok::<_, super::EngineError>(reap_one(db, id, &holder, auto_resume)?.then_some(task))
+                    Ok::<_, super::EngineError>(
+                        reap_one(db, id, &holder, auto_resume)?.then_some(task),
+                    )
                 })
                 .await;
             match out {
@@ -226,8 +228,7 @@ impl Engine {
         let super::Order::Act(req) = order else {
             return false;
         };
-        if !self.me.shared || !matches!(req.action, Action::Say { .. } | Action::ForgeSay { .. })
-        {
+        if !self.me.shared || !matches!(req.action, Action::Say { .. } | Action::ForgeSay { .. }) {
             return false;
         }
         let (task_id, me) = (req.task_id, self.me.ident.name.clone());

@@ -181,9 +181,7 @@ impl super::Engine {
                             if let Some(c) = command {
                                 let result = answer.command_result();
                                 let _ = store
-                                    .write(move |db| {
-                                        db.finish_answered_command(c, &result)
-                                    })
+                                    .write(move |db| db.finish_answered_command(c, &result))
                                     .await;
                             }
                             let _ = tell.send(Ok(answer));

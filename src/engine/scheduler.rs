@@ -96,6 +96,9 @@ fn claim_due(db: &Db, free: usize, me: &Claimant) -> crate::store::Result<Vec<Cl
     Ok(out)
 }
 
+/// A step claimed in a write transaction: its row, its task's pipeline, its claim's fence.
+type Taken = (StepRun, Option<Arc<Pipeline>>, Option<i64>);
+
 /// Claims due steps one at a time until `steps` holds `free`, reading past the pending
 /// steps that require labels engine `me` lacks (they stay pending, for another engine).
 fn claim_past_held(
@@ -103,7 +106,7 @@ fn claim_past_held(
     now: i64,
     free: usize,
     me: &Claimant,
-    steps: &mut Vec<(StepRun, Option<std::sync::Arc<Pipeline>>, Option<i64>)>,
+    steps: &mut Vec<Taken>,
 ) -> crate::store::Result<()> {
     let mut held = 0;
     while steps.len() < free {

@@ -57,7 +57,15 @@ fn a_steps_end_through_the_next_steps_claim_takes_a_fixed_few_statements() {
         lost_known: false,
     };
     let (ended, statements) = store.count_statements(|db| {
-        step_end(db, step, &report, &Outside::NONE, End::Report, held, (4, &me))
+        step_end(
+            db,
+            step,
+            &report,
+            &Outside::NONE,
+            End::Report,
+            held,
+            (4, &me),
+        )
     });
     let (applied, claimed, due) = ended.unwrap();
     let moved = applied.and_then(|a| a.moved).expect("the task moved");

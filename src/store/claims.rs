@@ -132,12 +132,20 @@ impl Db<'_> {
 
     /// The engine step run `id` was claimed by, if one was named.
     pub fn step_engine(&self, id: i64) -> Result<Option<String>> {
-        Ok(self.one("SELECT engine FROM step_runs WHERE id = ?1", [id], |r| r.get(0))?)
+        Ok(
+            self.one("SELECT engine FROM step_runs WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })?,
+        )
     }
 
     /// The fence of step run `id`'s claim, if it has one.
     pub fn step_fence(&self, id: i64) -> Result<Option<i64>> {
-        Ok(self.one("SELECT fence FROM step_runs WHERE id = ?1", [id], |r| r.get(0))?)
+        Ok(
+            self.one("SELECT fence FROM step_runs WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })?,
+        )
     }
 
     /// True while step run `id` is running under engine `engine`'s claim `fence`.

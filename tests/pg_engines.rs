@@ -6,129 +6,14 @@
 
 mod common;
 mod infra;
+mod pg_board;
 mod pg_support;
 
 use common::{GATE, Ws, wait_within};
-use pg_support::{PASSWORD, Pg};
+use pg_board::{Board, stop};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
-
-/// A board in database `board` of its own server.
-struct Board {
-    pg: Pg,
-}
-
-impl Board {
-    fn start() -> Option<Self> {
-        let pg = Pg::start()?;
-        pg.create_db("board");
-        Some(Self { pg })
-    }
-
-    fn client(&self) -> postgres::Client {
-        self.pg.client("board")
-    }
-
-    /// A workspace on the board, its engine beating every second, resuming what it finds
-    /// interrupted, with `pipelines` in it.
-    fn workspace(&self, pipelines: &[(&str, &str)]) -> Ws {
-        let ws = Ws::new();
-        ws.config("auto_resume = true\nmax_parallel = 4\n[engine]\nheartbeat = \"1s\"\n");
-        for (file, json) in pipelines {
-            ws.pipeline(file, json);
-        }
-        ws
-    }
-
-    /// `baton ARGS` in `ws` on this board.
-    fn baton(&self, ws: &Ws, args: &[&str]) -> std::process::Output {
-        ws.baton(args)
-            .env("BATON_DATABASE_URL", self.pg.url("board"))
-            .env("PGPASSWORD", PASSWORD)
-            .timeout(Duration::from_secs(60))
-            .output()
-            .unwrap()
-    }
-
-    fn ok(&self, ws: &Ws, args: &[&str]) -> String {
-        let out = self.baton(ws, args);
-        assert!(out.status.success(), "baton {args:?}: {out:?}");
-        String::from_utf8(out.stdout).unwrap()
-    }
-
-    /// `baton engine --name NAME` in `ws`, its output in `.baton/engine.out`.
-    fn engine(&self, ws: &Ws, name: &str) -> Child {
-        let out = std::fs::File::create(ws.root().join(".baton/engine.out")).unwrap();
-        Command::new(assert_cmd::cargo::cargo_bin("baton"))
-            .current_dir(ws.root())
-            .env_remove("BATON_DIR")
-            .env("XDG_CONFIG_HOME", ws.dir.path().join("xdg"))
-            .env("BATON_DATABASE_URL", self.pg.url("board"))
-            .env("PGPASSWORD", PASSWORD)
-            .args(["engine", "--name", name])
-            .stdout(Stdio::null())
-            .stderr(out)
-            .spawn()
-            .unwrap()
-    }
-
-    /// Waits until engine `name` is registered and live.
-    fn wait_live(&self, name: &str) {
-        let mut c = self.client();
-        wait_within(
-            &format!("engine {name} to register"),
-            Duration::from_secs(60),
-            || {
-                c.query_one(
-                    "SELECT COUNT(*) FROM engines WHERE name = $1 AND stopped_at IS NULL",
-                    &[&name],
-                )
-                .map(|r| r.get::<_, i64>(0) == 1)
-                .unwrap_or(false)
-            },
-        );
-    }
-
-    fn count(&self, sql: &str) -> i64 {
-        self.client().query_one(sql, &[]).unwrap().get(0)
-    }
-
-    /// (attempt, state, engine) of a task's step runs, in order.
-    fn steps(&self, task: i64) -> Vec<(i64, String, Option<String>)> {
-        self.client()
-            .query(
-                "SELECT attempt, state, engine FROM step_runs WHERE task_id = $1 ORDER BY id",
-                &[&task],
-            )
-            .unwrap()
-            .iter()
-            .map(|r| (r.get(0), r.get(1), r.get(2)))
-            .collect()
-    }
-
-    /// The summaries of a task's events of `kind`.
-    fn events(&self, task: i64, kind: &str) -> Vec<String> {
-        self.client()
-            .query(
-                "SELECT summary FROM events WHERE task_id = $1 AND type = $2 ORDER BY id",
-                &[&task, &kind],
-            )
-            .unwrap()
-            .iter()
-            .map(|r| r.get(0))
-            .collect()
-    }
-}
-
-/// Stops an engine (SIGTERM) and reaps it.
-fn stop(mut engine: Child) {
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(engine.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    );
-    let _ = engine.wait();
-}
 
 fn signal(engine: &Child, sig: nix::sys::signal::Signal) {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(engine.id() as i32), sig).unwrap();

@@ -58,6 +58,8 @@ fn clone_of(bare: &Path, name: &str) -> Ws {
     git(ws.root(), &["config", "user.name", "Test"]);
     git(ws.root(), &["config", "user.email", "test@example.com"]);
     ws.ok(&["init"]);
+    // One engine runs at a time here: the next takes a task over as soon as the last stops.
+    ws.config("[engine]\ntakeover_after = \"0s\"\n");
     ws.pipeline("moving.json", MOVING);
     ws
 }

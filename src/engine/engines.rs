@@ -20,6 +20,8 @@ pub struct Identity {
     pub labels: Vec<String>,
     /// How often it renews its heartbeat.
     pub heartbeat: Duration,
+    /// How long a task waits for its home engine, once gone, before this one takes it.
+    pub takeover_after: Duration,
 }
 
 impl Identity {
@@ -29,6 +31,7 @@ impl Identity {
             name: cfg.engine.name.clone().unwrap_or_else(default_name),
             labels: cfg.engine.labels.clone(),
             heartbeat: cfg.engine.heartbeat,
+            takeover_after: cfg.engine.takeover_after,
         }
     }
 

@@ -22,6 +22,7 @@ mod forge_issues;
 mod forge_poll;
 pub mod forge_say;
 mod handover;
+mod home;
 mod lease;
 mod log_cap;
 mod log_replay;
@@ -365,11 +366,9 @@ impl Engine {
             }
             None => {
                 let ws = ws.clone();
-                tokio::task::spawn_blocking(move || {
-                    crate::engine::board::open_engine_handle(&ws)
-                })
-                .await
-                .map_err(|e| EngineError::Other(e.to_string()))??
+                tokio::task::spawn_blocking(move || crate::engine::board::open_engine_handle(&ws))
+                    .await
+                    .map_err(|e| EngineError::Other(e.to_string()))??
             }
         };
         // This engine holds the workspace's lock: its store's last write may say that the

@@ -42,8 +42,8 @@ fn claim_due(db: &Db, free: usize, me: &Claimant) -> crate::store::Result<Vec<Cl
     let mut out = Vec::new();
     let now = now_ms();
     // The common case in one statement: the oldest due steps claimed at once. A step
-    // that requires labels this engine lacks is put back, and then the rest are looked at
-    // one row at a time past such steps.
+    // this engine may not take (labels it lacks, a task whose home is another live engine)
+    // is put back, and then the rest are looked at one row at a time past such steps.
     let mut steps = Vec::new();
     let mut held = false;
     let by = me.claim_by();
@@ -51,7 +51,8 @@ fn claim_due(db: &Db, free: usize, me: &Claimant) -> crate::store::Result<Vec<Cl
         let step = c.step;
         // An unreadable snapshot is reported by the step itself (it cannot start).
         let pipeline = db.pipeline(step.task_id).ok();
-        if me.may_run(requires(pipeline.as_deref(), &step.status)) {
+        if may_take(db, me, &step, pipeline.as_deref())? {
+            super::home::settle(db, me, step.task_id)?;
             steps.push((step, pipeline, c.fence));
         } else {
             db.unclaim_step_run(step.id)?;
@@ -100,7 +101,8 @@ fn claim_due(db: &Db, free: usize, me: &Claimant) -> crate::store::Result<Vec<Cl
 type Taken = (StepRun, Option<Arc<Pipeline>>, Option<i64>);
 
 /// Claims due steps one at a time until `steps` holds `free`, reading past the pending
-/// steps that require labels engine `me` lacks (they stay pending, for another engine).
+/// steps engine `me` may not take (labels it lacks, another engine's task): they stay
+/// pending, for another engine.
 fn claim_past_held(
     db: &Db,
     now: i64,
@@ -116,13 +118,14 @@ fn claim_past_held(
         held = 0;
         for step in due {
             let pipeline = db.pipeline(step.task_id).ok();
-            if !me.may_run(requires(pipeline.as_deref(), &step.status)) {
+            if !may_take(db, me, &step, pipeline.as_deref())? {
                 held += 1;
                 continue;
             }
             let Some(c) = db.claim_step_run_by(step.id, now, Some(&me.claim_by()))? else {
                 continue;
             };
+            super::home::settle(db, me, step.task_id)?;
             steps.push((c.step, pipeline, c.fence));
             if steps.len() == free {
                 break;
@@ -148,11 +151,28 @@ pub(super) fn runnable_open(db: &Db, me: &Claimant) -> crate::store::Result<bool
         return Ok(true);
     }
     let pending = db.due_step_runs(i64::MAX, LOOK as i64)?;
-    Ok(pending.len() == LOOK
-        || pending.iter().any(|s| {
-            let pipeline = db.pipeline(s.task_id).ok();
-            me.may_run(requires(pipeline.as_deref(), &s.status))
-        }))
+    if pending.len() == LOOK {
+        return Ok(true);
+    }
+    for s in &pending {
+        let pipeline = db.pipeline(s.task_id).ok();
+        if may_take(db, me, s, pipeline.as_deref())? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// True when engine `me` may run pending step `step`: it has the labels the step requires,
+/// and the step's task is its own or free to take (see [`super::home`]).
+fn may_take(
+    db: &Db,
+    me: &Claimant,
+    step: &StepRun,
+    pipeline: Option<&Pipeline>,
+) -> crate::store::Result<bool> {
+    let required = requires(pipeline, &step.status);
+    Ok(me.may_run(required) && super::home::may_claim(db, me, step.task_id, required)?)
 }
 
 /// The labels the step of `status` requires of the engine that runs it.

@@ -50,6 +50,7 @@ fn a_steps_end_through_the_next_steps_claim_takes_a_fixed_few_statements() {
         name: "here".into(),
         labels: vec![],
         heartbeat: Duration::from_secs(5),
+        takeover_after: Duration::from_secs(30),
     });
     let held = Held {
         fence: None,

@@ -177,4 +177,26 @@ impl Db<'_> {
             },
         )?)
     }
+
+    /// The engine a task's steps run on (its home, holding its worktree), once one ran a
+    /// step of it on a shared board.
+    pub fn task_home(&self, task_id: i64) -> Result<Option<String>> {
+        Ok(self
+            .one(
+                "SELECT home_engine FROM tasks WHERE id = ?1",
+                [task_id],
+                |r| r.get(0),
+            )
+            .optional()?
+            .flatten())
+    }
+
+    /// Makes engine `engine` the task's home.
+    pub fn set_task_home(&self, task_id: i64, engine: &str) -> Result<()> {
+        self.exec(
+            "UPDATE tasks SET home_engine = ?1 WHERE id = ?2",
+            params![engine, task_id],
+        )?;
+        Ok(())
+    }
 }

@@ -301,11 +301,13 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // Several engines on one board: a claim gives its step run a lease (renewed by its
     // engine's heartbeats, timed by the database's clock) and a fence number, unique per
     // claim, that its engine's later writes must match. A follow-up names the engine that
-    // runs it, so no other live engine starts it again.
+    // runs it, so no other live engine starts it again. A task names its home engine, the
+    // one whose machine holds its worktree.
     r#"
     ALTER TABLE step_runs ADD COLUMN lease_until INTEGER;
     ALTER TABLE step_runs ADD COLUMN fence INTEGER;
     ALTER TABLE followups ADD COLUMN engine TEXT;
+    ALTER TABLE tasks ADD COLUMN home_engine TEXT;
     "#,
 ];
 

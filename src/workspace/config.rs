@@ -73,6 +73,10 @@ pub struct EngineSettings {
     /// How often it renews its heartbeat; it counts as gone three of these after the last.
     #[serde(with = "humantime_serde_compat")]
     pub heartbeat: Duration,
+    /// On a shared board, how long a task waits for its home engine (the one holding its
+    /// worktree) once that engine is gone, before another engine takes the task over.
+    #[serde(with = "humantime_serde_compat")]
+    pub takeover_after: Duration,
 }
 
 impl Default for EngineSettings {
@@ -81,6 +85,7 @@ impl Default for EngineSettings {
             name: None,
             labels: Vec::new(),
             heartbeat: Duration::from_secs(5),
+            takeover_after: Duration::from_secs(30),
         }
     }
 }
@@ -331,6 +336,9 @@ pub(super) const EXAMPLE: &str = r#"# baton workspace configuration. Every setti
 # name = "devbox"
 # labels = ["gpu"]
 # heartbeat = "5s"
+# On a board several engines share, a task's steps run on the engine holding its worktree;
+# once that engine has been gone this long, another takes the task over.
+# takeover_after = "30s"
 
 # Where steps run when neither the step nor its agent profile names an executor
 # (docs/executors.md): "local" (the default), "docker", "ssh" or "kubernetes", with that

@@ -1,0 +1,256 @@
+//! A team's board as the team runs it: three clones of one repository (one per machine),
+//! one bare remote they share, one PostgreSQL board, and an engine in each clone. Every
+//! task's three steps build on each other's work through the task branch; all tasks end
+//! done, every execution key succeeded once with a fence of its own, and each task's steps
+//! ran on its home engine. Then an engine is killed with SIGKILL mid-step, again and
+//! again: each time the others take its steps over after the lease, and nothing is lost.
+//!
+//! `BATON_TEAM_TASKS` sets how many tasks the first test runs (300 unless set).
+
+mod common;
+mod infra;
+mod pg_board;
+mod pg_support;
+
+use common::{Ws, git, git_init, wait_within};
+use pg_board::{Board, stop};
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Three steps; each appends a line to the task's own file, the second and third only
+/// after checking the earlier steps' lines are there (from the task branch, wherever the
+/// step runs).
+const TEAM: &str = r#"{
+  "id": "team",
+  "name": "Team",
+  "statuses": [
+    {"id": "todo", "kind": "queue"},
+    {"id": "one", "step": {"script": "echo one >> \"work-$BATON_TASK_ID.txt\""}},
+    {"id": "two", "step": {"script": "grep -qx one \"work-$BATON_TASK_ID.txt\" || exit 3\necho two >> \"work-$BATON_TASK_ID.txt\""}},
+    {"id": "three", "step": {"script": "grep -qx two \"work-$BATON_TASK_ID.txt\" || exit 3\necho three >> \"work-$BATON_TASK_ID.txt\""}},
+    {"id": "done", "kind": "done"},
+    {"id": "failed", "kind": "failed"},
+    {"id": "cancelled", "kind": "cancelled"}
+  ]
+}"#;
+
+/// A bare repository holding one commit on `main`, in `dir`.
+fn bare_remote(dir: &Path) -> PathBuf {
+    let seed = dir.join("seed");
+    git_init(&seed);
+    let bare = dir.join("remote.git");
+    git(
+        dir,
+        &["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()],
+    );
+    git(&seed, &["push", "-q", bare.to_str().unwrap(), "main"]);
+    bare
+}
+
+/// A clone of `bare` on `board`, its engine beating every second and resuming what it
+/// finds interrupted.
+fn clone_on(board: &Board, bare: &Path, name: &str) -> Ws {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", bare.display());
+    git(dir.path(), &["clone", "-q", &url, name]);
+    let ws = Ws::at(dir, name);
+    git(ws.root(), &["config", "user.name", "Test"]);
+    git(ws.root(), &["config", "user.email", "test@example.com"]);
+    board.ok(&ws, &["init"]);
+    board.configure(&ws, &[("team.json", TEAM)]);
+    ws
+}
+
+#[test]
+fn three_machines_run_a_shared_board_each_task_on_its_home_engine() {
+    let Some(board) = Board::start() else { return };
+    let tasks: i64 = std::env::var("BATON_TEAM_TASKS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(300);
+    let remote = tempfile::tempdir().unwrap();
+    let bare = bare_remote(remote.path());
+    let names = ["a", "b", "c"];
+    let clones: Vec<Ws> = names.iter().map(|n| clone_on(&board, &bare, n)).collect();
+    let engines: Vec<_> = names
+        .iter()
+        .zip(&clones)
+        .map(|(n, ws)| board.engine(ws, n))
+        .collect();
+    for n in names {
+        board.wait_live(n);
+    }
+    // People on all three machines add work.
+    for i in 0..tasks {
+        let ws = &clones[i as usize % 3];
+        let title = format!("task {i}");
+        board.ok(ws, &["new", &title, "--pipeline", "team", "--start"]);
+    }
+    wait_within("every task done", Duration::from_secs(900), || {
+        board.count("SELECT COUNT(*) FROM tasks WHERE status IN ('done', 'failed', 'cancelled')")
+            == tasks
+    });
+    for e in engines {
+        stop(e);
+    }
+    assert_eq!(
+        board.count("SELECT COUNT(*) FROM tasks WHERE status = 'done'"),
+        tasks,
+        "a task did not end done"
+    );
+    let mut c = board.client();
+    // Each execution key succeeded once, under a fence of its own.
+    let rows = c
+        .query(
+            "SELECT task_id, execution_key, fence, engine FROM step_runs WHERE state = 'succeeded'",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(rows.len() as i64, tasks * 3);
+    let keys: HashSet<String> = rows.iter().map(|r| r.get(1)).collect();
+    assert_eq!(keys.len(), rows.len(), "an execution key succeeded twice");
+    let fences: HashSet<i64> = rows.iter().map(|r| r.get(2)).collect();
+    assert_eq!(
+        fences.len(),
+        rows.len(),
+        "two committed steps share a fence"
+    );
+    // Every task's steps ran on one engine, its home, and the work spread over them all.
+    let mut ran_on: HashMap<i64, HashSet<String>> = HashMap::new();
+    for r in &rows {
+        let engine: Option<String> = r.get(3);
+        ran_on
+            .entry(r.get(0))
+            .or_default()
+            .insert(engine.expect("a succeeded step names its engine"));
+    }
+    let homes: HashMap<i64, Option<String>> = c
+        .query("SELECT id, home_engine FROM tasks", &[])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    for (task, engines) in &ran_on {
+        assert_eq!(engines.len(), 1, "task {task} ran on {engines:?}");
+        let home = homes[task].clone().expect("a task that ran has a home");
+        assert!(
+            engines.contains(&home),
+            "task {task}: home {home}, ran on {engines:?}"
+        );
+    }
+    let used: HashSet<&String> = ran_on.values().flatten().collect();
+    assert!(used.len() >= 2, "one engine ran everything: {used:?}");
+    // The branches on the shared remote hold each task's three steps in order.
+    for task in ran_on.keys().take(20) {
+        let branch = c
+            .query_one("SELECT branch FROM tasks WHERE id = $1", &[task])
+            .unwrap()
+            .get::<_, Option<String>>(0)
+            .expect("a task in a git workspace has a branch");
+        let file = git(&bare, &["show", &format!("{branch}:work-{task}.txt")]);
+        assert_eq!(file, "one\ntwo\nthree\n", "task {task} on {branch}");
+    }
+    assert!(board.ok(&clones[0], &["db", "verify"]).contains("sound"));
+}
+
+/// One step that takes about a second, long enough to be killed in.
+const SLOW: &str = r#"{
+  "id": "slow",
+  "name": "Slow",
+  "statuses": [
+    {"id": "todo", "kind": "queue"},
+    {"id": "work", "step": {"script": "sleep 1"}},
+    {"id": "done", "kind": "done"},
+    {"id": "failed", "kind": "failed"},
+    {"id": "cancelled", "kind": "cancelled"}
+  ]
+}"#;
+
+#[test]
+fn an_engine_killed_mid_step_twenty_times_loses_nothing() {
+    let Some(board) = Board::start() else { return };
+    let (steady, victim) = (
+        board.workspace(&[("slow.json", SLOW)]),
+        board.workspace(&[("slow.json", SLOW)]),
+    );
+    const TASKS: i64 = 40;
+    for i in 0..TASKS {
+        board.ok(
+            &steady,
+            &["new", &format!("task {i}"), "--pipeline", "slow", "--start"],
+        );
+    }
+    let keeper = board.engine(&steady, "steady");
+    board.wait_live("steady");
+    let mut kills = 0;
+    let mut c = board.client();
+    while kills < 20 {
+        let open = board.count(
+            "SELECT COUNT(*) FROM tasks WHERE status NOT IN ('done', 'failed', 'cancelled')",
+        );
+        if open == 0 {
+            // Everything finished before twenty kills: give the victim more work.
+            for i in 0..10 {
+                board.ok(
+                    &steady,
+                    &[
+                        "new",
+                        &format!("more {kills}-{i}"),
+                        "--pipeline",
+                        "slow",
+                        "--start",
+                    ],
+                );
+            }
+        }
+        let engine = board.engine(&victim, "victim");
+        // Killed while it runs a step of its own.
+        wait_within("the victim to run a step", Duration::from_secs(120), || {
+            c.query_one(
+                "SELECT COUNT(*) FROM step_runs WHERE engine = 'victim' AND state = 'running'",
+                &[],
+            )
+            .map(|r| r.get::<_, i64>(0) > 0)
+            .unwrap_or(false)
+        });
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(engine.id() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        let mut engine = engine;
+        engine.wait().unwrap();
+        kills += 1;
+        // Its steps are taken from it once its lease runs out.
+        wait_within(
+            "the killed engine's steps reaped",
+            Duration::from_secs(60),
+            || {
+                c.query_one(
+                    "SELECT COUNT(*) FROM step_runs WHERE engine = 'victim' AND state = 'running'",
+                    &[],
+                )
+                .map(|r| r.get::<_, i64>(0) == 0)
+                .unwrap_or(false)
+            },
+        );
+    }
+    wait_within("every task done", Duration::from_secs(300), || {
+        board.count("SELECT COUNT(*) FROM tasks WHERE status NOT IN ('done')") == 0
+    });
+    stop(keeper);
+    // Nothing lost: every task done, and no execution key succeeded twice.
+    assert_eq!(
+        board.count(
+            "SELECT COUNT(*) FROM (SELECT execution_key FROM step_runs WHERE state = 'succeeded' \
+             GROUP BY execution_key HAVING COUNT(*) > 1) d"
+        ),
+        0
+    );
+    assert!(
+        board.count("SELECT COUNT(*) FROM step_runs WHERE state = 'interrupted'") >= 20,
+        "each kill left an interrupted step"
+    );
+    assert!(board.ok(&steady, &["db", "verify"]).contains("sound"));
+}

@@ -41,6 +41,8 @@ pub struct PgConn {
     lost: bool,
     /// The open transaction changed rows: its commit notifies listeners.
     changed: bool,
+    /// Some of its changes are more than log lines and heartbeats (see [`quiet`]).
+    loud: bool,
     /// Where to connect again when the connection breaks (None: it is not made again).
     target: Option<super::PgTarget>,
     /// The connection broke: the next try at connecting, and the wait after that one.
@@ -61,6 +63,7 @@ impl PgConn {
             failed: false,
             lost: false,
             changed: false,
+            loud: false,
             target,
             broken: None,
         }
@@ -154,6 +157,12 @@ impl PgConn {
         Ok(stmt)
     }
 
+    /// Notes a change by statement `sql`, and whether it is more than a quiet one.
+    fn note_change(&mut self, sql: &str) {
+        self.changed = true;
+        self.loud |= !quiet(sql);
+    }
+
     /// Outside a transaction: the connection made again first if it broke.
     fn ready(&mut self) -> SqlResult<()> {
         if self.in_tx { Ok(()) } else { self.alive() }
@@ -166,7 +175,9 @@ impl PgConn {
         let values = values(params);
         let r = self.client.execute(&stmt, &refs(&values));
         let n = self.seen(r)? as usize;
-        self.changed |= n > 0;
+        if n > 0 {
+            self.note_change(sql);
+        }
         Ok(n)
     }
 
@@ -177,7 +188,7 @@ impl PgConn {
         let values = values(params);
         let r = self.client.query_one(&stmt, &refs(&values));
         let row = self.seen(r)?;
-        self.changed = true;
+        self.note_change(sql);
         Ok(row.try_get(0)?)
     }
 
@@ -208,7 +219,7 @@ impl PgConn {
                 .get(..6)
                 .is_some_and(|w| w.eq_ignore_ascii_case("SELECT"))
         {
-            self.changed = true;
+            self.note_change(sql);
         }
         Ok(rows)
     }
@@ -244,6 +255,7 @@ impl PgConn {
         self.failed = false;
         self.lost = false;
         self.changed = false;
+        self.loud = false;
         self.in_tx = true;
         let r = self.client.batch_execute(&format!(
             "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({WRITE_LOCK})"
@@ -266,9 +278,14 @@ impl PgConn {
             return Err(Error::RolledBack);
         }
         if self.changed {
+            let mark = super::listen::sender_mark();
+            let payload = match self.loud {
+                true => mark.to_string(),
+                false => format!("{mark} {}", super::listen::QUIET),
+            };
             let r = self.client.execute(
                 "SELECT pg_notify($1, $2)",
-                &[&super::listen::CHANNEL, &super::listen::sender_mark()],
+                &[&super::listen::CHANNEL, &payload],
             );
             if let Err(e) = r {
                 let e = self.seen::<()>(Err(e)).unwrap_err();
@@ -337,6 +354,20 @@ impl PgConn {
     pub fn in_transaction(&self) -> bool {
         self.in_tx && !self.lost && !self.client.is_closed()
     }
+}
+
+/// Changes that give an engine nothing to do (a running step's log lines, an engine's
+/// heartbeat): their notification says so, and engines pass over it, so steps running
+/// elsewhere do not wake every engine ten times a second.
+fn quiet(sql: &str) -> bool {
+    let sql = sql.trim_start();
+    [
+        "INSERT INTO log_lines",
+        "UPDATE step_runs SET log_count",
+        "UPDATE engines SET heartbeat_at = ?1 ",
+    ]
+    .iter()
+    .any(|q| sql.starts_with(q))
 }
 
 /// True when `e` says the connection is gone: closed, a socket error, or the server
@@ -450,7 +481,29 @@ pub fn render(sql: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::render;
+    use super::{quiet, render};
+
+    #[test]
+    fn log_lines_and_heartbeats_are_quiet_changes_and_the_rest_are_not() {
+        assert!(quiet(
+            "INSERT INTO log_lines (step_run_id, stream, ts, line) VALUES (?1)"
+        ));
+        assert!(quiet(
+            "  UPDATE step_runs SET log_count = log_count + ?1 WHERE id = ?2"
+        ));
+        assert!(quiet(
+            "UPDATE engines SET heartbeat_at = ?1 WHERE name = ?2"
+        ));
+        assert!(!quiet(
+            "UPDATE engines SET stopped_at = ?1, heartbeat_at = ?1 WHERE name = ?2"
+        ));
+        assert!(!quiet(
+            "UPDATE step_runs SET state = 'running' WHERE id = ?1"
+        ));
+        assert!(!quiet(
+            "INSERT INTO commands (task_id, body) VALUES (?1, ?2)"
+        ));
+    }
 
     #[test]
     fn placeholders_become_numbered_and_hints_go() {

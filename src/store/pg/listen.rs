@@ -110,10 +110,8 @@ pub fn listen(
                 };
                 wait = BACKOFF.0;
                 // Back after an outage: what was sent meanwhile was not heard.
-                if lost {
-                    if !on(Heard::Back) || !on(Heard::Changed) {
-                        return;
-                    }
+                if lost && (!on(Heard::Back) || !on(Heard::Changed)) {
+                    return;
                 }
                 let why = loop {
                     if flag.load(Ordering::Relaxed) {

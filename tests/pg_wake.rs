@@ -246,6 +246,9 @@ fn the_board_draws_a_postgres_board_in_tmux() {
     }
     let ws = folder();
     ok(&ws, &pg, &["new", "kept in postgres", "--pipeline", "gate"]);
+    // The board's engine runs in another folder (as on another machine).
+    let there = folder();
+    let (_engine, _log) = Engine::start(&there, &pg);
     let tmux = tmux::Tmux::start(
         "pgboard",
         &format!(

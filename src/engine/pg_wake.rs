@@ -34,6 +34,7 @@ pub fn for_engine(
     let heard = move |h: Heard| {
         match h {
             Heard::Changed | Heard::Poll => return wake.send(Wake::Poke).is_ok(),
+            Heard::Quiet => {}
             Heard::Lost(why) => {
                 up.send_replace(false);
                 tracing::error!("{why} — connecting again with backoff");
@@ -72,7 +73,8 @@ pub fn for_engine(
 pub fn for_client(target: PgTarget, tx: broadcast::Sender<Change>) -> Option<Listener> {
     let heard = move |h: Heard| {
         let change = match h {
-            Heard::Changed | Heard::Poll => Change::All,
+            // A board following another machine's engine shows its log lines too.
+            Heard::Changed | Heard::Poll | Heard::Quiet => Change::All,
             Heard::Lost(why) => Change::Notice(lost_text(&why)),
             Heard::Back => Change::Notice(BACK.into()),
         };

@@ -5,8 +5,9 @@
 //! [`super::listen`]). A connection that breaks (the server restarted, the network cut) is
 //! made again, with backoff, at the next statement outside a transaction.
 
+pub use super::value::value;
 use crate::store::sql::{Error, Params, SqlResult, Value};
-use postgres::types::{IsNull, ToSql, Type, private::BytesMut};
+use postgres::types::ToSql;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -40,6 +41,8 @@ pub struct PgConn {
     lost: bool,
     /// The open transaction changed rows: its commit notifies listeners.
     changed: bool,
+    /// Some of its changes are more than log lines and heartbeats (see [`quiet`]).
+    loud: bool,
     /// Where to connect again when the connection breaks (None: it is not made again).
     target: Option<super::PgTarget>,
     /// The connection broke: the next try at connecting, and the wait after that one.
@@ -60,6 +63,7 @@ impl PgConn {
             failed: false,
             lost: false,
             changed: false,
+            loud: false,
             target,
             broken: None,
         }
@@ -153,6 +157,12 @@ impl PgConn {
         Ok(stmt)
     }
 
+    /// Notes a change by statement `sql`, and whether it is more than a quiet one.
+    fn note_change(&mut self, sql: &str) {
+        self.changed = true;
+        self.loud |= !quiet(sql);
+    }
+
     /// Outside a transaction: the connection made again first if it broke.
     fn ready(&mut self) -> SqlResult<()> {
         if self.in_tx { Ok(()) } else { self.alive() }
@@ -165,7 +175,9 @@ impl PgConn {
         let values = values(params);
         let r = self.client.execute(&stmt, &refs(&values));
         let n = self.seen(r)? as usize;
-        self.changed |= n > 0;
+        if n > 0 {
+            self.note_change(sql);
+        }
         Ok(n)
     }
 
@@ -176,7 +188,7 @@ impl PgConn {
         let values = values(params);
         let r = self.client.query_one(&stmt, &refs(&values));
         let row = self.seen(r)?;
-        self.changed = true;
+        self.note_change(sql);
         Ok(row.try_get(0)?)
     }
 
@@ -207,7 +219,7 @@ impl PgConn {
                 .get(..6)
                 .is_some_and(|w| w.eq_ignore_ascii_case("SELECT"))
         {
-            self.changed = true;
+            self.note_change(sql);
         }
         Ok(rows)
     }
@@ -243,6 +255,7 @@ impl PgConn {
         self.failed = false;
         self.lost = false;
         self.changed = false;
+        self.loud = false;
         self.in_tx = true;
         let r = self.client.batch_execute(&format!(
             "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({WRITE_LOCK})"
@@ -265,9 +278,14 @@ impl PgConn {
             return Err(Error::RolledBack);
         }
         if self.changed {
+            let mark = super::listen::sender_mark();
+            let payload = match self.loud {
+                true => mark.to_string(),
+                false => format!("{mark} {}", super::listen::QUIET),
+            };
             let r = self.client.execute(
                 "SELECT pg_notify($1, $2)",
-                &[&super::listen::CHANNEL, &super::listen::sender_mark()],
+                &[&super::listen::CHANNEL, &payload],
             );
             if let Err(e) = r {
                 let e = self.seen::<()>(Err(e)).unwrap_err();
@@ -336,6 +354,20 @@ impl PgConn {
     pub fn in_transaction(&self) -> bool {
         self.in_tx && !self.lost && !self.client.is_closed()
     }
+}
+
+/// Changes that give an engine nothing to do (a running step's log lines, an engine's
+/// heartbeat): their notification says so, and engines pass over it, so steps running
+/// elsewhere do not wake every engine ten times a second.
+fn quiet(sql: &str) -> bool {
+    let sql = sql.trim_start();
+    [
+        "INSERT INTO log_lines",
+        "UPDATE step_runs SET log_count",
+        "UPDATE engines SET heartbeat_at = ?1 ",
+    ]
+    .iter()
+    .any(|q| sql.starts_with(q))
 }
 
 /// True when `e` says the connection is gone: closed, a socket error, or the server
@@ -447,97 +479,31 @@ pub fn render(sql: &str) -> String {
     out
 }
 
-/// Column `i` of a row as a [`Value`], borrowed from the row.
-pub fn value(row: &postgres::Row, i: usize) -> SqlResult<Value<'_>> {
-    let ty = match row.columns().get(i) {
-        Some(c) => c.type_(),
-        None => {
-            return Err(Error::Column {
-                index: i,
-                detail: format!("the row has {} columns", row.len()),
-            });
-        }
-    };
-    let v = if *ty == Type::INT8 {
-        row.try_get::<_, Option<i64>>(i)?.map(Value::Int)
-    } else if *ty == Type::INT4 {
-        row.try_get::<_, Option<i32>>(i)?
-            .map(|v| Value::Int(v.into()))
-    } else if *ty == Type::INT2 {
-        row.try_get::<_, Option<i16>>(i)?
-            .map(|v| Value::Int(v.into()))
-    } else if *ty == Type::BOOL {
-        row.try_get::<_, Option<bool>>(i)?
-            .map(|v| Value::Int(v.into()))
-    } else if *ty == Type::FLOAT8 {
-        row.try_get::<_, Option<f64>>(i)?.map(Value::Real)
-    } else if *ty == Type::FLOAT4 {
-        row.try_get::<_, Option<f32>>(i)?
-            .map(|v| Value::Real(v.into()))
-    } else if is_text(ty) {
-        row.try_get::<_, Option<&str>>(i)?.map(Value::Text)
-    } else if *ty == Type::BYTEA {
-        row.try_get::<_, Option<&[u8]>>(i)?.map(Value::Blob)
-    } else {
-        return Err(Error::Column {
-            index: i,
-            detail: format!(
-                "PostgreSQL's type {ty} is not one the store reads — cast it in the query (BIGINT, DOUBLE PRECISION or TEXT)"
-            ),
-        });
-    };
-    Ok(v.unwrap_or(Value::Null))
-}
-
-fn is_text(ty: &Type) -> bool {
-    [
-        Type::TEXT,
-        Type::VARCHAR,
-        Type::BPCHAR,
-        Type::NAME,
-        Type::UNKNOWN,
-    ]
-    .contains(ty)
-}
-
-/// A value goes into whatever type PostgreSQL gave its parameter when it prepared the
-/// statement, where that type holds it (an integer into INT4 or TEXT too).
-impl ToSql for Value<'_> {
-    fn to_sql(
-        &self,
-        ty: &Type,
-        out: &mut BytesMut,
-    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
-        match *self {
-            Value::Null => Ok(IsNull::Yes),
-            Value::Int(i) if *ty == Type::INT8 => i.to_sql(ty, out),
-            Value::Int(i) if *ty == Type::INT4 => i32::try_from(i)?.to_sql(ty, out),
-            Value::Int(i) if *ty == Type::INT2 => i16::try_from(i)?.to_sql(ty, out),
-            Value::Int(i) if *ty == Type::BOOL => (i != 0).to_sql(ty, out),
-            Value::Int(i) if *ty == Type::FLOAT8 => (i as f64).to_sql(ty, out),
-            Value::Int(i) if is_text(ty) => i.to_string().as_str().to_sql(ty, out),
-            Value::Real(f) if *ty == Type::FLOAT8 => f.to_sql(ty, out),
-            Value::Real(f) if *ty == Type::FLOAT4 => (f as f32).to_sql(ty, out),
-            Value::Text(s) if is_text(ty) => s.to_sql(ty, out),
-            Value::Blob(b) if *ty == Type::BYTEA => b.to_sql(ty, out),
-            v => Err(format!(
-                "{} cannot go into a parameter of PostgreSQL's type {ty} — cast the parameter in the query",
-                v.kind()
-            )
-            .into()),
-        }
-    }
-
-    fn accepts(_: &Type) -> bool {
-        true
-    }
-
-    postgres::types::to_sql_checked!();
-}
-
 #[cfg(test)]
 mod tests {
-    use super::render;
+    use super::{quiet, render};
+
+    #[test]
+    fn log_lines_and_heartbeats_are_quiet_changes_and_the_rest_are_not() {
+        assert!(quiet(
+            "INSERT INTO log_lines (step_run_id, stream, ts, line) VALUES (?1)"
+        ));
+        assert!(quiet(
+            "  UPDATE step_runs SET log_count = log_count + ?1 WHERE id = ?2"
+        ));
+        assert!(quiet(
+            "UPDATE engines SET heartbeat_at = ?1 WHERE name = ?2"
+        ));
+        assert!(!quiet(
+            "UPDATE engines SET stopped_at = ?1, heartbeat_at = ?1 WHERE name = ?2"
+        ));
+        assert!(!quiet(
+            "UPDATE step_runs SET state = 'running' WHERE id = ?1"
+        ));
+        assert!(!quiet(
+            "INSERT INTO commands (task_id, body) VALUES (?1, ?2)"
+        ));
+    }
 
     #[test]
     fn placeholders_become_numbered_and_hints_go() {

@@ -15,8 +15,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-/// The channel baton's notifications travel on.
+/// The channel baton's notifications travel on. A notification's payload is the
+/// sender's mark, followed by [`QUIET`] when all it changed were log lines and heartbeats.
 pub const CHANNEL: &str = "baton";
+
+/// The word of a quiet change's notification.
+pub const QUIET: &str = "quiet";
 
 /// How often a listener says [`Heard::Poll`] with nothing heard, unless
 /// `BATON_PG_POLL_MS` says otherwise.
@@ -31,6 +35,8 @@ pub const BACKOFF: (Duration, Duration) = (Duration::from_millis(200), Duration:
 pub enum Heard {
     /// Another process committed a change (or one may have been missed: after a reconnect).
     Changed,
+    /// Another process wrote only log lines or heartbeats.
+    Quiet,
     /// Nothing was heard for a while: look anyway.
     Poll,
     /// The database cannot be reached (said once per outage): why.
@@ -104,10 +110,8 @@ pub fn listen(
                 };
                 wait = BACKOFF.0;
                 // Back after an outage: what was sent meanwhile was not heard.
-                if lost {
-                    if !on(Heard::Back) || !on(Heard::Changed) {
-                        return;
-                    }
+                if lost && (!on(Heard::Back) || !on(Heard::Changed)) {
+                    return;
                 }
                 let why = loop {
                     if flag.load(Ordering::Relaxed) {
@@ -115,8 +119,16 @@ pub fn listen(
                     }
                     let next = client.notifications().timeout_iter(every).next();
                     let heard = match next {
-                        Ok(Some(n)) if !own && n.payload() == sender_mark() => continue,
-                        Ok(Some(_)) => Heard::Changed,
+                        Ok(Some(n)) => {
+                            let mut words = n.payload().split(' ');
+                            if !own && words.next() == Some(sender_mark()) {
+                                continue;
+                            }
+                            match words.next() {
+                                Some(QUIET) => Heard::Quiet,
+                                _ => Heard::Changed,
+                            }
+                        }
                         Err(e) => {
                             break e
                                 .as_db_error()

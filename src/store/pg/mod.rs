@@ -18,6 +18,7 @@ mod dump;
 pub mod listen;
 mod open;
 pub mod target;
+mod value;
 
 use super::{Result, StoreError, schema};
 pub use target::{PgTarget, UrlSource};

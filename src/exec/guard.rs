@@ -21,14 +21,14 @@
 //!   parent-death signal: that fires when the engine *thread* that forked exits, which
 //!   tokio's blocking threads do;
 //!
-//! It blocks in two threads (socket read, `waitpid`) and never polls.
+//! It blocks in one `poll` on the socket and a signalfd of SIGCHLD, and starts no thread.
 
 use crate::exec::process::{Mark, end_marked_blocking};
 use nix::sys::signal::{SigSet, Signal, kill};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 use std::ffi::OsString;
-use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -250,14 +250,10 @@ fn say_clean(socket: &OwnedFd) {
     }
 }
 
-/// What the guard's threads report.
-enum Event {
-    /// The program ended: its exit code, or the signal that ended it; and whether nothing
-    /// it started was left then.
-    Exited(i32, bool),
-    Killed(Signal, bool),
-    /// The engine's end of the socket is closed.
-    EngineGone,
+/// How the program ended: its exit code, or the signal that ended it.
+enum Ended {
+    Exited(i32),
+    Killed(Signal),
 }
 
 /// Runs the guard: `args` are what follows `__guard` (or `baton-guard`). Never returns.
@@ -276,14 +272,27 @@ pub fn main(args: Vec<OsString>) -> ! {
     // Orphaned descendants, even those in a session of their own, become our children.
     // Without that, the step's orphans go elsewhere and the guard cannot vouch for them.
     let subreaper = nix::sys::prctl::set_child_subreaper(true).is_ok();
-    // The group's SIGTERM (abort) is for the program: blocked here (before any thread
-    // exists, so all inherit the mask), it waits pending until the guard exits the way the
-    // program did. The program starts with an empty mask (set between fork and exec).
+    // The group's SIGTERM (abort) is for the program: blocked here, it waits pending until
+    // the guard exits the way the program did. SIGCHLD is blocked to be read from a
+    // signalfd, so one thread waits for both the program and the engine's socket. The
+    // program starts with an empty mask (set between fork and exec).
     let mut signals = SigSet::empty();
-    for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+    for s in [
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+        Signal::SIGCHLD,
+    ] {
         signals.add(s);
     }
     let _ = signals.thread_block();
+    let mut children = SigSet::empty();
+    children.add(Signal::SIGCHLD);
+    let flags = SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK;
+    let Ok(exits) = SignalFd::with_flags(&children, flags) else {
+        eprintln!("baton: the step guard could not watch its program");
+        std::process::exit(127);
+    };
     let mut command = std::process::Command::new(program);
     command.args(&argv[1..]);
     // SAFETY: only sigprocmask, which is async-signal-safe, runs between fork and exec.
@@ -308,42 +317,25 @@ pub fn main(args: Vec<OsString>) -> ! {
         }
     };
     let child = Pid::from_raw(child.id() as i32);
-    let answer = watch.try_clone().ok();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let engine = tx.clone();
-    std::thread::spawn(move || {
-        let mut socket = std::fs::File::from(watch);
-        let mut buf = [0u8; 64];
-        loop {
-            match socket.read(&mut buf) {
-                Ok(0) => break,
-                Ok(_) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => break,
+    match wait(child, &watch, &exits) {
+        Some(ended) => {
+            // The program is gone; if nothing else it started is, the engine hears so.
+            if subreaper && nothing_left() {
+                say_clean(&watch);
+            }
+            match ended {
+                Ended::Exited(code) => std::process::exit(code),
+                Ended::Killed(sig) => exit_by(sig),
             }
         }
-        let _ = engine.send(Event::EngineGone);
-    });
-    std::thread::spawn(move || reap(child, &tx));
-    // Every event ends the guard; a closed channel cannot happen while `reap` holds `tx`.
-    let clean = |left_nothing: bool| {
-        if let (true, true, Some(answer)) = (left_nothing, subreaper, &answer) {
-            say_clean(answer);
-        }
-    };
-    match rx.recv() {
-        Ok(Event::Exited(code, left_nothing)) => {
-            clean(left_nothing);
-            std::process::exit(code)
-        }
-        Ok(Event::Killed(sig, left_nothing)) => {
-            clean(left_nothing);
-            exit_by(sig)
-        }
-        Ok(Event::EngineGone) => {
+        None => {
             // No one reads the step any more. Everything holding its key goes (the
             // program itself by pid too, for one that cleared its environment), and only
-            // then the guard: the reaper thread reaps meanwhile.
+            // then the guard; a thread reaps meanwhile, so that what ends is gone at once
+            // rather than left to an init that may never reap it.
+            std::thread::spawn(|| {
+                while !matches!(waitpid(None, None), Err(e) if e != nix::errno::Errno::EINTR) {}
+            });
             let _ = kill(child, Signal::SIGTERM);
             match &mark {
                 Some(mark) => end_marked_blocking(mark, grace),
@@ -352,24 +344,70 @@ pub fn main(args: Vec<OsString>) -> ! {
             let _ = kill(child, Signal::SIGKILL);
             std::process::exit(1)
         }
-        Err(_) => std::process::exit(1),
     }
 }
 
-/// Reaps every child (the program, and the orphans handed to us as subreaper) and reports
-/// how the program ended.
-fn reap(child: Pid, tx: &std::sync::mpsc::Sender<Event>) {
+/// Waits for the program to end (reaping the orphans handed to the guard as subreaper
+/// meanwhile), or for the engine's end of the socket to close: how the program ended, or
+/// None when the engine is gone.
+fn wait(child: Pid, socket: &OwnedFd, exits: &SignalFd) -> Option<Ended> {
+    use nix::libc;
+    let mut fds = [
+        libc::pollfd {
+            fd: socket.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: exits.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
     loop {
-        match waitpid(None, None) {
+        // SAFETY: two initialised pollfd records, their number passed with them.
+        let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
+        if ready < 0 {
+            match nix::errno::Errno::last() {
+                nix::errno::Errno::EINTR => continue,
+                // poll cannot fail otherwise with these arguments; treat it as the engine
+                // gone rather than spin.
+                _ => return None,
+            }
+        }
+        if fds[1].revents != 0 {
+            while let Ok(Some(_)) = exits.read_signal() {}
+            if let Some(ended) = reap(child) {
+                return Some(ended);
+            }
+        }
+        if fds[0].revents != 0 {
+            let mut buf = [0u8; 64];
+            match nix::unistd::read(socket, &mut buf) {
+                Ok(0) => return None,
+                Ok(_) | Err(nix::errno::Errno::EINTR | nix::errno::Errno::EAGAIN) => {}
+                Err(_) => return None,
+            }
+        }
+    }
+}
+
+/// Reaps every child that has ended (the program, and the orphans handed to us as
+/// subreaper); how the program ended if it is among them. Never blocks.
+fn reap(child: Pid) -> Option<Ended> {
+    loop {
+        match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
             Ok(WaitStatus::Exited(pid, code)) if pid == child => {
-                let _ = tx.send(Event::Exited(code, nothing_left()));
+                return Some(Ended::Exited(code));
             }
             Ok(WaitStatus::Signaled(pid, sig, _)) if pid == child => {
-                let _ = tx.send(Event::Killed(sig, nothing_left()));
+                return Some(Ended::Killed(sig));
             }
+            Ok(WaitStatus::StillAlive) => return None,
             Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-            // No child left: the program was reaped and reported.
-            Err(_) => return,
+            // No child left, and the program was not among the reaped: cannot happen
+            // while the program is our child.
+            Err(_) => return None,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! A team's board as the team runs it: three clones of one repository (one per machine),
 //! one bare remote they share, one PostgreSQL board, and an engine in each clone. Every
-//! task's three steps build on each other's work through the task branch; all tasks end
+//! task's three steps build on each other's work through the task branch, with a review
+//! between the first and the second that someone on another machine approves; all tasks end
 //! done, every execution key succeeded once with a fence of its own, and each task's steps
 //! ran on its home engine. Then an engine is killed with SIGKILL mid-step, again and
 //! again: each time the others take its steps over after the lease, and nothing is lost.
@@ -18,15 +19,16 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// Three steps; each appends a line to the task's own file, the second and third only
-/// after checking the earlier steps' lines are there (from the task branch, wherever the
-/// step runs).
+/// Three steps, a review after the first; each appends a line to the task's own file, the
+/// second and third only after checking the earlier steps' lines are there (from the task
+/// branch, wherever the step runs).
 const TEAM: &str = r#"{
   "id": "team",
   "name": "Team",
   "statuses": [
     {"id": "todo", "kind": "queue"},
     {"id": "one", "step": {"script": "echo one >> \"work-$BATON_TASK_ID.txt\""}},
+    {"id": "review", "kind": "gate"},
     {"id": "two", "step": {"script": "grep -qx one \"work-$BATON_TASK_ID.txt\" || exit 3\necho two >> \"work-$BATON_TASK_ID.txt\""}},
     {"id": "three", "step": {"script": "grep -qx two \"work-$BATON_TASK_ID.txt\" || exit 3\necho three >> \"work-$BATON_TASK_ID.txt\""}},
     {"id": "done", "kind": "done"},
@@ -82,10 +84,20 @@ fn three_machines_run_a_shared_board_each_task_on_its_home_engine() {
         board.wait_live(n);
     }
     // People on all three machines add work.
+    let mut ids = Vec::new();
     for i in 0..tasks {
         let ws = &clones[i as usize % 3];
         let title = format!("task {i}");
-        board.ok(ws, &["new", &title, "--pipeline", "team", "--start"]);
+        let id = board.ok(ws, &["new", &title, "--pipeline", "team", "--start"]);
+        ids.push(id.trim().to_string());
+    }
+    // Each waits for review after its first step; someone on another machine approves it,
+    // and the rest of its steps still run on its home engine.
+    wait_within("every task at review", Duration::from_secs(900), || {
+        board.count("SELECT COUNT(*) FROM tasks WHERE status = 'review'") == tasks
+    });
+    for (i, id) in ids.iter().enumerate() {
+        board.ok(&clones[(i + 1) % 3], &["approve", id]);
     }
     wait_within("every task done", Duration::from_secs(900), || {
         board.count("SELECT COUNT(*) FROM tasks WHERE status IN ('done', 'failed', 'cancelled')")

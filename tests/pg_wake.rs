@@ -69,6 +69,8 @@ impl Engine {
             .env("XDG_CONFIG_HOME", ws.dir.path().join("xdg"))
             .env("BATON_DATABASE_URL", pg.url("board"))
             .env("PGPASSWORD", PASSWORD)
+            // Only NOTIFY can wake it within a test's patience: the fallback look is a minute off.
+            .env("BATON_PG_POLL_MS", "60000")
             .arg("engine")
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
@@ -144,6 +146,8 @@ fn board() -> Option<Pg> {
 fn a_task_started_where_no_engine_runs_is_picked_up_at_once_by_another_folders_engine() {
     let Some(pg) = board() else { return };
     let (here, there) = (folder(), folder());
+    // No heartbeat (each of which also looks at the board) within the test's patience.
+    here.config("[engine]\nheartbeat = \"60s\"\n");
     ok(&there, &pg, &["db", "migrate"]);
     let (_engine, _log) = Engine::start(&here, &pg);
     let id = start_task(&there, &pg, "gate", "from afar");
@@ -163,6 +167,8 @@ fn a_task_started_where_no_engine_runs_is_picked_up_at_once_by_another_folders_e
 fn the_engine_lives_through_the_database_restarting() {
     let Some(pg) = board() else { return };
     let (here, there) = (folder(), folder());
+    // No heartbeat (each of which also looks at the board) within the test's patience.
+    here.config("[engine]\nheartbeat = \"60s\"\n");
     ok(&there, &pg, &["db", "migrate"]);
     let (_engine, log) = Engine::start(&here, &pg);
     // A step runs while the server goes away, and ends while it is away.

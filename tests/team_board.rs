@@ -179,6 +179,24 @@ const SLOW: &str = r#"{
   ]
 }"#;
 
+/// Waits until engine name `name` is free again: its last holder stopped, or its heartbeat
+/// is a lease old by the database's clock.
+fn name_free(c: &mut postgres::Client, name: &str) {
+    wait_within(
+        &format!("the engine name {name} free"),
+        Duration::from_secs(60),
+        || {
+            c.query_one(
+                "SELECT COUNT(*) FROM engines WHERE name = $1 AND stopped_at IS NULL \
+                 AND heartbeat_at + lease_ms > CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+                &[&name],
+            )
+            .map(|r| r.get::<_, i64>(0) == 0)
+            .unwrap_or(false)
+        },
+    );
+}
+
 #[test]
 fn an_engine_killed_mid_step_twenty_times_loses_nothing() {
     let Some(board) = Board::start() else { return };
@@ -205,6 +223,7 @@ fn an_engine_killed_mid_step_twenty_times_loses_nothing() {
             let title = format!("task {kill}-{i}");
             board.ok(&steady, &["new", &title, "--pipeline", "slow", "--start"]);
         }
+        name_free(&mut c, "victim");
         let mut engine = board.engine(&victim, "victim");
         // Killed while it runs a step of its own.
         wait_within("the victim to run a step", Duration::from_secs(120), || {
@@ -224,6 +243,7 @@ fn an_engine_killed_mid_step_twenty_times_loses_nothing() {
         );
     }
     // The victim comes back for good and helps finish.
+    name_free(&mut c, "victim");
     let last = board.engine(&victim, "victim");
     wait_within("every task done", Duration::from_secs(300), || {
         board.count("SELECT COUNT(*) FROM tasks WHERE status <> 'done'") == 0

@@ -93,7 +93,7 @@ impl Engine {
         let held: Vec<(i64, i64)> = self
             .running
             .iter()
-            .filter(|(_, r)| !r.lost)
+            .filter(|(_, r)| !r.lost && r.reason.is_none())
             .filter_map(|(id, r)| Some((*id, r.fence?)))
             .collect();
         if held.is_empty() {
@@ -136,7 +136,8 @@ impl Engine {
         let lost: Vec<i64> = self
             .running
             .iter()
-            .filter(|(_, r)| !r.lost)
+            // A step this engine stopped itself (an abort, a shutdown) ends its own way.
+            .filter(|(_, r)| !r.lost && r.reason.is_none())
             .filter(|(id, r)| {
                 r.fence
                     .is_some_and(|f| !rows.iter().any(|(i, g)| i == *id && *g == Some(f)))
@@ -221,27 +222,32 @@ impl Engine {
         }
     }
 
-    /// True for a `say` to a task whose running step another engine runs on a shared
-    /// board: the message is that engine's to hand to its step, so the command is left
-    /// for it.
-    pub(super) async fn say_for_another(&self, order: &super::Order) -> bool {
+    /// True for a command that is another engine's on a shared board, so it is left for
+    /// that one: a `say` to a step another engine runs (the message is that engine's to
+    /// hand to its step), and any request on a task whose home is another live engine
+    /// (a merge, a worktree's cleanup and the next step belong on the machine holding the
+    /// worktree).
+    pub(super) async fn for_another(&self, order: &super::Order) -> bool {
         let super::Order::Act(req) = order else {
             return false;
         };
-        if !self.me.shared || !matches!(req.action, Action::Say { .. } | Action::ForgeSay { .. }) {
+        if !self.me.shared {
             return false;
         }
-        let (task_id, me) = (req.task_id, self.me.ident.name.clone());
+        let say = matches!(req.action, Action::Say { .. } | Action::ForgeSay { .. });
+        let (task_id, me) = (req.task_id, self.me.ident.clone());
         self.store
             .read(move |db| {
-                for s in db.open_step_runs(task_id)? {
-                    if s.state == crate::store::StepState::Running
-                        && db.step_engine(s.id)?.is_some_and(|e| e != me)
-                    {
-                        return Ok(true);
+                if say {
+                    for s in db.open_step_runs(task_id)? {
+                        if s.state == crate::store::StepState::Running
+                            && db.step_engine(s.id)?.is_some_and(|e| e != me.name)
+                        {
+                            return Ok(true);
+                        }
                     }
                 }
-                Ok(false)
+                Ok(!super::home::may_claim(db, &me, task_id, &[])?)
             })
             .await
             .unwrap_or(false)

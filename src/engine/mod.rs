@@ -978,7 +978,7 @@ impl Engine {
         };
         for cmd in pending {
             match serde_json::from_value::<Order>(cmd.body.clone()) {
-                Ok(order) if self.say_for_another(&order).await => {}
+                Ok(order) if self.for_another(&order).await => {}
                 Ok(order) => {
                     let _ = self.take(order, Some(cmd.id)).await;
                 }

@@ -252,8 +252,12 @@ pub async fn run(
         }
     };
     let (tests, forwarded) = forwarder.await.unwrap_or((None, true));
-    // On a shared board the step's work leaves this machine before its end is recorded.
-    if let Some(line) = super::shared_branch::push_after_step(&job, &store).await {
+    // On a shared board the step's work leaves this machine before its end is recorded. A
+    // step stopped here (aborted, its claim lost to another engine, the engine stopping)
+    // pushes nothing: its half-done work must not land on the branch another engine's
+    // attempt goes on from.
+    let stopped = matches!(report.state, StepState::Cancelled | StepState::Interrupted);
+    if !stopped && let Some(line) = super::shared_branch::push_after_step(&job, &store).await {
         sent |= logs.send(system(line)).await.is_ok();
     }
     let mut report = report;

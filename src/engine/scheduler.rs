@@ -47,7 +47,16 @@ fn claim_due(db: &Db, free: usize, me: &Claimant) -> crate::store::Result<Vec<Cl
     let mut steps = Vec::new();
     let mut held = false;
     let by = me.claim_by();
-    for c in db.claim_due_step_runs(now, free as i64, Some(&by))? {
+    // On a shared board, steps are looked at before they are claimed: a claim put back
+    // would still take a fence number and wake every other engine for nothing.
+    let shared = db.is_postgres();
+    let one_go = if shared {
+        held = true;
+        Vec::new()
+    } else {
+        db.claim_due_step_runs(now, free as i64, Some(&by))?
+    };
+    for c in one_go {
         let step = c.step;
         // An unreadable snapshot is reported by the step itself (it cannot start).
         let pipeline = db.pipeline(step.task_id).ok();

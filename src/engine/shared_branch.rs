@@ -120,10 +120,10 @@ impl GitCtx {
                 _ if git_shared::has_branch(repo, &branch) => None,
                 Ok(false) => return Err(GitError::NotPushed { branch, remote }),
                 Err(e) => {
-                    let message = match e {
+                    let message = scrub_userinfo(&match e {
                         GitError::Failed { message, .. } => message,
                         other => other.to_string(),
-                    };
+                    });
                     return Err(GitError::Unfetched {
                         branch,
                         remote,
@@ -191,6 +191,7 @@ pub(super) async fn push_after_step(job: &Job, store: &StoreHandle) -> Option<St
     match pushed {
         Ok(line) => Some(line),
         Err(e) => {
+            let e = scrub_userinfo(&e);
             let summary = format!(
                 "{what} was not pushed, so another machine cannot take the task on from this step: {e}"
             );
@@ -209,5 +210,46 @@ pub(super) async fn push_after_step(job: &Job, store: &StoreHandle) -> Option<St
             });
             Some(summary)
         }
+    }
+}
+
+/// `text` (git's words) with the user and password of every URL in it masked
+/// (`https://***@host/…`): a remote's address can carry a token, and these words are kept
+/// on the shared board.
+fn scrub_userinfo(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("://") {
+        let (head, tail) = rest.split_at(i + 3);
+        out.push_str(head);
+        let end = tail
+            .find(|c: char| c == '/' || c.is_whitespace())
+            .unwrap_or(tail.len());
+        match tail[..end].rfind('@') {
+            Some(at) => {
+                out.push_str("***");
+                rest = &tail[at..];
+            }
+            None => rest = tail,
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_urls_user_and_password_are_masked() {
+        assert_eq!(
+            super::scrub_userinfo(
+                "fatal: unable to access 'https://bot:ghp_s3cret@github.com/a/b.git/': 403"
+            ),
+            "fatal: unable to access 'https://***@github.com/a/b.git/': 403"
+        );
+        assert_eq!(
+            super::scrub_userinfo("ssh://git@host:22/x and file:///tmp/r.git"),
+            "ssh://***@host:22/x and file:///tmp/r.git"
+        );
     }
 }

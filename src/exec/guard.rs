@@ -42,6 +42,11 @@ pub const ARG: &str = "__guard";
 /// relocated at each start.
 pub const BIN: &str = "baton-guard";
 
+/// What a guard and the engine that starts it agree on; `baton-guard --protocol` prints it.
+/// A `baton-guard` left from another build (`cargo run` rebuilds only `baton`) answers
+/// something else, or nothing, and is not used.
+const PROTOCOL: &str = "baton-guard 2";
+
 /// What [`CLEAN`] is sent as.
 const CLEAN: u8 = b'c';
 
@@ -68,7 +73,7 @@ fn guard() -> Option<Guard> {
         static SMALL: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
         let small = SMALL.get_or_init(|| {
             let path = me.with_file_name(BIN);
-            path.is_file().then_some(path)
+            (path.is_file() && speaks_protocol(&path)).then_some(path)
         });
         return Some(match small {
             Some(path) => Guard {
@@ -256,8 +261,23 @@ enum Ended {
     Killed(Signal),
 }
 
+/// True when the guard binary at `path` is of this build's protocol. Asked once per
+/// process, before its first step.
+fn speaks_protocol(path: &std::path::Path) -> bool {
+    std::process::Command::new(path)
+        .arg("--protocol")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .is_ok_and(|o| o.status.success() && o.stdout.trim_ascii() == PROTOCOL.as_bytes())
+}
+
 /// Runs the guard: `args` are what follows `__guard` (or `baton-guard`). Never returns.
 pub fn main(args: Vec<OsString>) -> ! {
+    if args.first().is_some_and(|a| a == "--protocol") {
+        println!("{PROTOCOL}");
+        std::process::exit(0);
+    }
     let mut args = args.into_iter();
     let watch = watched(args.next());
     let grace = args.next().and_then(|a| a.to_str()?.parse::<u64>().ok());

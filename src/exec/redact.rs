@@ -52,10 +52,12 @@ fn is_secret_name(name: &str) -> bool {
     !OWN_VARS.contains(&upper.as_str()) && MARKERS.iter().any(|m| upper.contains(m))
 }
 
-/// True for a secret of the engine's own (`BATON_GITHUB_SECRET`, `BATON_TOKEN`): a step
-/// needs none of them, so a step's process does not inherit them.
+/// True for a secret of the engine's own (`BATON_GITHUB_SECRET`, `BATON_TOKEN`, the
+/// board's `BATON_DATABASE_URL`): a step needs none of them, so a step's process does not
+/// inherit them (with the board's address, an agent could write to it past the engine).
 pub fn is_engine_secret(name: &str) -> bool {
-    name.to_ascii_uppercase().starts_with("BATON_") && is_secret_name(name)
+    let upper = name.to_ascii_uppercase();
+    upper == "BATON_DATABASE_URL" || (upper.starts_with("BATON_") && is_secret_name(name))
 }
 
 /// This process's environment as strings, for [`Redactor::from_vars`]: a variable whose
@@ -241,6 +243,10 @@ mod tests {
         );
         assert!(is_engine_secret("BATON_GITHUB_SECRET"));
         assert!(is_engine_secret("baton_token"));
+        assert!(
+            is_engine_secret("BATON_DATABASE_URL"),
+            "the board's address"
+        );
         assert!(!is_engine_secret("BATON_EXECUTION_KEY"));
         assert!(
             !is_engine_secret("OPENAI_API_KEY"),

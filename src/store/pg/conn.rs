@@ -18,12 +18,12 @@ const WRITE_LOCK: i64 = 0x6261_746f_6e01;
 const CACHE: usize = 512;
 
 /// Set on every store connection, so a stuck peer cannot hold the board's write lock (or a
-/// row lock) for good: a wait for a lock gives up after 30 s, a transaction left open and
-/// idle (a process frozen halfway) is ended by the server after a minute, which frees its
-/// locks, and no statement runs past five minutes. The store runs nothing slow inside a
+/// row lock) for good: a wait for a lock gives up after 10 s, a transaction left open and
+/// idle (a process frozen halfway) is ended by the server after 10 s, which frees its locks
+/// before the other engines' leases run out (15 s by default), and no statement runs past five minutes. The store runs nothing slow inside a
 /// transaction, so none of these is reached in normal work.
-const SESSION: &str = "SET lock_timeout = '30s'; \
-     SET idle_in_transaction_session_timeout = '60s'; SET statement_timeout = '300s'";
+const SESSION: &str = "SET lock_timeout = '10s'; \
+     SET idle_in_transaction_session_timeout = '10s'; SET statement_timeout = '300s'";
 
 /// One connection of a store's thread.
 pub struct PgConn {
@@ -365,6 +365,7 @@ fn quiet(sql: &str) -> bool {
         "INSERT INTO log_lines",
         "UPDATE step_runs SET log_count",
         "UPDATE engines SET heartbeat_at = ?1 ",
+        "UPDATE step_runs SET lease_until = ?1 ",
     ]
     .iter()
     .any(|q| sql.starts_with(q))

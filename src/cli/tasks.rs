@@ -119,9 +119,22 @@ fn create(
 }
 
 fn hint_if_no_engine(ws: &Workspace) {
-    if !EngineLock::is_held(ws) {
+    if EngineLock::is_held(ws) {
+        return;
+    }
+    // On a board several machines share, an engine elsewhere runs the step.
+    let elsewhere: Vec<String> = crate::engine::Reader::open(ws)
+        .and_then(|r| r.engines())
+        .map(|es| es.into_iter().filter(|e| e.live).map(|e| e.row.name).collect())
+        .unwrap_or_default();
+    if elsewhere.is_empty() {
         eprintln!(
             "note: no engine is running here; its step waits until `baton engine` or `baton` starts one"
+        );
+    } else {
+        eprintln!(
+            "note: no engine runs here; one on the board ({}) runs its step",
+            one_line(&elsewhere.join(", "), 120)
         );
     }
 }

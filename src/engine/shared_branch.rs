@@ -154,8 +154,26 @@ pub(super) async fn push_after_step(job: &Job, store: &StoreHandle) -> Option<St
     let (Some(wt), Some(branch)) = (job.task.worktree.clone(), job.task.branch.clone()) else {
         return None;
     };
-    if !store.read(|db| Ok(db.is_postgres())).await.unwrap_or(false) {
+    // A step whose row is no longer running lost its claim (reaped while this engine was
+    // paused or cut off, then taken by another): its work is stale and stays here.
+    let id = job.step.id;
+    let (shared, held) = store
+        .read(move |db| {
+            if !db.is_postgres() {
+                return Ok((false, false));
+            }
+            Ok((true, db.step_run(id)?.state == crate::store::StepState::Running))
+        })
+        .await
+        .unwrap_or((false, false));
+    if !shared {
         return None;
+    }
+    if !held {
+        return Some(format!(
+            "not pushed: this engine no longer holds {}#{} (another engine took it over), so its work stays here",
+            job.step.status, job.step.attempt
+        ));
     }
     let (task_id, root) = (job.task.id, job.workspace_root.clone());
     let message = format!(

@@ -86,6 +86,10 @@ impl std::fmt::Display for Error {
         match self {
             Error::Sqlite(e) => e.fmt(f),
             Error::Postgres(e) => match e.as_db_error() {
+                // 55P03: lock_timeout ran out waiting for the board's write lock.
+                Some(db) if db.code().code() == "55P03" => f.write_str(
+                    "the board stayed busy for 10 s (another engine or command held its write lock, a frozen or paused process perhaps) — try again; a process stopped mid-write is cut off by the server within seconds",
+                ),
                 Some(db) => write!(f, "{} ({})", db.message(), db.code().code()),
                 None => e.fmt(f),
             },

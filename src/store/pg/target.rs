@@ -97,6 +97,10 @@ impl PgTarget {
                 _ if said.contains("password missing") => {
                     " — set PGPASSWORD or add the password to ~/.pgpass (HOST:PORT:DATABASE:USER:PASSWORD, mode 600)"
                 }
+                // A role the server does not know is not a password problem.
+                Some("28000") if said.contains("does not exist") => {
+                    " — the user in the URL is not a role of this server: create it (createuser) or put the right user in the URL"
+                }
                 Some("28P01") | Some("28000") => {
                     " — set PGPASSWORD or add the password to ~/.pgpass (HOST:PORT:DATABASE:USER:PASSWORD, mode 600)"
                 }

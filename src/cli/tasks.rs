@@ -125,7 +125,12 @@ fn hint_if_no_engine(ws: &Workspace) {
     // On a board several machines share, an engine elsewhere runs the step.
     let elsewhere: Vec<String> = crate::engine::Reader::open(ws)
         .and_then(|r| r.engines())
-        .map(|es| es.into_iter().filter(|e| e.live).map(|e| e.row.name).collect())
+        .map(|es| {
+            es.into_iter()
+                .filter(|e| e.live)
+                .map(|e| e.row.name)
+                .collect()
+        })
         .unwrap_or_default();
     if elsewhere.is_empty() {
         eprintln!(

@@ -5,6 +5,8 @@
 //! done, every execution key succeeded once with a fence of its own, and each task's steps
 //! ran on its home engine. Then an engine is killed with SIGKILL mid-step, again and
 //! again: each time the others take its steps over after the lease, and nothing is lost.
+//! And an engine frozen past its lease, whose step another engine took over, leaves
+//! nothing of its own attempt on the shared branch.
 //!
 //! `BATON_TEAM_TASKS` sets how many tasks the first test runs (300 unless set).
 
@@ -13,10 +15,10 @@ mod infra;
 mod pg_board;
 mod pg_support;
 
-use common::{Ws, git, git_init, wait_within};
+use common::{Ws, bare_remote, git, wait_within};
 use pg_board::{Board, stop};
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 /// Three steps, a review after the first; each appends a line to the task's own file, the
@@ -36,19 +38,6 @@ const TEAM: &str = r#"{
     {"id": "cancelled", "kind": "cancelled"}
   ]
 }"#;
-
-/// A bare repository holding one commit on `main`, in `dir`.
-fn bare_remote(dir: &Path) -> PathBuf {
-    let seed = dir.join("seed");
-    git_init(&seed);
-    let bare = dir.join("remote.git");
-    git(
-        dir,
-        &["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()],
-    );
-    git(&seed, &["push", "-q", bare.to_str().unwrap(), "main"]);
-    bare
-}
 
 /// A clone of `bare` on `board`, its engine beating every second and resuming what it
 /// finds interrupted.
@@ -269,4 +258,95 @@ fn an_engine_killed_mid_step_twenty_times_loses_nothing() {
         "each kill's steps were reaped after the lease"
     );
     assert!(board.ok(&steady, &["db", "verify"]).contains("sound"));
+}
+
+/// A quick first step, then one whose attempt N waits for file `release.N` and writes its
+/// execution key.
+fn held_pipeline(release: &Path) -> String {
+    format!(
+        r#"{{"id": "held", "statuses": [
+            {{"id": "todo", "kind": "queue"}},
+            {{"id": "one", "step": {{"script": "echo one > one.txt"}}}},
+            {{"id": "two", "step": {{"script": "while [ ! -e {}.${{BATON_EXECUTION_KEY##*:}} ]; do sleep 0.05; done\necho \"$BATON_EXECUTION_KEY\" > out.txt"}}}},
+            {{"id": "done", "kind": "done"}},
+            {{"id": "failed", "kind": "failed"}},
+            {{"id": "cancelled", "kind": "cancelled"}}
+        ]}}"#,
+        release.display()
+    )
+}
+
+fn signal(engine: &std::process::Child, sig: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(engine.id() as i32), sig).unwrap();
+}
+
+#[test]
+fn a_paused_engines_work_never_reaches_the_shared_branch() {
+    let Some(board) = Board::start() else { return };
+    let remote = tempfile::tempdir().unwrap();
+    let bare = bare_remote(remote.path());
+    let release = remote.path().join("release");
+    let pipeline = held_pipeline(&release);
+    let (a, b) = (clone_on(&board, &bare, "a"), clone_on(&board, &bare, "b"));
+    for ws in [&a, &b] {
+        ws.pipeline("held.json", &pipeline);
+    }
+    let first = board.engine(&a, "a");
+    board.wait_live("a");
+    let id = board.ok(&a, &["new", "paused", "--pipeline", "held", "--start"]);
+    let id: i64 = id.trim().parse().unwrap();
+    let mut c = board.client();
+    let mut running_on = |engine: &str, attempt: i64| {
+        c.query_one(
+            "SELECT COUNT(*) FROM step_runs WHERE task_id = $1 AND status = 'two' \
+             AND attempt = $2 AND engine = $3 AND state = 'running'",
+            &[&id, &attempt, &engine],
+        )
+        .map(|r| r.get::<_, i64>(0) == 1)
+        .unwrap_or(false)
+    };
+    wait_within("step two running on a", Duration::from_secs(60), || {
+        running_on("a", 1)
+    });
+    // a freezes past its lease; b reaps its step and takes the task over.
+    signal(&first, nix::sys::signal::Signal::SIGSTOP);
+    let second = board.engine(&b, "b");
+    wait_within(
+        "step two running again on b",
+        Duration::from_secs(60),
+        || running_on("b", 2),
+    );
+    // a's attempt finishes while a is frozen; a wakes and finds it lost the step, before
+    // b's attempt (the one that counts) ends.
+    std::fs::write(release.with_extension("1"), "").unwrap();
+    signal(&first, nix::sys::signal::Signal::SIGCONT);
+    wait_within(
+        "a to notice it lost its lease",
+        Duration::from_secs(60),
+        || {
+            board.count(&format!(
+                "SELECT COUNT(*) FROM events WHERE task_id = {id} AND type = 'lease.lost'"
+            )) == 1
+        },
+    );
+    std::fs::write(release.with_extension("2"), "").unwrap();
+    wait_within("the task done", Duration::from_secs(60), || {
+        board.count(&format!(
+            "SELECT COUNT(*) FROM tasks WHERE id = {id} AND status = 'done'"
+        )) == 1
+    });
+    stop(first);
+    stop(second);
+    let branch: String = board
+        .client()
+        .query_one("SELECT branch FROM tasks WHERE id = $1", &[&id])
+        .unwrap()
+        .get(0);
+    let out = git(&bare, &["show", &format!("{branch}:out.txt")]);
+    assert!(out.trim().ends_with(":two:2"), "the remote holds {out:?}");
+    let log = git(&bare, &["log", "--format=%s", &branch]);
+    assert!(
+        !log.contains("step two (attempt 1)"),
+        "the paused engine's attempt reached the remote:\n{log}"
+    );
 }

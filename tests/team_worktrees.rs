@@ -10,9 +10,9 @@ mod common;
 mod infra;
 mod pg_support;
 
-use common::{Ws, git, git_init};
+use common::{Ws, bare_remote, git};
 use pg_support::{PASSWORD, Pg};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 /// Step `one` writes a file; the gate stops engine A; step `two` needs that file; step
@@ -34,19 +34,6 @@ const MOVING: &str = r#"{
     {"id": "cancelled", "kind": "cancelled"}
   ]
 }"#;
-
-/// A bare repository holding one commit on `main`, in `dir`.
-fn bare_remote(dir: &Path) -> PathBuf {
-    let seed = dir.join("seed");
-    git_init(&seed);
-    let bare = dir.join("remote.git");
-    git(
-        dir,
-        &["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()],
-    );
-    git(&seed, &["push", "-q", bare.to_str().unwrap(), "main"]);
-    bare
-}
 
 /// A clone of `bare` (its `origin`) in a fresh temporary folder, with `.baton/` made and the
 /// pipeline added.

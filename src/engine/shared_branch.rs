@@ -162,7 +162,10 @@ pub(super) async fn push_after_step(job: &Job, store: &StoreHandle) -> Option<St
             if !db.is_postgres() {
                 return Ok((false, false));
             }
-            Ok((true, db.step_run(id)?.state == crate::store::StepState::Running))
+            Ok((
+                true,
+                db.step_run(id)?.state == crate::store::StepState::Running,
+            ))
         })
         .await
         .unwrap_or((false, false));

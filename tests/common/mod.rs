@@ -164,6 +164,20 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// A bare repository (`remote.git` in `dir`) holding one commit on `main`, as a team's
+/// shared remote.
+pub fn bare_remote(dir: &Path) -> std::path::PathBuf {
+    let seed = dir.join("seed");
+    git_init(&seed);
+    let bare = dir.join("remote.git");
+    git(
+        dir,
+        &["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()],
+    );
+    git(&seed, &["push", "-q", bare.to_str().unwrap(), "main"]);
+    bare
+}
+
 /// The task branches (`baton/…`) of the repository at `dir`, one a line, trimmed: the one
 /// branch a test with one task made.
 pub fn task_branch(dir: &Path) -> String {

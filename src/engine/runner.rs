@@ -51,6 +51,9 @@ pub struct Job {
     pub env: Option<StepEnv>,
     /// The step's opening line ([`opening_line`]) was stored with its claim.
     pub announced: bool,
+    /// On a shared board: the remote the task branch is pushed to at the step's end, and
+    /// the repository's git queue (from the engine's [`super::GitCtx`]).
+    pub shared: Option<(String, crate::workspace::GitQueue)>,
 }
 
 /// Prompts up to this size are also passed in `BATON_TASK_PROMPT`.

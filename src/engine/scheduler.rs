@@ -460,6 +460,10 @@ impl Engine {
             inbox: Some(inbox),
             env: None,
             announced,
+            shared: self
+                .git
+                .as_ref()
+                .and_then(|g| Some((g.shared_remote.clone()?, g.queue.clone()))),
         };
         let store = self.store.clone();
         let logs = self.logs.clone();

@@ -8,9 +8,9 @@
 use super::effects::{GitCtx, NewWorktree};
 use super::runner::Job;
 use crate::store::{Db, NewEvent, NewLogLine, StoreHandle, Stream, Task, now_ms};
+use crate::workspace::Config;
 use crate::workspace::git::{self, GitError};
 use crate::workspace::git_shared::{self, Adopted};
-use crate::workspace::{Config, GitQueue, Workspace};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
@@ -151,49 +151,35 @@ impl GitCtx {
 /// repository's git queue. Returns the line for the step's log. A push that fails is a
 /// warning event on the task, never the step's failure. Nothing happens on SQLite.
 pub(super) async fn push_after_step(job: &Job, store: &StoreHandle) -> Option<String> {
-    let (Some(wt), Some(branch)) = (job.task.worktree.clone(), job.task.branch.clone()) else {
+    let (Some((remote, queue)), Some(wt), Some(branch)) = (
+        job.shared.clone(),
+        job.task.worktree.clone(),
+        job.task.branch.clone(),
+    ) else {
         return None;
     };
     // A step whose row is no longer running lost its claim (reaped while this engine was
     // paused or cut off, then taken by another): its work is stale and stays here.
     let id = job.step.id;
-    let (shared, held) = store
-        .read(move |db| {
-            if !db.is_postgres() {
-                return Ok((false, false));
-            }
-            Ok((
-                true,
-                db.step_run(id)?.state == crate::store::StepState::Running,
-            ))
-        })
+    let held = store
+        .read(move |db| Ok(db.step_run(id)?.state == crate::store::StepState::Running))
         .await
-        .unwrap_or((false, false));
-    if !shared {
-        return None;
-    }
+        .unwrap_or(false);
     if !held {
         return Some(format!(
             "not pushed: this engine no longer holds {}#{} (another engine took it over), so its work stays here",
             job.step.status, job.step.attempt
         ));
     }
-    let (task_id, root) = (job.task.id, job.workspace_root.clone());
+    let task_id = job.task.id;
     let message = format!(
         "baton: task {task_id}, step {} (attempt {})",
         job.step.status, job.step.attempt
     );
     let what = branch.clone();
-    let pushed = tokio::task::spawn_blocking(move || {
-        let remote = Workspace::at(&root)
-            .config()
-            .map(|c| remote_of(&c))
-            .unwrap_or_else(|_| "origin".into());
-        let Some(repo) = git::repo_root(&root) else {
-            return Err(format!("{} is not in a git repository", root.display()));
-        };
-        let wt = PathBuf::from(wt);
-        GitQueue::for_repo(&repo).run(move |repo| {
+    let pushed = queue
+        .run_async(move |repo| {
+            let wt = PathBuf::from(wt);
             if wt.exists() {
                 git::commit_all(&wt, &message)
                     .map_err(|e| format!("what the step left could not be committed: {e}"))?;
@@ -206,9 +192,7 @@ pub(super) async fn push_after_step(job: &Job, store: &StoreHandle) -> Option<St
             crate::forge::push::push_branch(repo, &remote, &branch)?;
             Ok(format!("pushed {branch} to {remote}"))
         })
-    })
-    .await
-    .unwrap_or_else(|e| Err(format!("the push stopped: {e}")));
+        .await;
     match pushed {
         Ok(line) => Some(line),
         Err(e) => {

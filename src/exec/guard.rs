@@ -99,6 +99,27 @@ fn guard() -> Option<Guard> {
     None
 }
 
+/// Where an engine's warden (`exec::warden`) may be started from, in the order to try:
+/// `baton-guard` next to this binary, then this binary itself (`true`: it needs [`ARG`]
+/// first). None under a test harness or a renamed binary, or with `BATON_STEP_GUARD=off`,
+/// as for [`guard`]; each candidate proves itself by its first words.
+pub fn warden_programs() -> Vec<(PathBuf, bool)> {
+    if std::env::var_os("BATON_STEP_GUARD").is_some_and(|v| v == "off") {
+        return Vec::new();
+    }
+    let Ok(me) = std::env::current_exe() else {
+        return Vec::new();
+    };
+    let name = me.file_name().map(|n| n.to_string_lossy().into_owned());
+    if !matches!(name.as_deref(), Some("baton" | "baton (deleted)")) {
+        return Vec::new();
+    }
+    vec![
+        (me.with_file_name(BIN), false),
+        (PathBuf::from("/proc/self/exe"), true),
+    ]
+}
+
 /// Whether `exe` is a cargo test binary (`target/<profile>/deps/<name>-<hash>`).
 fn is_test_harness(exe: &std::path::Path) -> bool {
     exe.parent()
@@ -277,6 +298,9 @@ pub fn main(args: Vec<OsString>) -> ! {
     if args.first().is_some_and(|a| a == "--protocol") {
         println!("{PROTOCOL}");
         std::process::exit(0);
+    }
+    if args.first().is_some_and(|a| a == crate::exec::warden::ARG) {
+        crate::exec::warden::serve::main();
     }
     let mut args = args.into_iter();
     let watch = watched(args.next());

@@ -1,7 +1,8 @@
 //! The `local` executor: the step's process on this machine, in the task's worktree, in a
 //! process group of its own, its output streamed line by line. From the `baton` binary it
-//! runs under a guard (`exec::guard`) that ends it when the engine dies; stopping it ends
-//! every process holding its execution key, in whatever session (unless its guard saw
+//! is started by the engine's warden (`exec::warden`), or under a guard of its own
+//! (`exec::guard`), either of which ends it when the engine dies; stopping it ends every
+//! process holding its execution key, in whatever session (unless its warden or guard saw
 //! that none is left).
 
 use super::drain::drain_readers;
@@ -11,15 +12,16 @@ use super::{
 use crate::exec::lines::pump;
 use crate::exec::process::{
     Mark, end_marked, engine_secret_names, kill_marked_blocking, signal_group, start_time,
-    stop_child,
+    stop_child, terminate_group,
 };
 use crate::exec::redact::Redactor;
+use crate::exec::warden::wire::Status;
 use crate::exec::{Finish, LogSender};
 use crate::store::Stream;
 use nix::sys::signal::Signal;
 use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,7 +46,11 @@ impl Executor for Local {
         launch: &'a Launch,
         log: LogSender,
     ) -> BoxFuture<'a, Result<Box<dyn Started>, ExecError>> {
-        Box::pin(async move { spawn(launch, log).map(|s| Box::new(s) as Box<dyn Started>) })
+        Box::pin(async move {
+            spawn(launch, log)
+                .await
+                .map(|s| Box::new(s) as Box<dyn Started>)
+        })
     }
 
     fn stdin(&self) -> StdinWay {
@@ -62,7 +68,7 @@ impl Executor for Local {
     }
 }
 
-fn spawn(launch: &Launch, log: LogSender) -> Result<LocalStep, ExecError> {
+async fn spawn(launch: &Launch, log: LogSender) -> Result<LocalStep, ExecError> {
     let env = &launch.env;
     let argv: Vec<String> = match &launch.program {
         Program::Shell(script) => vec!["sh".into(), "-c".into(), script.clone()],
@@ -71,28 +77,130 @@ fn spawn(launch: &Launch, log: LogSender) -> Result<LocalStep, ExecError> {
     let Some(what) = argv.first().cloned() else {
         return Err(ExecError("the command line is empty".into()));
     };
-    let guarded = match launch.stdin {
-        Some(_) => crate::exec::guard::command(&argv, env.kill_grace).map(|(mut c, end)| {
+    let cannot = |e: std::io::Error| {
+        ExecError(format!(
+            "could not start `{what}` in {}: {e}",
+            env.workdir.display()
+        ))
+    };
+    // Looked up here, on the step's own PATH: a missing program is said as such, not
+    // only as the exit of whatever started it.
+    let path = env.vars.iter().rev().find(|(k, _)| k == "PATH");
+    let path = path
+        .map(|(_, v)| v.into())
+        .or_else(|| std::env::var_os("PATH"));
+    let program = find(&what, &env.workdir, path.as_deref()).map_err(cannot)?;
+    let (proc, pid, stdin, stdout, stderr) = match by_warden(launch, &argv, &program).await {
+        Some(started) => started.map_err(cannot)?,
+        None => by_guard(launch, &argv, &what).map_err(cannot)?,
+    };
+    // Written from a task of its own, so a program that prints before it has read all its
+    // input cannot deadlock against the output pipes. A program that exits without reading
+    // it all closes the pipe: that is its business, not an error.
+    if let (Some(bytes), Some(input)) = (launch.stdin.clone(), stdin) {
+        // The rest of the input is taken now: if the first bytes cannot be written, it is
+        // dropped with this task and whoever sends more sees the input gone.
+        let more = bytes.1.as_ref().and_then(|m| m.take());
+        tokio::spawn(feed(input, bytes.0, more));
+    }
+    // The same secrets the engine masks in the step's lines: long lines are cut around them.
+    let secrets = Arc::new(Redactor::from_vars(
+        crate::exec::redact::env_vars().chain(env.vars.iter().cloned()),
+    ));
+    let readers = vec![
+        tokio::spawn(pump(stdout, Stream::Stdout, log.clone(), secrets.clone())),
+        tokio::spawn(pump(stderr, Stream::Stderr, log.clone(), secrets.clone())),
+    ];
+    let started = start_time(pid);
+    Ok(LocalStep {
+        start_time: started,
+        // Every process of the step starts after its leader: older ones are not read.
+        mark: Mark::from_vars(env.vars.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .map(|m| m.since(started)),
+        left_nothing: false,
+        proc,
+        pid,
+        readers,
+        exited: None,
+        drain_until: None,
+    })
+}
+
+type Input = Box<dyn tokio::io::AsyncWrite + Send + Unpin>;
+type Output = Box<dyn tokio::io::AsyncRead + Send + Unpin>;
+type Spawned = (Proc, u32, Option<Input>, Output, Output);
+
+/// The step started by the engine's warden, with pipes made here; None when there is no
+/// warden or the step does not fit in a message to it.
+async fn by_warden(
+    launch: &Launch,
+    argv: &[String],
+    program: &Path,
+) -> Option<std::io::Result<Spawned>> {
+    use tokio::net::unix::pipe;
+    let env = &launch.env;
+    let pipes = || -> std::io::Result<_> {
+        let out = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+        let err = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+        let input = match launch.stdin {
+            Some(_) => {
+                let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+                (r, Some(w))
+            }
+            None => (OwnedFd::from(std::fs::File::open("/dev/null")?), None),
+        };
+        Ok((out, err, input))
+    };
+    let ((out_r, out_w), (err_r, err_w), (in_r, in_w)) = match pipes() {
+        Ok(p) => p,
+        Err(e) => return Some(Err(e)),
+    };
+    // The engine's own secrets (a webhook secret, an API token) are none of a step's
+    // business: it does not inherit them. One the step's `env` names is its own.
+    let secret = engine_secret_names();
+    let mut vars: Vec<std::ffi::OsString> = std::env::vars_os()
+        .filter(|(k, _)| !secret.contains(k))
+        .chain(env.vars.iter().map(|(k, v)| (k.into(), v.into())))
+        .map(|(k, v)| {
+            let mut kv = k;
+            kv.push("=");
+            kv.push(v);
+            kv
+        })
+        .collect();
+    vars.shrink_to_fit();
+    let stdio = [in_r, out_w, err_w];
+    let child =
+        match crate::exec::warden::spawn(program, argv, vars, &env.workdir, env.kill_grace, stdio)
+            .await?
+        {
+            Ok(c) => c,
+            Err(e) => return Some(Err(e)),
+        };
+    let pid = child.pid;
+    let ends = || -> std::io::Result<Spawned> {
+        let input = match in_w {
+            Some(w) => Some(Box::new(pipe::Sender::from_owned_fd(w)?) as Input),
+            None => None,
+        };
+        let out = Box::new(pipe::Receiver::from_owned_fd(out_r)?) as Output;
+        let err = Box::new(pipe::Receiver::from_owned_fd(err_r)?) as Output;
+        Ok((Proc::Warden(child), pid, input, out, err))
+    };
+    Some(ends())
+}
+
+/// The step started under a guard of its own (or, under a test harness, directly).
+fn by_guard(launch: &Launch, argv: &[String], what: &str) -> std::io::Result<Spawned> {
+    let env = &launch.env;
+    let (mut cmd, engine_end) = match launch.stdin {
+        Some(_) => crate::exec::guard::command(argv, env.kill_grace).map(|(mut c, end)| {
             c.stdin(Stdio::piped());
             (c, end)
         }),
-        None => crate::exec::guard::command_without_input(&argv, env.kill_grace),
-    };
-    let (mut cmd, engine_end) =
-        guarded.map_err(|e| ExecError(format!("could not make the step's guard pipe: {e}")))?;
-    // Under a guard a missing program would only show as its exit: say it as before.
-    if engine_end.is_some() {
-        let path = env.vars.iter().rev().find(|(k, _)| k == "PATH");
-        let path = path
-            .map(|(_, v)| v.into())
-            .or_else(|| std::env::var_os("PATH"));
-        runnable(&what, &env.workdir, path.as_deref()).map_err(|e| {
-            ExecError(format!(
-                "could not start `{what}` in {}: {e}",
-                env.workdir.display()
-            ))
-        })?;
+        None => crate::exec::guard::command_without_input(argv, env.kill_grace),
     }
+    .map_err(|e| std::io::Error::other(format!("could not make the step's guard pipe: {e}")))?;
     // The engine's own secrets (a webhook secret, an API token) are none of a step's
     // business: it does not inherit them. One the step's `env` names is its own.
     for name in engine_secret_names() {
@@ -106,95 +214,136 @@ fn spawn(launch: &Launch, log: LogSender) -> Result<LocalStep, ExecError> {
         // A guard ends the step itself when its pipe closes, after the grace period; a
         // SIGKILL would leave the program running without it.
         .kill_on_drop(engine_end.is_none());
-    let mut child = cmd.spawn().map_err(|e| {
-        ExecError(format!(
-            "could not start `{what}` in {}: {e}",
-            env.workdir.display()
-        ))
-    })?;
+    let mut child = cmd.spawn()?;
     let Some(pid) = child.id() else {
-        return Err(ExecError("the step's process vanished at start".into()));
+        return Err(std::io::Error::other(format!(
+            "`{what}` vanished as it started"
+        )));
     };
-    // Written from a task of its own, so a program that prints before it has read all its
-    // input cannot deadlock against the output pipes. A program that exits without reading
-    // it all closes the pipe: that is its business, not an error.
-    if let (Some(bytes), Some(mut input)) = (launch.stdin.clone(), child.stdin.take()) {
-        // The rest of the input is taken now: if the first bytes cannot be written, it is
-        // dropped with this task and whoever sends more sees the input gone.
-        let more = bytes.1.as_ref().and_then(|m| m.take());
-        tokio::spawn(async move {
-            use tokio::io::AsyncWriteExt;
-            if input.write_all(&bytes.0).await.is_ok()
-                && let Some(mut more) = more
-            {
-                let _ = input.flush().await;
-                while let Some(chunk) = more.recv().await {
-                    if input.write_all(&chunk).await.is_err() || input.flush().await.is_err() {
-                        break;
-                    }
-                }
-            }
-            let _ = input.shutdown().await;
-        });
-    }
-    // The same secrets the engine masks in the step's lines: long lines are cut around them.
-    let secrets = Arc::new(Redactor::from_vars(
-        crate::exec::redact::env_vars().chain(env.vars.iter().cloned()),
-    ));
-    let readers = [
-        child
-            .stdout
-            .take()
-            .map(|s| tokio::spawn(pump(s, Stream::Stdout, log.clone(), secrets.clone()))),
-        child
-            .stderr
-            .take()
-            .map(|s| tokio::spawn(pump(s, Stream::Stderr, log.clone(), secrets.clone()))),
-    ];
-    let started = start_time(pid);
-    Ok(LocalStep {
-        start_time: started,
-        // Every process of the step starts after its guard: older ones are not read.
-        mark: Mark::from_vars(env.vars.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .map(|m| m.since(started)),
-        engine_end,
-        left_nothing: false,
-        child,
-        pid,
-        readers: readers.into_iter().flatten().collect(),
-        exited: None,
-        drain_until: None,
-    })
+    let input = child.stdin.take().map(|i| Box::new(i) as Input);
+    let (Some(out), Some(err)) = (child.stdout.take(), child.stderr.take()) else {
+        return Err(std::io::Error::other(
+            "the step's output pipes were not made",
+        ));
+    };
+    let proc = Proc::Own { child, engine_end };
+    Ok((proc, pid, input, Box::new(out), Box::new(err)))
 }
 
-/// Whether `program` can be started in `dir` with the search path `path`.
-fn runnable(program: &str, dir: &Path, path: Option<&std::ffi::OsStr>) -> std::io::Result<()> {
+/// Writes `first` and then whatever comes on `more` to the step's standard input, and
+/// closes it.
+async fn feed(
+    mut input: Input,
+    first: Arc<[u8]>,
+    more: Option<tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>>,
+) {
+    use tokio::io::AsyncWriteExt;
+    if input.write_all(&first).await.is_ok()
+        && let Some(mut more) = more
+    {
+        let _ = input.flush().await;
+        while let Some(chunk) = more.recv().await {
+            if input.write_all(&chunk).await.is_err() || input.flush().await.is_err() {
+                break;
+            }
+        }
+    }
+    let _ = input.shutdown().await;
+}
+
+/// Where `program` is, started in `dir` with the search path `path`.
+fn find(program: &str, dir: &Path, path: Option<&std::ffi::OsStr>) -> std::io::Result<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let executable = |p: &Path| {
         std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     };
     let found = if program.contains('/') {
-        executable(&dir.join(program))
+        Some(dir.join(program)).filter(|p| executable(p))
     } else {
-        path.is_some_and(|path| std::env::split_paths(path).any(|d| executable(&d.join(program))))
+        path.and_then(|path| {
+            std::env::split_paths(path)
+                .map(|d| d.join(program))
+                .find(|p| executable(p))
+        })
     };
-    match found {
-        true => Ok(()),
-        false => Err(std::io::Error::from_raw_os_error(nix::libc::ENOENT)),
+    found.ok_or_else(|| std::io::Error::from_raw_os_error(nix::libc::ENOENT))
+}
+
+/// The step's leader, and how its end is learnt.
+enum Proc {
+    /// Started by the engine's warden, which says how it ended and whether anything of it
+    /// is left.
+    Warden(crate::exec::warden::Child),
+    /// Started by the engine: its guard (or, under a test harness, the program itself).
+    /// The engine's end of the guard's socket closes when the engine dies (or this is
+    /// dropped), which ends the step; the guard says on it when it left nothing behind.
+    Own {
+        child: Child,
+        engine_end: Option<OwnedFd>,
+    },
+}
+
+impl Proc {
+    /// Waits for the leader to end: how, and whether nothing of the step is left.
+    async fn wait(&mut self) -> (Finish, bool) {
+        match self {
+            Proc::Warden(child) => match child.wait().await {
+                Some(ended) => {
+                    let finish = match ended.status {
+                        Status::Exited(code) => Finish::Exited(code),
+                        Status::Signalled(sig) => Finish::Signalled(sig),
+                    };
+                    (finish, ended.clean)
+                }
+                None => (
+                    Finish::SpawnFailed("the engine's warden stopped, and the step with it".into()),
+                    false,
+                ),
+            },
+            Proc::Own { child, engine_end } => {
+                let finish = match child.wait().await {
+                    Ok(s) => match (s.code(), s.signal()) {
+                        (Some(code), _) => Finish::Exited(code),
+                        (None, Some(sig)) => Finish::Signalled(sig),
+                        (None, None) => Finish::Exited(-1),
+                    },
+                    Err(e) => Finish::SpawnFailed(format!("waiting for the step failed: {e}")),
+                };
+                let clean = engine_end
+                    .as_ref()
+                    .is_some_and(crate::exec::guard::left_nothing);
+                (finish, clean)
+            }
+        }
+    }
+
+    /// SIGTERM to the group, SIGKILL after `grace`, the leader reaped; what is left of
+    /// the group gets the rest of the grace period.
+    async fn stop(&mut self, pgid: u32, grace: Duration) {
+        match self {
+            Proc::Own { child, .. } => stop_child(child, pgid, grace).await,
+            Proc::Warden(child) => {
+                let started = tokio::time::Instant::now();
+                signal_group(pgid, Signal::SIGTERM);
+                if tokio::time::timeout(grace, child.wait()).await.is_err() {
+                    signal_group(pgid, Signal::SIGKILL);
+                    child.wait().await;
+                    return;
+                }
+                terminate_group(pgid, grace.saturating_sub(started.elapsed())).await;
+            }
+        }
     }
 }
 
 /// A local step's process group.
 struct LocalStep {
-    child: Child,
+    proc: Proc,
     pid: u32,
     start_time: Option<u64>,
     /// Its execution key and workspace: stopping it ends every process that carries them.
     mark: Option<Mark>,
-    /// The engine's end of the guard's socket: closed when the engine dies (or this is
-    /// dropped), which ends the step; the guard says on it when it left nothing behind.
-    engine_end: Option<OwnedFd>,
-    /// The guard said so (it says it once): no process of the step is left.
+    /// Whoever watched the step said so: no process of the step is left.
     left_nothing: bool,
     readers: Vec<JoinHandle<()>>,
     exited: Option<Finish>,
@@ -208,12 +357,8 @@ impl LocalStep {
     async fn drain(&mut self) {
         drain_readers(&mut self.readers, &mut self.drain_until, DRAIN_AFTER_EXIT).await;
         signal_group(self.pid, Signal::SIGKILL);
-        // A guard that saw the last process below it end has said so: nothing of the
-        // step is left, and /proc need not be read.
-        if self.exited.is_some() && !self.left_nothing {
-            let end = self.engine_end.as_ref();
-            self.left_nothing = end.is_some_and(crate::exec::guard::left_nothing);
-        }
+        // A warden or guard that saw the last process of the step end has said so:
+        // nothing of it is left, and /proc need not be read.
         if self.left_nothing {
             return;
         }
@@ -235,15 +380,9 @@ impl Started for LocalStep {
     fn wait(&mut self) -> BoxFuture<'_, Finish> {
         Box::pin(async move {
             if self.exited.is_none() {
-                let status = self.child.wait().await;
-                self.exited = Some(match status {
-                    Ok(s) => match (s.code(), s.signal()) {
-                        (Some(code), _) => Finish::Exited(code),
-                        (None, Some(sig)) => Finish::Signalled(sig),
-                        (None, None) => Finish::Exited(-1),
-                    },
-                    Err(e) => Finish::SpawnFailed(format!("waiting for the step failed: {e}")),
-                });
+                let (finish, clean) = self.proc.wait().await;
+                self.exited = Some(finish);
+                self.left_nothing = clean;
             }
             self.drain().await;
             self.exited.clone().unwrap_or(Finish::Exited(-1))
@@ -254,7 +393,7 @@ impl Started for LocalStep {
         Box::pin(async move {
             if self.exited.is_none() {
                 let started = tokio::time::Instant::now();
-                stop_child(&mut self.child, self.pid, grace).await;
+                self.proc.stop(self.pid, grace).await;
                 self.exited = Some(Finish::Cancelled);
                 // The processes out of the group's reach get what is left of the grace.
                 if let Some(mark) = &self.mark {

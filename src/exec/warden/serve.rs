@@ -1,0 +1,251 @@
+//! The warden process: `baton-guard --warden`, started once by an engine with its end of
+//! the socket on standard input. It starts the engine's local steps, each the leader of a
+//! process group of its own, as its children; it is their subreaper, so whatever a step
+//! leaves behind is handed to it rather than to init; it tells the engine how each step
+//! ended and whether anything of it is left. When the engine's end of the socket closes
+//! (`kill -9`, a crash), it ends every step it started, and everything carrying their
+//! marks, and exits.
+//!
+//! One thread, blocked in one `poll` on the socket and a signalfd.
+
+use super::sock;
+use super::wire::{MAX, Msg, PROTOCOL, Start, Status};
+use crate::exec::process::{Mark, end_marked_blocking, start_time};
+use nix::errno::Errno;
+use nix::sys::signal::{SigSet, Signal, killpg};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::Pid;
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
+use std::process::Stdio;
+use std::time::Duration;
+
+/// A step the warden started and has not seen end.
+struct Step {
+    id: u64,
+    mark: Option<Mark>,
+    grace: Duration,
+}
+
+/// Runs the warden; the engine's socket is standard input. Never returns.
+pub fn main() -> ! {
+    let Some(sock) = socket_from_stdin() else {
+        eprintln!("baton: the warden is started by the engine, not by hand");
+        std::process::exit(2);
+    };
+    // Orphans below any step, in whatever session, become ours: none goes unseen.
+    let subreaper = nix::sys::prctl::set_child_subreaper(true).is_ok();
+    // Signals are read from a signalfd, beside the socket, in the one thread. A SIGTERM,
+    // SIGINT or SIGHUP meant for the warden ends its steps as a lost engine does.
+    let mut signals = SigSet::empty();
+    for s in [
+        Signal::SIGCHLD,
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+    ] {
+        signals.add(s);
+    }
+    let _ = signals.thread_block();
+    let flags = SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK;
+    let Ok(sigs) = SignalFd::with_flags(&signals, flags) else {
+        std::process::exit(127);
+    };
+    let hello = Msg::Hello(PROTOCOL.into()).encode();
+    if sock::send(sock.as_raw_fd(), &hello, &[], true).is_err() {
+        std::process::exit(1);
+    }
+    let mut steps: HashMap<i32, Step> = HashMap::new();
+    let mut buf = vec![0u8; MAX + 1024];
+    loop {
+        let (socket_ready, signalled) = wait(&sock, &sigs);
+        if signalled {
+            let mut stop = false;
+            while let Ok(Some(info)) = sigs.read_signal() {
+                stop |= info.ssi_signo != Signal::SIGCHLD as u32;
+            }
+            reap(&sock, &mut steps, subreaper);
+            if stop {
+                end_all(steps);
+            }
+        }
+        if socket_ready {
+            match sock::recv(sock.as_raw_fd(), &mut buf, false) {
+                Ok((0, _)) => end_all(steps),
+                Ok((n, fds)) => {
+                    if let Some(Msg::Start(start)) = Msg::decode(&buf[..n]) {
+                        let answer = spawn(start, fds, &mut steps);
+                        let _ = sock::send(sock.as_raw_fd(), &answer.encode(), &[], true);
+                    }
+                }
+                Err(Errno::EAGAIN | Errno::EINTR | Errno::EMSGSIZE) => {}
+                Err(_) => end_all(steps),
+            }
+        }
+    }
+}
+
+/// The socket on standard input, moved off it (standard input becomes `/dev/null`).
+fn socket_from_stdin() -> Option<OwnedFd> {
+    let stdin = std::io::stdin();
+    let moved = nix::fcntl::fcntl(&stdin, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(3)).ok()?;
+    // SAFETY: a descriptor just made by F_DUPFD_CLOEXEC, owned by nothing else.
+    let sock = unsafe { OwnedFd::from_raw_fd(moved) };
+    let null = std::fs::File::open("/dev/null").ok()?;
+    nix::unistd::dup2_stdin(&null).ok()?;
+    Some(sock)
+}
+
+/// Blocks until the socket or the signalfd is ready: which of them.
+fn wait(sock: &OwnedFd, sigs: &SignalFd) -> (bool, bool) {
+    use nix::libc;
+    let mut fds = [
+        libc::pollfd {
+            fd: sock.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: sigs.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    loop {
+        // SAFETY: two initialised pollfd records, their number passed with them.
+        let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
+        if ready > 0 {
+            return (fds[0].revents != 0, fds[1].revents != 0);
+        }
+        if ready < 0 && Errno::last() != Errno::EINTR {
+            // poll cannot fail otherwise with these arguments; read the socket, which
+            // tells whether the engine is still there, rather than spin.
+            return (true, false);
+        }
+    }
+}
+
+/// Starts `start` with the three descriptors that came with it; the answer for the engine.
+fn spawn(start: Start, fds: Vec<OwnedFd>, steps: &mut HashMap<i32, Step>) -> Msg {
+    let id = start.id;
+    let failed = |errno: i32, why: String| Msg::Failed { id, errno, why };
+    let Ok([input, output, errors]) = <[OwnedFd; 3]>::try_from(fds) else {
+        return failed(
+            Errno::EINVAL as i32,
+            "the step's pipes did not arrive".into(),
+        );
+    };
+    let Some(arg0) = start.argv.first() else {
+        return failed(Errno::EINVAL as i32, "the command line is empty".into());
+    };
+    let vars: Vec<(OsString, OsString)> = start.env.iter().filter_map(|kv| split(kv)).collect();
+    let mut command = std::process::Command::new(&start.program);
+    command
+        .arg0(arg0)
+        .args(&start.argv[1..])
+        .env_clear()
+        .envs(vars.iter().map(|(k, v)| (k, v)))
+        .current_dir(&start.cwd)
+        .process_group(0)
+        .stdin(Stdio::from(input))
+        .stdout(Stdio::from(output))
+        .stderr(Stdio::from(errors));
+    // std starts it with posix_spawn (a cheap start), an empty signal mask and its own
+    // group; the warden's copies of the pipes close with `command`.
+    let child = match command.spawn() {
+        Ok(c) => c,
+        Err(e) => return failed(e.raw_os_error().unwrap_or(0), e.to_string()),
+    };
+    let pid = child.id();
+    // Reaped by `reap`, not by the handle.
+    drop(child);
+    let mark = Mark::from_vars(vars).map(|m| m.since(start_time(pid)));
+    let grace = Duration::from_millis(start.grace_ms);
+    steps.insert(pid as i32, Step { id, mark, grace });
+    Msg::Started { id, pid }
+}
+
+/// `NAME=value` as its two halves (the value may hold `=`).
+fn split(kv: &OsString) -> Option<(OsString, OsString)> {
+    let b = kv.as_bytes();
+    let at = b.iter().position(|c| *c == b'=')?;
+    use std::os::unix::ffi::OsStringExt;
+    Some((
+        OsString::from_vec(b[..at].to_vec()),
+        OsString::from_vec(b[at + 1..].to_vec()),
+    ))
+}
+
+/// Reaps every ended child (steps, and orphans handed to the warden) and tells the engine
+/// how each step ended.
+fn reap(sock: &OwnedFd, steps: &mut HashMap<i32, Step>, subreaper: bool) {
+    let mut ended = Vec::new();
+    loop {
+        let (pid, status) = match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::Exited(pid, code)) => (pid, Status::Exited(code)),
+            Ok(WaitStatus::Signaled(pid, sig, _)) => (pid, Status::Signalled(sig as i32)),
+            Ok(WaitStatus::StillAlive) | Err(Errno::ECHILD) => break,
+            Ok(_) | Err(Errno::EINTR) => continue,
+            Err(_) => break,
+        };
+        if let Some(step) = steps.remove(&pid.as_raw()) {
+            ended.push((pid, step.id, status));
+        }
+    }
+    for (pid, id, status) in ended {
+        let clean = subreaper && nothing_left(pid, steps);
+        let _ = sock::send(
+            sock.as_raw_fd(),
+            &Msg::Ended { id, status, clean }.encode(),
+            &[],
+            true,
+        );
+    }
+}
+
+/// Whether nothing of the step led by `leader` is alive: its group is empty, and the
+/// warden has no child but the leaders of steps still running (every process a step
+/// started that outlived its parent was handed to the warden). An orphan of any step
+/// makes this false for all: the engine then looks for what carries the step's mark.
+fn nothing_left(leader: Pid, running: &HashMap<i32, Step>) -> bool {
+    if killpg(leader, None) != Err(Errno::ESRCH) {
+        return false;
+    }
+    let me = std::process::id();
+    let Ok(children) = std::fs::read_to_string(format!("/proc/{me}/task/{me}/children")) else {
+        return false;
+    };
+    children
+        .split_whitespace()
+        .all(|pid| pid.parse::<i32>().is_ok_and(|p| running.contains_key(&p)))
+}
+
+/// The engine is gone: every step, and every process carrying a step's mark, gets SIGTERM,
+/// its grace period, then SIGKILL; then the warden exits.
+fn end_all(steps: HashMap<i32, Step>) -> ! {
+    // What ends is reaped at once rather than left to an init that may never reap it.
+    std::thread::spawn(
+        || {
+            while !matches!(waitpid(None, None), Err(e) if e != Errno::EINTR) {}
+        },
+    );
+    for pid in steps.keys() {
+        let _ = killpg(Pid::from_raw(*pid), Signal::SIGTERM);
+    }
+    std::thread::scope(|scope| {
+        for step in steps.values() {
+            scope.spawn(|| match &step.mark {
+                Some(mark) => end_marked_blocking(mark, step.grace),
+                None => std::thread::sleep(step.grace),
+            });
+        }
+    });
+    for pid in steps.keys() {
+        let _ = killpg(Pid::from_raw(*pid), Signal::SIGKILL);
+    }
+    std::process::exit(1)
+}

@@ -281,6 +281,74 @@ pub(super) async fn wait_for_signal() {
     }
 }
 
+/// `baton run --wait` with no engine running: starts one here, makes the task through it,
+/// and runs until the task settles (draining whatever else runs). The new task's id; None
+/// when another process's engine took the lock first (the caller goes through it).
+pub fn run_new(ws: &Workspace, new: crate::engine::NewTask) -> Result<Option<i64>, Failure> {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicI64, Ordering};
+    let _tracing = init_tracing(ws);
+    let rt = runtime()?;
+    rt.block_on(async {
+        let engine = match Engine::start_as(ws, crate::engine::wake::Role::Command).await {
+            Ok(e) => e,
+            Err(crate::engine::EngineError::Workspace(
+                crate::workspace::WorkspaceError::EngineRunning(_),
+            )) => return Ok(None),
+            Err(e) => return Err(Failure::from(e)),
+        };
+        let handle = engine.handle();
+        let shutdown = engine.shutdown_token();
+        let signals = tokio::spawn(async move {
+            wait_for_signal().await;
+            shutdown.cancel();
+        });
+        // The task's id once the engine has answered (0 until then: nothing stops it; -1:
+        // the creation was refused, stop as soon as what runs has ended).
+        let made = Arc::new(AtomicI64::new(0));
+        let watched = made.clone();
+        let running = tokio::spawn(engine.run(RunOptions {
+            exit_when_idle: false,
+            stop_when: Some(Arc::new(move |db| match watched.load(Ordering::SeqCst) {
+                0 => false,
+                -1 => true,
+                id => db.task(id).is_ok_and(|t| tasks::settled(t.state)),
+            })),
+        }));
+        let answer = handle
+            .order(crate::engine::Order::Create { create: new })
+            .await;
+        let id = match answer {
+            Ok(crate::engine::Answer::Made(m)) => {
+                if m.waits {
+                    eprintln!(
+                        "task {}: waits for the tasks it comes after; it starts once they are all done",
+                        m.id
+                    );
+                }
+                Ok(m.id)
+            }
+            Ok(other) => Err(format!(
+                "the engine answered a creation with `{}` — is it another baton version?",
+                other.summary()
+            )),
+            Err(e) => Err(e),
+        };
+        // The engine looks at the stop condition when it wakes: wake it now that there
+        // is one, in case the task settled while its id was on its way here.
+        made.store(*id.as_ref().unwrap_or(&-1), Ordering::SeqCst);
+        crate::engine::wake::poke(&ws.dir());
+        let ran = running.await;
+        signals.abort();
+        let id = id.map_err(Failure::new)?;
+        match ran {
+            Ok(out) => out.map_err(Failure::from)?,
+            Err(e) => return Err(Failure::new(format!("the engine task failed: {e}"))),
+        }
+        Ok(Some(id))
+    })
+}
+
 /// `baton run`: the task is created; start it and, with `--wait`, wait for it to settle.
 pub fn run_task(ws: &Workspace, id: i64, wait: bool, as_json: bool) -> Outcome {
     // Followed, not read once: the task moves on while this waits.

@@ -77,6 +77,28 @@ pub(super) fn read_prompt(prompt: Option<String>) -> Result<String, Failure> {
 
 /// Creates a task and optionally starts it, through the engine (which checks the title,
 /// the pipeline and the branch); returns its id.
+/// The creation a command asks for, its prompt read (`-`: standard input).
+fn new_task(
+    ws: &Workspace,
+    pipeline: Option<&str>,
+    title: &str,
+    prompt: Option<String>,
+    start: bool,
+    branch: Option<String>,
+    after: Vec<i64>,
+) -> Result<NewTask, Failure> {
+    Ok(NewTask {
+        title: title.to_string(),
+        prompt: read_prompt(prompt)?,
+        pipeline: pipeline.map(str::to_string),
+        start,
+        branch,
+        actor: super::people::me(ws)?,
+        idempotency_key: None,
+        after,
+    })
+}
+
 fn create(
     ws: &Workspace,
     pipeline: Option<&str>,
@@ -86,16 +108,13 @@ fn create(
     branch: Option<String>,
     after: Vec<i64>,
 ) -> Result<i64, Failure> {
-    let new = NewTask {
-        title: title.to_string(),
-        prompt: read_prompt(prompt)?,
-        pipeline: pipeline.map(str::to_string),
-        start,
-        branch,
-        actor: super::people::me(ws)?,
-        idempotency_key: None,
-        after,
-    };
+    create_new(
+        ws,
+        new_task(ws, pipeline, title, prompt, start, branch, after)?,
+    )
+}
+
+fn create_new(ws: &Workspace, new: NewTask) -> Result<i64, Failure> {
     // Created and started in one transaction: a crash or a refused start leaves no task
     // behind whose id was never printed.
     let made = Client::for_command(ws)
@@ -211,7 +230,17 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
             wait,
             json,
         } => {
-            let id = create(ws, Some(&pipeline), &title, prompt, true, None, Vec::new())?;
+            // Waiting with no engine running: this process runs one, and the task is
+            // made through it (one engine start, one store, no apply-only pass first).
+            let new = new_task(ws, Some(&pipeline), &title, prompt, true, None, Vec::new())?;
+            if wait
+                && !EngineLock::is_held(ws)
+                && let Some(id) = super::engine_cmd::run_new(ws, new.clone())?
+            {
+                return super::engine_cmd::run_task(ws, id, true, json);
+            }
+            // An engine runs (or started meanwhile): the task goes through it.
+            let id = create_new(ws, new)?;
             if !wait {
                 hint_if_no_engine(ws);
             }

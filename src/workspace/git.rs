@@ -114,9 +114,15 @@ fn git_retrying(dir: &Path, args: &[&str]) -> Result<Output, GitError> {
     })
 }
 
-/// The repository's top folder when `dir` is inside a git work tree.
+/// The repository's top folder when `dir` is inside a git work tree. git is not asked where
+/// it would find nothing: no `.git` in `dir` or above it, and no `GIT_DIR` (a workspace
+/// that is not a repository starts no git at all).
 pub fn repo_root(dir: &Path) -> Option<PathBuf> {
-    run(dir, &["rev-parse", "--show-toplevel"])
+    let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    if std::env::var_os("GIT_DIR").is_none() && !dir.ancestors().any(|d| d.join(".git").exists()) {
+        return None;
+    }
+    run(&dir, &["rev-parse", "--show-toplevel"])
         .ok()
         .map(PathBuf::from)
 }

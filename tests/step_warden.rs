@@ -1,0 +1,163 @@
+//! One warden per engine: the engine's local steps are children of one `baton-guard
+//! --warden` process (not of a guard each), a warden that dies takes its steps with it and
+//! the next step gets a new one, and a step too large for one message to the warden still
+//! runs (under a guard of its own).
+
+mod common;
+use common::{Ws, alive, spawn_engine, stop, wait_for};
+
+fn pipeline(script: &str) -> String {
+    let mut statuses = vec![serde_json::json!({"id": "todo", "kind": "queue"})];
+    statuses.push(serde_json::json!({"id": "work", "step": {"script": script}}));
+    statuses.push(serde_json::json!({"id": "next", "step": {"run": "echo next ran"}}));
+    for s in ["done", "failed", "cancelled"] {
+        statuses.push(serde_json::json!({"id": s, "kind": s}));
+    }
+    serde_json::json!({"id": "w", "statuses": statuses}).to_string()
+}
+
+/// Field 4 of `/proc/<pid>/stat`: the parent's pid.
+fn parent(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 2..]
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+fn cmdline(pid: i32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+        .unwrap_or_default()
+}
+
+fn pids_in(ws: &Ws, name: &str) -> Vec<i32> {
+    std::fs::read_to_string(ws.root().join(name))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// Three steps at once: all three are children of the same warden, itself a child of the
+/// engine; each step leads a process group of its own.
+#[test]
+fn an_engines_steps_are_children_of_its_one_warden() {
+    let ws = Ws::new();
+    ws.pipeline("w.json", &pipeline("echo $$ >> leaders; sleep 300"));
+    ws.config("max_parallel = 3\n");
+    let ids: Vec<i64> = (0..3).map(|i| ws.new_task("w", &format!("t{i}"))).collect();
+    let engine = spawn_engine(&ws);
+    for id in &ids {
+        ws.ok(&["start", &id.to_string()]);
+    }
+    wait_for("three steps to start", || {
+        pids_in(&ws, "leaders").len() == 3
+    });
+    let leaders = pids_in(&ws, "leaders");
+    let wardens: std::collections::HashSet<i32> =
+        leaders.iter().map(|p| parent(*p).unwrap()).collect();
+    assert_eq!(wardens.len(), 1, "one warden for all steps: {wardens:?}");
+    let warden = *wardens.iter().next().unwrap();
+    assert!(
+        cmdline(warden).contains("--warden"),
+        "the steps' parent is the warden: {}",
+        cmdline(warden)
+    );
+    assert_eq!(
+        parent(warden),
+        Some(engine.id() as i32),
+        "the engine started it"
+    );
+    for p in &leaders {
+        let pgid = nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(*p))).unwrap();
+        assert_eq!(pgid.as_raw(), *p, "each step leads its own group");
+    }
+    for id in &ids {
+        ws.ok(&["abort", &id.to_string()]);
+    }
+    wait_for("the aborted steps to end", || {
+        leaders.iter().all(|p| !alive(*p))
+    });
+    stop(engine);
+    wait_for("the warden to end with its engine", || !alive(warden));
+}
+
+/// The warden is killed while a step runs: the step fails saying so, nothing of it is left,
+/// and the next step runs under a new warden.
+#[test]
+fn a_killed_warden_fails_its_step_and_the_next_step_gets_a_new_one() {
+    let ws = Ws::new();
+    ws.pipeline(
+        "w.json",
+        &pipeline(
+            "setsid sh -c 'echo $$ > detached.pid; exec sleep 300' >/dev/null 2>&1 &\necho $$ >> leaders; sleep 300",
+        ),
+    );
+    let id = ws.new_task("w", "t");
+    let engine = spawn_engine(&ws);
+    ws.ok(&["start", &id.to_string()]);
+    wait_for("the step and its detached child to start", || {
+        pids_in(&ws, "leaders").len() == 1 && !pids_in(&ws, "detached.pid").is_empty()
+    });
+    let leader = pids_in(&ws, "leaders")[0];
+    let detached = pids_in(&ws, "detached.pid")[0];
+    let warden = parent(leader).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(warden),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    wait_for("the step to fail", || ws.show(id)["state"] == "failed");
+    let shown = ws.show(id);
+    let error = shown["steps"][0]["error"].as_str().unwrap_or_default();
+    assert!(error.contains("warden stopped"), "{shown:#}");
+    wait_for("the step's processes to end", || {
+        !alive(leader) && !alive(detached)
+    });
+    // The next step of another task starts under a new warden.
+    ws.pipeline(
+        "w.json",
+        &pipeline("echo $$ >> leaders; echo $PPID >> wardens"),
+    );
+    let again = ws.new_task("w", "again");
+    ws.ok(&["start", &again.to_string()]);
+    wait_for("the second task to finish", || {
+        ws.show(again)["state"] == "done"
+    });
+    let second = pids_in(&ws, "wardens");
+    assert_eq!(second.len(), 1);
+    assert_ne!(second[0], warden, "a new warden");
+    stop(engine);
+}
+
+/// A step whose environment cannot travel in one message to the warden (variables of
+/// 180 KiB in all) still runs, under a guard of its own.
+#[test]
+fn a_step_too_large_for_the_warden_runs_under_its_own_guard() {
+    let ws = Ws::new();
+    let big = "x".repeat(60 * 1024);
+    // Each of the step's own variables adds to the message: three of 60 KiB pass the
+    // warden's limit, and none passes the kernel's limit for one variable.
+    let spec = serde_json::json!({"id": "w", "statuses": [
+        {"id": "todo", "kind": "queue"},
+        {"id": "work", "step": {
+            "script": "echo $PPID > parent.pid; echo ${#A}${#B}${#C}",
+            "env": {"A": big, "B": big, "C": big}}},
+        {"id": "done", "kind": "done"},
+        {"id": "failed", "kind": "failed"},
+        {"id": "cancelled", "kind": "cancelled"}
+    ]});
+    ws.pipeline("w.json", &spec.to_string());
+    let id = ws.new_task("w", "big");
+    let engine = spawn_engine(&ws);
+    ws.ok(&["start", &id.to_string()]);
+    wait_for("the big step to finish", || ws.show(id)["state"] == "done");
+    let log = ws.ok(&["logs", &id.to_string()]);
+    assert!(log.contains("614406144061440"), "{log}");
+    let parent = pids_in(&ws, "parent.pid")[0];
+    // Its parent was a guard of its own, gone with the step (the warden lives on).
+    assert!(!alive(parent), "the step's own guard ended with it");
+    stop(engine);
+}

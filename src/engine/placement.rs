@@ -7,9 +7,11 @@ use crate::exec::executor::{Placement, resolve};
 use crate::pipeline::{ExecutorSpec, StepAction};
 use crate::store::StoreHandle;
 
-/// The job's placement. A new step's resolved executor is recorded first; a step picked
-/// back up after a restart is placed on the executor recorded when it started.
-pub(super) async fn placement(job: &Job, store: &StoreHandle) -> Placement {
+/// The job's placement, and for a new step on this machine the record of where it runs,
+/// for the caller to write with the step's process group ([`record_local`]). A step on
+/// another executor has its record committed first; a step picked back up after a restart
+/// is placed on the executor recorded when it started.
+pub(super) async fn placement(job: &Job, store: &StoreHandle) -> (Placement, Option<String>) {
     let mut placement = placement_for(job);
     let id = job.step.id;
     if job.reattach {
@@ -19,21 +21,41 @@ pub(super) async fn placement(job: &Job, store: &StoreHandle) -> Placement {
         {
             placement.step = Some(spec);
         }
-        return placement;
+        return (placement, None);
     }
     let spec = resolved(job, &placement);
     let json = to_record(&spec);
-    // A local process is found again by the process group it records after it starts,
-    // so its record need not be committed before it starts: it is queued (ahead of that
-    // group's record) and the step starts without waiting for the store.
+    // A local process is found again by the process group it records after it starts
+    // (or by its mark), so its record need not be committed before it starts.
     if spec == ExecutorSpec::Local {
-        store.write_detached("where a step runs", move |db| {
-            db.set_step_executor(id, &json)
-        });
-    } else if let Err(e) = store.write(move |db| db.set_step_executor(id, &json)).await {
+        return (placement, Some(json));
+    }
+    if let Err(e) = store.write(move |db| db.set_step_executor(id, &json)).await {
         tracing::warn!("recording where step run {id} runs failed: {e}");
     }
-    placement
+    (placement, None)
+}
+
+/// Queues the record of a local step: where it runs (`executor`, from [`placement`]) and,
+/// once started, its process group.
+pub(super) fn record_local(
+    store: &StoreHandle,
+    step_id: i64,
+    executor: Option<String>,
+    group: Option<(u32, Option<u64>)>,
+) {
+    if executor.is_none() && group.is_none() {
+        return;
+    }
+    store.write_detached("where a step runs", move |db| {
+        if let Some(json) = &executor {
+            db.set_step_executor(step_id, json)?;
+        }
+        if let Some((pid, start)) = group {
+            db.set_step_process(step_id, pid as i64, start.map(|t| t as i64))?;
+        }
+        Ok(())
+    });
 }
 
 /// The executor a job's step runs on: its own, else its `command` agent profile's, else
@@ -101,5 +123,11 @@ mod tests {
             parse(&to_record(&ExecutorSpec::Local)),
             Some(ExecutorSpec::Local)
         );
+    }
+
+    /// The store reads an unrecorded step of a named engine as this record.
+    #[test]
+    fn the_store_records_a_local_step_as_placement_does() {
+        assert_eq!(to_record(&ExecutorSpec::Local), "\"local\"");
     }
 }

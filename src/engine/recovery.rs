@@ -103,7 +103,7 @@ pub(super) async fn look(
                 // looking for the key in every process's environment would find a local
                 // container's processes too.
                 let group = if local {
-                    orphan_group(&step)
+                    orphan_group(&step, &root)
                 } else {
                     recorded_group(&step)
                 };
@@ -305,11 +305,11 @@ fn what_ran(spec: &ExecutorSpec) -> String {
 /// against the recorded start time), then whatever else holds the step's execution key.
 /// Returns what was found of the group.
 pub fn end_orphan(ws: &Workspace, step: &crate::store::StepRun, grace: Duration) -> Orphan {
-    let verdict = match orphan_group(step) {
+    let root = ws.root().display().to_string();
+    let verdict = match orphan_group(step, &root) {
         Some(group) => end_group_of(group, grace),
         None => Orphan::Gone,
     };
-    let root = ws.root().display().to_string();
     end_marked_blocking(&Mark::new(&step.execution_key, &root), grace);
     verdict
 }
@@ -331,10 +331,9 @@ fn recorded_group(step: &StepRun) -> Option<(u32, Option<u64>)> {
 
 /// The process group a step recorded; when its engine died before recording it, the
 /// group whose leader carries the step's execution key in its environment.
-fn orphan_group(step: &crate::store::StepRun) -> Option<(u32, Option<u64>)> {
-    recorded_group(step).or_else(|| {
-        crate::exec::process::find_group_by_env("BATON_EXECUTION_KEY", &step.execution_key)
-    })
+fn orphan_group(step: &crate::store::StepRun, root: &str) -> Option<(u32, Option<u64>)> {
+    recorded_group(step)
+        .or_else(|| crate::exec::process::find_group_by_mark(&Mark::new(&step.execution_key, root)))
 }
 
 /// An OpenCode session left running by a dead engine would keep editing the worktree while

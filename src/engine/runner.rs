@@ -232,20 +232,28 @@ pub async fn run(
         },
     };
     let started = Instant::now();
-    // Recorded before the step starts, so a restart looks for it where it ran.
-    let placement = super::placement::placement(&job, &store).await;
+    // Recorded before the step starts (on this machine: with its process group), so a
+    // restart looks for it where it ran.
+    let (placement, local_record) = super::placement::placement(&job, &store).await;
     let (report, ended) = match &job.spec.action {
         StepAction::Run(script)
         | StepAction::Script(script)
         | StepAction::Docker { run: script, .. } => {
             let (finish, said) = shell_step(
-                script, &placement, &env, line_tx, cancel, &store, &logs, &system,
+                script,
+                (&placement, local_record),
+                &env,
+                line_tx,
+                cancel,
+                (&store, &logs),
+                &system,
             )
             .await;
             sent |= said;
             (report_for(&finish, &env), describe(&finish))
         }
         StepAction::Agent(profile) => {
+            super::placement::record_local(&store, job.step.id, local_record, None);
             let report = agent_step(&job, profile, &env, placement, line_tx, cancel, &store).await;
             let ended = match &report.result.error {
                 Some(e) => format!("{}: {e}", report.state),
@@ -312,17 +320,22 @@ pub fn placement_for(job: &Job) -> Placement {
     }
 }
 
+/// How long a step on this machine runs before its record (where it runs, its process
+/// group) is written. One that ends sooner needs none (nothing reads the record of an
+/// ended step), which saves a commit on most short steps; a step cut off by a dead engine
+/// before then is still found and ended by the mark every process of it carries.
+const RECORD_AFTER: Duration = Duration::from_millis(50);
+
 /// A shell step on its executor: started (or found again after a restart), its identity
-/// recorded, then waited for.
-#[allow(clippy::too_many_arguments)]
+/// recorded, then waited for. `local` is the record of a step on this machine, written
+/// with its process group.
 async fn shell_step(
     script: &str,
-    placement: &Placement,
+    (placement, local): (&Placement, Option<String>),
     env: &StepEnv,
     log: exec::LogSender,
     cancel: CancellationToken,
-    store: &StoreHandle,
-    logs: &mpsc::Sender<LogMsg>,
+    (store, logs): (&StoreHandle, &mpsc::Sender<LogMsg>),
     system: &(dyn Fn(String) -> LogMsg + Sync),
 ) -> (Finish, bool) {
     let (spec, place) = match placement.place(None) {
@@ -357,22 +370,20 @@ async fn shell_step(
         Ok(Err(e)) => return (Finish::SpawnFailed(e.0), said),
         Err(stopped) => return (stopped, said),
     };
-    record_identity(store, placement.labels.step_run_id, &step.identity());
+    let group = match step.identity() {
+        Identity::Process { pid, start_time } => Some((pid, start_time)),
+        _ => None,
+    };
+    let step_id = placement.labels.step_run_id;
+    let record = store.clone();
+    let recording = tokio::spawn(async move {
+        tokio::time::sleep(RECORD_AFTER).await;
+        super::placement::record_local(&record, step_id, local, group);
+    });
     let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-    (
-        drive(step.as_mut(), left, env.kill_grace, &cancel).await,
-        said,
-    )
-}
-
-/// Records how a started step can be found again (a local process group's pid).
-fn record_identity(store: &StoreHandle, step_id: i64, identity: &Identity) {
-    if let Identity::Process { pid, start_time } = *identity {
-        let start = start_time.map(|t| t as i64);
-        store.write_detached("a step's process id", move |db| {
-            db.set_step_process(step_id, pid as i64, start)
-        });
-    }
+    let finish = drive(step.as_mut(), left, env.kill_grace, &cancel).await;
+    recording.abort();
+    (finish, said)
 }
 
 /// The executor environment of a job.

@@ -150,6 +150,18 @@ pub fn marked(mark: &Mark) -> Vec<u32> {
         .collect()
 }
 
+/// The process-group leader that carries `mark`, with its start time: a step's group found
+/// by its execution key and workspace when its engine died before recording its pid.
+pub fn find_group_by_mark(mark: &Mark) -> Option<(u32, Option<u64>)> {
+    marked(mark)
+        .into_iter()
+        .find(|pid| {
+            nix::unistd::getpgid(Some(Pid::from_raw(*pid as i32)))
+                .is_ok_and(|g| g.as_raw() as u32 == *pid)
+        })
+        .map(|pid| (pid, start_time(pid)))
+}
+
 /// True for a live process (not a zombie) started no earlier than `since`, if given.
 fn live_since(pid: u32, since: Option<u64>) -> bool {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {

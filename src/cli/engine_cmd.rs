@@ -284,7 +284,10 @@ pub(super) async fn wait_for_signal() {
 /// `baton run --wait` with no engine running: starts one here, makes the task through it,
 /// and runs until the task settles (draining whatever else runs). The new task's id; None
 /// when another process's engine took the lock first (the caller goes through it).
-pub fn run_new(ws: &Workspace, new: crate::engine::NewTask) -> Result<Option<i64>, Failure> {
+pub fn run_new(
+    ws: &Workspace,
+    new: &dyn Fn() -> Result<crate::engine::NewTask, Failure>,
+) -> Result<Option<i64>, Failure> {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicI64, Ordering};
     let _tracing = init_tracing(ws);
@@ -315,9 +318,13 @@ pub fn run_new(ws: &Workspace, new: crate::engine::NewTask) -> Result<Option<i64
                 id => db.task(id).is_ok_and(|t| tasks::settled(t.state)),
             })),
         }));
-        let answer = handle
-            .order(crate::engine::Order::Create { create: new })
-            .await;
+        let answer = match new() {
+            Ok(create) => handle
+                .order(crate::engine::Order::Create { create })
+                .await
+                .map_err(Failure::new),
+            Err(e) => Err(e),
+        };
         let id = match answer {
             Ok(crate::engine::Answer::Made(m)) => {
                 if m.waits {
@@ -328,10 +335,10 @@ pub fn run_new(ws: &Workspace, new: crate::engine::NewTask) -> Result<Option<i64
                 }
                 Ok(m.id)
             }
-            Ok(other) => Err(format!(
+            Ok(other) => Err(Failure::new(format!(
                 "the engine answered a creation with `{}` — is it another baton version?",
                 other.summary()
-            )),
+            ))),
             Err(e) => Err(e),
         };
         // The engine looks at the stop condition when it wakes: wake it now that there
@@ -340,7 +347,7 @@ pub fn run_new(ws: &Workspace, new: crate::engine::NewTask) -> Result<Option<i64
         crate::engine::wake::poke(&ws.dir());
         let ran = running.await;
         signals.abort();
-        let id = id.map_err(Failure::new)?;
+        let id = id?;
         match ran {
             Ok(out) => out.map_err(Failure::from)?,
             Err(e) => return Err(Failure::new(format!("the engine task failed: {e}"))),

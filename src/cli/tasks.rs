@@ -230,17 +230,23 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
             wait,
             json,
         } => {
+            let prompt = read_prompt(prompt)?;
+            let new = || {
+                let prompt = Some(prompt.clone());
+                new_task(ws, Some(&pipeline), &title, prompt, true, None, Vec::new())
+            };
             // Waiting with no engine running: this process runs one, and the task is
             // made through it (one engine start, one store, no apply-only pass first).
-            let new = new_task(ws, Some(&pipeline), &title, prompt, true, None, Vec::new())?;
-            if wait
-                && !EngineLock::is_held(ws)
-                && let Some(id) = super::engine_cmd::run_new(ws, new.clone())?
-            {
-                return super::engine_cmd::run_task(ws, id, true, json);
+            // Who makes it (git's user.name, perhaps) is found meanwhile.
+            if wait && !EngineLock::is_held(ws) {
+                let root = ws.root().to_path_buf();
+                std::thread::spawn(move || crate::workspace::person::current(&root));
+                if let Some(id) = super::engine_cmd::run_new(ws, &new)? {
+                    return super::engine_cmd::run_task(ws, id, true, json);
+                }
             }
             // An engine runs (or started meanwhile): the task goes through it.
-            let id = create_new(ws, new)?;
+            let id = create_new(ws, new()?)?;
             if !wait {
                 hint_if_no_engine(ws);
             }

@@ -115,7 +115,7 @@ fn a_task_moves_to_another_machine_through_its_pushed_branch() {
     let branch = format!("baton/{id}-moving-task");
     assert_eq!(
         remote_branches(&bare),
-        [branch.clone()],
+        std::slice::from_ref(&branch),
         "step one's end pushed"
     );
     assert_eq!(on_remote(&bare, &branch, "one.txt"), "from-a\n");

@@ -85,15 +85,13 @@ impl GitCtx {
                 }
             })?;
             let path = wt.to_string_lossy().into_owned();
-            let made =
-                (moved.is_some() || task.worktree.as_deref() != Some(path.as_str())).then(|| {
-                    NewWorktree {
-                        branch,
-                        path,
-                        base,
-                        note: moved,
-                    }
-                });
+            let changed = moved.is_some() || task.worktree.as_deref() != Some(path.as_str());
+            let made = changed.then_some(NewWorktree {
+                branch,
+                path,
+                base,
+                note: moved,
+            });
             return Ok((wt.join(&self.rel), made));
         }
         // A path this clone does not own is another machine's (or another clone's) worktree:

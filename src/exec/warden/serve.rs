@@ -142,7 +142,7 @@ fn spawn(start: Start, fds: Vec<OwnedFd>, steps: &mut HashMap<i32, Step>) -> Msg
     let Some(arg0) = start.argv.first() else {
         return failed(Errno::EINVAL as i32, "the command line is empty".into());
     };
-    let vars: Vec<(OsString, OsString)> = start.env.iter().filter_map(|kv| split(kv)).collect();
+    let vars: Vec<(OsString, OsString)> = start.env.iter().filter_map(split).collect();
     let mut command = std::process::Command::new(&start.program);
     command
         .arg0(arg0)

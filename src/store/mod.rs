@@ -285,9 +285,12 @@ impl Store {
         let conn = connect(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
         conn.set_prepared_statement_cache_capacity(128);
         conn.execute_batch(
+            // Statement journals and sorts in memory: on disk, each step's transaction
+            // made, truncated and closed a temporary file.
             "PRAGMA journal_mode = WAL;
              PRAGMA synchronous = NORMAL;
-             PRAGMA foreign_keys = ON;",
+             PRAGMA foreign_keys = ON;
+             PRAGMA temp_store = MEMORY;",
         )
         .map_err(open_err)?;
         let mut conn = conn;

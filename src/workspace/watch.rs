@@ -14,6 +14,7 @@ pub const DEBOUNCE: Duration = Duration::from_millis(150);
 /// Watches a workspace's definition files until dropped.
 pub struct DefinitionWatcher {
     tx: mpsc::Sender<Msg>,
+    _folder: FolderWatch,
 }
 
 enum Msg {
@@ -51,8 +52,7 @@ pub fn watch(
     let fs_tx = tx.clone();
     let own = baton_dir.to_path_buf();
     let mut watcher = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
-        // The database's write-ahead log is in the same folder: each commit reports a
-        // change. Only changes of definition files (and errors) go on to the thread below.
+        // Only changes of definition files (and errors) go on to the thread below.
         if let Ok(e) = &ev
             && (matches!(e.kind, EventKind::Access(_))
                 || !e.paths.iter().any(|p| is_definition(&own, p)))
@@ -62,8 +62,7 @@ pub fn watch(
         let _ = fs_tx.send(Msg::Fs(ev));
     })
     .map_err(|e| format!("cannot watch {}: {e}", baton_dir.display()))?;
-    watcher
-        .watch(baton_dir, RecursiveMode::NonRecursive)
+    let folder = watch_folder(baton_dir, tx.clone())
         .map_err(|e| format!("cannot watch {}: {e}", baton_dir.display()))?;
     let dir = baton_dir.to_path_buf();
     for sub in ["pipelines", "agents"] {
@@ -73,7 +72,81 @@ pub fn watch(
         .name("baton-watch-defs".into())
         .spawn(move || run(watcher, &dir, &rx, on_change))
         .map_err(|e| format!("cannot start the file watcher: {e}"))?;
-    Ok(DefinitionWatcher { tx })
+    Ok(DefinitionWatcher {
+        tx,
+        _folder: folder,
+    })
+}
+
+/// The watch on the workspace folder itself, ended when dropped.
+struct FolderWatch {
+    watches: inotify::Watches,
+    wd: inotify::WatchDescriptor,
+}
+
+impl Drop for FolderWatch {
+    fn drop(&mut self) {
+        // The kernel then says the watch is gone, which ends the thread reading it.
+        let _ = self.watches.remove(self.wd.clone());
+    }
+}
+
+/// Watches the workspace folder for its definition entries (`config.toml`, the two
+/// folders): made, removed, renamed, or written and closed (an editor's save). Not for
+/// every write: the database and its write-ahead log sit beside them, and a watch that
+/// took modifications would wake at (and slow) every commit.
+fn watch_folder(baton_dir: &Path, tx: mpsc::Sender<Msg>) -> std::io::Result<FolderWatch> {
+    use inotify::{EventMask, Inotify, WatchMask};
+    let mut inotify = Inotify::init()?;
+    let mask = WatchMask::CREATE
+        | WatchMask::DELETE
+        | WatchMask::MOVED_FROM
+        | WatchMask::MOVED_TO
+        | WatchMask::CLOSE_WRITE
+        | WatchMask::ONLYDIR;
+    let watches = inotify.watches();
+    let wd = inotify.watches().add(baton_dir, mask)?;
+    let dir = baton_dir.to_path_buf();
+    std::thread::Builder::new()
+        .name("baton-watch-dir".into())
+        .spawn(move || {
+            let mut buf = [0u8; 4096];
+            loop {
+                let events = match inotify.read_events_blocking(&mut buf) {
+                    Ok(events) => events,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => {
+                        let _ = tx.send(Msg::Fs(Err(notify::Error::io(e))));
+                        return;
+                    }
+                };
+                for event in events {
+                    if event.mask.contains(EventMask::IGNORED) {
+                        return;
+                    }
+                    let Some(name) = event.name else { continue };
+                    let path = dir.join(name);
+                    if !is_definition(&dir, &path) {
+                        continue;
+                    }
+                    let kind = if event
+                        .mask
+                        .intersects(EventMask::CREATE | EventMask::MOVED_TO)
+                    {
+                        EventKind::Create(notify::event::CreateKind::Any)
+                    } else if event
+                        .mask
+                        .intersects(EventMask::DELETE | EventMask::MOVED_FROM)
+                    {
+                        EventKind::Remove(notify::event::RemoveKind::Any)
+                    } else {
+                        EventKind::Modify(notify::event::ModifyKind::Any)
+                    };
+                    let _ = tx.send(Msg::Fs(Ok(notify::Event::new(kind).add_path(path))));
+                }
+            }
+        })?;
+    Ok(FolderWatch { watches, wd })
 }
 
 fn run(
@@ -172,5 +245,34 @@ mod tests {
             reports += 1;
         }
         assert!(reports <= 5, "50 saves in a burst gave {reports} reports");
+    }
+
+    /// `config.toml` saved in place (opened, written, closed) is a change; writes to the
+    /// database's files beside it are not, however many.
+    #[test]
+    fn config_saved_in_place_is_seen_and_database_writes_are_not() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let baton = dir.path().to_path_buf();
+        let cfg = baton.join("config.toml");
+        std::fs::write(&cfg, "max_parallel = 2\n").unwrap();
+        let (tx, rx) = mpsc::channel();
+        let _w = watch(&baton, move |paths| {
+            let _ = tx.send(paths);
+        })
+        .unwrap();
+        let mut wal = std::fs::File::create(baton.join("baton.db-wal")).unwrap();
+        for _ in 0..100 {
+            wal.write_all(b"a frame").unwrap();
+        }
+        assert!(
+            rx.recv_timeout(DEBOUNCE * 4).is_err(),
+            "the database's writes are no change"
+        );
+        let mut f = std::fs::OpenOptions::new().append(true).open(&cfg).unwrap();
+        f.write_all(b"auto_resume = true\n").unwrap();
+        drop(f);
+        let seen = rx.recv_timeout(Duration::from_secs(10)).expect("a change");
+        assert_eq!(seen, vec![cfg]);
     }
 }

@@ -13,8 +13,9 @@
 //!   on the engine that ran its first one (its home engine, docs/team.md).
 //!
 //! The tasks are created and started before the clock starts, with no engine running.
-//! After the per-step runs, an information line says what the server did for each step
-//! (transactions committed, statements run, connections opened), from its statistics.
+//! After each measurement an information line says what the server did for each step (or
+//! each `baton run`), from its own counters: baton's write transactions and statements,
+//! connections opened, WAL flushes (see [`crate::pg::Work`]).
 
 use super::parallel::{Ended, MAX_RATIO, STEPS, rate};
 use super::per_step::{self, MAX_RUN_MS};
@@ -94,7 +95,7 @@ fn run_once(ctx: &Ctx, server: &Server, floor: Duration) -> Result<Vec<Line>, St
 /// `n` tasks × 5 steps on one engine at P = 16, and what the server did for them.
 fn one_engine(ctx: &Ctx, server: &Server, n: usize, floor: Duration) -> Result<Vec<Line>, String> {
     let row = format!("pg: {} tasks × {STEPS} steps, P = {P}, 1 engine", count(n));
-    engines(ctx, server, n, floor, &[(None, P)], row)
+    run_engines(ctx, server, n, floor, &[(None, P)], row)
 }
 
 /// The same over three engines sharing the board, P = 6 + 5 + 5.
@@ -110,16 +111,16 @@ fn three_engines(
         count(n),
         p.join(" + ")
     );
-    let engines_: Vec<(Option<&str>, usize)> =
+    let named: Vec<(Option<&str>, usize)> =
         ENGINES.iter().map(|(name, p)| (Some(*name), *p)).collect();
-    engines(ctx, server, n, floor, &engines_, row)
+    run_engines(ctx, server, n, floor, &named, row)
 }
 
 /// Makes and starts `n` tasks with no engine running, then times `baton engine
 /// --exit-when-idle` once per entry of `engines` (its `--name`, if any, and its
 /// `max_parallel`), each in a workspace of its own on one fresh board, from their spawn
 /// until the last one exits.
-fn engines(
+fn run_engines(
     ctx: &Ctx,
     server: &Server,
     n: usize,

@@ -6,6 +6,7 @@
 mod binary;
 mod board;
 mod floors;
+mod pg;
 mod proc;
 mod report;
 mod rows;

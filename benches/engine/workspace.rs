@@ -1,5 +1,6 @@
 //! A throwaway workspace in a temp dir (removed when dropped): `baton init`, pipelines
-//! written as files, optionally inside a fresh git repository.
+//! written as files, optionally inside a fresh git repository, its board in
+//! `.baton/baton.db` or, with [`Ws::with_env`] naming `BATON_DATABASE_URL`, in PostgreSQL.
 
 use crate::proc::{self, Done};
 use serde_json::{Value, json};
@@ -15,12 +16,19 @@ const SETUP: Duration = Duration::from_secs(120);
 pub struct Ws {
     pub root: PathBuf,
     pub bin: PathBuf,
+    /// Set for every `baton` command run here (the board's URL and password).
+    env: Vec<(String, String)>,
     _dir: TempDir,
 }
 
 impl Ws {
     /// A plain (non-git) workspace after `baton init`.
     pub fn new(bin: &Path) -> Result<Self, String> {
+        Self::with_env(bin, Vec::new())
+    }
+
+    /// The same, with `env` set for every `baton` command run in it (`init` included).
+    pub fn with_env(bin: &Path, env: Vec<(String, String)>) -> Result<Self, String> {
         let mut dir = tempfile::Builder::new()
             .prefix("baton-bench-")
             .tempdir()
@@ -34,6 +42,7 @@ impl Ws {
         let ws = Self {
             root,
             bin: bin.to_path_buf(),
+            env,
             _dir: dir,
         };
         ws.cli(&["init"])?;
@@ -67,13 +76,16 @@ impl Ws {
         .ok(&what)
     }
 
-    /// `baton ARGS` in the workspace, ready to run.
+    /// `baton ARGS` in the workspace, ready to run. A `BATON_DATABASE_URL` of the caller's
+    /// own never reaches it: the board is the workspace's file unless [`Ws::with_env`] says.
     pub fn baton(&self, args: &[&str]) -> Command {
         let mut c = Command::new(&self.bin);
         c.args(args)
             .current_dir(&self.root)
             .env_remove("BATON_DIR")
-            .env("NO_COLOR", "1");
+            .env_remove("BATON_DATABASE_URL")
+            .env("NO_COLOR", "1")
+            .envs(self.env.iter().map(|(k, v)| (k, v)));
         c
     }
 

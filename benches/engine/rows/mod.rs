@@ -6,6 +6,7 @@ mod idle;
 mod ingest;
 mod parallel;
 mod per_step;
+mod pg;
 
 use crate::Ctx;
 use crate::report::Line;
@@ -70,6 +71,13 @@ pub const ROWS: &[Row] = &[
         run: command::run,
         full_s: 180,
         quick_s: 120,
+    },
+    Row {
+        name: "pg",
+        title: "per step and N tasks × 5 steps on one engine and on three, the board in PostgreSQL",
+        run: pg::run,
+        full_s: 1800,
+        quick_s: 420,
     },
 ];
 

@@ -12,9 +12,9 @@ use crate::workspace::{Ws, pipeline, true_steps};
 use crate::{Ctx, floors, proc};
 use std::time::Duration;
 
-const STEPS: usize = 5;
+pub(super) const STEPS: usize = 5;
 /// Throughput against `xargs -P` running the same commands.
-const MAX_RATIO: f64 = 1.5;
+pub(super) const MAX_RATIO: f64 = 1.5;
 
 /// Row 2: a plain (non-git) workspace at P = 16.
 pub fn plain(ctx: &Ctx, out: &mut Vec<Line>) -> Result<(), String> {
@@ -58,14 +58,25 @@ pub fn git(ctx: &Ctx, out: &mut Vec<Line>) -> Result<(), String> {
 }
 
 /// How the tasks ended: those not done, and their states counted.
-struct Ended {
-    not_done: usize,
+pub(super) struct Ended {
+    pub not_done: usize,
     states: Vec<(String, usize)>,
 }
 
 impl Ended {
+    /// How the tasks on `ws`'s board ended.
+    pub fn on(ws: &Ws) -> Result<Self, String> {
+        let states: Vec<_> = ws
+            .states()?
+            .into_iter()
+            .filter(|(s, _)| s != "done")
+            .collect();
+        let not_done = states.iter().map(|(_, c)| c).sum();
+        Ok(Self { not_done, states })
+    }
+
     /// ", 3 failed, 1 interrupted" — empty when every task is done.
-    fn note(&self) -> String {
+    pub fn note(&self) -> String {
         self.states
             .iter()
             .map(|(state, count)| format!(", {count} {state}"))
@@ -88,13 +99,7 @@ fn engine_run(ctx: &Ctx, ws: &Ws, n: usize, p: usize) -> Result<(Duration, Ended
         what,
     )?
     .ok(what)?;
-    let states: Vec<_> = ws
-        .states()?
-        .into_iter()
-        .filter(|(s, _)| s != "done")
-        .collect();
-    let not_done = states.iter().map(|(_, c)| c).sum();
-    Ok((done.elapsed, Ended { not_done, states }))
+    Ok((done.elapsed, Ended::on(ws)?))
 }
 
 /// The same work as a shell script: per task `git worktree add -b`, five `sh -c true` in
@@ -113,6 +118,6 @@ fn git_floor(ctx: &Ctx, n: usize, p: usize) -> Result<(Duration, usize), String>
     Ok((done.elapsed, n - ok))
 }
 
-fn rate(tasks: usize, d: Duration) -> String {
+pub(super) fn rate(tasks: usize, d: Duration) -> String {
     format!("{:.0} steps/s", (tasks * STEPS) as f64 / d.as_secs_f64())
 }

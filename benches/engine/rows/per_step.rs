@@ -13,7 +13,7 @@ const FLAT: f64 = 1.5;
 /// A step against a bare spawn of the same command.
 const MAX_RATIO: f64 = 1.5;
 /// `baton run` of one step, all its fixed costs included, at any board size.
-const MAX_RUN_MS: f64 = 10.0;
+pub(super) const MAX_RUN_MS: f64 = 10.0;
 
 pub fn run(ctx: &Ctx, out: &mut Vec<Line>) -> Result<(), String> {
     let (short, long) = (ctx.n(200, 100), ctx.n(2_000, 1_000));
@@ -71,6 +71,11 @@ fn run_once(ctx: &Ctx, tasks: usize) -> Result<Duration, String> {
     if tasks > 0 {
         board::fill(&ws, tasks)?;
     }
+    run_once_in(ctx, &ws)
+}
+
+/// `baton run` of one step in `ws`, the median of a few runs.
+pub(super) fn run_once_in(ctx: &Ctx, ws: &Ws) -> Result<Duration, String> {
     ws.pipeline(&pipeline("steps", &true_steps(1)))?;
     let what = "`baton run` of one step";
     super::sample(ctx.n(9, 5), Duration::from_secs(10), || {
@@ -93,6 +98,11 @@ fn per_step(ctx: &Ctx, n: usize, tasks: usize) -> Result<Duration, String> {
     if tasks > 0 {
         board::fill(&ws, tasks)?;
     }
+    per_step_in(ctx, &ws, n)
+}
+
+/// `baton run` through `n` steps in `ws`; the time per step.
+pub(super) fn per_step_in(ctx: &Ctx, ws: &Ws, n: usize) -> Result<Duration, String> {
     ws.pipeline(&pipeline("steps", &true_steps(n)))?;
     let what = format!("`baton run` through {n} steps");
     let done = proc::run(
@@ -107,7 +117,7 @@ fn per_step(ctx: &Ctx, n: usize, tasks: usize) -> Result<Duration, String> {
     Ok(done.elapsed / n as u32)
 }
 
-fn step_line(row: &str, floor: Duration, baton: Duration) -> Line {
+pub(super) fn step_line(row: &str, floor: Duration, baton: Duration) -> Line {
     let r = ratio(baton, floor);
     Line::new(row, ms(millis(floor)), ms(millis(baton)))
         .ratio(r)

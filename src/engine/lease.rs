@@ -247,7 +247,13 @@ impl Engine {
                         }
                     }
                 }
-                Ok(!super::home::may_claim(db, &me, task_id, &[])?)
+                Ok(!super::home::may_claim(
+                    db,
+                    &me,
+                    task_id,
+                    &[],
+                    &mut Default::default(),
+                )?)
             })
             .await
             .unwrap_or(false)

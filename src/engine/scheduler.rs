@@ -46,6 +46,7 @@ fn claim_due(db: &Db, free: usize, me: &Claimant) -> crate::store::Result<Vec<Cl
     // is put back, and then the rest are looked at one row at a time past such steps.
     let mut steps = Vec::new();
     let mut held = false;
+    let mut seen = super::home::Seen::default();
     let by = me.claim_by();
     // On a shared board, steps are looked at before they are claimed: a claim put back
     // would still take a fence number and wake every other engine for nothing.
@@ -60,7 +61,7 @@ fn claim_due(db: &Db, free: usize, me: &Claimant) -> crate::store::Result<Vec<Cl
         let step = c.step;
         // An unreadable snapshot is reported by the step itself (it cannot start).
         let pipeline = db.pipeline(step.task_id).ok();
-        if may_take(db, me, &step, pipeline.as_deref())? {
+        if may_take(db, me, &step, pipeline.as_deref(), &mut seen)? {
             super::home::settle(db, me, step.task_id)?;
             steps.push((step, pipeline, c.fence));
         } else {
@@ -120,6 +121,7 @@ fn claim_past_held(
     steps: &mut Vec<Taken>,
 ) -> crate::store::Result<()> {
     let mut held = 0;
+    let mut seen = super::home::Seen::default();
     while steps.len() < free {
         let limit = held + free - steps.len();
         let due = db.due_step_runs(now, limit as i64)?;
@@ -127,7 +129,7 @@ fn claim_past_held(
         held = 0;
         for step in due {
             let pipeline = db.pipeline(step.task_id).ok();
-            if !may_take(db, me, &step, pipeline.as_deref())? {
+            if !may_take(db, me, &step, pipeline.as_deref(), &mut seen)? {
                 held += 1;
                 continue;
             }
@@ -163,9 +165,10 @@ pub(super) fn runnable_open(db: &Db, me: &Claimant) -> crate::store::Result<bool
     if pending.len() == LOOK {
         return Ok(true);
     }
+    let mut seen = super::home::Seen::default();
     for s in &pending {
         let pipeline = db.pipeline(s.task_id).ok();
-        if may_take(db, me, s, pipeline.as_deref())? {
+        if may_take(db, me, s, pipeline.as_deref(), &mut seen)? {
             return Ok(true);
         }
     }
@@ -179,9 +182,10 @@ fn may_take(
     me: &Claimant,
     step: &StepRun,
     pipeline: Option<&Pipeline>,
+    seen: &mut super::home::Seen,
 ) -> crate::store::Result<bool> {
     let required = requires(pipeline, &step.status);
-    Ok(me.may_run(required) && super::home::may_claim(db, me, step.task_id, required)?)
+    Ok(me.may_run(required) && super::home::may_claim(db, me, step.task_id, required, seen)?)
 }
 
 /// The labels the step of `status` requires of the engine that runs it.

@@ -281,6 +281,27 @@ pub(super) async fn wait_for_signal() {
     }
 }
 
+/// An engine in this process for a command that waits for a task, stopped by SIGINT or
+/// SIGTERM (the returned task, to abort once it has run); None when another process's
+/// engine took the workspace's lock first.
+async fn engine_here(
+    ws: &Workspace,
+) -> Result<Option<(Engine, tokio::task::JoinHandle<()>)>, Failure> {
+    let engine = match Engine::start_as(ws, crate::engine::wake::Role::Command).await {
+        Ok(e) => e,
+        Err(crate::engine::EngineError::Workspace(
+            crate::workspace::WorkspaceError::EngineRunning(_),
+        )) => return Ok(None),
+        Err(e) => return Err(Failure::from(e)),
+    };
+    let shutdown = engine.shutdown_token();
+    let signals = tokio::spawn(async move {
+        wait_for_signal().await;
+        shutdown.cancel();
+    });
+    Ok(Some((engine, signals)))
+}
+
 /// `baton run --wait` with no engine running: starts one here, makes the task through it,
 /// and runs until the task settles (draining whatever else runs). The new task's id; None
 /// when another process's engine took the lock first (the caller goes through it).
@@ -293,19 +314,10 @@ pub fn run_new(
     let _tracing = init_tracing(ws);
     let rt = runtime()?;
     rt.block_on(async {
-        let engine = match Engine::start_as(ws, crate::engine::wake::Role::Command).await {
-            Ok(e) => e,
-            Err(crate::engine::EngineError::Workspace(
-                crate::workspace::WorkspaceError::EngineRunning(_),
-            )) => return Ok(None),
-            Err(e) => return Err(Failure::from(e)),
+        let Some((engine, signals)) = engine_here(ws).await? else {
+            return Ok(None);
         };
         let handle = engine.handle();
-        let shutdown = engine.shutdown_token();
-        let signals = tokio::spawn(async move {
-            wait_for_signal().await;
-            shutdown.cancel();
-        });
         // The task's id once the engine has answered (0 until then: nothing stops it; -1:
         // the creation was refused, stop as soon as what runs has ended).
         let made = Arc::new(AtomicI64::new(0));
@@ -394,19 +406,10 @@ fn wait_until_settled(ws: &Workspace, store: &Reader, id: i64) -> Result<(), Fai
                 rt = Some(runtime()?);
             }
             let ran = rt.as_ref().expect("runtime made above").block_on(async {
-                let engine = match Engine::start_as(ws, crate::engine::wake::Role::Command).await {
-                    Ok(e) => e,
-                    // Another process took the lock first: watch its engine instead.
-                    Err(crate::engine::EngineError::Workspace(
-                        crate::workspace::WorkspaceError::EngineRunning(_),
-                    )) => return Ok(false),
-                    Err(e) => return Err(Failure::from(e)),
+                // Another process took the lock first: watch its engine instead.
+                let Some((engine, signals)) = engine_here(ws).await? else {
+                    return Ok(false);
                 };
-                let shutdown = engine.shutdown_token();
-                let signals = tokio::spawn(async move {
-                    wait_for_signal().await;
-                    shutdown.cancel();
-                });
                 let out = engine
                     .run(RunOptions {
                         exit_when_idle: false,

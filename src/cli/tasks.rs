@@ -99,22 +99,8 @@ fn new_task(
     })
 }
 
-fn create(
-    ws: &Workspace,
-    pipeline: Option<&str>,
-    title: &str,
-    prompt: Option<String>,
-    start: bool,
-    branch: Option<String>,
-    after: Vec<i64>,
-) -> Result<i64, Failure> {
-    create_new(
-        ws,
-        new_task(ws, pipeline, title, prompt, start, branch, after)?,
-    )
-}
-
-fn create_new(ws: &Workspace, new: NewTask) -> Result<i64, Failure> {
+/// Makes the task through the engine (or applies it here when none runs); its id.
+fn create(ws: &Workspace, new: NewTask) -> Result<i64, Failure> {
     // Created and started in one transaction: a crash or a refused start leaves no task
     // behind whose id was never printed.
     let made = Client::for_command(ws)
@@ -176,7 +162,7 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
             branch,
             after,
         } => {
-            let id = create(
+            let new = new_task(
                 ws,
                 pipeline.as_deref(),
                 &title,
@@ -185,6 +171,7 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
                 branch,
                 after,
             )?;
+            let id = create(ws, new)?;
             println!("{id}");
             if start {
                 hint_if_no_engine(ws);
@@ -246,7 +233,7 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
                 }
             }
             // An engine runs (or started meanwhile): the task goes through it.
-            let id = create_new(ws, new()?)?;
+            let id = create(ws, new()?)?;
             if !wait {
                 hint_if_no_engine(ws);
             }

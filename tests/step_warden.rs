@@ -161,3 +161,18 @@ fn a_step_too_large_for_the_warden_runs_under_its_own_guard() {
     assert!(!alive(parent), "the step's own guard ended with it");
     stop(engine);
 }
+
+/// A step starts with no signal blocked, whatever the warden blocks for its own reading:
+/// the SIGTERM of an abort or a time-out reaches it.
+#[test]
+fn a_step_starts_with_no_signal_blocked() {
+    let ws = Ws::new();
+    ws.pipeline("w.json", &pipeline("grep SigBlk /proc/self/status"));
+    let id = ws.new_task("w", "mask");
+    let engine = spawn_engine(&ws);
+    ws.ok(&["start", &id.to_string()]);
+    wait_for("the step to finish", || ws.show(id)["state"] == "done");
+    let log = ws.ok(&["logs", &id.to_string(), "--step", "1"]);
+    assert!(log.contains("SigBlk:\t0000000000000000"), "{log}");
+    stop(engine);
+}

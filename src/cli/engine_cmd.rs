@@ -281,12 +281,17 @@ pub(super) async fn wait_for_signal() {
     }
 }
 
-/// An engine in this process for a command that waits for a task, stopped by SIGINT or
-/// SIGTERM (the returned task, to abort once it has run); None when another process's
-/// engine took the workspace's lock first.
-async fn engine_here(
-    ws: &Workspace,
-) -> Result<Option<(Engine, tokio::task::JoinHandle<()>)>, Failure> {
+/// An engine in this process for a command that waits for a task.
+struct Here {
+    engine: Engine,
+    /// Stops the engine on SIGINT or SIGTERM; aborted once the engine has run.
+    signals: tokio::task::JoinHandle<()>,
+    /// Set when a signal stopped it: the person asked the wait to end.
+    signalled: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// Starts [`Here`]; None when another process's engine took the workspace's lock first.
+async fn engine_here(ws: &Workspace) -> Result<Option<Here>, Failure> {
     let engine = match Engine::start_as(ws, crate::engine::wake::Role::Command).await {
         Ok(e) => e,
         Err(crate::engine::EngineError::Workspace(
@@ -295,77 +300,92 @@ async fn engine_here(
         Err(e) => return Err(Failure::from(e)),
     };
     let shutdown = engine.shutdown_token();
+    let signalled = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen = signalled.clone();
     let signals = tokio::spawn(async move {
         wait_for_signal().await;
+        seen.store(true, std::sync::atomic::Ordering::SeqCst);
         shutdown.cancel();
     });
-    Ok(Some((engine, signals)))
+    Ok(Some(Here {
+        engine,
+        signals,
+        signalled,
+    }))
 }
 
-/// `baton run --wait` with no engine running: starts one here, makes the task through it,
-/// and runs until the task settles (draining whatever else runs). The new task's id; None
-/// when another process's engine took the lock first (the caller goes through it).
+/// How `run --wait`'s own engine ended.
+pub enum RanHere {
+    /// Another process's engine took the lock first: nothing was made.
+    Elsewhere,
+    /// The task was made and ran until it settled, or until a signal stopped the wait.
+    Made { id: i64, stopped: bool },
+}
+
+/// `baton run --wait` with no engine running: starts one here, makes the task through it
+/// before it looks at the board (a refused creation runs nothing), and runs until the task
+/// settles (draining whatever else runs) or a signal stops it.
 pub fn run_new(
     ws: &Workspace,
     new: &dyn Fn() -> Result<crate::engine::NewTask, Failure>,
-) -> Result<Option<i64>, Failure> {
+) -> Result<RanHere, Failure> {
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicI64, Ordering};
     let _tracing = init_tracing(ws);
     let rt = runtime()?;
     rt.block_on(async {
-        let Some((engine, signals)) = engine_here(ws).await? else {
-            return Ok(None);
+        let Some(mut here) = engine_here(ws).await? else {
+            return Ok(RanHere::Elsewhere);
         };
-        let handle = engine.handle();
-        // The task's id once the engine has answered (0 until then: nothing stops it; -1:
-        // the creation was refused, stop as soon as what runs has ended).
-        let made = Arc::new(AtomicI64::new(0));
-        let watched = made.clone();
-        let running = tokio::spawn(engine.run(RunOptions {
-            exit_when_idle: false,
-            stop_when: Some(Arc::new(move |db| match watched.load(Ordering::SeqCst) {
-                0 => false,
-                -1 => true,
-                id => db.task(id).is_ok_and(|t| tasks::settled(t.state)),
-            })),
-        }));
-        let answer = match new() {
-            Ok(create) => handle
-                .order(crate::engine::Order::Create { create })
+        let made = match new() {
+            Ok(create) => here
+                .engine
+                .take_first(crate::engine::Order::Create { create })
                 .await
                 .map_err(Failure::new),
             Err(e) => Err(e),
         };
-        let id = match answer {
-            Ok(crate::engine::Answer::Made(m)) => {
-                if m.waits {
-                    eprintln!(
-                        "task {}: waits for the tasks it comes after; it starts once they are all done",
-                        m.id
-                    );
-                }
-                Ok(m.id)
-            }
+        let id = match made {
+            Ok(crate::engine::Answer::Made(m)) => m.id,
             Ok(other) => Err(Failure::new(format!(
                 "the engine answered a creation with `{}` — is it another baton version?",
                 other.summary()
-            ))),
-            Err(e) => Err(e),
+            )))?,
+            Err(e) => {
+                here.signals.abort();
+                return Err(e);
+            }
         };
-        // The engine looks at the stop condition when it wakes: wake it now that there
-        // is one, in case the task settled while its id was on its way here.
-        made.store(*id.as_ref().unwrap_or(&-1), Ordering::SeqCst);
-        crate::engine::wake::poke(&ws.dir());
-        let ran = running.await;
-        signals.abort();
-        let id = id?;
-        match ran {
-            Ok(out) => out.map_err(Failure::from)?,
-            Err(e) => return Err(Failure::new(format!("the engine task failed: {e}"))),
-        }
-        Ok(Some(id))
+        let out = here
+            .engine
+            .run(RunOptions {
+                exit_when_idle: false,
+                stop_when: Some(Arc::new(move |db| {
+                    db.task(id).is_ok_and(|t| tasks::settled(t.state))
+                })),
+            })
+            .await;
+        here.signals.abort();
+        out.map_err(Failure::from)?;
+        let stopped = here.signalled.load(std::sync::atomic::Ordering::SeqCst);
+        Ok(RanHere::Made { id, stopped })
     })
+}
+
+/// Prints a waited-for task as `run --wait` does and gives its exit code.
+pub fn report(ws: &Workspace, id: i64, as_json: bool) -> Outcome {
+    let store = Reader::open(ws)?;
+    print_task(&store, id, as_json)?;
+    tasks::wait_code(&store, id)
+}
+
+fn print_task(store: &Reader, id: i64, as_json: bool) -> Result<(), Failure> {
+    if as_json {
+        println!("{}", store.show_json(id)?);
+    } else {
+        let t = store.task(id)?;
+        println!("{id} {} ({})", t.status, t.state);
+    }
+    Ok(())
 }
 
 /// `baton run`: the task is created; start it and, with `--wait`, wait for it to settle.
@@ -381,12 +401,7 @@ pub fn run_task(ws: &Workspace, id: i64, wait: bool, as_json: bool) -> Outcome {
         return Ok(exit::OK);
     }
     wait_until_settled(ws, &store, id)?;
-    if as_json {
-        println!("{}", store.show_json(id)?);
-    } else {
-        let t = store.task(id)?;
-        println!("{id} {} ({})", t.status, t.state);
-    }
+    print_task(&store, id, as_json)?;
     tasks::wait_code(&store, id)
 }
 
@@ -405,10 +420,16 @@ fn wait_until_settled(ws: &Workspace, store: &Reader, id: i64) -> Result<(), Fai
                 _tracing = init_tracing(ws);
                 rt = Some(runtime()?);
             }
+            // Whether a signal stopped the engine run here; None when another process
+            // took the lock first (its engine is watched instead).
             let ran = rt.as_ref().expect("runtime made above").block_on(async {
-                // Another process took the lock first: watch its engine instead.
-                let Some((engine, signals)) = engine_here(ws).await? else {
-                    return Ok(false);
+                let Some(Here {
+                    engine,
+                    signals,
+                    signalled,
+                }) = engine_here(ws).await?
+                else {
+                    return Ok::<_, Failure>(None);
                 };
                 let out = engine
                     .run(RunOptions {
@@ -419,10 +440,14 @@ fn wait_until_settled(ws: &Workspace, store: &Reader, id: i64) -> Result<(), Fai
                     })
                     .await;
                 signals.abort();
-                out.map(|()| true).map_err(Failure::from)
+                out.map_err(Failure::from)?;
+                Ok(Some(signalled.load(std::sync::atomic::Ordering::SeqCst)))
             })?;
-            if ran {
-                continue;
+            match ran {
+                // A signal ends the wait, not only this engine.
+                Some(true) => return Ok(()),
+                Some(false) => continue,
+                None => {}
             }
         }
         // Another process's engine runs it: wait for it to say the task changed.

@@ -1,5 +1,6 @@
 //! Task subcommands: init, new, list, show, the actions, logs and run.
 
+use super::engine_cmd::RanHere;
 use super::{Command, Failure, Outcome, exit, json};
 use crate::engine::client::{Change, Follower};
 use crate::engine::{Action, Client, NewTask, Order, Reader, Request, Submitted};
@@ -228,8 +229,14 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
             if wait && !EngineLock::is_held(ws) {
                 let root = ws.root().to_path_buf();
                 std::thread::spawn(move || crate::workspace::person::current(&root));
-                if let Some(id) = super::engine_cmd::run_new(ws, &new)? {
-                    return super::engine_cmd::run_task(ws, id, true, json);
+                match super::engine_cmd::run_new(ws, &new)? {
+                    RanHere::Made { id, stopped: true } => {
+                        return super::engine_cmd::report(ws, id, json);
+                    }
+                    RanHere::Made { id, stopped: false } => {
+                        return super::engine_cmd::run_task(ws, id, true, json);
+                    }
+                    RanHere::Elsewhere => {}
                 }
             }
             // An engine runs (or started meanwhile): the task goes through it.

@@ -287,6 +287,8 @@ pub struct Engine {
     /// running step answers once the step has told whether its agent took it): the
     /// engine does not wait for it, its caller does.
     later: Option<oneshot::Receiver<std::result::Result<Answer, String>>>,
+    /// A shutdown was asked for and acted on (it is not acted on twice).
+    stop_asked: bool,
 }
 
 impl Engine {
@@ -500,6 +502,7 @@ impl Engine {
             apply_only,
             me,
             later: None,
+            stop_asked: false,
         })
     }
 
@@ -697,8 +700,14 @@ impl Engine {
                 // New triggers may be due, a larger max_parallel may start queued steps.
                 true
             }
-            // A front end quitting while its engine hands over stops it as a quit does.
-            _ = self.shutdown.cancelled(), if stopping.is_none() || self.handover_to.is_some() => {
+            // A front end quitting while its engine hands over stops it as a quit does, and
+            // so does one quitting while the engine drains because its stop condition was
+            // met (`run --wait`'s ctrl+c while other tasks' steps finish).
+            _ = self.shutdown.cancelled(), if !self.stop_asked
+                && (stopping.is_none()
+                    || self.handover_to.is_some()
+                    || *stopping == Some(ShutdownMode::Drain)) => {
+                self.stop_asked = true;
                 self.handover_to = None;
                 *stopping = Some(self.cfg.shutdown);
                 let n = self.running.len();

@@ -140,6 +140,13 @@ impl Engine {
         }
     }
 
+    /// Takes one order before this engine runs: `baton run --wait` makes its task through
+    /// the engine it starts, so the engine's first look at the board sees it, and a refused
+    /// creation is answered before anything else runs.
+    pub async fn take_first(&mut self, order: Order) -> Result<Answer, String> {
+        self.take(order, None).await
+    }
+
     /// Takes one order in a process with no engine running, runs the follow-ups it
     /// recorded (hooks, clean-up) and ends; the steps it queued wait for an engine.
     pub async fn apply_here(mut self, order: Order) -> Result<Answer, String> {

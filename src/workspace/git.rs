@@ -118,7 +118,12 @@ fn git_retrying(dir: &Path, args: &[&str]) -> Result<Output, GitError> {
 /// it would find nothing: no `.git` in `dir` or above it, and no `GIT_DIR` (a workspace
 /// that is not a repository starts no git at all).
 pub fn repo_root(dir: &Path) -> Option<PathBuf> {
-    let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    // git climbs the real path: a folder reached through a link is in the repository
+    // its target is in.
+    let dir = dir
+        .canonicalize()
+        .or_else(|_| std::path::absolute(dir))
+        .unwrap_or_else(|_| dir.to_path_buf());
     if std::env::var_os("GIT_DIR").is_none() && !dir.ancestors().any(|d| d.join(".git").exists()) {
         return None;
     }

@@ -260,9 +260,10 @@ fn find(program: &str, dir: &Path, path: Option<&std::ffi::OsStr>) -> std::io::R
     let found = if program.contains('/') {
         Some(dir.join(program)).filter(|p| executable(p))
     } else {
+        // A relative entry (`node_modules/.bin`, or an empty one) is the step's folder's.
         path.and_then(|path| {
             std::env::split_paths(path)
-                .map(|d| d.join(program))
+                .map(|d| dir.join(d).join(program))
                 .find(|p| executable(p))
         })
     };
@@ -327,7 +328,9 @@ impl Proc {
                 signal_group(pgid, Signal::SIGTERM);
                 if tokio::time::timeout(grace, child.wait()).await.is_err() {
                     signal_group(pgid, Signal::SIGKILL);
-                    child.wait().await;
+                    // Its end comes through the warden: a stuck warden does not hold the
+                    // stop (the group is gone by now whatever it says).
+                    let _ = tokio::time::timeout(grace, child.wait()).await;
                     return;
                 }
                 terminate_group(pgid, grace.saturating_sub(started.elapsed())).await;

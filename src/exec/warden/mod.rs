@@ -34,6 +34,9 @@ pub const ARG: &str = "--warden";
 /// How long a new warden has to say hello before the engine does without one.
 const HELLO: Duration = Duration::from_secs(5);
 
+/// How long the warden has to say a step started.
+const ANSWER: Duration = Duration::from_secs(10);
+
 /// How a step the warden started ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ended {
@@ -123,14 +126,30 @@ pub async fn spawn(
     let raw: Vec<RawFd> = stdio.iter().map(|f| f.as_raw_fd()).collect();
     if let Err(e) = warden.send(&packet, &raw).await {
         lock(&warden.waiting).remove(&id);
+        // A socket whose buffers are smaller than the message: start it another way.
+        if matches!(
+            e.raw_os_error(),
+            Some(nix::libc::EMSGSIZE | nix::libc::ENOBUFS)
+        ) {
+            return None;
+        }
         return Some(Err(e));
     }
     // The child's ends are the warden's now: ours close, so the pipes end with the step.
     drop(stdio);
-    let pid = match started_rx.await {
-        Ok(Ok(pid)) => pid,
-        Ok(Err(e)) => return Some(Err(e)),
-        Err(_) => return Some(Err(gone())),
+    let pid = match tokio::time::timeout(ANSWER, started_rx).await {
+        Ok(Ok(Ok(pid))) => pid,
+        Ok(Ok(Err(e))) => return Some(Err(e)),
+        Ok(Err(_)) => return Some(Err(gone())),
+        Err(_) => {
+            // A warden that does not answer (stopped, stuck) is let go: the next step
+            // starts a new one.
+            warden.gone.store(true, Ordering::Relaxed);
+            return Some(Err(std::io::Error::other(format!(
+                "the engine's warden did not answer within {} s",
+                ANSWER.as_secs()
+            ))));
+        }
     };
     Some(Ok(Child {
         pid,
@@ -193,6 +212,9 @@ async fn start_one(
     }
     command
         .arg(ARG)
+        // The engine's environment (its secrets among it) is none of the warden's: a step
+        // could read it in /proc/$PPID/environ. Each step's own comes with its start.
+        .env_clear()
         .stdin(std::process::Stdio::from(theirs))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -201,6 +223,9 @@ async fn start_one(
         .process_group(0)
         .kill_on_drop(false);
     let mut process = command.spawn().map_err(|e| e.to_string())?;
+    // Our copy of the warden's end goes with the command: a candidate that exits at once
+    // is then seen to, rather than waited for.
+    drop(command);
     // SAFETY: `ours` is an owned descriptor, neither replaced nor closed while the
     // AsyncFd holds it.
     let sock = unsafe { AsyncFd::register(ours) }.map_err(|e| e.to_string())?;
@@ -268,8 +293,13 @@ async fn read(warden: Arc<Warden>, mut process: tokio::process::Child) {
         let mut waiting = lock(&warden.waiting);
         match Msg::decode(&buf[..n]) {
             Some(Msg::Started { id, pid }) => {
-                if let Some(tx) = waiting.get_mut(&id).and_then(|w| w.started.take()) {
-                    let _ = tx.send(Ok(pid));
+                if let Some(tx) = waiting.get_mut(&id).and_then(|w| w.started.take())
+                    && tx.send(Ok(pid)).is_err()
+                {
+                    // Nobody waits for it any more (the step was stopped while it started):
+                    // nothing would read or end it.
+                    waiting.remove(&id);
+                    crate::exec::process::signal_group(pid, nix::sys::signal::Signal::SIGKILL);
                 }
             }
             Some(Msg::Failed { id, errno, why }) => {

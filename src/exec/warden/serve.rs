@@ -154,8 +154,20 @@ fn spawn(start: Start, fds: Vec<OwnedFd>, steps: &mut HashMap<i32, Step>) -> Msg
         .stdin(Stdio::from(input))
         .stdout(Stdio::from(output))
         .stderr(Stdio::from(errors));
-    // std starts it with posix_spawn (a cheap start), an empty signal mask and its own
-    // group; the warden's copies of the pipes close with `command`.
+    // The warden blocks the signals it reads from its signalfd; a step starts with none
+    // blocked (SIGTERM must reach it). The warden's copies of the pipes close with
+    // `command`.
+    // SAFETY: only sigprocmask, which is async-signal-safe, runs between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            nix::sys::signal::sigprocmask(
+                nix::sys::signal::SigmaskHow::SIG_SETMASK,
+                Some(&SigSet::empty()),
+                None,
+            )?;
+            Ok(())
+        });
+    }
     let child = match command.spawn() {
         Ok(c) => c,
         Err(e) => return failed(e.raw_os_error().unwrap_or(0), e.to_string()),

@@ -90,9 +90,16 @@ async fn spawn(launch: &Launch, log: LogSender) -> Result<LocalStep, ExecError> 
         .map(|(_, v)| v.into())
         .or_else(|| std::env::var_os("PATH"));
     let program = find(&what, &env.workdir, path.as_deref()).map_err(cannot)?;
-    let (proc, pid, stdin, stdout, stderr) = match by_warden(launch, &argv, &program).await {
+    // The same secrets the engine masks in the step's lines: long lines are cut around them.
+    let pumps = Pumps {
+        log,
+        secrets: Arc::new(Redactor::from_vars(
+            crate::exec::redact::env_vars().chain(env.vars.iter().cloned()),
+        )),
+    };
+    let (proc, pid, stdin, readers) = match by_warden(launch, &argv, &program, &pumps).await {
         Some(started) => started.map_err(cannot)?,
-        None => by_guard(launch, &argv, &what).map_err(cannot)?,
+        None => by_guard(launch, &argv, &what, &pumps).map_err(cannot)?,
     };
     // Written from a task of its own, so a program that prints before it has read all its
     // input cannot deadlock against the output pipes. A program that exits without reading
@@ -103,14 +110,6 @@ async fn spawn(launch: &Launch, log: LogSender) -> Result<LocalStep, ExecError> 
         let more = bytes.1.as_ref().and_then(|m| m.take());
         tokio::spawn(feed(input, bytes.0, more));
     }
-    // The same secrets the engine masks in the step's lines: long lines are cut around them.
-    let secrets = Arc::new(Redactor::from_vars(
-        crate::exec::redact::env_vars().chain(env.vars.iter().cloned()),
-    ));
-    let readers = vec![
-        tokio::spawn(pump(stdout, Stream::Stdout, log.clone(), secrets.clone())),
-        tokio::spawn(pump(stderr, Stream::Stderr, log.clone(), secrets.clone())),
-    ];
     let started = start_time(pid);
     Ok(LocalStep {
         start_time: started,
@@ -128,7 +127,34 @@ async fn spawn(launch: &Launch, log: LogSender) -> Result<LocalStep, ExecError> 
 
 type Input = Box<dyn tokio::io::AsyncWrite + Send + Unpin>;
 type Output = Box<dyn tokio::io::AsyncRead + Send + Unpin>;
-type Spawned = (Proc, u32, Option<Input>, Output, Output);
+/// A started step: its leader, its pid, its standard input, the tasks reading its output.
+type Spawned = (Proc, u32, Option<Input>, Vec<JoinHandle<()>>);
+
+/// Where a step's output lines go.
+struct Pumps {
+    log: LogSender,
+    secrets: Arc<Redactor>,
+}
+
+impl Pumps {
+    /// Reads the step's standard output and error, line by line, from now on.
+    fn start(&self, out: Output, err: Output) -> Vec<JoinHandle<()>> {
+        vec![
+            tokio::spawn(pump(
+                out,
+                Stream::Stdout,
+                self.log.clone(),
+                self.secrets.clone(),
+            )),
+            tokio::spawn(pump(
+                err,
+                Stream::Stderr,
+                self.log.clone(),
+                self.secrets.clone(),
+            )),
+        ]
+    }
+}
 
 /// The step started by the engine's warden, with pipes made here; None when there is no
 /// warden or the step does not fit in a message to it.
@@ -136,6 +162,7 @@ async fn by_warden(
     launch: &Launch,
     argv: &[String],
     program: &Path,
+    pumps: &Pumps,
 ) -> Option<std::io::Result<Spawned>> {
     use tokio::net::unix::pipe;
     let env = &launch.env;
@@ -154,6 +181,16 @@ async fn by_warden(
     let ((out_r, out_w), (err_r, err_w), (in_r, in_w)) = match pipes() {
         Ok(p) => p,
         Err(e) => return Some(Err(e)),
+    };
+    // Read from before the step starts, as its lines come: a fast step's two streams
+    // stay in the order it wrote them as far as the two pipes can tell. (If it does not
+    // start, its write ends close and the readers end.)
+    let readers = match (
+        pipe::Receiver::from_owned_fd(out_r),
+        pipe::Receiver::from_owned_fd(err_r),
+    ) {
+        (Ok(out), Ok(err)) => pumps.start(Box::new(out), Box::new(err)),
+        (Err(e), _) | (_, Err(e)) => return Some(Err(e)),
     };
     // The engine's own secrets (a webhook secret, an API token) are none of a step's
     // business: it does not inherit them. One the step's `env` names is its own.
@@ -178,20 +215,21 @@ async fn by_warden(
             Err(e) => return Some(Err(e)),
         };
     let pid = child.pid;
-    let ends = || -> std::io::Result<Spawned> {
-        let input = match in_w {
-            Some(w) => Some(Box::new(pipe::Sender::from_owned_fd(w)?) as Input),
-            None => None,
-        };
-        let out = Box::new(pipe::Receiver::from_owned_fd(out_r)?) as Output;
-        let err = Box::new(pipe::Receiver::from_owned_fd(err_r)?) as Output;
-        Ok((Proc::Warden(child), pid, input, out, err))
+    let input = match in_w.map(pipe::Sender::from_owned_fd) {
+        Some(Ok(w)) => Some(Box::new(w) as Input),
+        Some(Err(e)) => return Some(Err(e)),
+        None => None,
     };
-    Some(ends())
+    Some(Ok((Proc::Warden(child), pid, input, readers)))
 }
 
 /// The step started under a guard of its own (or, under a test harness, directly).
-fn by_guard(launch: &Launch, argv: &[String], what: &str) -> std::io::Result<Spawned> {
+fn by_guard(
+    launch: &Launch,
+    argv: &[String],
+    what: &str,
+    pumps: &Pumps,
+) -> std::io::Result<Spawned> {
     let env = &launch.env;
     let (mut cmd, engine_end) = match launch.stdin {
         Some(_) => crate::exec::guard::command(argv, env.kill_grace).map(|(mut c, end)| {
@@ -227,7 +265,7 @@ fn by_guard(launch: &Launch, argv: &[String], what: &str) -> std::io::Result<Spa
         ));
     };
     let proc = Proc::Own { child, engine_end };
-    Ok((proc, pid, input, Box::new(out), Box::new(err)))
+    Ok((proc, pid, input, pumps.start(Box::new(out), Box::new(err))))
 }
 
 /// Writes `first` and then whatever comes on `more` to the step's standard input, and

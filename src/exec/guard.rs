@@ -240,13 +240,7 @@ pub fn left_nothing(engine_end: &OwnedFd) -> bool {
 fn watched(arg: Option<OsString>) -> Option<OwnedFd> {
     let arg = arg?;
     if arg == SOCKET_ON_STDIN {
-        let stdin = std::io::stdin();
-        let moved = nix::fcntl::fcntl(&stdin, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(3)).ok()?;
-        // SAFETY: a descriptor just made by F_DUPFD_CLOEXEC, owned by nothing else.
-        let watch = unsafe { OwnedFd::from_raw_fd(moved) };
-        let null = std::fs::File::open("/dev/null").ok()?;
-        nix::unistd::dup2_stdin(&null).ok()?;
-        return Some(watch);
+        return socket_from_stdin();
     }
     let fd = arg.to_str()?.parse::<i32>().ok()?;
     // SAFETY: the engine passes its socket under this number and nothing else in this
@@ -258,6 +252,34 @@ fn watched(arg: Option<OsString>) -> Option<OwnedFd> {
         nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
     );
     Some(watch)
+}
+
+/// The engine's socket, passed as standard input, moved off it (standard input becomes
+/// `/dev/null`, so nothing started later inherits the socket there).
+pub(crate) fn socket_from_stdin() -> Option<OwnedFd> {
+    let stdin = std::io::stdin();
+    let moved = nix::fcntl::fcntl(&stdin, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(3)).ok()?;
+    // SAFETY: a descriptor just made by F_DUPFD_CLOEXEC, owned by nothing else.
+    let socket = unsafe { OwnedFd::from_raw_fd(moved) };
+    let null = std::fs::File::open("/dev/null").ok()?;
+    nix::unistd::dup2_stdin(&null).ok()?;
+    Some(socket)
+}
+
+/// Makes `command` start its program with no signal blocked, whatever this process blocks
+/// for the signalfd it reads (std keeps the parent's mask in the child).
+pub(crate) fn unblocked(command: &mut std::process::Command) {
+    // SAFETY: only sigprocmask, which is async-signal-safe, runs between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            nix::sys::signal::sigprocmask(
+                nix::sys::signal::SigmaskHow::SIG_SETMASK,
+                Some(&SigSet::empty()),
+                None,
+            )?;
+            Ok(())
+        });
+    }
 }
 
 /// Tells the engine that nothing the guard started is left. A closed socket (the engine
@@ -339,17 +361,7 @@ pub fn main(args: Vec<OsString>) -> ! {
     };
     let mut command = std::process::Command::new(program);
     command.args(&argv[1..]);
-    // SAFETY: only sigprocmask, which is async-signal-safe, runs between fork and exec.
-    unsafe {
-        command.pre_exec(|| {
-            nix::sys::signal::sigprocmask(
-                nix::sys::signal::SigmaskHow::SIG_SETMASK,
-                Some(&SigSet::empty()),
-                None,
-            )?;
-            Ok(())
-        });
-    }
+    unblocked(&mut command);
     let child = match command.spawn() {
         Ok(c) => c,
         Err(e) => {

@@ -18,7 +18,7 @@ use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 use std::collections::HashMap;
 use std::ffi::OsString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::process::Stdio;
@@ -33,7 +33,7 @@ struct Step {
 
 /// Runs the warden; the engine's socket is standard input. Never returns.
 pub fn main() -> ! {
-    let Some(sock) = socket_from_stdin() else {
+    let Some(sock) = crate::exec::guard::socket_from_stdin() else {
         eprintln!("baton: the warden is started by the engine, not by hand");
         std::process::exit(2);
     };
@@ -87,17 +87,6 @@ pub fn main() -> ! {
             }
         }
     }
-}
-
-/// The socket on standard input, moved off it (standard input becomes `/dev/null`).
-fn socket_from_stdin() -> Option<OwnedFd> {
-    let stdin = std::io::stdin();
-    let moved = nix::fcntl::fcntl(&stdin, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(3)).ok()?;
-    // SAFETY: a descriptor just made by F_DUPFD_CLOEXEC, owned by nothing else.
-    let sock = unsafe { OwnedFd::from_raw_fd(moved) };
-    let null = std::fs::File::open("/dev/null").ok()?;
-    nix::unistd::dup2_stdin(&null).ok()?;
-    Some(sock)
 }
 
 /// Blocks until the socket or the signalfd is ready: which of them.
@@ -157,17 +146,7 @@ fn spawn(start: Start, fds: Vec<OwnedFd>, steps: &mut HashMap<i32, Step>) -> Msg
     // The warden blocks the signals it reads from its signalfd; a step starts with none
     // blocked (SIGTERM must reach it). The warden's copies of the pipes close with
     // `command`.
-    // SAFETY: only sigprocmask, which is async-signal-safe, runs between fork and exec.
-    unsafe {
-        command.pre_exec(|| {
-            nix::sys::signal::sigprocmask(
-                nix::sys::signal::SigmaskHow::SIG_SETMASK,
-                Some(&SigSet::empty()),
-                None,
-            )?;
-            Ok(())
-        });
-    }
+    crate::exec::guard::unblocked(&mut command);
     let child = match command.spawn() {
         Ok(c) => c,
         Err(e) => return failed(e.raw_os_error().unwrap_or(0), e.to_string()),

@@ -192,6 +192,18 @@ async fn by_warden(
         (Ok(out), Ok(err)) => pumps.start(Box::new(out), Box::new(err)),
         (Err(e), _) | (_, Err(e)) => return Some(Err(e)),
     };
+    // Its input is written from before it starts too: into the pipe's buffer while the
+    // step cannot have closed it yet (a write to a closed pipe would end this process,
+    // which dies on SIGPIPE as command-line tools do).
+    if let (Some(bytes), Some(w)) = (launch.stdin.clone(), in_w) {
+        match pipe::Sender::from_owned_fd(w) {
+            Ok(input) => {
+                let more = bytes.1.as_ref().and_then(|m| m.take());
+                tokio::spawn(feed(Box::new(input), bytes.0, more));
+            }
+            Err(e) => return Some(Err(e)),
+        }
+    }
     // The engine's own secrets (a webhook secret, an API token) are none of a step's
     // business: it does not inherit them. One the step's `env` names is its own.
     let secret = engine_secret_names();
@@ -215,12 +227,7 @@ async fn by_warden(
             Err(e) => return Some(Err(e)),
         };
     let pid = child.pid;
-    let input = match in_w.map(pipe::Sender::from_owned_fd) {
-        Some(Ok(w)) => Some(Box::new(w) as Input),
-        Some(Err(e)) => return Some(Err(e)),
-        None => None,
-    };
-    Some(Ok((Proc::Warden(child), pid, input, readers)))
+    Some(Ok((Proc::Warden(child), pid, None, readers)))
 }
 
 /// The step started under a guard of its own (or, under a test harness, directly).

@@ -166,6 +166,22 @@ async fn by_warden(
 ) -> Option<std::io::Result<Spawned>> {
     use tokio::net::unix::pipe;
     let env = &launch.env;
+    // The engine's own secrets (a webhook secret, an API token) are none of a step's
+    // business: it does not inherit them. One the step's `env` names is its own.
+    let secret = engine_secret_names();
+    let mut vars: Vec<std::ffi::OsString> = std::env::vars_os()
+        .filter(|(k, _)| !secret.contains(k))
+        .chain(env.vars.iter().map(|(k, v)| (k.into(), v.into())))
+        .map(|(k, v)| {
+            let mut kv = k;
+            kv.push("=");
+            kv.push(v);
+            kv
+        })
+        .collect();
+    vars.shrink_to_fit();
+    let ready =
+        crate::exec::warden::ready(program, argv, vars, &env.workdir, env.kill_grace).await?;
     let pipes = || -> std::io::Result<_> {
         let out = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
         let err = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
@@ -204,28 +220,10 @@ async fn by_warden(
             Err(e) => return Some(Err(e)),
         }
     }
-    // The engine's own secrets (a webhook secret, an API token) are none of a step's
-    // business: it does not inherit them. One the step's `env` names is its own.
-    let secret = engine_secret_names();
-    let mut vars: Vec<std::ffi::OsString> = std::env::vars_os()
-        .filter(|(k, _)| !secret.contains(k))
-        .chain(env.vars.iter().map(|(k, v)| (k.into(), v.into())))
-        .map(|(k, v)| {
-            let mut kv = k;
-            kv.push("=");
-            kv.push(v);
-            kv
-        })
-        .collect();
-    vars.shrink_to_fit();
-    let stdio = [in_r, out_w, err_w];
-    let child =
-        match crate::exec::warden::spawn(program, argv, vars, &env.workdir, env.kill_grace, stdio)
-            .await?
-        {
-            Ok(c) => c,
-            Err(e) => return Some(Err(e)),
-        };
+    let child = match ready.spawn([in_r, out_w, err_w]).await {
+        Ok(c) => c,
+        Err(e) => return Some(Err(e)),
+    };
     let pid = child.pid;
     Some(Ok((Proc::Warden(child), pid, None, readers)))
 }

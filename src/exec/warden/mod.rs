@@ -88,18 +88,23 @@ struct Warden {
 static WARDEN: tokio::sync::Mutex<Option<Option<Arc<Warden>>>> =
     tokio::sync::Mutex::const_new(None);
 
-/// Starts `program` (already found on the step's `PATH`) with `argv`, the whole
-/// environment `env`, in `cwd`, with standard input, output and error `stdio`, as the
-/// leader of its own process group, under the warden. None when there is no warden to ask
-/// or the request does not fit in one message: start it some other way.
-pub async fn spawn(
+/// A step the warden can start: there is a warden, and the step fits in one message to it.
+pub struct Ready {
+    warden: Arc<Warden>,
+    start: Start,
+}
+
+/// Whether the warden can start `program` (already found on the step's `PATH`) with
+/// `argv`, the whole environment `env`, in `cwd`: None when there is no warden to ask or
+/// the request does not fit in one message (start it some other way). Asked before the
+/// step's pipes are made and written to.
+pub async fn ready(
     program: &Path,
     argv: &[String],
     env: Vec<OsString>,
     cwd: &Path,
     grace: Duration,
-    stdio: [OwnedFd; 3],
-) -> Option<std::io::Result<Child>> {
+) -> Option<Ready> {
     let start = Start {
         id: 0,
         grace_ms: grace.as_millis() as u64,
@@ -112,50 +117,52 @@ pub async fn spawn(
         return None;
     }
     let warden = current().await?;
-    let id = warden.next.fetch_add(1, Ordering::Relaxed);
-    let packet = Msg::Start(Start { id, ..start }).encode();
-    let (started_tx, started_rx) = oneshot::channel();
-    let (ended_tx, ended_rx) = oneshot::channel();
-    lock(&warden.waiting).insert(
-        id,
-        Waiting {
-            started: Some(started_tx),
-            ended: Some(ended_tx),
-        },
-    );
-    let raw: Vec<RawFd> = stdio.iter().map(|f| f.as_raw_fd()).collect();
-    if let Err(e) = warden.send(&packet, &raw).await {
-        lock(&warden.waiting).remove(&id);
-        // A socket whose buffers are smaller than the message: start it another way.
-        if matches!(
-            e.raw_os_error(),
-            Some(nix::libc::EMSGSIZE | nix::libc::ENOBUFS)
-        ) {
-            return None;
+    Some(Ready { warden, start })
+}
+
+impl Ready {
+    /// Starts the step with standard input, output and error `stdio`, as the leader of
+    /// its own process group.
+    pub async fn spawn(self, stdio: [OwnedFd; 3]) -> std::io::Result<Child> {
+        let Ready { warden, start } = self;
+        let id = warden.next.fetch_add(1, Ordering::Relaxed);
+        let packet = Msg::Start(Start { id, ..start }).encode();
+        let (started_tx, started_rx) = oneshot::channel();
+        let (ended_tx, ended_rx) = oneshot::channel();
+        lock(&warden.waiting).insert(
+            id,
+            Waiting {
+                started: Some(started_tx),
+                ended: Some(ended_tx),
+            },
+        );
+        let raw: Vec<RawFd> = stdio.iter().map(|f| f.as_raw_fd()).collect();
+        if let Err(e) = warden.send(&packet, &raw).await {
+            lock(&warden.waiting).remove(&id);
+            return Err(e);
         }
-        return Some(Err(e));
+        // The child's ends are the warden's now: ours close, so the pipes end with the step.
+        drop(stdio);
+        let pid = match tokio::time::timeout(ANSWER, started_rx).await {
+            Ok(Ok(Ok(pid))) => pid,
+            Ok(Ok(Err(e))) => return Err(e),
+            Ok(Err(_)) => return Err(gone()),
+            Err(_) => {
+                // A warden that does not answer (stopped, stuck) is let go: the next step
+                // starts a new one.
+                warden.gone.store(true, Ordering::Relaxed);
+                return Err(std::io::Error::other(format!(
+                    "the engine's warden did not answer within {} s",
+                    ANSWER.as_secs()
+                )));
+            }
+        };
+        Ok(Child {
+            pid,
+            ended: Some(ended_rx),
+            seen: None,
+        })
     }
-    // The child's ends are the warden's now: ours close, so the pipes end with the step.
-    drop(stdio);
-    let pid = match tokio::time::timeout(ANSWER, started_rx).await {
-        Ok(Ok(Ok(pid))) => pid,
-        Ok(Ok(Err(e))) => return Some(Err(e)),
-        Ok(Err(_)) => return Some(Err(gone())),
-        Err(_) => {
-            // A warden that does not answer (stopped, stuck) is let go: the next step
-            // starts a new one.
-            warden.gone.store(true, Ordering::Relaxed);
-            return Some(Err(std::io::Error::other(format!(
-                "the engine's warden did not answer within {} s",
-                ANSWER.as_secs()
-            ))));
-        }
-    };
-    Some(Ok(Child {
-        pid,
-        ended: Some(ended_rx),
-        seen: None,
-    }))
 }
 
 fn gone() -> std::io::Error {

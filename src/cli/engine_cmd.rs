@@ -137,9 +137,9 @@ pub fn run(
             }
         });
         engine
-            .run(RunOptions {
+            .run_on_worker(RunOptions {
                 exit_when_idle,
-                stop_when: None,
+                until_settled: None,
             })
             .await?;
         // The last moves (the one that made the engine idle, say) may not have been read
@@ -329,7 +329,6 @@ pub fn run_new(
     ws: &Workspace,
     new: &dyn Fn() -> Result<crate::engine::NewTask, Failure>,
 ) -> Result<RanHere, Failure> {
-    use std::sync::Arc;
     let _tracing = init_tracing(ws);
     let rt = runtime()?;
     rt.block_on(async {
@@ -357,11 +356,9 @@ pub fn run_new(
         };
         let out = here
             .engine
-            .run(RunOptions {
+            .run_on_worker(RunOptions {
                 exit_when_idle: false,
-                stop_when: Some(Arc::new(move |db| {
-                    db.task(id).is_ok_and(|t| tasks::settled(t.state))
-                })),
+                until_settled: Some(id),
             })
             .await;
         here.signals.abort();
@@ -412,7 +409,7 @@ fn wait_until_settled(ws: &Workspace, store: &Reader, id: i64) -> Result<(), Fai
     let mut _tracing = None;
     let mut follower = Follower::new(ws);
     loop {
-        if tasks::settled(store.task(id)?.state) {
+        if store.task(id)?.state.settled() {
             return Ok(());
         }
         if !EngineLock::is_held(ws) {
@@ -432,11 +429,9 @@ fn wait_until_settled(ws: &Workspace, store: &Reader, id: i64) -> Result<(), Fai
                     return Ok::<_, Failure>(None);
                 };
                 let out = engine
-                    .run(RunOptions {
+                    .run_on_worker(RunOptions {
                         exit_when_idle: false,
-                        stop_when: Some(std::sync::Arc::new(move |db| {
-                            db.task(id).is_ok_and(|t| tasks::settled(t.state))
-                        })),
+                        until_settled: Some(id),
                     })
                     .await;
                 signals.abort();

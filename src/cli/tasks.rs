@@ -229,7 +229,8 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
             if wait && !EngineLock::is_held(ws) {
                 let root = ws.root().to_path_buf();
                 std::thread::spawn(move || crate::workspace::person::current(&root));
-                match super::engine_cmd::run_new(ws, &new)? {
+                let ran = super::engine_cmd::run_new(ws, &new)?;
+                match ran {
                     RanHere::Made { id, stopped: true } => {
                         return super::engine_cmd::report(ws, id, json);
                     }
@@ -401,7 +402,7 @@ fn logs(ws: &Workspace, db: &Reader, id: i64, step: Option<usize>, follow: bool)
                     after = 0;
                     continue;
                 }
-                _ if across_steps && !settled(db.task(id)?.state) => {}
+                _ if across_steps && !db.task(id)?.state.settled() => {}
                 _ => return Ok(exit::OK),
             }
         } else if current.state == crate::store::StepState::Pending && !said_waiting {
@@ -441,11 +442,6 @@ fn render_line(l: &crate::store::LogLine, color: bool) -> String {
         Stream::System => format!("\x1b[2m{text}\x1b[0m"),
         Stream::Stdout => text.into_owned(),
     }
-}
-
-/// True when the task has come to rest: nothing runs or is queued for it.
-pub fn settled(state: TaskState) -> bool {
-    !matches!(state, TaskState::Queued | TaskState::Running)
 }
 
 /// The exit code `run --wait` gives for a settled task.

@@ -74,7 +74,7 @@ pub use results::{MAX_AUTOMATIC_VISITS, ResultDecision, ResultFacts, StepReport,
 pub use say::{MAX_MESSAGE, check_answers, check_text};
 pub use transition::{entry_state, pipeline_of};
 
-use crate::store::{CommandState, Db, StoreHandle};
+use crate::store::{CommandState, StoreHandle};
 use crate::workspace::{Config, EngineLock, ShutdownMode, Workspace};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -199,16 +199,14 @@ struct Running {
     lost: bool,
 }
 
-/// A condition on the store that ends a run.
-pub type StopWhen = Arc<dyn Fn(&Db) -> bool + Send + Sync>;
-
 /// When a headless engine returns.
 #[derive(Default)]
 pub struct RunOptions {
     /// Stop once nothing runs or is queued (and no command or follow-up is pending).
     pub exit_when_idle: bool,
-    /// Stop (draining running steps) once this returns true.
-    pub stop_when: Option<StopWhen>,
+    /// Stop (draining running steps) once this task has settled
+    /// ([`TaskState::settled`](crate::store::TaskState::settled)).
+    pub until_settled: Option<i64>,
 }
 
 /// The engine of one workspace. Holds the workspace's engine lock while it exists.
@@ -257,9 +255,8 @@ pub struct Engine {
     agents: Arc<crate::agents::AgentCatalog>,
     /// The pipelines in force, for a board shown by this process: one catalog per process.
     catalog_tx: tokio::sync::watch::Sender<Arc<crate::pipeline::Catalog>>,
-    /// Changed definition files, reported by `_defs`.
+    /// Changed definition files, reported by the watcher `reload::watch_later` starts.
     reload_rx: mpsc::UnboundedReceiver<Vec<std::path::PathBuf>>,
-    _defs: Option<crate::workspace::watch::DefinitionWatcher>,
     wake_rx: mpsc::UnboundedReceiver<wake::Wake>,
     /// Something this engine did made work a look must find (a trigger's new task).
     look_again: bool,
@@ -289,6 +286,9 @@ pub struct Engine {
     later: Option<oneshot::Receiver<std::result::Result<Answer, String>>>,
     /// A shutdown was asked for and acted on (it is not acted on twice).
     stop_asked: bool,
+    /// The task of the step whose end the loop handled last, and whether that end queued
+    /// its next step (so the task cannot have settled).
+    step_ended: Option<(i64, bool)>,
 }
 
 impl Engine {
@@ -349,6 +349,9 @@ impl Engine {
         apply_only: bool,
         store: Option<StoreHandle>,
     ) -> Result<Self> {
+        // What the definition files look like before they are read, for the watch that
+        // starts later (an apply-only engine reads none).
+        let read_defs = (!apply_only).then(|| crate::workspace::watch::Snapshot::take(&ws.dir()));
         let cfg = ws.config()?;
         // The webhook secret, under whatever name the workspace gave it, stays with the engine.
         crate::exec::process::keep_from_children(&cfg.serve.github_secret_env);
@@ -424,11 +427,9 @@ impl Engine {
         let agents = Arc::new(live_agents.catalog.clone());
         let (catalog_tx, _) = tokio::sync::watch::channel(Arc::new(live.catalog.clone()));
         let (reload_tx, reload_rx) = mpsc::unbounded_channel();
-        let defs = if apply_only {
-            None
-        } else {
-            reload::watch(ws, reload_tx)
-        };
+        if let Some(read) = read_defs {
+            reload::watch_later(ws, read, reload_tx);
+        }
         let (events, _) = broadcast::channel(1024);
         let (requests_tx, requests) = mpsc::channel(64);
         let (finished_tx, finished) = mpsc::unbounded_channel();
@@ -484,7 +485,6 @@ impl Engine {
             agents,
             catalog_tx,
             reload_rx,
-            _defs: defs,
             wake_rx,
             _wake: listener,
             _pg_wake: pg_wake,
@@ -503,6 +503,7 @@ impl Engine {
             me,
             later: None,
             stop_asked: false,
+            step_ended: None,
         })
     }
 
@@ -530,6 +531,17 @@ impl Engine {
     /// The token that, once cancelled, shuts the engine down gracefully.
     pub fn shutdown_token(&self) -> CancellationToken {
         self.shutdown.clone()
+    }
+
+    /// [`Engine::run`] on one of the runtime's workers, for a caller that blocks a thread
+    /// on the runtime: the tasks the loop spawns (each step's runner) then start on the
+    /// worker it yields to, not on another thread woken for them.
+    pub async fn run_on_worker(self, opts: RunOptions) -> Result<()> {
+        match tokio::spawn(self.run(opts)).await {
+            Ok(out) => out,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => Err(EngineError::Other(format!("the engine's task ended: {e}"))),
+        }
     }
 
     /// Runs until shut down (or per `opts`). Returns once every step it ran has ended.
@@ -584,16 +596,20 @@ impl Engine {
                 }
             }
             if stopping.is_none() {
-                if let Some(pred) = &opts.stop_when {
-                    let pred = pred.clone();
-                    if self
+                // Read only when the task may have settled: not after a step of another
+                // task ended, nor after its own step ended in a move to the next step.
+                let known = std::mem::take(&mut self.step_ended).is_some_and(|(task, ahead)| {
+                    !look && (ahead || opts.until_settled != Some(task))
+                });
+                if let Some(id) = opts.until_settled
+                    && !known
+                    && self
                         .store
-                        .read(move |db| Ok(pred(db)))
+                        .read(move |db| Ok(db.task(id)?.state.settled()))
                         .await
                         .unwrap_or(false)
-                    {
-                        stopping = Some(ShutdownMode::Drain);
-                    }
+                {
+                    stopping = Some(ShutdownMode::Drain);
                 }
                 if opts.exit_when_idle
                     && self.running.is_empty()

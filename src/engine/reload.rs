@@ -6,28 +6,54 @@
 use super::{Engine, EngineEvent, GitCtx, triggers};
 use crate::store::NewEvent;
 use crate::workspace::Workspace;
-use crate::workspace::watch::{DefinitionWatcher, watch as watch_dir};
+use crate::workspace::watch::{Snapshot, watch as watch_dir};
 use serde_json::json;
 use std::path::PathBuf;
+use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
 
-/// Starts the definition watcher; without one (no inotify slots left, say) edits apply at
-/// the next start, and the log says so.
-pub(super) fn watch(
-    ws: &Workspace,
-    tx: UnboundedSender<Vec<PathBuf>>,
-) -> Option<DefinitionWatcher> {
-    match watch_dir(&ws.dir(), move |paths| {
-        let _ = tx.send(paths);
-    }) {
-        Ok(w) => Some(w),
-        Err(e) => {
-            tracing::warn!(
-                "{e}; edits to pipelines, agents and config.toml apply at the next start"
-            );
-            None
+/// How long an engine runs before it watches its definition files. A short `run --wait`
+/// then never makes the watch: the kernel ends an inotify watch with a grace period that
+/// held every such run's exit for some 15 ms. Nothing is missed: what changed since the
+/// definitions were read is reloaded when the watch starts.
+const WATCH_AFTER: Duration = Duration::from_secs(1);
+
+/// Starts the definition watcher after [`WATCH_AFTER`], for as long as the engine reads
+/// `tx`; `read` is what the files looked like when the engine read them. Without a watch
+/// (no inotify slots left, say) edits apply at the next start, and the log says so.
+pub(super) fn watch_later(ws: &Workspace, read: Snapshot, tx: UnboundedSender<Vec<PathBuf>>) {
+    let ws = ws.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = tokio::time::sleep(WATCH_AFTER) => {}
+            _ = tx.closed() => return,
         }
-    }
+        let to = tx.clone();
+        let start = tokio::task::spawn_blocking(move || {
+            let watcher = watch_dir(&ws.dir(), move |paths| {
+                let _ = to.send(paths);
+            });
+            // Looked at after the watch began: a change from now on is the watch's.
+            (watcher, read.changed(&Snapshot::take(&ws.dir())))
+        });
+        let Ok((watcher, changed)) = start.await else {
+            return;
+        };
+        let watcher = match watcher {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::warn!(
+                    "{e}; edits to pipelines, agents and config.toml apply at the next start"
+                );
+                return;
+            }
+        };
+        if !changed.is_empty() {
+            let _ = tx.send(changed);
+        }
+        tx.closed().await;
+        drop(watcher);
+    });
 }
 
 impl Engine {

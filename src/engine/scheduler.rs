@@ -609,6 +609,10 @@ impl Engine {
         };
         match out {
             Ok((applied, claimed, due)) => {
+                let ahead = applied.as_ref().is_some_and(|a| {
+                    a.retry || a.moved.as_ref().is_some_and(|m| m.step_run.is_some())
+                });
+                self.step_ended = Some((task_id, ahead));
                 self.logged(task_id, step_id, closing.is_some(), &claimed);
                 if let Some(due) = due {
                     self.next_due = Some(self.next_due.map_or(due, |d| d.min(due)));

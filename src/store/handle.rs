@@ -117,7 +117,8 @@ impl StoreHandle {
     /// [`Store::open_checked`]). The engine then calls [`StoreHandle::arm_clean_close`].
     pub fn open_checked(path: &Path) -> Result<Self> {
         let writer = Store::open_checked(path)?;
-        Self::from_store(writer, Store::open(path)?)
+        let r = Store::open(path)?;
+        Self::from_store(writer, r)
     }
 
     /// Wraps two open connections to one database: the first writes, the second reads.

@@ -364,6 +364,14 @@ fn connect(path: &Path, flags: OpenFlags) -> Result<Connection> {
         .map_err(open_err)?;
     conn.busy_timeout(Duration::from_secs(10))
         .map_err(open_err)?;
+    // One plan per statement, whatever its parameters: otherwise a statement whose
+    // parameter SQLite compared with a partial index's condition (`state = 'pending'`)
+    // was compiled again whenever that parameter changed, several times per step.
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )
+    .map_err(open_err)?;
     Ok(conn)
 }
 

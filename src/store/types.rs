@@ -73,6 +73,14 @@ text_enum!(
     }
 );
 
+impl TaskState {
+    /// Nothing more happens to the task without someone: its step is neither queued nor
+    /// running (what `run --wait` waits for).
+    pub fn settled(self) -> bool {
+        !matches!(self, Self::Queued | Self::Running)
+    }
+}
+
 text_enum!(
     /// The state of one pass of a task through its pipeline.
     RunState {

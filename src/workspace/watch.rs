@@ -78,6 +78,55 @@ pub fn watch(
     })
 }
 
+/// What a workspace's definition files looked like at one moment (name, size, change
+/// time, inode of each), so that a watch started later can tell what changed before it.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Snapshot(Vec<(PathBuf, Option<(u64, i64, i64, u64)>)>);
+
+impl Snapshot {
+    /// The definition entries of `baton_dir` now: `config.toml`, the two folders and the
+    /// files in them. Unreadable entries count as absent.
+    pub fn take(baton_dir: &Path) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        let stamp = |p: &Path| {
+            std::fs::metadata(p)
+                .ok()
+                .map(|m| (m.len(), m.mtime(), m.mtime_nsec(), m.ino()))
+        };
+        let mut entries = Vec::new();
+        for top in ["config.toml", "pipelines", "agents"] {
+            let path = baton_dir.join(top);
+            entries.push((path.clone(), stamp(&path)));
+            let Ok(dir) = std::fs::read_dir(&path) else {
+                continue;
+            };
+            for entry in dir.flatten() {
+                let file = entry.path();
+                if is_definition(baton_dir, &file) {
+                    let s = stamp(&file);
+                    entries.push((file, s));
+                }
+            }
+        }
+        entries.sort();
+        Snapshot(entries)
+    }
+
+    /// The entries that differ between `self` and `now` (made, removed or changed).
+    pub fn changed(&self, now: &Snapshot) -> Vec<PathBuf> {
+        let stamp = |s: &Snapshot, path: &PathBuf| {
+            s.0.iter().find(|(p, _)| p == path).and_then(|(_, st)| *st)
+        };
+        let mut out: Vec<PathBuf> = Vec::new();
+        for (path, _) in self.0.iter().chain(&now.0) {
+            if stamp(self, path) != stamp(now, path) && !out.contains(path) {
+                out.push(path.clone());
+            }
+        }
+        out
+    }
+}
+
 /// The watch on the workspace folder itself, ended when dropped.
 struct FolderWatch {
     watches: inotify::Watches,
@@ -274,5 +323,34 @@ mod tests {
         drop(f);
         let seen = rx.recv_timeout(Duration::from_secs(10)).expect("a change");
         assert_eq!(seen, vec![cfg]);
+    }
+
+    #[test]
+    fn a_snapshot_names_what_changed_since() {
+        let dir = tempfile::tempdir().unwrap();
+        let baton = dir.path().to_path_buf();
+        std::fs::create_dir(baton.join("pipelines")).unwrap();
+        std::fs::write(baton.join("pipelines/a.json"), "{}").unwrap();
+        std::fs::write(baton.join("pipelines/b.json"), "{}").unwrap();
+        std::fs::write(baton.join("baton.db"), "").unwrap();
+        let before = Snapshot::take(&baton);
+        assert!(before.changed(&Snapshot::take(&baton)).is_empty());
+        std::fs::write(baton.join("pipelines/a.json"), "{\"id\": 1}").unwrap();
+        std::fs::remove_file(baton.join("pipelines/b.json")).unwrap();
+        std::fs::create_dir(baton.join("agents")).unwrap();
+        std::fs::write(baton.join("config.toml"), "").unwrap();
+        std::fs::write(baton.join("baton.db"), "noise").unwrap();
+        let mut changed = before.changed(&Snapshot::take(&baton));
+        changed.sort();
+        assert_eq!(
+            changed,
+            [
+                "agents",
+                "config.toml",
+                "pipelines/a.json",
+                "pipelines/b.json"
+            ]
+            .map(|p| baton.join(p))
+        );
     }
 }

@@ -6,14 +6,17 @@
 //! (`kill -9`, a crash), it ends every step it started, and everything carrying their
 //! marks, and exits.
 //!
-//! One thread, blocked in one `poll` on the socket and a signalfd.
+//! One thread, blocked in one `poll` on the socket and a pipe its signal handler writes to.
+//! No signal is blocked, so a step is started the cheap way (`posix_spawn`, which shares
+//! the warden's memory until the step's program runs, rather than `fork`, which copies
+//! its page tables) with the empty signal mask a step must start with.
 
 use super::sock;
 use super::wire::{MAX, Msg, PROTOCOL, Start, Status};
 use crate::exec::process::{Mark, end_marked_blocking, start_time};
 use nix::errno::Errno;
+use nix::libc;
 use nix::sys::signal::{SigSet, Signal, killpg};
-use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 use std::collections::HashMap;
@@ -22,6 +25,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::Duration;
 
 /// A step the warden started and has not seen end.
@@ -39,20 +43,9 @@ pub fn main() -> ! {
     };
     // Orphans below any step, in whatever session, become ours: none goes unseen.
     let subreaper = nix::sys::prctl::set_child_subreaper(true).is_ok();
-    // Signals are read from a signalfd, beside the socket, in the one thread. A SIGTERM,
-    // SIGINT or SIGHUP meant for the warden ends its steps as a lost engine does.
-    let mut signals = SigSet::empty();
-    for s in [
-        Signal::SIGCHLD,
-        Signal::SIGTERM,
-        Signal::SIGINT,
-        Signal::SIGHUP,
-    ] {
-        signals.add(s);
-    }
-    let _ = signals.thread_block();
-    let flags = SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK;
-    let Ok(sigs) = SignalFd::with_flags(&signals, flags) else {
+    // A SIGTERM, SIGINT or SIGHUP meant for the warden ends its steps as a lost engine
+    // does; SIGCHLD says a child ended.
+    let Some(wake) = catch_signals() else {
         std::process::exit(127);
     };
     let hello = Msg::Hello(PROTOCOL.into()).encode();
@@ -62,14 +55,11 @@ pub fn main() -> ! {
     let mut steps: HashMap<i32, Step> = HashMap::new();
     let mut buf = vec![0u8; MAX + 1024];
     loop {
-        let (socket_ready, signalled) = wait(&sock, &sigs);
+        let (socket_ready, signalled) = wait(&sock, &wake);
         if signalled {
-            let mut stop = false;
-            while let Ok(Some(info)) = sigs.read_signal() {
-                stop |= info.ssi_signo != Signal::SIGCHLD as u32;
-            }
+            drain(&wake);
             reap(&sock, &mut steps, subreaper);
-            if stop {
+            if STOP.load(Ordering::SeqCst) {
                 end_all(steps);
             }
         }
@@ -89,8 +79,60 @@ pub fn main() -> ! {
     }
 }
 
-/// Blocks until the socket or the signalfd is ready: which of them.
-fn wait(sock: &OwnedFd, sigs: &SignalFd) -> (bool, bool) {
+/// The write end of the pipe the signal handler wakes the warden through.
+static WAKE: AtomicI32 = AtomicI32::new(-1);
+/// Set by the handler when a signal other than SIGCHLD came: the warden ends its steps.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(signal: libc::c_int) {
+    if signal != libc::SIGCHLD {
+        STOP.store(true, Ordering::SeqCst);
+    }
+    let byte = 0u8;
+    // SAFETY: write(2) and errno access are async-signal-safe. A full pipe loses nothing:
+    // a wake-up is pending already, and STOP is a flag, not a byte.
+    unsafe {
+        let errno = *libc::__errno_location();
+        libc::write(WAKE.load(Ordering::Relaxed), (&raw const byte).cast(), 1);
+        *libc::__errno_location() = errno;
+    }
+}
+
+/// Makes the pipe and installs the handler for SIGCHLD, SIGTERM, SIGINT and SIGHUP, with
+/// no signal blocked (whatever mask the engine's thread had): what the warden polls.
+fn catch_signals() -> Option<OwnedFd> {
+    use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigmaskHow, sigaction, sigprocmask};
+    let flags = nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK;
+    let (read, write) = nix::unistd::pipe2(flags).ok()?;
+    WAKE.store(write.as_raw_fd(), Ordering::SeqCst);
+    // Written to by the handler for as long as the warden lives.
+    std::mem::forget(write);
+    let action = SigAction::new(
+        SigHandler::Handler(on_signal),
+        SaFlags::SA_RESTART | SaFlags::SA_NOCLDSTOP,
+        SigSet::all(),
+    );
+    for s in [
+        Signal::SIGCHLD,
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+    ] {
+        // SAFETY: the handler does only async-signal-safe things.
+        unsafe { sigaction(s, &action) }.ok()?;
+    }
+    sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None).ok()?;
+    Some(read)
+}
+
+/// Empties the wake-up pipe (the handler's bytes say only that something came).
+fn drain(wake: &OwnedFd) {
+    let mut buf = [0u8; 256];
+    while nix::unistd::read(wake, &mut buf).is_ok_and(|n| n > 0) {}
+}
+
+/// Blocks until the socket or the wake-up pipe is ready: which of them.
+fn wait(sock: &OwnedFd, wake: &OwnedFd) -> (bool, bool) {
     use nix::libc;
     let mut fds = [
         libc::pollfd {
@@ -99,7 +141,7 @@ fn wait(sock: &OwnedFd, sigs: &SignalFd) -> (bool, bool) {
             revents: 0,
         },
         libc::pollfd {
-            fd: sigs.as_raw_fd(),
+            fd: wake.as_raw_fd(),
             events: libc::POLLIN,
             revents: 0,
         },
@@ -143,10 +185,9 @@ fn spawn(start: Start, fds: Vec<OwnedFd>, steps: &mut HashMap<i32, Step>) -> Msg
         .stdin(Stdio::from(input))
         .stdout(Stdio::from(output))
         .stderr(Stdio::from(errors));
-    // The warden blocks the signals it reads from its signalfd; a step starts with none
-    // blocked (SIGTERM must reach it). The warden's copies of the pipes close with
-    // `command`.
-    crate::exec::guard::unblocked(&mut command);
+    // No `pre_exec` (it would force a `fork`): the warden blocks no signal, so the step
+    // starts with none blocked, and `posix_spawn` resets the handled signals. The
+    // warden's copies of the pipes close with `command`.
     let child = match command.spawn() {
         Ok(c) => c,
         Err(e) => return failed(e.raw_os_error().unwrap_or(0), e.to_string()),

@@ -8,8 +8,12 @@ use crate::engine::{Engine, RunOptions};
 use crate::workspace::{EngineLock, Workspace};
 use std::time::Duration;
 
+/// The runtime of a headless engine (`baton engine`, `run --wait`): one thread for the
+/// engine's loop and every step's tasks, as an engine spends its time waiting, while the
+/// store, the warden and blocking work have threads of their own. On several workers each
+/// step's end and start crossed from thread to thread a few times over.
 fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
-    tokio::runtime::Builder::new_multi_thread()
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| Failure::new(format!("cannot start the async runtime: {e}")))

@@ -341,10 +341,20 @@ fn run_group(store: &mut Store, bodies: Vec<WriteBody>) {
             return;
         }
     };
+    // A write alone needs no savepoint: the transaction is its own (two statements less
+    // on every step's end).
+    let alone = bodies.len() == 1;
     let mut bodies = bodies.into_iter();
     let mut any_failed = false;
     for body in bodies.by_ref() {
-        run_one(backend, pipelines, body, &mut delivers, &mut any_failed);
+        run_one(
+            backend,
+            pipelines,
+            body,
+            alone,
+            &mut delivers,
+            &mut any_failed,
+        );
         // Some errors (a full disk, I/O) make SQLite roll the whole transaction back, and a
         // lost connection ends PostgreSQL's: what the earlier bodies did is gone, and a
         // later savepoint would start a transaction of its own. Stop here; every reply says
@@ -368,7 +378,13 @@ fn run_group(store: &mut Store, bodies: Vec<WriteBody>) {
         }
         return;
     }
-    let committed = tx.commit().map_err(StoreError::from);
+    let committed = if alone && any_failed {
+        // Its changes go with the transaction; its reply is its own error.
+        drop(tx);
+        Ok(())
+    } else {
+        tx.commit().map_err(StoreError::from)
+    };
     if any_failed || committed.is_err() {
         pipelines.clear();
     }
@@ -382,15 +398,31 @@ fn run_group(store: &mut Store, bodies: Vec<WriteBody>) {
     }
 }
 
-/// Runs one body inside a savepoint of the open transaction: kept if it succeeds, rolled
-/// back if not.
+/// Runs one body inside a savepoint of the open transaction (or, `alone`, in the
+/// transaction itself): kept if it succeeds, rolled back if not.
 fn run_one(
     backend: &Backend,
     pipelines: &super::snapshots::SnapshotCache,
     body: WriteBody,
+    alone: bool,
     delivers: &mut Vec<Deliver>,
     any_failed: &mut bool,
 ) {
+    if alone {
+        let db = backend.db(pipelines);
+        let run = std::panic::AssertUnwindSafe(|| body(Ok(&db)));
+        match std::panic::catch_unwind(run) {
+            Ok((ok, deliver)) => {
+                *any_failed |= !ok;
+                delivers.push(deliver);
+            }
+            Err(_) => {
+                *any_failed = true;
+                tracing::error!("a database job panicked; the store goes on");
+            }
+        }
+        return;
+    }
     if let Err(e) = backend.savepoint() {
         let e = StoreError::from(e);
         let (_, deliver) = body(Err(&e));

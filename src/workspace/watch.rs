@@ -88,10 +88,12 @@ impl Snapshot {
     /// files in them. Unreadable entries count as absent.
     pub fn take(baton_dir: &Path) -> Self {
         use std::os::unix::fs::MetadataExt;
+        // A folder changes with every file made in it: only whether it is there counts.
         let stamp = |p: &Path| {
-            std::fs::metadata(p)
-                .ok()
-                .map(|m| (m.len(), m.mtime(), m.mtime_nsec(), m.ino()))
+            std::fs::metadata(p).ok().map(|m| match m.is_dir() {
+                true => (0, 0, 0, m.ino()),
+                false => (m.len(), m.mtime(), m.mtime_nsec(), m.ino()),
+            })
         };
         let mut entries = Vec::new();
         for top in ["config.toml", "pipelines", "agents"] {

@@ -68,8 +68,12 @@ pub fn main() -> ! {
                 Ok((0, _)) => end_all(steps),
                 Ok((n, fds)) => {
                     if let Some(Msg::Start(start)) = Msg::decode(&buf[..n]) {
-                        let answer = spawn(start, fds, &mut steps);
+                        let (answer, started) = spawn(start, fds);
                         let _ = sock::send(sock.as_raw_fd(), &answer.encode(), &[], true);
+                        // Its mark is read after the answer, off the step's way.
+                        if let Some((pid, step)) = started {
+                            steps.insert(pid as i32, step.marked(pid));
+                        }
                     }
                 }
                 Err(Errno::EAGAIN | Errno::EINTR | Errno::EMSGSIZE) => {}
@@ -160,10 +164,29 @@ fn wait(sock: &OwnedFd, wake: &OwnedFd) -> (bool, bool) {
     }
 }
 
-/// Starts `start` with the three descriptors that came with it; the answer for the engine.
-fn spawn(start: Start, fds: Vec<OwnedFd>, steps: &mut HashMap<i32, Step>) -> Msg {
+/// A step just started, before its mark is read.
+struct Started {
+    id: u64,
+    vars: Vec<(OsString, OsString)>,
+    grace: Duration,
+}
+
+impl Started {
+    /// The step, with the mark its processes carry (read from `/proc`).
+    fn marked(self, pid: u32) -> Step {
+        Step {
+            id: self.id,
+            mark: Mark::from_vars(self.vars).map(|m| m.since(start_time(pid))),
+            grace: self.grace,
+        }
+    }
+}
+
+/// Starts `start` with the three descriptors that came with it: the answer for the engine,
+/// and the step when it started.
+fn spawn(start: Start, fds: Vec<OwnedFd>) -> (Msg, Option<(u32, Started)>) {
     let id = start.id;
-    let failed = |errno: i32, why: String| Msg::Failed { id, errno, why };
+    let failed = |errno: i32, why: String| (Msg::Failed { id, errno, why }, None);
     let Ok([input, output, errors]) = <[OwnedFd; 3]>::try_from(fds) else {
         return failed(
             Errno::EINVAL as i32,
@@ -195,10 +218,11 @@ fn spawn(start: Start, fds: Vec<OwnedFd>, steps: &mut HashMap<i32, Step>) -> Msg
     let pid = child.id();
     // Reaped by `reap`, not by the handle.
     drop(child);
-    let mark = Mark::from_vars(vars).map(|m| m.since(start_time(pid)));
     let grace = Duration::from_millis(start.grace_ms);
-    steps.insert(pid as i32, Step { id, mark, grace });
-    Msg::Started { id, pid }
+    (
+        Msg::Started { id, pid },
+        Some((pid, Started { id, vars, grace })),
+    )
 }
 
 /// `NAME=value` as its two halves (the value may hold `=`).

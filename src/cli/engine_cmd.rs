@@ -141,7 +141,7 @@ pub fn run(
             }
         });
         engine
-            .run_on_worker(RunOptions {
+            .run(RunOptions {
                 exit_when_idle,
                 until_settled: None,
             })
@@ -360,7 +360,7 @@ pub fn run_new(
         };
         let out = here
             .engine
-            .run_on_worker(RunOptions {
+            .run(RunOptions {
                 exit_when_idle: false,
                 until_settled: Some(id),
             })
@@ -433,7 +433,7 @@ fn wait_until_settled(ws: &Workspace, store: &Reader, id: i64) -> Result<(), Fai
                     return Ok::<_, Failure>(None);
                 };
                 let out = engine
-                    .run_on_worker(RunOptions {
+                    .run(RunOptions {
                         exit_when_idle: false,
                         until_settled: Some(id),
                     })

@@ -256,7 +256,7 @@ impl Engine {
         let (host, pid) = (host_name(), i64::from(std::process::id()));
         match self
             .store
-            .write(move |db| db.engine_heartbeat(&name, &host, pid))
+            .write_quiet(move |db| db.engine_heartbeat(&name, &host, pid))
             .await
         {
             Ok(true) => {}

@@ -353,6 +353,19 @@ impl Engine {
         // starts later (an apply-only engine reads none).
         let read_defs = (!apply_only).then(|| crate::workspace::watch::Snapshot::take(&ws.dir()));
         let cfg = ws.config()?;
+        // Read while the store opens: the definitions, and the warden started.
+        let defs = (!apply_only).then(|| {
+            let (pipes, agents) = (ws.pipelines_dir(), ws.agents_dir());
+            tokio::task::spawn_blocking(move || {
+                (
+                    crate::pipeline::LiveCatalog::load(&pipes, &agents),
+                    crate::agents::LiveAgents::load(&agents),
+                )
+            })
+        });
+        if !apply_only {
+            crate::exec::warden::start_early();
+        }
         // The webhook secret, under whatever name the workspace gave it, stays with the engine.
         crate::exec::process::keep_from_children(&cfg.serve.github_secret_env);
         let db = ws.db_path();
@@ -413,13 +426,11 @@ impl Engine {
         };
         // An apply-only engine runs no step and fires no trigger (as a command applied
         // without an engine never did): it needs no definitions.
-        let (live, live_agents) = if apply_only {
-            Default::default()
-        } else {
-            (
-                crate::pipeline::LiveCatalog::load(&ws.pipelines_dir(), &ws.agents_dir()),
-                crate::agents::LiveAgents::load(&ws.agents_dir()),
-            )
+        let (live, live_agents) = match defs {
+            None => Default::default(),
+            Some(read) => read
+                .await
+                .map_err(|e| EngineError::Other(format!("reading the definitions failed: {e}")))?,
         };
         let mut me = engines::Me::new(engines::Identity::from_config(&cfg));
         me.shared = shared;
@@ -531,17 +542,6 @@ impl Engine {
     /// The token that, once cancelled, shuts the engine down gracefully.
     pub fn shutdown_token(&self) -> CancellationToken {
         self.shutdown.clone()
-    }
-
-    /// [`Engine::run`] on one of the runtime's workers, for a caller that blocks a thread
-    /// on the runtime: the tasks the loop spawns (each step's runner) then start on the
-    /// worker it yields to, not on another thread woken for them.
-    pub async fn run_on_worker(self, opts: RunOptions) -> Result<()> {
-        match tokio::spawn(self.run(opts)).await {
-            Ok(out) => out,
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            Err(e) => Err(EngineError::Other(format!("the engine's task ended: {e}"))),
-        }
     }
 
     /// Runs until shut down (or per `opts`). Returns once every step it ran has ended.

@@ -17,6 +17,9 @@ enum Job {
     Raw(Box<dyn FnOnce(&mut Store) + Send>),
     /// A write transaction's body.
     Write(WriteBody),
+    /// A write that asks for no idle checkpoint after it (an engine's heartbeat): an idle
+    /// engine then wakes no thread but its own and the writer's.
+    Quiet(WriteBody),
 }
 
 /// Runs a write's body; says whether it succeeded (so its changes are kept) and how to
@@ -208,6 +211,20 @@ impl StoreHandle {
     {
         let (tx, rx) = oneshot::channel();
         self.submit(Job::Write(write_body(f, tx)))?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// [`StoreHandle::write`] for a small write that repeats while nothing else happens:
+    /// the log it grows is copied into the database by the next checkpoint that some other
+    /// write brings on, not by one of its own a second later.
+    pub async fn write_quiet<T, E, F>(&self, f: F) -> Result<T, E>
+    where
+        F: FnOnce(&Db) -> Result<T, E> + Send + 'static,
+        T: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        self.submit(Job::Quiet(write_body(f, tx)))?;
         rx.await.map_err(|_| StoreError::Closed)?
     }
 
@@ -521,6 +538,8 @@ fn spawn_thread(
                             },
                         },
                     };
+                    // A commit: every so many, a checkpoint in the background.
+                    let committing = !matches!(job, Job::Raw(_));
                     match job {
                         Job::Raw(f) => {
                             // A panicking job must not take the store down with it: its caller
@@ -530,6 +549,7 @@ fn spawn_thread(
                                 tracing::error!("a database job panicked; the store goes on");
                             }
                         }
+                        Job::Quiet(body) => run_group(&mut store, vec![body]),
                         Job::Write(first) => {
                             let mut bodies = vec![first];
                             while bodies.len() < GROUP {
@@ -543,24 +563,27 @@ fn spawn_thread(
                                 }
                             }
                             run_group(&mut store, bodies);
-                            commits += 1;
                             dirty = true;
-                            if let Some(c) = &checkpoints
-                                && commits.is_multiple_of(CHECKPOINT_EVERY)
-                                && !pending.swap(true, std::sync::atomic::Ordering::AcqRel)
-                            {
-                                let pending = pending.clone();
-                                let _ =
-                                    c.send(Job::Raw(Box::new(move |s: &mut Store| {
-                                        // PASSIVE: copies what no reader still needs; never waits.
-                                        if let Some(Err(e)) = s.backend.sqlite().map(|c| {
-                                            c.execute_batch("PRAGMA wal_checkpoint(PASSIVE)")
-                                        }) {
-                                            tracing::warn!("a background checkpoint failed: {e}");
-                                        }
-                                        pending.store(false, std::sync::atomic::Ordering::Release);
-                                    })));
-                            }
+                        }
+                    }
+                    if committing {
+                        commits += 1;
+                        if let Some(c) = &checkpoints
+                            && commits.is_multiple_of(CHECKPOINT_EVERY)
+                            && !pending.swap(true, std::sync::atomic::Ordering::AcqRel)
+                        {
+                            let pending = pending.clone();
+                            let _ = c.send(Job::Raw(Box::new(move |s: &mut Store| {
+                                // PASSIVE: copies what no reader still needs; never waits.
+                                if let Some(Err(e)) = s
+                                    .backend
+                                    .sqlite()
+                                    .map(|c| c.execute_batch("PRAGMA wal_checkpoint(PASSIVE)"))
+                                {
+                                    tracing::warn!("a background checkpoint failed: {e}");
+                                }
+                                pending.store(false, std::sync::atomic::Ordering::Release);
+                            })));
                         }
                     }
                 }

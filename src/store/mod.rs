@@ -177,13 +177,16 @@ impl Store {
     /// mark is taken away here and put back by the engine's [`StoreHandle`] as its last
     /// write (see [`StoreHandle::arm_clean_close`]).
     pub fn open_checked(path: &Path) -> Result<Self> {
-        if refuse_empty(path)? {
-            let conn = connect(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+        let store = if refuse_empty(path)? {
+            // One connection, checked before anything writes through it.
+            let conn = connect(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
             if !closed_cleanly(&conn) {
                 quick_check(&conn, path)?;
             }
-        }
-        let store = Self::open(path)?;
+            Self::set_up(conn, path)?
+        } else {
+            Self::open(path)?
+        };
         store.forget_clean_close()?;
         Ok(store)
     }
@@ -281,8 +284,13 @@ impl Store {
     }
 
     fn open_existing(path: &Path) -> Result<Self> {
+        Self::set_up(connect(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?, path)
+    }
+
+    /// A writable connection to `path` made ready: its settings, and the schema brought up
+    /// to date.
+    fn set_up(conn: Connection, path: &Path) -> Result<Self> {
         let open_err = |source| damaged_or(path, source);
-        let conn = connect(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
         conn.set_prepared_statement_cache_capacity(128);
         conn.execute_batch(
             // Statement journals and sorts in memory: on disk, each step's transaction

@@ -173,6 +173,16 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Starts this runtime's warden in the background, so that the first step does not wait
+/// for it (an engine that will run local steps calls this as it opens).
+pub fn start_early() {
+    if tokio::runtime::Handle::try_current().is_ok() {
+        tokio::spawn(async {
+            let _ = current().await;
+        });
+    }
+}
+
 /// This runtime's warden, started on first use.
 async fn current() -> Option<Arc<Warden>> {
     let here = tokio::runtime::Handle::try_current().ok()?.id();

@@ -245,8 +245,9 @@ fn board(name: &str, ws: &Ws, env: &str) -> Tmux {
         ws.dir.path().join("xdg").display()
     );
     let tmux = Tmux::start(name, &cmd);
+    // The task's detail (its steps) loads after the board: `T` before it is refused.
     tmux.wait_screen("the board with the task's steps", |s| {
-        s.contains("#1 ") && s.contains("code")
+        s.contains("#1 ") && s.contains("code #1")
     });
     tmux
 }

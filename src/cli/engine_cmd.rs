@@ -1,5 +1,6 @@
 //! `baton engine` and `baton run --wait`.
 
+use super::console::Console;
 use super::{Failure, Outcome, exit, tasks};
 use crate::engine::Reader;
 use crate::engine::client::{Change, Follower};
@@ -88,14 +89,16 @@ pub fn run(
             shutdown.cancel();
         });
         let mut events = engine.handle().subscribe();
+        let console = Console::start();
         // Quiet, only the moves a failure made are printed, on stderr.
         let moves = Some(std::sync::Arc::new(tokio::sync::Mutex::new(
-            MovePrinter::start(engine.progress(), quiet).await,
+            MovePrinter::start(engine.progress(), quiet, console.clone()).await,
         )));
         let printer = moves.clone();
         let problems = std::sync::Arc::new(tokio::sync::Mutex::new(
-            ProblemPrinter::start(engine.progress()).await,
+            ProblemPrinter::start(engine.progress(), console.clone()).await,
         ));
+        let lines = console.clone();
         let problem_printer = problems.clone();
         tokio::spawn(async move {
             use crate::engine::EngineEvent;
@@ -117,8 +120,8 @@ pub fn run(
                     Ok(EngineEvent::Notice { task_id, text }) => {
                         let text = crate::ansi::strip(&text);
                         match task_id {
-                            Some(id) => eprintln!("task {id}: {text}"),
-                            None => eprintln!("{text}"),
+                            Some(id) => lines.err(format!("task {id}: {text}")),
+                            None => lines.err(text.into_owned()),
                         }
                     }
                     Ok(EngineEvent::Notify {
@@ -127,11 +130,11 @@ pub fn run(
                         body,
                     }) => {
                         let (title, body) = (crate::ansi::strip(&title), crate::ansi::strip(&body));
-                        eprintln!("task {task_id}: notify: {title}: {body}");
+                        lines.err(format!("task {task_id}: notify: {title}: {body}"));
                     }
                     Ok(EngineEvent::Reloaded { problems }) => {
                         for p in &problems {
-                            eprintln!("{}", crate::ansi::strip(p));
+                            lines.err(crate::ansi::strip(p).into_owned());
                         }
                     }
                     Ok(_) => {}
@@ -152,6 +155,7 @@ pub fn run(
             m.lock().await.print_new().await;
         }
         problems.lock().await.print_new().await;
+        console.flush();
         tracing::info!("engine stopped");
         Ok::<_, Failure>(exit::OK)
     })
@@ -164,15 +168,17 @@ struct MovePrinter {
     progress: Progress,
     last: i64,
     only_failures: bool,
+    console: Console,
 }
 
 impl MovePrinter {
-    async fn start(progress: Progress, only_failures: bool) -> Self {
+    async fn start(progress: Progress, only_failures: bool, console: Console) -> Self {
         let last = progress.last_move().await;
         Self {
             progress,
             last,
             only_failures,
+            console,
         }
     }
 
@@ -186,9 +192,9 @@ impl MovePrinter {
             let full = rows.len() == BATCH;
             for (h, title) in rows {
                 if !self.only_failures {
-                    println!("{}", move_line(&h, &title));
+                    self.console.out(move_line(&h, &title));
                 } else if FAILURES.contains(&h.trigger.as_str()) {
-                    eprintln!("{}", move_line(&h, &title));
+                    self.console.err(move_line(&h, &title));
                 }
             }
             if !full {
@@ -206,12 +212,17 @@ const FAILURES: &[&str] = &["failure", "error", "ci_failed"];
 struct ProblemPrinter {
     progress: Progress,
     last: i64,
+    console: Console,
 }
 
 impl ProblemPrinter {
-    async fn start(progress: Progress) -> Self {
+    async fn start(progress: Progress, console: Console) -> Self {
         let last = progress.last_event().await;
-        Self { progress, last }
+        Self {
+            progress,
+            last,
+            console,
+        }
     }
 
     async fn print_new(&mut self) {
@@ -224,8 +235,8 @@ impl ProblemPrinter {
             for e in &rows {
                 let text = crate::ansi::strip(&e.summary);
                 match e.task_id {
-                    Some(id) => eprintln!("task {id}: {}: {text}", e.level),
-                    None => eprintln!("{}: {text}", e.level),
+                    Some(id) => self.console.err(format!("task {id}: {}: {text}", e.level)),
+                    None => self.console.err(format!("{}: {text}", e.level)),
                 }
             }
             if rows.len() < BATCH {

@@ -3,6 +3,7 @@
 mod attach_cmd;
 mod complete;
 mod config_cmd;
+mod console;
 mod db_cmd;
 mod engine_cmd;
 mod engine_takeover;

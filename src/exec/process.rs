@@ -75,6 +75,8 @@ pub fn find_group_by_env(name: &str, value: &str) -> Option<(u32, Option<u64>)> 
 
 /// The variable every process of a step (or `run` hook) carries in its environment.
 pub const KEY_VAR: &str = "BATON_EXECUTION_KEY";
+/// The variable that tells a hook's attempts apart (they share its key).
+const HOOK_ATTEMPT_VAR: &str = "BATON_HOOK_ATTEMPT";
 /// The workspace root, also in every step's environment: keys are unique only within one.
 pub const WORKSPACE_VAR: &str = "BATON_WORKSPACE";
 
@@ -110,20 +112,25 @@ impl Mark {
 
     /// The mark a step's environment gives its processes; None unless it names both its
     /// key and its workspace (a key alone, such as `1:build:1`, repeats across workspaces).
+    /// A hook's attempts share its key: its attempt is part of the mark, so that what ends
+    /// the leftovers of one attempt (the warden of an engine that died) spares the next.
     pub fn from_vars<K: AsRef<OsStr>, V: AsRef<OsStr>>(
         vars: impl IntoIterator<Item = (K, V)>,
     ) -> Option<Self> {
-        let (mut key, mut workspace) = (None, None);
+        let (mut key, mut workspace, mut attempt) = (None, None, None);
         for (k, v) in vars {
             match k.as_ref().as_bytes() {
                 b"BATON_EXECUTION_KEY" => key = Some(v.as_ref().as_bytes().to_vec()),
                 b"BATON_WORKSPACE" => workspace = Some(v.as_ref().as_bytes().to_vec()),
+                b"BATON_HOOK_ATTEMPT" => attempt = Some(v.as_ref().as_bytes().to_vec()),
                 _ => {}
             }
         }
         let needle = |name: &str, value: Vec<u8>| [format!("{name}=").into_bytes(), value].concat();
+        let mut needles = vec![needle(KEY_VAR, key?), needle(WORKSPACE_VAR, workspace?)];
+        needles.extend(attempt.map(|a| needle(HOOK_ATTEMPT_VAR, a)));
         Some(Self {
-            needles: vec![needle(KEY_VAR, key?), needle(WORKSPACE_VAR, workspace?)],
+            needles,
             since: None,
         })
     }
@@ -442,6 +449,19 @@ mod tests {
         .expect("a mark");
         assert!(odd.on(b"A=1\0BATON_WORKSPACE=/ws/\xff\0BATON_EXECUTION_KEY=1:build:1\0"));
         assert!(!odd.on(b"BATON_WORKSPACE=/ws/a\0BATON_EXECUTION_KEY=1:build:1\0"));
+        // A hook's attempts share the key; the attempt tells them apart.
+        let hook = |n: &str| {
+            Mark::from_vars([
+                key(),
+                ws(b"/ws/a"),
+                (OsString::from("BATON_HOOK_ATTEMPT"), OsString::from(n)),
+            ])
+            .expect("a mark")
+        };
+        let second =
+            b"BATON_WORKSPACE=/ws/a\0BATON_EXECUTION_KEY=1:build:1\0BATON_HOOK_ATTEMPT=2\0";
+        assert!(!hook("1").on(second));
+        assert!(hook("2").on(second));
     }
 
     #[test]

@@ -178,11 +178,17 @@ impl Store {
     /// write (see [`StoreHandle::arm_clean_close`]).
     pub fn open_checked(path: &Path) -> Result<Self> {
         let store = if refuse_empty(path)? {
-            // One connection, checked before anything writes through it.
+            // One connection, checked before anything writes through it: until the check
+            // passes, closing it copies nothing of the write-ahead log into the file.
             let conn = connect(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
+            let no_checkpoint = rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE;
+            conn.set_db_config(no_checkpoint, true)
+                .map_err(|e| damaged_or(path, e))?;
             if !closed_cleanly(&conn) {
                 quick_check(&conn, path)?;
             }
+            conn.set_db_config(no_checkpoint, false)
+                .map_err(|e| damaged_or(path, e))?;
             Self::set_up(conn, path)?
         } else {
             Self::open(path)?

@@ -12,7 +12,8 @@ pub fn init(ws: &Workspace, file: &str) -> Option<WorkerGuard> {
     std::fs::create_dir_all(ws.logs_dir()).ok()?;
     let appender = tracing_appender::rolling::never(ws.logs_dir(), file);
     // The default queue of 128,000 lines is allocated and touched at start (some 3 ms of
-    // every command that runs an engine); a log this quiet needs a small one.
+    // every command that runs an engine); a log this quiet needs a small one. Lines past
+    // it are dropped rather than waited for: a headless engine runs on one thread.
     let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
         .buffered_lines_limit(QUEUED_LINES)
         .finish(appender);

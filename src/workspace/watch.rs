@@ -78,10 +78,14 @@ pub fn watch(
     })
 }
 
-/// What a workspace's definition files looked like at one moment (name, size, change
-/// time, inode of each), so that a watch started later can tell what changed before it.
+/// What a workspace's definition files looked like at one moment (size, inode and change
+/// time of each: no program can set a change time back), so that a watch started later can
+/// tell what changed before it.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct Snapshot(Vec<(PathBuf, Option<(u64, i64, i64, u64)>)>);
+pub struct Snapshot(Vec<(PathBuf, Option<Stamp>)>);
+
+/// A file's size, inode and change time (seconds, nanoseconds); a folder's inode alone.
+type Stamp = (u64, u64, i64, i64);
 
 impl Snapshot {
     /// The definition entries of `baton_dir` now: `config.toml`, the two folders and the
@@ -91,8 +95,8 @@ impl Snapshot {
         // A folder changes with every file made in it: only whether it is there counts.
         let stamp = |p: &Path| {
             std::fs::metadata(p).ok().map(|m| match m.is_dir() {
-                true => (0, 0, 0, m.ino()),
-                false => (m.len(), m.mtime(), m.mtime_nsec(), m.ino()),
+                true => (0, m.ino(), 0, 0),
+                false => (m.len(), m.ino(), m.ctime(), m.ctime_nsec()),
             })
         };
         let mut entries = Vec::new();

@@ -116,17 +116,27 @@ fn catch_signals() -> Option<OwnedFd> {
         SaFlags::SA_RESTART | SaFlags::SA_NOCLDSTOP,
         SigSet::all(),
     );
-    for s in [
-        Signal::SIGCHLD,
-        Signal::SIGTERM,
-        Signal::SIGINT,
-        Signal::SIGHUP,
-    ] {
-        // SAFETY: the handler does only async-signal-safe things.
-        unsafe { sigaction(s, &action) }.ok()?;
+    // SAFETY: the handler does only async-signal-safe things. A signal the engine was
+    // started ignoring (`nohup`, a script's `&`) stays ignored, for the warden as for
+    // its steps.
+    unsafe { sigaction(Signal::SIGCHLD, &action) }.ok()?;
+    for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+        if !ignored(s) {
+            unsafe { sigaction(s, &action) }.ok()?;
+        }
     }
     sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None).ok()?;
     Some(read)
+}
+
+/// Whether `signal` is ignored (asked without changing it).
+fn ignored(signal: Signal) -> bool {
+    // SAFETY: a query only (no new action), into a zeroed record of ours.
+    unsafe {
+        let mut now: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(signal as libc::c_int, std::ptr::null(), &mut now) == 0
+            && now.sa_sigaction == libc::SIG_IGN
+    }
 }
 
 /// Empties the wake-up pipe (the handler's bytes say only that something came).

@@ -209,9 +209,7 @@ impl StoreHandle {
         T: Send + 'static,
         E: From<StoreError> + Send + 'static,
     {
-        let (tx, rx) = oneshot::channel();
-        self.submit(Job::Write(write_body(f, tx)))?;
-        rx.await.map_err(|_| StoreError::Closed)?
+        self.write_as(Job::Write, f).await
     }
 
     /// [`StoreHandle::write`] for a small write that repeats while nothing else happens:
@@ -223,8 +221,18 @@ impl StoreHandle {
         T: Send + 'static,
         E: From<StoreError> + Send + 'static,
     {
+        self.write_as(Job::Quiet, f).await
+    }
+
+    /// Queues `f` as the job `kind` makes of it and waits for its reply.
+    async fn write_as<T, E, F>(&self, kind: fn(WriteBody) -> Job, f: F) -> Result<T, E>
+    where
+        F: FnOnce(&Db) -> Result<T, E> + Send + 'static,
+        T: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+    {
         let (tx, rx) = oneshot::channel();
-        self.submit(Job::Quiet(write_body(f, tx)))?;
+        self.submit(kind(write_body(f, tx)))?;
         rx.await.map_err(|_| StoreError::Closed)?
     }
 

@@ -126,7 +126,8 @@ fn with_no_engine_an_order_is_applied_here_by_the_engine_code() {
 }
 
 /// `baton serve` running the engine writes through the engine's store: the process holds
-/// one handle on the database (a writer, a reader and a checkpointer), not two.
+/// one handle on the database (a writer, a reader and, once it has had a checkpoint to
+/// make, a checkpointer), not two.
 #[test]
 fn serve_has_one_writer_shared_with_its_engine() {
     let ws = api_common::workspace();
@@ -138,7 +139,11 @@ fn serve_has_one_writer_shared_with_its_engine() {
         .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
         .filter(|p| *p == db)
         .count();
-    assert_eq!(open, 3, "connections to {}", db.display());
+    assert!(
+        (2..=3).contains(&open),
+        "{open} connections to {}",
+        db.display()
+    );
 }
 
 /// `run --wait` and `logs --follow` in another process wake on the engine's changes: a

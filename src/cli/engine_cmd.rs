@@ -5,7 +5,7 @@ use super::{Failure, Outcome, exit, tasks};
 use crate::engine::Reader;
 use crate::engine::client::{Change, Follower};
 use crate::engine::progress::{BATCH, Progress};
-use crate::engine::{Engine, RunOptions};
+use crate::engine::{Engine, RunOptions, Waited};
 use crate::workspace::{EngineLock, Workspace};
 use std::time::Duration;
 
@@ -333,8 +333,9 @@ async fn engine_here(ws: &Workspace) -> Result<Option<Here>, Failure> {
 pub enum RanHere {
     /// Another process's engine took the lock first: nothing was made.
     Elsewhere,
-    /// The task was made and ran until it settled, or until a signal stopped the wait.
-    Made { id: i64, stopped: bool },
+    /// The task was made and ran until it settled, or until a signal stopped the wait;
+    /// `waited` is the task as the engine left it.
+    Made { waited: Box<Waited>, stopped: bool },
 }
 
 /// `baton run --wait` with no engine running: starts one here, makes the task through it
@@ -343,6 +344,7 @@ pub enum RanHere {
 pub fn run_new(
     ws: &Workspace,
     new: &dyn Fn() -> Result<crate::engine::NewTask, Failure>,
+    as_json: bool,
 ) -> Result<RanHere, Failure> {
     let _tracing = init_tracing(ws);
     let rt = runtime()?;
@@ -369,25 +371,23 @@ pub fn run_new(
                 return Err(e);
             }
         };
-        let out = here
-            .engine
-            .run(RunOptions {
-                exit_when_idle: false,
-                until_settled: Some(id),
-            })
-            .await;
+        let out = here.engine.run_until_settled(id, as_json).await;
         here.signals.abort();
-        out.map_err(Failure::from)?;
+        let waited = Box::new(out.map_err(Failure::from)?);
         let stopped = here.signalled.load(std::sync::atomic::Ordering::SeqCst);
-        Ok(RanHere::Made { id, stopped })
+        Ok(RanHere::Made { waited, stopped })
     })
 }
 
-/// Prints a waited-for task as `run --wait` does and gives its exit code.
-pub fn report(ws: &Workspace, id: i64, as_json: bool) -> Outcome {
-    let store = Reader::open(ws)?;
-    print_task(&store, id, as_json)?;
-    tasks::wait_code(&store, id)
+/// Prints a task the engine of this process waited for, as `run --wait` does, and gives
+/// its exit code.
+pub fn report(waited: &Waited, as_json: bool) -> Outcome {
+    let t = &waited.task;
+    match &waited.json {
+        Some(json) if as_json => println!("{json}"),
+        _ => println!("{} {} ({})", t.id, t.status, t.state),
+    }
+    Ok(tasks::code_for(t.state, waited.kind))
 }
 
 fn print_task(store: &Reader, id: i64, as_json: bool) -> Result<(), Failure> {

@@ -390,11 +390,25 @@ pub fn complete_if_asked() {
         .complete();
 }
 
-/// Parses the command line through [`command`].
+/// Parses the command line. Help is rendered through [`command`]; a command that runs is
+/// parsed without building the grouped list of commands (which walks every command).
 pub fn parse() -> Result<Cli, clap::Error> {
-    use clap::FromArgMatches;
-    let mut cmd = command();
-    let matches = cmd.try_get_matches_from_mut(std::env::args_os())?;
+    use clap::error::ErrorKind;
+    use clap::{CommandFactory, FromArgMatches};
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let mut cmd = Cli::command();
+    let matches = match cmd.try_get_matches_from_mut(&args) {
+        Ok(m) => m,
+        Err(e)
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) =>
+        {
+            return Err(command().try_get_matches_from_mut(&args).err().unwrap_or(e));
+        }
+        Err(e) => return Err(e),
+    };
     Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut cmd))
 }
 

@@ -229,13 +229,15 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
             if wait && !EngineLock::is_held(ws) {
                 let root = ws.root().to_path_buf();
                 std::thread::spawn(move || crate::workspace::person::current(&root));
-                let ran = super::engine_cmd::run_new(ws, &new)?;
-                match ran {
-                    RanHere::Made { id, stopped: true } => {
-                        return super::engine_cmd::report(ws, id, json);
+                match super::engine_cmd::run_new(ws, &new, json)? {
+                    // Read by the engine before its store closed: the board is not opened
+                    // again to print it.
+                    RanHere::Made { waited, stopped } if stopped || waited.task.state.settled() => {
+                        return super::engine_cmd::report(&waited, json);
                     }
-                    RanHere::Made { id, stopped: false } => {
-                        return super::engine_cmd::run_task(ws, id, true, json);
+                    // Handed over to another engine before it settled: followed there.
+                    RanHere::Made { waited, .. } => {
+                        return super::engine_cmd::run_task(ws, waited.task.id, true, json);
                     }
                     RanHere::Elsewhere => {}
                 }
@@ -448,12 +450,16 @@ fn render_line(l: &crate::store::LogLine, color: bool) -> String {
 pub fn wait_code(store: &Reader, id: i64) -> Result<i32, Failure> {
     let t = store.task(id)?;
     let p = store.pipeline(&t)?;
-    let kind = p.status(&t.status).map(|s| s.kind);
-    Ok(match (t.state, kind) {
+    Ok(code_for(t.state, p.status(&t.status).map(|s| s.kind)))
+}
+
+/// The exit code of a wait that ended with a task in `state`, at a status of `kind`.
+pub fn code_for(state: TaskState, kind: Option<StatusKind>) -> i32 {
+    match (state, kind) {
         (TaskState::Done, _) => exit::OK,
         (TaskState::Waiting, Some(StatusKind::Gate)) => exit::WAITING,
         _ => exit::ERROR,
-    })
+    }
 }
 
 fn diff(ws: &Workspace, store: &Reader, id: i64, color: bool) -> Outcome {

@@ -57,6 +57,7 @@ mod transition;
 mod trigger_loop;
 pub mod triggers;
 pub mod views;
+pub mod waited;
 pub mod waits;
 pub mod wake;
 
@@ -73,6 +74,7 @@ pub use request::{Answer, MAX_IDEMPOTENCY_KEY, Made, NewTask, Order};
 pub use results::{MAX_AUTOMATIC_VISITS, ResultDecision, ResultFacts, StepReport, on_result};
 pub use say::{MAX_MESSAGE, check_answers, check_text};
 pub use transition::{entry_state, pipeline_of};
+pub use waited::Waited;
 
 use crate::store::{CommandState, StoreHandle};
 use crate::workspace::{Config, EngineLock, ShutdownMode, Workspace};
@@ -549,7 +551,30 @@ impl Engine {
     /// Nothing here polls: a step's end applies its result and starts what comes next in
     /// the same transaction; requests, other processes' wake-ups, the next retry backoff or
     /// trigger time, and finished follow-ups are what wake the loop.
-    pub async fn run(mut self, opts: RunOptions) -> Result<()> {
+    pub async fn run(self, opts: RunOptions) -> Result<()> {
+        self.run_then_read(opts, None).await.map(drop)
+    }
+
+    /// [`Engine::run`] until task `id` settles (or a signal stops the engine), then the
+    /// task as it stands, read before the store closes; `json` adds `show --json`'s view.
+    pub async fn run_until_settled(self, id: i64, json: bool) -> Result<Waited> {
+        let opts = RunOptions {
+            exit_when_idle: false,
+            until_settled: Some(id),
+        };
+        match self.run_then_read(opts, Some(json)).await? {
+            Some(waited) => Ok(waited),
+            None => unreachable!("a task to wait for is read back"),
+        }
+    }
+
+    /// [`Engine::run`]; with `read` (whether to add the JSON view), the task it waited for
+    /// is read once everything has stopped and before the store closes.
+    async fn run_then_read(
+        mut self,
+        opts: RunOptions,
+        read: Option<bool>,
+    ) -> Result<Option<Waited>> {
         let mut stopping: Option<ShutdownMode> = None;
         // Look for commands, due steps and follow-ups: at start, and after a wake-up from
         // outside. A step's end needs no look: it claims the next steps itself.
@@ -629,7 +654,15 @@ impl Engine {
         self.mark_stopped().await;
         drop(self.logs);
         let _ = self.log_writer.await;
-        Ok(())
+        let waited = match (opts.until_settled, read) {
+            (Some(id), Some(json)) => Some(
+                self.store
+                    .read(move |db| waited::read(db, id, json))
+                    .await?,
+            ),
+            _ => None,
+        };
+        Ok(waited)
     }
 
     /// The next time work is due by the clock: a delayed step, a trigger, an abort to

@@ -133,17 +133,13 @@ impl StoreHandle {
         let mut threads = Vec::with_capacity(3);
         let checkpoints = match writer.backend.sqlite() {
             Some(conn) => {
-                let checkpointer = Store::open(&path)?;
                 conn.pragma_update(None, "wal_autocheckpoint", 0)
                     .map_err(StoreError::from)?;
-                let other = checkpointer.lite()?;
-                for conn in [conn, other] {
-                    conn.pragma_update(None, "journal_size_limit", WAL_LIMIT)
-                        .map_err(StoreError::from)?;
-                }
-                other
-                    .busy_timeout(TRUNCATE_WAIT)
+                conn.pragma_update(None, "journal_size_limit", WAL_LIMIT)
                     .map_err(StoreError::from)?;
+                // Its connection is opened for its first checkpoint: a short-lived process
+                // (`baton run` of a few steps) never asks for one.
+                let checkpointer = Conn::Later(path.clone());
                 let (checkpoints, checkpointer_id) =
                     spawn_thread("baton-store-c", checkpointer, None, None, done_tx.clone())?;
                 threads.push(checkpointer_id);
@@ -156,12 +152,18 @@ impl StoreHandle {
         let closing = Some((armed.clone(), closed_tx));
         let (writer, writer_id) = spawn_thread(
             "baton-store-w",
-            writer,
+            Conn::Open(Box::new(writer)),
             checkpoints,
             closing,
             done_tx.clone(),
         )?;
-        let (reader, reader_id) = spawn_thread("baton-store-r", reader, None, None, done_tx)?;
+        let (reader, reader_id) = spawn_thread(
+            "baton-store-r",
+            Conn::Open(Box::new(reader)),
+            None,
+            None,
+            done_tx,
+        )?;
         threads.extend([writer_id, reader_id]);
         Ok(Self {
             inner: Arc::new(Inner {
@@ -485,12 +487,29 @@ fn run_one(
     }
 }
 
+/// A store thread's connection: open already, or opened for the thread's first job.
+enum Conn {
+    Open(Box<Store>),
+    Later(PathBuf),
+}
+
+/// The checkpointer's connection to `path`: it waits a little for readers to move off the
+/// log, and cuts the log back to [`WAL_LIMIT`] after emptying it.
+fn open_checkpointer(path: &Path) -> Result<Store> {
+    let store = Store::open(path)?;
+    let conn = store.lite()?;
+    conn.pragma_update(None, "journal_size_limit", WAL_LIMIT)
+        .map_err(StoreError::from)?;
+    conn.busy_timeout(TRUNCATE_WAIT).map_err(StoreError::from)?;
+    Ok(store)
+}
+
 /// A thread owning one connection, running jobs until every sender is gone. Writes that
 /// queued up while one ran are committed together. With `closing` armed by then, the
 /// thread's last write marks the store closed cleanly, and it says so on its sender.
 fn spawn_thread(
     name: &str,
-    store: Store,
+    conn: Conn,
     checkpoints: Option<std_mpsc::Sender<Job>>,
     closing: Option<(Arc<std::sync::atomic::AtomicBool>, std_mpsc::Sender<()>)>,
     done: std_mpsc::Sender<()>,
@@ -511,8 +530,7 @@ fn spawn_thread(
         .spawn(move || {
             // Runs the queue; its connection closes when the closure returns, and only
             // then is `done` dropped.
-            let serve = move |mut store: Store| {
-                let mut next: Option<Job> = None;
+            let serve = |mut store: Store, mut next: Option<Job>| {
                 let mut commits = 0u32;
                 // Commits since the log was last cut to nothing.
                 let mut dirty = false;
@@ -596,7 +614,20 @@ fn spawn_thread(
                     }
                 }
             };
-            serve(store);
+            match conn {
+                Conn::Open(store) => serve(*store, None),
+                // Opened for its first job; with none ever asked for, never opened.
+                Conn::Later(path) => {
+                    if let Ok(first) = rx.recv() {
+                        match open_checkpointer(&path) {
+                            Ok(store) => serve(store, Some(first)),
+                            Err(e) => {
+                                tracing::warn!("cannot open the checkpointer's connection: {e}")
+                            }
+                        }
+                    }
+                }
+            }
             drop(done);
         })
         .map_err(|e| StoreError::Conflict(format!("cannot start the store's thread: {e}")))?;

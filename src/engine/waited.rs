@@ -1,0 +1,31 @@
+//! What `run --wait` reports of the task it waited for, read by the engine that ran it
+//! before that engine's store closes: the command prints it without opening the board a
+//! second time.
+
+use crate::pipeline::StatusKind;
+use crate::store::{Db, Result, Task};
+
+/// A task as it stood when the engine that waited for it stopped.
+#[derive(Debug, Clone)]
+pub struct Waited {
+    /// The task's row.
+    pub task: Task,
+    /// The kind of the status it stands in (a gate, done, failed…), when its pipeline says.
+    pub kind: Option<StatusKind>,
+    /// `baton show --json`'s view of it, when asked for.
+    pub json: Option<serde_json::Value>,
+}
+
+/// Reads task `id` as [`Waited`]; `json` adds the full view.
+pub fn read(db: &Db, id: i64, json: bool) -> Result<Waited> {
+    let task = db.task(id)?;
+    let kind = db
+        .pipeline(id)
+        .ok()
+        .and_then(|p| p.status(&task.status).map(|s| s.kind));
+    let json = match json {
+        true => Some(super::views::show(db, id)?),
+        false => None,
+    };
+    Ok(Waited { task, kind, json })
+}

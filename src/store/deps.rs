@@ -15,6 +15,12 @@ pub struct Blocker {
     pub status: String,
 }
 
+/// The held tasks whose blockers are all done, through the partial index of held tasks
+/// (an engine runs it as it comes up; the rest of the board is not read).
+pub(super) const RELEASED_WAITING: &str = "SELECT t.id FROM tasks t WHERE t.start_waits = 1 AND NOT EXISTS \
+     (SELECT 1 FROM task_deps d JOIN tasks b ON b.id = d.after_id \
+      WHERE d.task_id = t.id AND b.state != 'done') ORDER BY t.id";
+
 impl Db<'_> {
     /// Records that `task` waits for each of `after`.
     pub fn insert_deps(&self, task: i64, after: &[i64]) -> Result<()> {
@@ -82,13 +88,7 @@ impl Db<'_> {
     /// Tasks whose start is held although every blocker is done: what an engine starts
     /// when it comes up (a blocker may have finished through a path that did not).
     pub fn released_waiting(&self) -> Result<Vec<i64>> {
-        Ok(self.all(
-            "SELECT t.id FROM tasks t WHERE t.start_waits = 1 AND NOT EXISTS \
-             (SELECT 1 FROM task_deps d JOIN tasks b ON b.id = d.after_id \
-              WHERE d.task_id = t.id AND b.state != 'done') ORDER BY t.id",
-            [],
-            |r| r.get(0),
-        )?)
+        Ok(self.all(RELEASED_WAITING, [], |r| r.get(0))?)
     }
 
     /// True when `from` waits, through any chain of blockers, for `to`.

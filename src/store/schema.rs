@@ -309,6 +309,11 @@ pub(super) const MIGRATIONS: &[&str] = &[
     ALTER TABLE followups ADD COLUMN engine TEXT;
     ALTER TABLE tasks ADD COLUMN home_engine TEXT;
     "#,
+    // The tasks whose start waits for blockers, found by an engine as it comes up without
+    // reading the whole board.
+    r#"
+    CREATE INDEX tasks_start_waits ON tasks(id) WHERE start_waits = 1;
+    "#,
 ];
 
 /// Migrations whose SQLite text has no faithful PostgreSQL rendering, by position in

@@ -246,3 +246,30 @@ fn a_step_run_is_created_by_one_statement() {
     );
     assert_eq!(stored.note.as_deref(), Some("n"));
 }
+
+/// An engine coming up looks for held tasks through their index, not by reading every
+/// task on the board.
+#[test]
+fn held_tasks_are_found_without_reading_the_board() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("t.db")).unwrap();
+    let conn = store.lite().unwrap();
+    let plan: Vec<String> = conn
+        .prepare(&format!(
+            "EXPLAIN QUERY PLAN {}",
+            super::deps::RELEASED_WAITING
+        ))
+        .unwrap()
+        .query_map([], |r| r.get(3))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    // The outer table is read through the partial index (covering or not), never whole.
+    let outer = plan
+        .iter()
+        .find(|p| p.starts_with("SCAN t") || p.starts_with("SEARCH t"));
+    assert!(
+        outer.is_some_and(|p| p.contains("INDEX tasks_start_waits")),
+        "{plan:?}"
+    );
+}

@@ -387,7 +387,8 @@ pub fn report(waited: &Waited, as_json: bool) -> Outcome {
         Some(json) if as_json => println!("{json}"),
         _ => println!("{} {} ({})", t.id, t.status, t.state),
     }
-    Ok(tasks::code_for(t.state, waited.kind))
+    let kind = waited.kind.clone().map_err(Failure::new)?;
+    Ok(tasks::code_for(t.state, kind))
 }
 
 fn print_task(store: &Reader, id: i64, as_json: bool) -> Result<(), Failure> {

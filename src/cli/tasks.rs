@@ -235,7 +235,8 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
                     RanHere::Made { waited, stopped } if stopped || waited.task.state.settled() => {
                         return super::engine_cmd::report(&waited, json);
                     }
-                    // Handed over to another engine before it settled: followed there.
+                    // Not settled when this engine stopped (a command moved it back to a
+                    // queue while the engine drained): followed until it settles.
                     RanHere::Made { waited, .. } => {
                         return super::engine_cmd::run_task(ws, waited.task.id, true, json);
                     }

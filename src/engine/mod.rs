@@ -562,10 +562,9 @@ impl Engine {
             exit_when_idle: false,
             until_settled: Some(id),
         };
-        match self.run_then_read(opts, Some(json)).await? {
-            Some(waited) => Ok(waited),
-            None => unreachable!("a task to wait for is read back"),
-        }
+        self.run_then_read(opts, Some(json))
+            .await?
+            .ok_or_else(|| EngineError::Other(format!("task {id} was not read back")))
     }
 
     /// [`Engine::run`]; with `read` (whether to add the JSON view), the task it waited for

@@ -10,8 +10,9 @@ use crate::store::{Db, Result, Task};
 pub struct Waited {
     /// The task's row.
     pub task: Task,
-    /// The kind of the status it stands in (a gate, done, failed…), when its pipeline says.
-    pub kind: Option<StatusKind>,
+    /// The kind of the status it stands in (a gate, done, failed…), when its pipeline says;
+    /// the sentence saying why when the task's pipeline snapshot cannot be read.
+    pub kind: std::result::Result<Option<StatusKind>, String>,
     /// `baton show --json`'s view of it, when asked for.
     pub json: Option<serde_json::Value>,
 }
@@ -19,10 +20,9 @@ pub struct Waited {
 /// Reads task `id` as [`Waited`]; `json` adds the full view.
 pub fn read(db: &Db, id: i64, json: bool) -> Result<Waited> {
     let task = db.task(id)?;
-    let kind = db
-        .pipeline(id)
-        .ok()
-        .and_then(|p| p.status(&task.status).map(|s| s.kind));
+    let kind = super::pipeline_of(db, &task)
+        .map(|p| p.status(&task.status).map(|s| s.kind))
+        .map_err(|e| e.to_string());
     let json = match json {
         true => Some(super::views::show(db, id)?),
         false => None,

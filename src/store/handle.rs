@@ -125,8 +125,9 @@ impl StoreHandle {
     }
 
     /// Wraps two open connections to one database: the first writes, the second reads.
-    /// On SQLite a third, opened here, copies the write-ahead log into the database in the
-    /// background, so a checkpoint's writes and syncs never hold up a commit.
+    /// On SQLite a third, opened for the first checkpoint it is asked for, copies the
+    /// write-ahead log into the database in the background, so a checkpoint's writes and
+    /// syncs never hold up a commit.
     pub fn from_store(writer: Store, reader: Store) -> Result<Self> {
         let path = writer.path().to_path_buf();
         let (done_tx, done_rx) = std_mpsc::channel();
@@ -487,6 +488,16 @@ fn run_one(
     }
 }
 
+/// Marks a background checkpoint as no longer pending when dropped: once it has run, or
+/// when it is dropped unrun (its thread could not open its connection).
+struct Pending(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.0.store(false, std::sync::atomic::Ordering::Release);
+    }
+}
+
 /// A store thread's connection: open already, or opened for the thread's first job.
 enum Conn {
     Open(Box<Store>),
@@ -496,7 +507,8 @@ enum Conn {
 /// The checkpointer's connection to `path`: it waits a little for readers to move off the
 /// log, and cuts the log back to [`WAL_LIMIT`] after emptying it.
 fn open_checkpointer(path: &Path) -> Result<Store> {
-    let store = Store::open(path)?;
+    // The file the writer has open: a board removed meanwhile is not made anew here.
+    let store = Store::open_existing(path)?;
     let conn = store.lite()?;
     conn.pragma_update(None, "journal_size_limit", WAL_LIMIT)
         .map_err(StoreError::from)?;
@@ -598,7 +610,8 @@ fn spawn_thread(
                             && commits.is_multiple_of(CHECKPOINT_EVERY)
                             && !pending.swap(true, std::sync::atomic::Ordering::AcqRel)
                         {
-                            let pending = pending.clone();
+                            // Cleared when the job has run, or is dropped unrun.
+                            let pending = Pending(pending.clone());
                             let _ = c.send(Job::Raw(Box::new(move |s: &mut Store| {
                                 // PASSIVE: copies what no reader still needs; never waits.
                                 if let Some(Err(e)) = s
@@ -608,7 +621,7 @@ fn spawn_thread(
                                 {
                                     tracing::warn!("a background checkpoint failed: {e}");
                                 }
-                                pending.store(false, std::sync::atomic::Ordering::Release);
+                                drop(pending);
                             })));
                         }
                     }
@@ -616,11 +629,15 @@ fn spawn_thread(
             };
             match conn {
                 Conn::Open(store) => serve(*store, None),
-                // Opened for its first job; with none ever asked for, never opened.
+                // Opened for its first job; with none ever asked for, never opened. A job
+                // that finds it cannot be opened is dropped, and the next one tries again.
                 Conn::Later(path) => {
-                    if let Ok(first) = rx.recv() {
+                    while let Ok(job) = rx.recv() {
                         match open_checkpointer(&path) {
-                            Ok(store) => serve(store, Some(first)),
+                            Ok(store) => {
+                                serve(store, Some(job));
+                                break;
+                            }
                             Err(e) => {
                                 tracing::warn!("cannot open the checkpointer's connection: {e}")
                             }

@@ -289,7 +289,8 @@ impl Store {
             .all(|p| !p.exists() || ok(p))
     }
 
-    fn open_existing(path: &Path) -> Result<Self> {
+    /// A writable connection to a database that exists (none is made).
+    pub(super) fn open_existing(path: &Path) -> Result<Self> {
         Self::set_up(connect(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?, path)
     }
 

@@ -198,14 +198,18 @@ pub enum Command {
     },
     /// Create and start a task on PIPELINE.
     Run {
+        /// Pipeline id (`baton pipelines list` shows them).
         pipeline: String,
+        /// The task's title: one line saying what to do.
         #[arg(long)]
         title: String,
+        /// The task's prompt (markdown); `-` reads it from stdin.
         #[arg(long)]
         prompt: Option<String>,
         /// Wait until the task is done, at a gate, or stopped (runs an engine if none runs).
         #[arg(long)]
         wait: bool,
+        /// Print the task as `baton show --json` does.
         #[arg(long)]
         json: bool,
     },

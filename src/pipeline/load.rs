@@ -205,9 +205,14 @@ impl Catalog {
                 == Some(id)
         };
         if let Some(d) = errors.iter().find(named) {
-            return format!(
-                "no pipeline `{id}` could be loaded: {d} — fix the file (`baton pipelines validate` lists every problem)"
-            );
+            // A JSON error already says to fix the file and validate it.
+            let said = d.to_string();
+            return match said.contains("baton pipelines validate") {
+                true => format!("no pipeline `{id}` could be loaded: {said}"),
+                false => format!(
+                    "no pipeline `{id}` could be loaded: {said} — fix the file (`baton pipelines validate` lists every problem)"
+                ),
+            };
         }
         match errors.first() {
             Some(d) => format!(

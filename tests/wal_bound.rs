@@ -27,6 +27,9 @@ fn a_busy_engines_write_ahead_log_stays_bounded() {
     let mut run = std::process::Command::new(assert_cmd::cargo::cargo_bin("baton"))
         .current_dir(ws.root())
         .env_remove("BATON_DIR")
+        // The board is this workspace's SQLite file, whatever the environment says.
+        .env_remove("BATON_DATABASE_URL")
+        .env("XDG_CONFIG_HOME", ws.root().join("no-user-config"))
         .env("NO_COLOR", "1")
         .args(["run", "long", "--title", "many steps", "--wait"])
         .stdout(std::process::Stdio::piped())
@@ -34,10 +37,15 @@ fn a_busy_engines_write_ahead_log_stays_bounded() {
         .expect("start baton run");
     // The log's size, sampled until the run ends (a measurement, not a wait for an event).
     let mut largest = 0;
+    let deadline = std::time::Instant::now() + Duration::from_secs(180);
     let status = loop {
         largest = largest.max(std::fs::metadata(&wal).map_or(0, |m| m.len()));
         if let Some(status) = run.try_wait().expect("wait for baton run") {
             break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = run.kill();
+            panic!("baton run did not end within 180 s (the log reached {largest} bytes)");
         }
         std::thread::sleep(Duration::from_millis(2));
     };
@@ -47,6 +55,12 @@ fn a_busy_engines_write_ahead_log_stays_bounded() {
         String::from_utf8_lossy(&out.stdout).contains("done (done)"),
         "{}",
         String::from_utf8_lossy(&out.stdout)
+    );
+    // The log did reach the size at which it starts over (a run that wrote elsewhere, or
+    // not at all, would read 0 here).
+    assert!(
+        largest >= 16 << 20,
+        "the write-ahead log reached only {largest} bytes"
     );
     // About 80 KB of log a step: 120 MB had it never started over.
     assert!(

@@ -352,13 +352,17 @@ impl Client {
             }
             None => {
                 let ws = self.ws.clone();
-                let answer = tokio::task::spawn_blocking(move || queue(&ws, &order))
+                let queued = tokio::task::spawn_blocking(move || queue(&ws, order))
                     .await
                     .map_err(|e| format!("the request failed: {e}"))??;
-                Ok(Submitted {
-                    answer,
-                    here: false,
-                })
+                match queued {
+                    Queued::Answered(answer) => Ok(Submitted {
+                        answer,
+                        here: false,
+                    }),
+                    // The engine stopped before it took the order: applied here after all.
+                    Queued::Withdrawn(order) => Box::pin(self.submit(*order)).await,
+                }
             }
         }
     }
@@ -406,8 +410,25 @@ fn lock_unless_engine(ws: &Workspace) -> Option<EngineLock> {
     }
 }
 
+/// What became of an order queued for the running engine.
+enum Queued {
+    /// The engine applied it (or refused it: then `queue` says why).
+    Answered(Answer),
+    /// The engine stopped before it took the order (a `run --wait` engine ending as its
+    /// task settled); the order was taken back, to be applied by whoever runs it now.
+    Withdrawn(Box<Order>),
+}
+
 /// Queues an order in the commands table for the running engine and waits for its answer.
-fn queue(ws: &Workspace, order: &Order) -> Result<Answer, String> {
+fn queue(ws: &Workspace, order: Order) -> Result<Queued, String> {
+    queue_ref(ws, &order).map(|answer| match answer {
+        Some(answer) => Queued::Answered(answer),
+        None => Queued::Withdrawn(Box::new(order)),
+    })
+}
+
+/// [`queue`]: the answer, or None when the order was taken back unapplied.
+fn queue_ref(ws: &Workspace, order: &Order) -> Result<Option<Answer>, String> {
     let mut store = crate::engine::board::open_store(ws).map_err(|e| e.to_string())?;
     let body = serde_json::to_value(order).map_err(|e| e.to_string())?;
     let id = match store.write(|db| db.insert_command(order.task_id(), &body)) {
@@ -418,7 +439,7 @@ fn queue(ws: &Workspace, order: &Order) -> Result<Answer, String> {
             return match order {
                 Order::Act(req) if matches!(req.action, super::Action::Abort { .. }) => {
                     match super::wake::abort(&ws.dir(), req, ANSWER_WITHIN) {
-                        Some(Ok(summary)) => Ok(applied(summary)),
+                        Some(Ok(summary)) => Ok(Some(applied(summary))),
                         Some(Err(reason)) => Err(reason),
                         None => Err(e.to_string()),
                     }
@@ -435,10 +456,18 @@ fn queue(ws: &Workspace, order: &Order) -> Result<Answer, String> {
         if let Some(cmd) = store.read().command(id).map_err(|e| e.to_string())? {
             let result = cmd.result.unwrap_or_default();
             match cmd.state {
-                CommandState::Done => return Answer::from_command(order, result),
+                CommandState::Done => return Answer::from_command(order, result).map(Some),
                 CommandState::Failed => return Err(result),
                 CommandState::Pending | CommandState::Answering => {}
             }
+        }
+        // The engine is gone without having taken it: taken back, unless it took it just now.
+        if !EngineLock::is_held(ws)
+            && store
+                .write(|db| db.withdraw_command(id))
+                .map_err(|e| e.to_string())?
+        {
+            return Ok(None);
         }
         let now = Instant::now();
         if now >= deadline {

@@ -12,6 +12,15 @@ impl Db<'_> {
         )?)
     }
 
+    /// Takes back command `id` if no engine has taken it yet; true when it was (the caller
+    /// then applies it itself).
+    pub fn withdraw_command(&self, id: i64) -> Result<bool> {
+        Ok(self.exec(
+            "DELETE FROM commands WHERE id = ?1 AND state = 'pending'",
+            [id],
+        )? == 1)
+    }
+
     /// Pending commands, oldest first.
     pub fn pending_commands(&self) -> Result<Vec<CommandRow>> {
         let rows = self.all(

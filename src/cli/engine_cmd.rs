@@ -385,7 +385,7 @@ pub fn report(waited: &Waited, as_json: bool) -> Outcome {
     let t = &waited.task;
     match &waited.json {
         Some(json) if as_json => println!("{json}"),
-        _ => println!("{} {} ({})", t.id, t.status, t.state),
+        _ => print_line(t),
     }
     let kind = waited.kind.clone().map_err(Failure::new)?;
     Ok(tasks::code_for(t.state, kind))
@@ -395,10 +395,14 @@ fn print_task(store: &Reader, id: i64, as_json: bool) -> Result<(), Failure> {
     if as_json {
         println!("{}", store.show_json(id)?);
     } else {
-        let t = store.task(id)?;
-        println!("{id} {} ({})", t.status, t.state);
+        print_line(&store.task(id)?);
     }
     Ok(())
+}
+
+/// A waited-for task in one line: `ID STATUS (STATE)`.
+fn print_line(t: &crate::store::Task) {
+    println!("{} {} ({})", t.id, t.status, t.state);
 }
 
 /// `baton run`: the task is created; start it and, with `--wait`, wait for it to settle.

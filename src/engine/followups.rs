@@ -375,7 +375,7 @@ async fn run_command(
     });
     let finish = exec::run_shell(cmd, &env, tx, ctx.cancel.child_token(), |_| {}).await;
     let (out, err) = collect.await.unwrap_or_default();
-    let redactor = crate::exec::redact::Redactor::from_vars(crate::exec::redact::env_vars());
+    let redactor = crate::exec::redact::Redactor::from_vars(crate::exec::redact::env_secrets());
     let first = |lines: &[String]| {
         lines
             .iter()

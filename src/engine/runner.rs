@@ -129,7 +129,7 @@ pub async fn run(
         .context_dir
         .join(format!("id_{}_{:03}.log", job.step.status, job.seq));
     let redactor = crate::exec::redact::Redactor::from_vars(
-        crate::exec::redact::env_vars()
+        crate::exec::redact::env_secrets()
             .chain(job.spec.env.iter().map(|(k, v)| (k.clone(), v.clone()))),
     );
     // After a restart the executor reads the step's output again from its start: what

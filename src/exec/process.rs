@@ -7,7 +7,14 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
+
+/// This process's environment, read once: nothing in baton sets a variable while it runs,
+/// and every step's start reads it (what the step inherits, which secrets to mask).
+pub fn process_env() -> &'static [(OsString, OsString)] {
+    static ENV: OnceLock<Vec<(OsString, OsString)>> = OnceLock::new();
+    ENV.get_or_init(|| std::env::vars_os().collect())
+}
 
 /// Field 22 of `/proc/<pid>/stat`: the process start time in clock ticks since boot.
 pub fn start_time(pid: u32) -> Option<u64> {
@@ -241,22 +248,46 @@ pub fn keep_from_children(name: &str) {
 /// secrets (a webhook secret, an API token). Pass each to `env_remove` on a std or tokio
 /// `Command`; a value the child's own `env` sets afterwards is its own.
 pub fn engine_secret_names() -> Vec<OsString> {
-    secret_names(std::env::vars_os().map(|(name, _)| name))
+    // The `BATON_…` ones are found once; a name kept since is looked for each time.
+    static BUILT_IN: OnceLock<Vec<OsString>> = OnceLock::new();
+    let built_in = BUILT_IN.get_or_init(|| {
+        let names = process_env().iter().map(|(name, _)| name);
+        names.filter(|n| is_built_in(n)).cloned().collect()
+    });
+    let extra = kept_names();
+    let kept = process_env()
+        .iter()
+        .map(|(name, _)| name)
+        .filter(|n| !is_built_in(n) && is_extra(n, &extra));
+    built_in.iter().chain(kept).cloned().collect()
 }
 
 /// Which of `names` are the engine's own secrets.
+#[cfg(test)]
 fn secret_names(names: impl Iterator<Item = OsString>) -> Vec<OsString> {
-    let extra = ENGINE_SECRETS
+    let extra = kept_names();
+    names
+        .filter(|name| is_built_in(name) || is_extra(name, &extra))
+        .collect()
+}
+
+/// The names [`keep_from_children`] was given.
+fn kept_names() -> Vec<String> {
+    ENGINE_SECRETS
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .clone();
-    names
-        .filter(|name| {
-            name.to_str().is_some_and(|n| {
-                crate::exec::redact::is_engine_secret(n) || extra.iter().any(|e| e == n)
-            })
-        })
-        .collect()
+        .clone()
+}
+
+/// One of the `BATON_…` secrets.
+fn is_built_in(name: &OsStr) -> bool {
+    name.to_str()
+        .is_some_and(crate::exec::redact::is_engine_secret)
+}
+
+/// One of the names [`keep_from_children`] was given.
+fn is_extra(name: &OsStr, extra: &[String]) -> bool {
+    extra.iter().any(|e| OsStr::new(e) == name)
 }
 
 /// SIGTERM to every process that carries `mark`, up to `grace` for them to go, then

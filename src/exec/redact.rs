@@ -63,7 +63,24 @@ pub fn is_engine_secret(name: &str) -> bool {
 /// This process's environment as strings, for [`Redactor::from_vars`]: a variable whose
 /// name or value is not UTF-8 is skipped (`std::env::vars` would panic on it).
 pub fn env_vars() -> impl Iterator<Item = (String, String)> {
-    std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+    crate::exec::process::process_env()
+        .iter()
+        .filter_map(|(k, v)| Some((k.to_str()?.to_string(), v.to_str()?.to_string())))
+}
+
+/// The variables of [`env_vars`] that [`Redactor::from_vars`] keeps (a secret's name, a
+/// value long enough to mask), found once: a step's redactor starts from them.
+pub fn env_secrets() -> impl Iterator<Item = (String, String)> {
+    static SECRETS: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
+    SECRETS
+        .get_or_init(|| env_vars().filter(|(k, v)| is_masked(k, v)).collect())
+        .iter()
+        .cloned()
+}
+
+/// Whether `value` under `name` is a secret to mask.
+fn is_masked(name: &str, value: &str) -> bool {
+    value.chars().count() >= MIN_LEN && is_secret_name(name)
 }
 
 /// A set of secret values to mask.
@@ -77,7 +94,7 @@ impl Redactor {
     pub fn from_vars<I: IntoIterator<Item = (String, String)>>(vars: I) -> Self {
         let mut secrets: Vec<String> = vars
             .into_iter()
-            .filter(|(k, v)| v.chars().count() >= MIN_LEN && is_secret_name(k))
+            .filter(|(k, v)| is_masked(k, v))
             .map(|(_, v)| v)
             .collect();
         // Longest first, so a secret containing another is masked whole.

@@ -120,7 +120,7 @@ impl StoreHandle {
     /// Opens the database at `path` (creating and migrating it if needed) on two threads of
     /// its own: the writer and a reader.
     pub fn open(path: &Path) -> Result<Self> {
-        Self::from_store(Store::open(path)?, Store::open(path)?)
+        Self::with_reader(Store::open(path)?, reader_of(path))
     }
 
     /// [`StoreHandle::open`] after `PRAGMA quick_check`: a damaged database is refused
@@ -128,9 +128,7 @@ impl StoreHandle {
     /// check runs only after an engine's store did not close cleanly (see
     /// [`Store::open_checked`]). The engine then calls [`StoreHandle::arm_clean_close`].
     pub fn open_checked(path: &Path) -> Result<Self> {
-        let writer = Store::open_checked(path)?;
-        let r = Store::open(path)?;
-        Self::from_store(writer, r)
+        Self::with_reader(Store::open_checked(path)?, reader_of(path))
     }
 
     /// Wraps two open connections to one database: the first writes, the second reads.
@@ -139,6 +137,11 @@ impl StoreHandle {
     /// syncs do not hold up commits (but for the moment a log past 16 MB starts over: see
     /// [`checkpoint`]).
     pub fn from_store(writer: Store, reader: Store) -> Result<Self> {
+        Self::with_reader(writer, Conn::Open(Box::new(reader)))
+    }
+
+    /// [`StoreHandle::from_store`] with the reader's connection as `reader` says.
+    fn with_reader(writer: Store, reader: Conn) -> Result<Self> {
         let path = writer.path().to_path_buf();
         let (done_tx, done_rx) = std_mpsc::channel();
         let mut threads = Vec::with_capacity(3);
@@ -150,7 +153,7 @@ impl StoreHandle {
                     .map_err(StoreError::from)?;
                 // Its connection is opened for its first checkpoint: a short-lived process
                 // (`baton run` of a few steps) never asks for one.
-                let checkpointer = Conn::Later(path.clone());
+                let checkpointer = Conn::Later(path.clone(), open_checkpointer);
                 let (checkpoints, checkpointer_id) =
                     spawn_thread("baton-store-c", checkpointer, None, None, done_tx.clone())?;
                 threads.push(checkpointer_id);
@@ -170,7 +173,7 @@ impl StoreHandle {
         )?;
         let (reader, reader_id) = spawn_thread(
             "baton-store-r",
-            Conn::Open(Box::new(reader)),
+            reader,
             None,
             None,
             done_tx,
@@ -551,10 +554,29 @@ impl Drop for Pending {
     }
 }
 
-/// A store thread's connection: open already, or opened for the thread's first job.
+/// Opens a store thread's connection to the database at a path.
+type Opener = fn(&Path) -> Result<Store>;
+
+/// A store thread's connection.
 enum Conn {
+    /// Open already.
     Open(Box<Store>),
-    Later(PathBuf),
+    /// Opened by the thread as it starts, beside what its caller goes on with.
+    Soon(PathBuf, Opener),
+    /// Opened for the thread's first job: with none ever asked for, never opened.
+    Later(PathBuf, Opener),
+}
+
+/// The reader's connection to the SQLite file at `path`, which the writer has opened
+/// (and made or brought up to date): opened on the reader's thread while the writer's
+/// first work goes on, rather than before it.
+fn reader_of(path: &Path) -> Conn {
+    Conn::Soon(path.to_path_buf(), Store::open_existing)
+}
+
+/// Says that store thread `thread` could not open its connection.
+fn warn_unopened(thread: &str, e: StoreError) {
+    tracing::warn!("{thread} cannot open its connection to the database: {e}");
 }
 
 /// The checkpointer's connection to `path`: it waits a little for readers to move off the
@@ -573,13 +595,14 @@ fn open_checkpointer(path: &Path) -> Result<Store> {
 /// queued up while one ran are committed together. With `closing` armed by then, the
 /// thread's last write marks the store closed cleanly, and it says so on its sender.
 fn spawn_thread(
-    name: &str,
+    name: &'static str,
     conn: Conn,
     checkpoints: Option<std_mpsc::Sender<Job>>,
     closing: Option<(Arc<std::sync::atomic::AtomicBool>, std_mpsc::Sender<()>)>,
     done: std_mpsc::Sender<()>,
 ) -> Result<(std_mpsc::Sender<Job>, std::thread::ThreadId)> {
     let (tx, rx) = std_mpsc::channel::<Job>();
+    let soon = matches!(conn, Conn::Soon(..));
     let close = move |store: &mut Store| {
         if let Some((armed, closed)) = &closing
             && armed.load(std::sync::atomic::Ordering::Acquire)
@@ -677,17 +700,24 @@ fn spawn_thread(
             };
             match conn {
                 Conn::Open(store) => serve(*store, None),
-                // Opened for its first job; with none ever asked for, never opened. A job
-                // that finds it cannot be opened is dropped, and the next one tries again.
-                Conn::Later(path) => {
-                    while let Ok(job) = rx.recv() {
-                        match open_checkpointer(&path) {
-                            Ok(store) => {
-                                serve(store, Some(job));
-                                break;
-                            }
-                            Err(e) => {
-                                tracing::warn!("cannot open the checkpointer's connection: {e}")
+                Conn::Soon(path, open) | Conn::Later(path, open) => {
+                    let first = match soon {
+                        true => open(&path).map_err(|e| warn_unopened(name, e)).ok(),
+                        false => None,
+                    };
+                    match first {
+                        Some(store) => serve(store, None),
+                        // A job that finds the connection cannot be opened is dropped (its
+                        // caller hears the store has stopped), and the next one tries again.
+                        None => {
+                            while let Ok(job) = rx.recv() {
+                                match open(&path) {
+                                    Ok(store) => {
+                                        serve(store, Some(job));
+                                        break;
+                                    }
+                                    Err(e) => warn_unopened(name, e),
+                                }
                             }
                         }
                     }

@@ -13,7 +13,7 @@ const MAX_PENDING: usize = 16 * 1024;
 /// the step's or the profile's environment whose name looks like a credential.
 pub(super) fn secrets_for(profile: &Profile, env: &StepEnv) -> Redactor {
     let mut redactor = Redactor::from_vars(
-        crate::exec::redact::env_vars()
+        crate::exec::redact::env_secrets()
             .chain(env.vars.iter().cloned())
             .chain(profile.env.iter().map(|(k, v)| (k.clone(), v.clone()))),
     );

@@ -93,7 +93,7 @@ impl Executor for Docker {
             }
             // Long lines are not cut inside any secret the step was given.
             let secrets =
-                Redactor::from_vars(crate::exec::redact::env_vars().chain(launch.env.vars.clone()));
+                Redactor::from_vars(crate::exec::redact::env_secrets().chain(launch.env.vars.clone()));
             let step = DockerStep::new(docker, created.id, log, Arc::new(secrets));
             Ok(Box::new(step) as Box<dyn Started>)
         })
@@ -141,7 +141,7 @@ impl Executor for Docker {
                 return Ok(Found::Gone);
             }
             // The step's own environment is not known here: only the engine's secrets.
-            let secrets = Arc::new(Redactor::from_vars(crate::exec::redact::env_vars()));
+            let secrets = Arc::new(Redactor::from_vars(crate::exec::redact::env_secrets()));
             let step = DockerStep::new(docker, id, log, secrets);
             Ok(Found::Running(Box::new(step)))
         })

@@ -94,7 +94,7 @@ async fn spawn(launch: &Launch, log: LogSender) -> Result<LocalStep, ExecError> 
     let pumps = Pumps {
         log,
         secrets: Arc::new(Redactor::from_vars(
-            crate::exec::redact::env_vars().chain(env.vars.iter().cloned()),
+            crate::exec::redact::env_secrets().chain(env.vars.iter().cloned()),
         )),
     };
     let (proc, pid, stdin, readers) = match by_warden(launch, &argv, &program, &pumps).await {
@@ -110,7 +110,11 @@ async fn spawn(launch: &Launch, log: LogSender) -> Result<LocalStep, ExecError> 
         let more = bytes.1.as_ref().and_then(|m| m.take());
         tokio::spawn(feed(input, bytes.0, more));
     }
-    let started = start_time(pid);
+    // The warden read it as it started the step; a guard's step is read here.
+    let started = match &proc {
+        Proc::Warden(child) => child.start_time.or_else(|| start_time(pid)),
+        _ => start_time(pid),
+    };
     Ok(LocalStep {
         start_time: started,
         // Every process of the step starts after its leader: older ones are not read.
@@ -169,8 +173,10 @@ async fn by_warden(
     // The engine's own secrets (a webhook secret, an API token) are none of a step's
     // business: it does not inherit them. One the step's `env` names is its own.
     let secret = engine_secret_names();
-    let mut vars: Vec<std::ffi::OsString> = std::env::vars_os()
+    let mut vars: Vec<std::ffi::OsString> = crate::exec::process::process_env()
+        .iter()
         .filter(|(k, _)| !secret.contains(k))
+        .cloned()
         .chain(env.vars.iter().map(|(k, v)| (k.into(), v.into())))
         .map(|(k, v)| {
             let mut kv = k;

@@ -48,6 +48,8 @@ pub struct Ended {
 /// A step started by the warden: the leader of its own process group.
 pub struct Child {
     pub pid: u32,
+    /// Its start time, as [`crate::exec::process::start_time`] reads it.
+    pub start_time: Option<u64>,
     ended: Option<oneshot::Receiver<Ended>>,
     seen: Option<Ended>,
 }
@@ -69,7 +71,7 @@ impl Child {
 
 /// What the engine is told about one started step, as it comes.
 struct Waiting {
-    started: Option<oneshot::Sender<std::io::Result<u32>>>,
+    started: Option<oneshot::Sender<std::io::Result<(u32, Option<u64>)>>>,
     ended: Option<oneshot::Sender<Ended>>,
 }
 
@@ -143,8 +145,8 @@ impl Ready {
         }
         // The child's ends are the warden's now: ours close, so the pipes end with the step.
         drop(stdio);
-        let pid = match tokio::time::timeout(ANSWER, started_rx).await {
-            Ok(Ok(Ok(pid))) => pid,
+        let (pid, start_time) = match tokio::time::timeout(ANSWER, started_rx).await {
+            Ok(Ok(Ok(started))) => started,
             Ok(Ok(Err(e))) => return Err(e),
             Ok(Err(_)) => return Err(gone()),
             Err(_) => {
@@ -159,6 +161,7 @@ impl Ready {
         };
         Ok(Child {
             pid,
+            start_time,
             ended: Some(ended_rx),
             seen: None,
         })
@@ -309,9 +312,10 @@ async fn read(warden: Arc<Warden>, mut process: tokio::process::Child) {
         };
         let mut waiting = lock(&warden.waiting);
         match Msg::decode(&buf[..n]) {
-            Some(Msg::Started { id, pid }) => {
+            Some(Msg::Started { id, pid, start }) => {
+                let start = (start != 0).then_some(start);
                 if let Some(tx) = waiting.get_mut(&id).and_then(|w| w.started.take())
-                    && tx.send(Ok(pid)).is_err()
+                    && tx.send(Ok((pid, start))).is_err()
                 {
                     // Nobody waits for it any more (the step was stopped while it started):
                     // nothing would read or end it.

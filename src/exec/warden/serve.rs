@@ -70,9 +70,8 @@ pub fn main() -> ! {
                     if let Some(Msg::Start(start)) = Msg::decode(&buf[..n]) {
                         let (answer, started) = spawn(start, fds);
                         let _ = sock::send(sock.as_raw_fd(), &answer.encode(), &[], true);
-                        // Its mark is read after the answer, off the step's way.
                         if let Some((pid, step)) = started {
-                            steps.insert(pid as i32, step.marked(pid));
+                            steps.insert(pid as i32, step);
                         }
                     }
                 }
@@ -182,11 +181,12 @@ struct Started {
 }
 
 impl Started {
-    /// The step, with the mark its processes carry (read from `/proc`).
-    fn marked(self, pid: u32) -> Step {
+    /// The step, with the mark its processes carry: those started since its leader
+    /// (`start`, read from `/proc`).
+    fn marked(self, start: Option<u64>) -> Step {
         Step {
             id: self.id,
-            mark: Mark::from_vars(self.vars).map(|m| m.since(start_time(pid))),
+            mark: Mark::from_vars(self.vars).map(|m| m.since(start)),
             grace: self.grace,
         }
     }
@@ -194,7 +194,7 @@ impl Started {
 
 /// Starts `start` with the three descriptors that came with it: the answer for the engine,
 /// and the step when it started.
-fn spawn(start: Start, fds: Vec<OwnedFd>) -> (Msg, Option<(u32, Started)>) {
+fn spawn(start: Start, fds: Vec<OwnedFd>) -> (Msg, Option<(u32, Step)>) {
     let id = start.id;
     let failed = |errno: i32, why: String| (Msg::Failed { id, errno, why }, None);
     let Ok([input, output, errors]) = <[OwnedFd; 3]>::try_from(fds) else {
@@ -229,9 +229,17 @@ fn spawn(start: Start, fds: Vec<OwnedFd>) -> (Msg, Option<(u32, Started)>) {
     // Reaped by `reap`, not by the handle.
     drop(child);
     let grace = Duration::from_millis(start.grace_ms);
+    // Read once, here: the engine records it (so that recovery knows the group is the
+    // step's), and the mark looks only at processes started since.
+    let started = start_time(pid);
+    let step = Started { id, vars, grace }.marked(started);
     (
-        Msg::Started { id, pid },
-        Some((pid, Started { id, vars, grace })),
+        Msg::Started {
+            id,
+            pid,
+            start: started.unwrap_or(0),
+        },
+        Some((pid, step)),
     )
 }
 

@@ -7,7 +7,7 @@ use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
 /// What the warden says first; anything else means a warden of another build.
-pub const PROTOCOL: &str = "baton-warden 1";
+pub const PROTOCOL: &str = "baton-warden 2";
 
 /// The largest message either side sends. A step whose command line and environment do
 /// not fit is started the old way, under a guard of its own.
@@ -45,8 +45,9 @@ pub enum Msg {
     Hello(String),
     /// Engine → warden.
     Start(Start),
-    /// Warden → engine: started, as the leader of its own process group.
-    Started { id: u64, pid: u32 },
+    /// Warden → engine: started, as the leader of its own process group; `start` is its
+    /// start time as `/proc` gives it (0 when it could not be read).
+    Started { id: u64, pid: u32, start: u64 },
     /// Warden → engine: could not be started (`errno`, and what the warden knows).
     Failed { id: u64, errno: i32, why: String },
     /// Warden → engine: the program ended; `clean` when no process of its group, and no
@@ -80,10 +81,11 @@ impl Msg {
                     }
                 }
             }
-            Msg::Started { id, pid } => {
+            Msg::Started { id, pid, start } => {
                 out.push(b'P');
                 out.extend_from_slice(&id.to_le_bytes());
                 out.extend_from_slice(&pid.to_le_bytes());
+                out.extend_from_slice(&start.to_le_bytes());
             }
             Msg::Failed { id, errno, why } => {
                 out.push(b'F');
@@ -130,6 +132,7 @@ impl Msg {
             b'P' => Msg::Started {
                 id: r.u64()?,
                 pid: r.u32()?,
+                start: r.u64()?,
             },
             b'F' => Msg::Failed {
                 id: r.u64()?,
@@ -212,7 +215,11 @@ mod tests {
                 env: vec!["A=1".into(), OsString::from_vec(b"B=\xff".to_vec())],
                 cwd: "/tmp/w t".into(),
             }),
-            Msg::Started { id: 7, pid: 4242 },
+            Msg::Started {
+                id: 7,
+                pid: 4242,
+                start: 123_456,
+            },
             Msg::Failed {
                 id: 8,
                 errno: 2,
@@ -236,7 +243,12 @@ mod tests {
 
     #[test]
     fn a_cut_or_padded_packet_is_refused_not_misread() {
-        let m = Msg::Started { id: 1, pid: 2 }.encode();
+        let m = Msg::Started {
+            id: 1,
+            pid: 2,
+            start: 3,
+        }
+        .encode();
         assert_eq!(Msg::decode(&m[..m.len() - 1]), None);
         let mut long = m.clone();
         long.push(0);

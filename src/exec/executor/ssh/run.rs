@@ -180,7 +180,7 @@ pub async fn start_ssh(
     }
 
     let secrets = Arc::new(Redactor::from_vars(
-        crate::exec::redact::env_vars().chain(env.vars.iter().cloned()),
+        crate::exec::redact::env_secrets().chain(env.vars.iter().cloned()),
     ));
     let (raw_tx, raw_rx) = mpsc::channel::<(Stream, String)>(1024);
     let readers = [

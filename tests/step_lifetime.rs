@@ -329,3 +329,37 @@ fn a_refused_abort_leaves_the_step_running() {
     assert_eq!(shown["state"], "done", "the step ran to its end: {shown:#}");
     stop(engine);
 }
+
+/// An agent that exits without reading its prompt (a refused login, say) ends its own
+/// step only. The rest of a prompt larger than a pipe holds meets a closed pipe; baton
+/// keeps SIGPIPE's default action (for `baton list | head`), and that write used to end
+/// the engine, and with it every other step.
+#[test]
+fn an_agent_that_does_not_read_its_prompt_does_not_end_the_engine() {
+    let ws = Ws::new();
+    let agent = serde_json::json!({
+        "id": "quits", "backend": "command", "format": "claude-stream-json",
+        "prompt_via": "stdin", "argv": ["sh", "-c", "exit 3"],
+    });
+    std::fs::write(
+        ws.root().join(".baton/agents/quits.json"),
+        agent.to_string(),
+    )
+    .unwrap();
+    ws.pipeline(
+        "lasting.json",
+        &pipeline(serde_json::json!({"agent": "quits"})),
+    );
+    let prompt = "x".repeat(1 << 20);
+    let out = ws
+        .baton(&["run", "lasting", "--title", "t", "--prompt", "-", "--wait"])
+        .write_stdin(prompt)
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(shown.contains("(failed)"), "{out:?}");
+    let logs = ws.ok(&["logs", "1"]);
+    assert!(logs.contains("exited with code 3"), "{logs}");
+}

@@ -9,6 +9,7 @@ pub mod process;
 pub mod redact;
 pub mod safe_file;
 mod script;
+pub mod sigpipe;
 pub mod warden;
 
 pub use script::run_shell;

@@ -41,7 +41,8 @@ pub fn page(pager: &str, text: &str) -> Result<(), String> {
         .map_err(|e| format!("cannot start the pager `{pager}`: {e}"))?;
     if let Some(mut stdin) = child.stdin.take() {
         // A pager quit before reading everything closes the pipe: not an error.
-        let _ = stdin.write_all(crate::ansi::sanitize(text, true).as_bytes());
+        let text = crate::ansi::sanitize(text, true);
+        let _ = crate::exec::sigpipe::blocked(|| stdin.write_all(text.as_bytes()));
     }
     let status = child
         .wait()

@@ -214,9 +214,8 @@ async fn by_warden(
         (Ok(out), Ok(err)) => pumps.start(Box::new(out), Box::new(err)),
         (Err(e), _) | (_, Err(e)) => return Some(Err(e)),
     };
-    // Its input is written from before it starts too: into the pipe's buffer while the
-    // step cannot have closed it yet (a write to a closed pipe would end this process,
-    // which dies on SIGPIPE as command-line tools do).
+    // Its input is written from before it starts too, into the pipe's buffer (`feed`
+    // guards against a step that exits without reading it).
     if let (Some(bytes), Some(w)) = (launch.stdin.clone(), in_w) {
         match pipe::Sender::from_owned_fd(w) {
             Ok(input) => {
@@ -282,11 +281,13 @@ fn by_guard(
 /// Writes `first` and then whatever comes on `more` to the step's standard input, and
 /// closes it.
 async fn feed(
-    mut input: Input,
+    input: Input,
     first: Arc<[u8]>,
     more: Option<tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>>,
 ) {
     use tokio::io::AsyncWriteExt;
+    // A step that exits without reading its input all makes a write fail, not the engine.
+    let mut input = crate::exec::sigpipe::Guarded(input);
     if input.write_all(&first).await.is_ok()
         && let Some(mut more) = more
     {

@@ -1,0 +1,131 @@
+//! Writing to a child's pipe without dying of SIGPIPE. `baton` keeps SIGPIPE's default
+//! action (so that `baton list | head` ends quietly), and under it a write to a pipe whose
+//! reader has gone ends the whole process: an engine feeding a prompt to an agent that
+//! exits without reading it, or the board paging a diff to a `less` quit early. Here the
+//! signal is blocked for the writing thread during the write only; the write then fails
+//! with `EPIPE`, and the signal it left pending is taken before the mask is restored.
+
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tokio::io::AsyncWrite;
+
+/// Runs `write` (a write to a pipe) with SIGPIPE blocked for this thread; an `EPIPE` it
+/// returns leaves no signal behind.
+pub fn blocked<T>(write: impl FnOnce() -> std::io::Result<T>) -> std::io::Result<T> {
+    let pipe = SigSet::from(Signal::SIGPIPE);
+    let mut before = SigSet::empty();
+    if pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&pipe), Some(&mut before)).is_err() {
+        return write();
+    }
+    let out = write();
+    if !before.contains(Signal::SIGPIPE) {
+        if out.as_ref().is_err_and(is_broken) {
+            take_pending();
+        }
+        let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&before), None);
+    }
+    out
+}
+
+/// The reader of the pipe has gone.
+fn is_broken(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::BrokenPipe
+}
+
+/// Takes a pending SIGPIPE without waiting.
+fn take_pending() {
+    use nix::libc;
+    let pipe = SigSet::from(Signal::SIGPIPE);
+    let none = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a signal set and a timespec that live across the call; no info is asked for.
+    unsafe {
+        libc::sigtimedwait(pipe.as_ref(), std::ptr::null_mut(), &none);
+    }
+}
+
+/// An async writer to a child's pipe whose writes go through [`blocked`].
+pub struct Guarded<W>(pub W);
+
+impl<W: AsyncWrite + Unpin> AsyncWrite for Guarded<W> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        poll_blocked(|| Pin::new(&mut self.0).poll_write(cx, buf))
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        poll_blocked(|| Pin::new(&mut self.0).poll_flush(cx))
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        poll_blocked(|| Pin::new(&mut self.0).poll_shutdown(cx))
+    }
+}
+
+/// One poll of a write, as [`blocked`] runs a write.
+fn poll_blocked<T>(poll: impl FnOnce() -> Poll<std::io::Result<T>>) -> Poll<std::io::Result<T>> {
+    let mut polled = Poll::Pending;
+    let _ = blocked(|| {
+        polled = poll();
+        match &polled {
+            Poll::Ready(Err(e)) if is_broken(e) => Err(std::io::ErrorKind::BrokenPipe.into()),
+            _ => Ok(()),
+        }
+    });
+    polled
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// Whether SIGPIPE is pending for this thread or the process.
+    fn sigpipe_pending() -> bool {
+        let mut set = std::mem::MaybeUninit::<nix::libc::sigset_t>::uninit();
+        // SAFETY: `sigpending` fills the set it is given; it is read only after that.
+        unsafe {
+            assert_eq!(nix::libc::sigpending(set.as_mut_ptr()), 0);
+            nix::libc::sigismember(set.as_ptr(), nix::libc::SIGPIPE) == 1
+        }
+    }
+
+    // The test binary ignores SIGPIPE (changing that would endanger the other tests); a
+    // blocked signal is queued even so, so these see the signal taken and the mask back.
+    // That the `baton` binary, which keeps the default action, lives on is shown by
+    // `tests/step_lifetime.rs`.
+
+    /// A write to a pipe whose reader has gone fails with `EPIPE`, and leaves no signal
+    /// pending for later and the thread's mask as it was.
+    #[test]
+    fn a_write_to_a_closed_pipe_fails_and_leaves_no_signal() {
+        let (read, write) = nix::unistd::pipe().unwrap();
+        drop(read);
+        let mut file = std::fs::File::from(write);
+        let e = blocked(|| file.write_all(b"gone")).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe);
+        // Unblocked again, with nothing pending.
+        let mut mask = SigSet::empty();
+        pthread_sigmask(SigmaskHow::SIG_SETMASK, None, Some(&mut mask)).unwrap();
+        assert!(!mask.contains(Signal::SIGPIPE));
+        assert!(!sigpipe_pending());
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_async_write_to_a_closed_pipe_fails_too() {
+        use tokio::io::AsyncWriteExt;
+        let (read, write) = nix::unistd::pipe().unwrap();
+        drop(read);
+        let sender = tokio::net::unix::pipe::Sender::from_owned_fd(write).unwrap();
+        let mut guarded = Guarded(sender);
+        let e = guarded.write_all(&[7u8; 200_000]).await.unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe);
+        assert!(!sigpipe_pending());
+    }
+}

@@ -248,27 +248,41 @@ pub fn keep_from_children(name: &str) {
 /// secrets (a webhook secret, an API token). Pass each to `env_remove` on a std or tokio
 /// `Command`; a value the child's own `env` sets afterwards is its own.
 pub fn engine_secret_names() -> Vec<OsString> {
-    // The `BATON_…` ones are found once; a name kept since is looked for each time.
+    // The `BATON_…` ones are found once; a name kept since is looked for each time (by
+    // comparing names: the built-in test, which upper-cases each, runs on a match only).
     static BUILT_IN: OnceLock<Vec<OsString>> = OnceLock::new();
-    let built_in = BUILT_IN.get_or_init(|| {
-        let names = process_env().iter().map(|(name, _)| name);
-        names.filter(|n| is_built_in(n)).cloned().collect()
-    });
-    let extra = kept_names();
-    let kept = process_env()
-        .iter()
-        .map(|(name, _)| name)
-        .filter(|n| !is_built_in(n) && is_extra(n, &extra));
-    built_in.iter().chain(kept).cloned().collect()
+    let names = || process_env().iter().map(|(name, _)| name.as_os_str());
+    let built_in = BUILT_IN.get_or_init(|| built_in_secrets(names()));
+    let mut out = built_in.clone();
+    out.extend(kept_secrets(names(), &kept_names()));
+    out
 }
 
 /// Which of `names` are the engine's own secrets.
 #[cfg(test)]
-fn secret_names(names: impl Iterator<Item = OsString>) -> Vec<OsString> {
-    let extra = kept_names();
+fn secret_names<'a>(names: impl Iterator<Item = &'a OsStr> + Clone) -> Vec<OsString> {
+    let mut out = built_in_secrets(names.clone());
+    out.extend(kept_secrets(names, &kept_names()));
+    out
+}
+
+/// The `BATON_…` secrets among `names`.
+fn built_in_secrets<'a>(names: impl Iterator<Item = &'a OsStr>) -> Vec<OsString> {
     names
-        .filter(|name| is_built_in(name) || is_extra(name, &extra))
+        .filter(|n| is_built_in(n))
+        .map(OsStr::to_owned)
         .collect()
+}
+
+/// The names of `names` that [`keep_from_children`] was given (`extra`), but for the
+/// built-in ones ([`built_in_secrets`] has those).
+fn kept_secrets<'a>(
+    names: impl Iterator<Item = &'a OsStr>,
+    extra: &[String],
+) -> impl Iterator<Item = OsString> {
+    names
+        .filter(|n| extra.iter().any(|e| OsStr::new(e) == *n) && !is_built_in(n))
+        .map(OsStr::to_owned)
 }
 
 /// The names [`keep_from_children`] was given.
@@ -283,11 +297,6 @@ fn kept_names() -> Vec<String> {
 fn is_built_in(name: &OsStr) -> bool {
     name.to_str()
         .is_some_and(crate::exec::redact::is_engine_secret)
-}
-
-/// One of the names [`keep_from_children`] was given.
-fn is_extra(name: &OsStr, extra: &[String]) -> bool {
-    extra.iter().any(|e| OsStr::new(e) == name)
 }
 
 /// SIGTERM to every process that carries `mark`, up to `grace` for them to go, then
@@ -498,6 +507,8 @@ mod tests {
     #[test]
     fn the_engines_secrets_and_its_webhook_secrets_name_are_kept_from_children() {
         keep_from_children("TEST_ONLY_HOOK_SIGNING");
+        // A kept name that is a built-in one as well is said once.
+        keep_from_children("BATON_API_TOKEN");
         let names = [
             "BATON_API_TOKEN",
             "TEST_ONLY_HOOK_SIGNING",
@@ -505,7 +516,7 @@ mod tests {
             "BATON_EXECUTION_KEY",
             "PATH",
         ];
-        let kept = secret_names(names.iter().map(OsString::from));
+        let kept = secret_names(names.iter().map(OsStr::new));
         assert_eq!(kept, ["BATON_API_TOKEN", "TEST_ONLY_HOOK_SIGNING"]);
     }
 

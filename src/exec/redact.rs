@@ -60,8 +60,9 @@ pub fn is_engine_secret(name: &str) -> bool {
     upper == "BATON_DATABASE_URL" || (upper.starts_with("BATON_") && is_secret_name(name))
 }
 
-/// This process's environment as strings, for [`Redactor::from_vars`]: a variable whose
-/// name or value is not UTF-8 is skipped (`std::env::vars` would panic on it).
+/// This process's environment as strings, as it was when first read (see
+/// [`crate::exec::process::process_env`]): a variable whose name or value is not UTF-8 is
+/// skipped (`std::env::vars` would panic on it).
 pub fn env_vars() -> impl Iterator<Item = (String, String)> {
     crate::exec::process::process_env()
         .iter()
@@ -90,7 +91,8 @@ pub struct Redactor {
 }
 
 impl Redactor {
-    /// Collects secrets from `(name, value)` pairs, such as `std::env::vars()`.
+    /// Collects secrets from `(name, value)` pairs, such as [`env_secrets`] and a step's
+    /// own environment.
     pub fn from_vars<I: IntoIterator<Item = (String, String)>>(vars: I) -> Self {
         let mut secrets: Vec<String> = vars
             .into_iter()

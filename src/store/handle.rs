@@ -13,8 +13,10 @@ use tokio::sync::oneshot;
 
 /// A job for a store thread.
 enum Job {
-    /// Anything with the connection itself (reads, recovery).
+    /// Anything with the connection itself (recovery, checkpoints).
     Raw(Box<dyn FnOnce(&mut Store) + Send>),
+    /// A read: with the connection, or with why it could not be opened.
+    Read(Box<dyn FnOnce(std::result::Result<&mut Store, &StoreError>) + Send>),
     /// A write transaction's body.
     Write(WriteBody),
     /// A write that asks for no idle checkpoint after it (an engine's heartbeat): an idle
@@ -171,13 +173,7 @@ impl StoreHandle {
             closing,
             done_tx.clone(),
         )?;
-        let (reader, reader_id) = spawn_thread(
-            "baton-store-r",
-            reader,
-            None,
-            None,
-            done_tx,
-        )?;
+        let (reader, reader_id) = spawn_thread("baton-store-r", reader, None, None, done_tx)?;
         threads.extend([writer_id, reader_id]);
         Ok(Self {
             inner: Arc::new(Inner {
@@ -324,8 +320,11 @@ impl StoreHandle {
     {
         self.inner
             .reader
-            .send(Job::Raw(Box::new(move |store: &mut Store| {
-                let _ = tx.send(f(&store.read()));
+            .send(Job::Read(Box::new(move |store| {
+                let _ = tx.send(match store {
+                    Ok(store) => f(&store.read()),
+                    Err(e) => Err(StoreError::Conflict(e.to_string())),
+                });
             })))
             .map_err(|_| StoreError::Closed)
     }
@@ -574,9 +573,11 @@ fn reader_of(path: &Path) -> Conn {
     Conn::Soon(path.to_path_buf(), Store::open_existing)
 }
 
-/// Says that store thread `thread` could not open its connection.
-fn warn_unopened(thread: &str, e: StoreError) {
-    tracing::warn!("{thread} cannot open its connection to the database: {e}");
+/// Runs a job, logging a panic rather than letting it end the store's thread.
+fn unwound(job: impl FnOnce() + std::panic::UnwindSafe) {
+    if std::panic::catch_unwind(job).is_err() {
+        tracing::error!("a database job panicked; the store goes on");
+    }
 }
 
 /// The checkpointer's connection to `path`: it waits a little for readers to move off the
@@ -602,7 +603,6 @@ fn spawn_thread(
     done: std_mpsc::Sender<()>,
 ) -> Result<(std_mpsc::Sender<Job>, std::thread::ThreadId)> {
     let (tx, rx) = std_mpsc::channel::<Job>();
-    let soon = matches!(conn, Conn::Soon(..));
     let close = move |store: &mut Store| {
         if let Some((armed, closed)) = &closing
             && armed.load(std::sync::atomic::Ordering::Acquire)
@@ -653,16 +653,12 @@ fn spawn_thread(
                         },
                     };
                     // A commit: every so many, a checkpoint in the background.
-                    let committing = !matches!(job, Job::Raw(_));
+                    let committing = matches!(job, Job::Write(_) | Job::Quiet(_));
                     match job {
-                        Job::Raw(f) => {
-                            // A panicking job must not take the store down with it: its caller
-                            // sees the reply channel dropped ("the store has stopped").
-                            let run = std::panic::AssertUnwindSafe(|| f(&mut store));
-                            if std::panic::catch_unwind(run).is_err() {
-                                tracing::error!("a database job panicked; the store goes on");
-                            }
-                        }
+                        // A panicking job must not take the store down with it: its caller
+                        // sees the reply channel dropped ("the store has stopped").
+                        Job::Raw(f) => unwound(std::panic::AssertUnwindSafe(|| f(&mut store))),
+                        Job::Read(f) => unwound(std::panic::AssertUnwindSafe(|| f(Ok(&mut store)))),
                         Job::Quiet(body) => run_group(&mut store, vec![body]),
                         Job::Write(first) => {
                             let mut bodies = vec![first];
@@ -698,30 +694,28 @@ fn spawn_thread(
                     }
                 }
             };
-            match conn {
-                Conn::Open(store) => serve(*store, None),
-                Conn::Soon(path, open) | Conn::Later(path, open) => {
-                    let first = match soon {
-                        true => open(&path).map_err(|e| warn_unopened(name, e)).ok(),
-                        false => None,
-                    };
-                    match first {
-                        Some(store) => serve(store, None),
-                        // A job that finds the connection cannot be opened is dropped (its
-                        // caller hears the store has stopped), and the next one tries again.
-                        None => {
-                            while let Ok(job) = rx.recv() {
-                                match open(&path) {
-                                    Ok(store) => {
-                                        serve(store, Some(job));
-                                        break;
-                                    }
-                                    Err(e) => warn_unopened(name, e),
-                                }
+            // The connection opened for the next job: one that finds it cannot be opened
+            // hears why if it is a read, and is dropped otherwise; the next one tries again.
+            let on_demand = |path: PathBuf, open: Opener| {
+                while let Ok(job) = rx.recv() {
+                    match open(&path) {
+                        Ok(store) => return serve(store, Some(job)),
+                        Err(e) => {
+                            tracing::warn!("{name} cannot open its connection: {e}");
+                            if let Job::Read(f) = job {
+                                f(Err(&e));
                             }
                         }
                     }
                 }
+            };
+            match conn {
+                Conn::Open(store) => serve(*store, None),
+                Conn::Soon(path, open) => match open(&path) {
+                    Ok(store) => serve(store, None),
+                    Err(_) => on_demand(path, open),
+                },
+                Conn::Later(path, open) => on_demand(path, open),
             }
             drop(done);
         })

@@ -80,3 +80,19 @@ both!(async fn a_failed_write_rolls_back_and_a_panicking_job_does_not_stop_the_s
         Some("w")
     );
 });
+
+/// A reader whose connection cannot be opened answers each read with why, naming the
+/// database, rather than only that the store has stopped.
+#[tokio::test(flavor = "current_thread")]
+async fn a_reader_that_cannot_open_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = Store::open(&dir.path().join("t.db")).unwrap();
+    let missing = dir.path().join("gone/t.db");
+    let h = StoreHandle::with_reader(writer, Conn::Soon(missing, Store::open_existing)).unwrap();
+    for _ in 0..2 {
+        let e = h.read(|db| db.meta("k")).await.unwrap_err().to_string();
+        assert!(e.contains("gone/t.db"), "{e}");
+    }
+    // Writes go on through the writer's own connection.
+    h.write(|db| db.set_meta("k", "1")).await.unwrap();
+}

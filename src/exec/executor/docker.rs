@@ -92,8 +92,9 @@ impl Executor for Docker {
                 return Err(api_error(&e, "starting the container"));
             }
             // Long lines are not cut inside any secret the step was given.
-            let secrets =
-                Redactor::from_vars(crate::exec::redact::env_secrets().chain(launch.env.vars.clone()));
+            let secrets = Redactor::from_vars(
+                crate::exec::redact::env_secrets().chain(launch.env.vars.clone()),
+            );
             let step = DockerStep::new(docker, created.id, log, Arc::new(secrets));
             Ok(Box::new(step) as Box<dyn Started>)
         })

@@ -48,7 +48,8 @@ pub struct Ended {
 /// A step started by the warden: the leader of its own process group.
 pub struct Child {
     pub pid: u32,
-    /// Its start time, as [`crate::exec::process::start_time`] reads it.
+    /// Its start time, as [`crate::exec::process::start_time`] reads it; None when the
+    /// warden could not read it.
     pub start_time: Option<u64>,
     ended: Option<oneshot::Receiver<Ended>>,
     seen: Option<Ended>,

@@ -70,8 +70,9 @@ pub fn main() -> ! {
                     if let Some(Msg::Start(start)) = Msg::decode(&buf[..n]) {
                         let (answer, started) = spawn(start, fds);
                         let _ = sock::send(sock.as_raw_fd(), &answer.encode(), &[], true);
-                        if let Some((pid, step)) = started {
-                            steps.insert(pid as i32, step);
+                        // Its mark is made after the answer, off the step's way.
+                        if let Some((pid, step, since)) = started {
+                            steps.insert(pid as i32, step.marked(since));
                         }
                     }
                 }
@@ -194,7 +195,7 @@ impl Started {
 
 /// Starts `start` with the three descriptors that came with it: the answer for the engine,
 /// and the step when it started.
-fn spawn(start: Start, fds: Vec<OwnedFd>) -> (Msg, Option<(u32, Step)>) {
+fn spawn(start: Start, fds: Vec<OwnedFd>) -> (Msg, Option<(u32, Started, Option<u64>)>) {
     let id = start.id;
     let failed = |errno: i32, why: String| (Msg::Failed { id, errno, why }, None);
     let Ok([input, output, errors]) = <[OwnedFd; 3]>::try_from(fds) else {
@@ -231,15 +232,14 @@ fn spawn(start: Start, fds: Vec<OwnedFd>) -> (Msg, Option<(u32, Step)>) {
     let grace = Duration::from_millis(start.grace_ms);
     // Read once, here: the engine records it (so that recovery knows the group is the
     // step's), and the mark looks only at processes started since.
-    let started = start_time(pid);
-    let step = Started { id, vars, grace }.marked(started);
+    let since = start_time(pid);
     (
         Msg::Started {
             id,
             pid,
-            start: started.unwrap_or(0),
+            start: since.unwrap_or(0),
         },
-        Some((pid, step)),
+        Some((pid, Started { id, vars, grace }, since)),
     )
 }
 

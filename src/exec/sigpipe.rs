@@ -18,19 +18,23 @@ pub fn blocked<T>(write: impl FnOnce() -> std::io::Result<T>) -> std::io::Result
     if pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&pipe), Some(&mut before)).is_err() {
         return write();
     }
-    let out = write();
-    if !before.contains(Signal::SIGPIPE) {
-        if out.as_ref().is_err_and(is_broken) {
-            take_pending();
-        }
-        let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&before), None);
-    }
-    out
+    // Unblocked again however the write ends (a panic too), unless it was blocked before.
+    let _unblock = (!before.contains(Signal::SIGPIPE)).then_some(Unblock);
+    write()
 }
 
-/// The reader of the pipe has gone.
-fn is_broken(e: &std::io::Error) -> bool {
-    e.kind() == std::io::ErrorKind::BrokenPipe
+/// Takes a SIGPIPE a write left pending for this thread, then unblocks the signal: only
+/// it, so that any other change of the mask made meanwhile stays.
+struct Unblock;
+
+impl Drop for Unblock {
+    fn drop(&mut self) {
+        // A write can raise the signal and still return bytes written (a blocking write
+        // whose reader went away part-way): taken whatever the write returned.
+        take_pending();
+        let pipe = SigSet::from(Signal::SIGPIPE);
+        let _ = pthread_sigmask(SigmaskHow::SIG_UNBLOCK, Some(&pipe), None);
+    }
 }
 
 /// Takes a pending SIGPIPE without waiting.
@@ -73,10 +77,7 @@ fn poll_blocked<T>(poll: impl FnOnce() -> Poll<std::io::Result<T>>) -> Poll<std:
     let mut polled = Poll::Pending;
     let _ = blocked(|| {
         polled = poll();
-        match &polled {
-            Poll::Ready(Err(e)) if is_broken(e) => Err(std::io::ErrorKind::BrokenPipe.into()),
-            _ => Ok(()),
-        }
+        Ok(())
     });
     polled
 }
@@ -126,6 +127,9 @@ mod tests {
         let mut guarded = Guarded(sender);
         let e = guarded.write_all(&[7u8; 200_000]).await.unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe);
+        let mut mask = SigSet::empty();
+        pthread_sigmask(SigmaskHow::SIG_SETMASK, None, Some(&mut mask)).unwrap();
+        assert!(!mask.contains(Signal::SIGPIPE));
         assert!(!sigpipe_pending());
     }
 }

@@ -16,7 +16,7 @@ enum Job {
     /// Anything with the connection itself (recovery, checkpoints).
     Raw(Box<dyn FnOnce(&mut Store) + Send>),
     /// A read: with the connection, or with why it could not be opened.
-    Read(Box<dyn FnOnce(std::result::Result<&mut Store, &StoreError>) + Send>),
+    Read(Box<dyn FnOnce(std::result::Result<&mut Store, StoreError>) + Send>),
     /// A write transaction's body.
     Write(WriteBody),
     /// A write that asks for no idle checkpoint after it (an engine's heartbeat): an idle
@@ -323,7 +323,7 @@ impl StoreHandle {
             .send(Job::Read(Box::new(move |store| {
                 let _ = tx.send(match store {
                     Ok(store) => f(&store.read()),
-                    Err(e) => Err(StoreError::Conflict(e.to_string())),
+                    Err(e) => Err(e),
                 });
             })))
             .map_err(|_| StoreError::Closed)
@@ -703,7 +703,7 @@ fn spawn_thread(
                         Err(e) => {
                             tracing::warn!("{name} cannot open its connection: {e}");
                             if let Job::Read(f) = job {
-                                f(Err(&e));
+                                f(Err(e));
                             }
                         }
                     }
@@ -713,7 +713,10 @@ fn spawn_thread(
                 Conn::Open(store) => serve(*store, None),
                 Conn::Soon(path, open) => match open(&path) {
                     Ok(store) => serve(store, None),
-                    Err(_) => on_demand(path, open),
+                    Err(e) => {
+                        tracing::warn!("{name} cannot open its connection: {e}");
+                        on_demand(path, open)
+                    }
                 },
                 Conn::Later(path, open) => on_demand(path, open),
             }

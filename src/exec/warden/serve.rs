@@ -194,7 +194,7 @@ impl Started {
 }
 
 /// Starts `start` with the three descriptors that came with it: the answer for the engine,
-/// and the step when it started.
+/// and when it started, its pid, the step (to be marked) and its start time.
 fn spawn(start: Start, fds: Vec<OwnedFd>) -> (Msg, Option<(u32, Started, Option<u64>)>) {
     let id = start.id;
     let failed = |errno: i32, why: String| (Msg::Failed { id, errno, why }, None);

@@ -31,6 +31,24 @@ fn main() {
             std::process::exit(code);
         }
     };
+    // The board and the commands that run steps, agents or a server see a closed pipe or
+    // socket as an error (`EPIPE`) rather than die of it: an agent or a model server that
+    // answers before it has read its whole prompt (an HTTP 413, say) ended the engine, and
+    // every step with it. The other commands keep the default action set above. Still
+    // one thread here; children get the default back (std resets it when it spawns).
+    if cli
+        .command
+        .as_ref()
+        .is_none_or(baton::cli::Command::hosts_work)
+    {
+        // SAFETY: as above, before any other thread exists.
+        unsafe {
+            let _ = nix::sys::signal::signal(
+                nix::sys::signal::Signal::SIGPIPE,
+                nix::sys::signal::SigHandler::SigIgn,
+            );
+        }
+    }
     let code = match cli.command {
         Some(command) => match dispatch(cli.dir.as_ref(), command) {
             Ok(code) => code,

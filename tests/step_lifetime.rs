@@ -363,3 +363,54 @@ fn an_agent_that_does_not_read_its_prompt_does_not_end_the_engine() {
     let logs = ws.ok(&["logs", "1"]);
     assert!(logs.contains("exited with code 3"), "{logs}");
 }
+
+/// A model server that answers before it has read the whole request (an HTTP 413 for a
+/// prompt too large) and closes ends the step, not the engine: the rest of the request
+/// meets a reset connection, and that write used to end baton by SIGPIPE.
+#[test]
+fn a_model_server_that_answers_before_reading_the_prompt_does_not_end_the_engine() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let mut seen = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => seen.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = conn.write_all(
+                b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+            // Closed with the body unread: the kernel answers what comes next with a reset.
+            let _ = conn.shutdown(std::net::Shutdown::Write);
+        }
+    });
+    let ws = Ws::new();
+    let agent = serde_json::json!({
+        "id": "remote", "backend": "openai",
+        "url": format!("http://127.0.0.1:{port}/v1"), "model": "m",
+    });
+    std::fs::write(
+        ws.root().join(".baton/agents/remote.json"),
+        agent.to_string(),
+    )
+    .unwrap();
+    ws.pipeline(
+        "lasting.json",
+        &pipeline(serde_json::json!({"agent": "remote"})),
+    );
+    let out = ws
+        .baton(&["run", "lasting", "--title", "t", "--prompt", "-", "--wait"])
+        .write_stdin("y".repeat(4 << 20))
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(shown.contains("(failed)"), "{out:?}");
+}

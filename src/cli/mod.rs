@@ -307,6 +307,26 @@ pub enum Command {
     Config(config_cmd::ConfigCmd),
 }
 
+impl Command {
+    /// Runs steps, agents or a server in this process (an engine, the API, a talk with an
+    /// agent, a playground): a step, a client or a model server that closes its end of a
+    /// pipe or socket early must not end the process (see `main`).
+    pub fn hosts_work(&self) -> bool {
+        matches!(
+            self,
+            Command::Engine { .. }
+                | Command::Run { .. }
+                | Command::Serve { .. }
+                | Command::Mcp
+                | Command::Try(_)
+                | Command::Say { .. }
+                | Command::Answer { .. }
+                | Command::Attach { .. }
+                | Command::Shell { .. }
+        )
+    }
+}
+
 /// `start|approve|reject|abort|resume|retry ID [--note TEXT]`.
 #[derive(Debug, Args)]
 pub struct ActionArgs {

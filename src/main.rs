@@ -31,11 +31,12 @@ fn main() {
             std::process::exit(code);
         }
     };
-    // The board and the commands that run steps, agents or a server see a closed pipe or
-    // socket as an error (`EPIPE`) rather than die of it: an agent or a model server that
-    // answers before it has read its whole prompt (an HTTP 413, say) ended the engine, and
-    // every step with it. The other commands keep the default action set above. Still
-    // one thread here; children get the default back (std resets it when it spawns).
+    // The board and the commands that run steps, agents, hooks or a server (or talk to a
+    // database server) see a closed pipe or socket as an error (`EPIPE`) rather than die of
+    // it: a model server that answered before it had read its whole prompt (an HTTP 413)
+    // and closed ended the engine, and every step with it. The listing commands keep the
+    // default action set above. Still one thread here; children get the default back
+    // (std resets it when it spawns).
     if cli
         .command
         .as_ref()

@@ -331,9 +331,8 @@ fn a_refused_abort_leaves_the_step_running() {
 }
 
 /// An agent that exits without reading its prompt (a refused login, say) ends its own
-/// step only. The rest of a prompt larger than a pipe holds meets a closed pipe; baton
-/// keeps SIGPIPE's default action (for `baton list | head`), and that write used to end
-/// the engine, and with it every other step.
+/// step only. The rest of a prompt larger than a pipe holds meets a closed pipe; that
+/// write used to end the engine by SIGPIPE, and with it every other step.
 #[test]
 fn an_agent_that_does_not_read_its_prompt_does_not_end_the_engine() {
     let ws = Ws::new();

@@ -176,3 +176,30 @@ fn a_step_starts_with_no_signal_blocked() {
     assert!(log.contains("SigBlk:\t0000000000000000"), "{log}");
     stop(engine);
 }
+
+/// A step starts with SIGPIPE's default action, though the engine that starts it ignores
+/// the signal: `producer | head` in a step ends the producer as in a terminal. Through the
+/// warden (`baton engine`) and through `run --wait`'s own engine.
+#[test]
+fn a_step_does_not_inherit_the_engines_ignored_sigpipe() {
+    let ws = Ws::new();
+    ws.pipeline("w.json", &pipeline("grep SigIgn /proc/self/status"));
+    let check = |log: &str| {
+        let mask = log
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("SigIgn:"))
+            .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+            .unwrap_or_else(|| panic!("no SigIgn line in {log}"));
+        // SIGPIPE is signal 13: bit 12.
+        assert_eq!(mask & (1 << 12), 0, "{log}");
+    };
+    let id = ws.new_task("w", "engine");
+    let engine = spawn_engine(&ws);
+    ws.ok(&["start", &id.to_string()]);
+    wait_for("the step to finish", || ws.show(id)["state"] == "done");
+    check(&ws.ok(&["logs", &id.to_string(), "--step", "1"]));
+    stop(engine);
+    let out = ws.ok(&["run", "w", "--title", "run", "--wait"]);
+    let id = out.split_whitespace().next().unwrap();
+    check(&ws.ok(&["logs", id, "--step", "1"]));
+}

@@ -60,7 +60,7 @@ pub fn run(ws: &Workspace, args: AttachArgs) -> Outcome {
         let mut argv = self_argv(ws, id)?;
         argv.push("--hold".into());
         open_window(&plan, &argv).map_err(Failure::new)?;
-        println!(
+        outln!(
             "task {id}: opened a tmux window running {} in {}; when it ends, baton commits what it changed",
             what(&plan),
             plan.cwd.display()
@@ -78,8 +78,8 @@ pub fn run(ws: &Workspace, args: AttachArgs) -> Outcome {
 /// Runs the plan here, records its end and prints the next moves; the exit code.
 fn take_over(ws: &Workspace, id: i64, plan: &Plan, me: String) -> i32 {
     match &plan.instead {
-        Some(why) => println!("{why}"),
-        None => println!(
+        Some(why) => outln!("{why}"),
+        None => outln!(
             "task {id}: opening {} in {}; quit it to hand the task back to baton",
             what(plan),
             plan.cwd.display()
@@ -99,7 +99,7 @@ fn take_over(ws: &Workspace, id: i64, plan: &Plan, me: String) -> i32 {
         actor: me,
     };
     match Client::for_command(ws).submit_blocking(Order::Act(req)) {
-        Ok(s) => println!("{}", s.answer.summary()),
+        Ok(s) => outln!("{}", s.answer.summary()),
         Err(e) => {
             eprintln!("task {id}: the takeover could not be recorded: {e}");
             return exit::ERROR;
@@ -211,11 +211,11 @@ fn next_moves(ws: &Workspace, id: i64) {
         lines.push(format!("  baton resume {id:<25} run the step again"));
     }
     if lines.is_empty() {
-        println!("task {id} has no move to make from here; `baton show {id}` says where it is");
+        outln!("task {id} has no move to make from here; `baton show {id}` says where it is");
     } else {
-        println!("next:");
+        outln!("next:");
         for l in lines {
-            println!("{l}");
+            outln!("{l}");
         }
     }
 }
@@ -230,7 +230,7 @@ fn wake(channel: Option<&str>) {
 /// Keeps the terminal (a tmux window, the suspended board's screen) until Enter, so its
 /// last lines can be read.
 fn hold() {
-    println!("press Enter to close");
+    outln!("press Enter to close");
     let mut line = String::new();
     let _ = std::io::stdin().read_line(&mut line);
 }

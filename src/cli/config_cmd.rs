@@ -41,17 +41,17 @@ pub fn run(dir: Option<&PathBuf>, cmd: ConfigCmd) -> Outcome {
     }
     let readable = crate::workspace::layered::readable(user.as_deref()).is_some();
     match &user {
-        Some(u) if !readable => println!(
+        Some(u) if !readable => outln!(
             "# user config: {} (not readable here; skipped)",
             u.display()
         ),
-        Some(u) if u.is_file() => println!("# user config: {}", u.display()),
-        Some(u) => println!("# user config: {} (not there)", u.display()),
-        None => println!("# user config: none ($XDG_CONFIG_HOME and $HOME are unset)"),
+        Some(u) if u.is_file() => outln!("# user config: {}", u.display()),
+        Some(u) => outln!("# user config: {} (not there)", u.display()),
+        None => outln!("# user config: none ($XDG_CONFIG_HOME and $HOME are unset)"),
     }
     match &ws {
-        Some(w) => println!("# workspace config: {} (wins)", w.config_path().display()),
-        None => println!("# workspace config: none (not in a workspace; `baton init` makes one)"),
+        Some(w) => outln!("# workspace config: {} (wins)", w.config_path().display()),
+        None => outln!("# workspace config: none (not in a workspace; `baton init` makes one)"),
     }
     let width = shown
         .iter()
@@ -60,7 +60,7 @@ pub fn run(dir: Option<&PathBuf>, cmd: ConfigCmd) -> Outcome {
         .unwrap_or(0);
     for s in shown {
         let line = format!("{} = {}", s.key, s.value);
-        println!(
+        outln!(
             "{:<width$}  # {}",
             crate::ansi::strip(&line),
             crate::ansi::strip(&s.source)

@@ -64,9 +64,9 @@ pub fn run(ws: &Workspace, cmd: DbCmd) -> Outcome {
             let before = existing_schema(&ws.db_path())?;
             open_store(ws)?;
             match before {
-                Some(v) if v == SCHEMA_VERSION => println!("schema {v}: already current"),
-                Some(v) => println!("schema {v} → {SCHEMA_VERSION}"),
-                None => println!("made a new database at schema {SCHEMA_VERSION}"),
+                Some(v) if v == SCHEMA_VERSION => outln!("schema {v}: already current"),
+                Some(v) => outln!("schema {v} → {SCHEMA_VERSION}"),
+                None => outln!("made a new database at schema {SCHEMA_VERSION}"),
             }
             Ok(exit::OK)
         }
@@ -84,17 +84,17 @@ pub fn run(ws: &Workspace, cmd: DbCmd) -> Outcome {
             }
             let store = open_store_to_read(ws)?;
             store.backup_to(&to)?;
-            println!("backed up {} to {}", ws.db_path().display(), to.display());
+            outln!("backed up {} to {}", ws.db_path().display(), to.display());
             Ok(exit::OK)
         }
         DbCmd::Verify => {
             let store = open_store_to_read(ws)?;
             let found = store.verify()?;
             for f in &found {
-                println!("{f}");
+                outln!("{f}");
             }
             if found.is_empty() {
-                println!("{}: sound", ws.db_path().display());
+                outln!("{}: sound", ws.db_path().display());
                 Ok(exit::OK)
             } else {
                 Ok(exit::ERROR)
@@ -113,11 +113,11 @@ fn existing_schema(path: &Path) -> Result<Option<i64>, Failure> {
 fn status(ws: &Workspace) -> Outcome {
     let path = ws.db_path();
     match existing_schema(&path)? {
-        None => println!(
+        None => outln!(
             "{}: no database yet (this baton writes schema {SCHEMA_VERSION})",
             path.display()
         ),
-        Some(v) => println!(
+        Some(v) => outln!(
             "{}: schema {v}, this baton writes {SCHEMA_VERSION} ({})",
             path.display(),
             note(v)
@@ -277,10 +277,10 @@ fn postgres(target: &PgTarget, cmd: DbCmd) -> Outcome {
         DbCmd::Status => {
             let mut store = PgStore::connect(target)?;
             match store.schema_version()? {
-                None => println!(
+                None => outln!(
                     "{shown}: no baton schema yet (this baton writes schema {SCHEMA_VERSION}) — `baton db migrate` makes it"
                 ),
-                Some(v) => println!(
+                Some(v) => outln!(
                     "{shown}: schema {v}, this baton writes {SCHEMA_VERSION} ({})",
                     note(v)
                 ),
@@ -290,9 +290,9 @@ fn postgres(target: &PgTarget, cmd: DbCmd) -> Outcome {
         DbCmd::Migrate => {
             let mut store = PgStore::connect(target)?;
             match store.migrate()? {
-                Some(v) if v == SCHEMA_VERSION => println!("schema {v}: already current"),
-                Some(v) => println!("schema {v} → {SCHEMA_VERSION}"),
-                None => println!("made the schema in {shown} at schema {SCHEMA_VERSION}"),
+                Some(v) if v == SCHEMA_VERSION => outln!("schema {v}: already current"),
+                Some(v) => outln!("schema {v} → {SCHEMA_VERSION}"),
+                None => outln!("made the schema in {shown} at schema {SCHEMA_VERSION}"),
             }
             Ok(exit::OK)
         }
@@ -313,10 +313,10 @@ fn postgres(target: &PgTarget, cmd: DbCmd) -> Outcome {
             let mut store = PgStore::connect(target)?;
             let found = store.verify()?;
             for f in &found {
-                println!("{f}");
+                outln!("{f}");
             }
             if found.is_empty() {
-                println!("{shown}: sound");
+                outln!("{shown}: sound");
                 Ok(exit::OK)
             } else {
                 Ok(exit::ERROR)

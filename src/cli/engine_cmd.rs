@@ -384,7 +384,7 @@ pub fn run_new(
 pub fn report(waited: &Waited, as_json: bool) -> Outcome {
     let t = &waited.task;
     match &waited.json {
-        Some(json) if as_json => out(json),
+        Some(json) if as_json => outln!("{json}"),
         _ => print_line(t),
     }
     let kind = waited.kind.clone().map_err(Failure::new)?;
@@ -393,7 +393,7 @@ pub fn report(waited: &Waited, as_json: bool) -> Outcome {
 
 fn print_task(store: &Reader, id: i64, as_json: bool) -> Result<(), Failure> {
     if as_json {
-        out(store.show_json(id)?);
+        outln!("{}", store.show_json(id)?);
     } else {
         print_line(&store.task(id)?);
     }
@@ -402,14 +402,7 @@ fn print_task(store: &Reader, id: i64, as_json: bool) -> Result<(), Failure> {
 
 /// A waited-for task in one line: `ID STATUS (STATE)`.
 fn print_line(t: &crate::store::Task) {
-    out(format_args!("{} {} ({})", t.id, t.status, t.state));
-}
-
-/// A line on standard output. `run` ignores SIGPIPE (it runs an engine), so a reader that
-/// went away (`| head`) makes this write fail, quietly, rather than panic as `println!`.
-fn out(line: impl std::fmt::Display) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stdout(), "{line}");
+    outln!("{} {} ({})", t.id, t.status, t.state);
 }
 
 /// `baton run`: the task is created; start it and, with `--wait`, wait for it to settle.
@@ -418,9 +411,9 @@ pub fn run_task(ws: &Workspace, id: i64, wait: bool, as_json: bool) -> Outcome {
     let store = Reader::following(ws)?;
     if !wait {
         if as_json {
-            out(store.show_json(id)?);
+            outln!("{}", store.show_json(id)?);
         } else {
-            out(id);
+            outln!("{id}");
         }
         return Ok(exit::OK);
     }

@@ -50,18 +50,23 @@ pub fn list(ws: &Workspace, as_json: bool) -> Outcome {
     let engines = Reader::open(ws)?.engines()?;
     if as_json {
         let items: Vec<_> = engines.iter().map(item).collect();
-        println!("{}", Value::Array(items));
+        outln!("{}", Value::Array(items));
         return Ok(exit::OK);
     }
     if engines.is_empty() {
-        println!(
+        outln!(
             "no engine has run on this board yet — `baton engine` starts one (the board `baton` runs its own)"
         );
         return Ok(exit::OK);
     }
-    println!(
+    outln!(
         "{:<20} {:<20} {:>8}  {:<16} {:>5}  {:<8} LAST SEEN",
-        "NAME", "HOST", "PID", "LABELS", "STEPS", "STATE"
+        "NAME",
+        "HOST",
+        "PID",
+        "LABELS",
+        "STEPS",
+        "STATE"
     );
     for e in &engines {
         let r = &e.row;
@@ -70,7 +75,7 @@ pub fn list(ws: &Workspace, as_json: bool) -> Outcome {
         } else {
             r.labels.join(",")
         };
-        println!(
+        outln!(
             "{:<20} {:<20} {:>8}  {:<16} {:>5}  {:<8} {}",
             one_line(&r.name, 64),
             one_line(&r.host, 64),

@@ -59,7 +59,7 @@ pub fn check(
                 ("FAIL", t)
             }
         };
-        println!("{mark} kubernetes  {}", crate::ansi::strip(&text));
+        outln!("{mark} kubernetes  {}", crate::ansi::strip(&text));
     }
     bad
 }

@@ -25,10 +25,10 @@ pub fn run(dir: Option<&PathBuf>, cmd: ForgeCmd) -> Outcome {
     };
     let problems = check(ws.root(), &settings);
     for line in &problems.found {
-        println!("ok    {line}");
+        outln!("ok    {line}");
     }
     for p in &problems.bad {
-        println!("FAIL  {p}");
+        outln!("FAIL  {p}");
     }
     Ok(if problems.bad.is_empty() {
         exit::OK

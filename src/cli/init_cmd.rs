@@ -280,7 +280,7 @@ pub fn write_agent_setup(ws: &Workspace, spec: &str) -> Result<(), Failure> {
             .display()
             .to_string();
         if path.exists() {
-            println!("kept {shown} (it exists; remove it to have it rewritten)");
+            outln!("kept {shown} (it exists; remove it to have it rewritten)");
             kept += 1;
             continue;
         }
@@ -288,16 +288,16 @@ pub fn write_agent_setup(ws: &Workspace, spec: &str) -> Result<(), Failure> {
         text.push('\n');
         std::fs::write(&path, text)
             .map_err(|e| Failure::new(format!("cannot write {}: {e}", path.display())))?;
-        println!("wrote {shown}");
+        outln!("wrote {shown}");
     }
     if kept == 0 {
-        println!("{}", summary(spec));
+        outln!("{}", summary(spec));
     } else if kept < total {
-        println!(
+        outln!(
             "some files were kept as they were, so the agents are not all set up for `{spec}` — the check below says what each one runs"
         );
     } else {
-        println!(
+        outln!(
             "every file existed and was kept: nothing is set up for `{spec}` — remove the files above to have them written for it"
         );
     }
@@ -307,7 +307,7 @@ pub fn write_agent_setup(ws: &Workspace, spec: &str) -> Result<(), Failure> {
 /// `init --agent SPEC`: writes the setup, then checks every profile.
 pub fn set_up_agent(ws: &Workspace, spec: &str) -> super::Outcome {
     write_agent_setup(ws, spec)?;
-    println!("checking the agents (baton agents check):");
+    outln!("checking the agents (baton agents check):");
     let root = ws.root().to_path_buf();
     super::pipelines::agents(Some(&root), super::AgentsCmd::Check)
 }

@@ -1,5 +1,15 @@
 //! The headless command line: argument definitions and dispatch.
 
+/// `println!` for a command's output that does not panic once standard output has closed
+/// (its reader went away: `| head`, a closed terminal): the line is dropped. The commands
+/// that ignore SIGPIPE (see [`Command::hosts_work`]) would otherwise panic there.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 mod attach_cmd;
 mod complete;
 mod config_cmd;
@@ -308,22 +318,54 @@ pub enum Command {
 }
 
 impl Command {
-    /// Runs steps, agents or a server in this process (an engine, the API, a talk with an
-    /// agent, a playground): a step, a client or a model server that closes its end of a
-    /// pipe or socket early must not end the process (see `main`).
+    /// Runs steps, agents, hooks or a server in this process, or talks to a database server:
+    /// a step, a client, a model server or the database closing its end of a pipe or socket
+    /// early must not end the process (see `main`). The rest only print (`baton list |
+    /// head` ends quietly). Every command says which it is: a new one must choose.
     pub fn hosts_work(&self) -> bool {
-        matches!(
-            self,
+        match self {
+            // An engine, the API, the board's takeover and talks with agents.
             Command::Engine { .. }
-                | Command::Run { .. }
-                | Command::Serve { .. }
-                | Command::Mcp
-                | Command::Try(_)
-                | Command::Say { .. }
-                | Command::Answer { .. }
-                | Command::Attach { .. }
-                | Command::Shell { .. }
-        )
+            | Command::Run { .. }
+            | Command::Serve { .. }
+            | Command::Mcp
+            | Command::Try(_)
+            | Command::Say { .. }
+            | Command::Answer { .. }
+            | Command::Attach { .. }
+            | Command::Shell { .. } => true,
+            // With no engine running, these apply through the engine's code here, hooks
+            // and webhooks included; the database and the forge are servers too.
+            Command::New { .. }
+            | Command::Start(_)
+            | Command::Approve(_)
+            | Command::Reject(_)
+            | Command::Abort(_)
+            | Command::Resume(_)
+            | Command::Retry(_)
+            | Command::Move { .. }
+            | Command::Break { .. }
+            | Command::Continue { .. }
+            | Command::Dismiss { .. }
+            | Command::Rerun { .. }
+            | Command::Edit { .. }
+            | Command::Archive { .. }
+            | Command::Delete { .. }
+            | Command::Db(_)
+            | Command::Forge(_) => true,
+            Command::Init { .. }
+            | Command::List { .. }
+            | Command::Show { .. }
+            | Command::Diff { .. }
+            | Command::Logs { .. }
+            | Command::Engines { .. }
+            | Command::Pipelines(_)
+            | Command::Agents(_)
+            | Command::Token(_)
+            | Command::Completions { .. }
+            | Command::Man
+            | Command::Config(_) => false,
+        }
     }
 }
 

@@ -41,7 +41,7 @@ pub fn token(ws: &Workspace, cmd: TokenCmd) -> Outcome {
         TokenCmd::Add { name } => {
             let token = crate::api::tokens::add(&dir, &name, crate::store::now_ms())
                 .map_err(Failure::new)?;
-            println!("{token}");
+            outln!("{token}");
             eprintln!(
                 "token for {name}: requests bearing it act as {name}. It is shown only this once (only its SHA-256 is kept in {}); `baton token revoke {name}` ends it",
                 crate::api::tokens::path(&dir).display()
@@ -60,25 +60,25 @@ pub fn token(ws: &Workspace, cmd: TokenCmd) -> Outcome {
                         })
                     })
                     .collect();
-                println!("{}", serde_json::Value::Array(items));
+                outln!("{}", serde_json::Value::Array(items));
                 return Ok(exit::OK);
             }
             if tokens.is_empty() {
-                println!(
+                outln!(
                     "no named tokens — `baton token add NAME` makes one; .baton/token acts as the person running `baton serve`"
                 );
                 return Ok(exit::OK);
             }
-            println!("{:<24} CREATED", "NAME");
+            outln!("{:<24} CREATED", "NAME");
             for t in tokens {
                 let name = super::tasks::one_line(&t.name, 64);
-                println!("{name:<24} {}", &crate::store::rfc3339(t.created_at)[..19]);
+                outln!("{name:<24} {}", &crate::store::rfc3339(t.created_at)[..19]);
             }
             Ok(exit::OK)
         }
         TokenCmd::Revoke { name } => {
             crate::api::tokens::revoke(&dir, &name).map_err(Failure::new)?;
-            println!("token `{name}` revoked: requests bearing it are refused from now on");
+            outln!("token `{name}` revoked: requests bearing it are refused from now on");
             Ok(exit::OK)
         }
     }

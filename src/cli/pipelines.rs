@@ -18,7 +18,7 @@ pub fn run(dir: Option<&PathBuf>, cmd: PipelinesCmd) -> Outcome {
                     .iter()
                     .filter(|s| s.kind == StatusKind::Step)
                     .count();
-                println!(
+                outln!(
                     "{:<14} {:<20} {} statuses, {} steps  {}",
                     p.id,
                     strip(&p.name),
@@ -57,19 +57,19 @@ fn find(dir: Option<&PathBuf>, id: &str) -> Result<Pipeline, Failure> {
 }
 
 fn show(p: &Pipeline) {
-    println!("{} — {}", p.id, strip(&p.name));
+    outln!("{} — {}", p.id, strip(&p.name));
     if !p.description.is_empty() {
-        println!("{}", strip(&p.description));
+        outln!("{}", strip(&p.description));
     }
-    println!("\nstatuses:");
+    outln!("\nstatuses:");
     for s in &p.statuses {
         let what = match &s.step {
             Some(step) => step.action.describe(),
             None => s.kind.as_str().to_string(),
         };
-        println!("  {:<14} {:<18} {}", s.id, strip(&s.label), strip(&what));
+        outln!("  {:<14} {:<18} {}", s.id, strip(&s.label), strip(&what));
     }
-    println!("\ntransitions:");
+    outln!("\ntransitions:");
     for t in &p.transitions {
         let guards: Vec<String> = t.guards.iter().map(|g| g.name()).collect();
         let hooks: Vec<&str> = t.hooks.iter().map(|h| h.name()).collect();
@@ -80,9 +80,9 @@ fn show(p: &Pipeline) {
         if !hooks.is_empty() {
             line.push_str(&format!("  hooks [{}]", hooks.join(", ")));
         }
-        println!("{}", strip(&line));
+        outln!("{}", strip(&line));
     }
-    println!(
+    outln!(
         "\n(defaults: success → next status, failure/error → first failed, abort → first cancelled)"
     );
 }
@@ -190,7 +190,7 @@ fn validate(dir: Option<&PathBuf>, files: Vec<PathBuf>) -> Outcome {
             .unwrap_or_default();
         found.sort();
         if found.is_empty() {
-            println!(
+            outln!(
                 "{} holds no pipeline files; the built-in ones are valid",
                 ws.pipelines_dir().display()
             );
@@ -250,7 +250,7 @@ fn validate(dir: Option<&PathBuf>, files: Vec<PathBuf>) -> Outcome {
             }
             warnings += unlabelled.len();
             if trigger_errors.is_empty() {
-                println!("{name}: ok ({}, {} statuses)", p.id, p.statuses.len());
+                outln!("{name}: ok ({}, {} statuses)", p.id, p.statuses.len());
             }
         }
     }
@@ -299,7 +299,7 @@ pub fn agents(dir: Option<&PathBuf>, cmd: AgentsCmd) -> Outcome {
     match cmd {
         AgentsCmd::List => {
             for p in &cat.profiles {
-                println!(
+                outln!(
                     "{:<width$}  {:<8}  {:<32}  {}",
                     p.id,
                     p.backend.as_str(),
@@ -322,7 +322,7 @@ pub fn agents(dir: Option<&PathBuf>, cmd: AgentsCmd) -> Outcome {
                 if !h.ok {
                     bad += 1;
                 }
-                println!(
+                outln!(
                     "{} {:<width$}  {:<8}  {}",
                     if h.ok { "ok  " } else { "FAIL" },
                     p.id,

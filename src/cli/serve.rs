@@ -105,7 +105,7 @@ pub fn serve(ws: &Workspace, listen: &str) -> Outcome {
 /// `baton token rotate`: a new token; the old one stops working at once.
 pub fn rotate(ws: &Workspace) -> Outcome {
     crate::api::token::rotate(&ws.dir()).map_err(Failure::new)?;
-    println!(
+    outln!(
         "new token written to {} — give it to your clients; the old one no longer works",
         crate::api::token::path(&ws.dir()).display()
     );

@@ -31,7 +31,7 @@ pub fn run(ws: &Workspace, id: i64, here: bool) -> Outcome {
                 String::from_utf8_lossy(&out.stderr).trim()
             )));
         }
-        println!("task {id}: opened a tmux window in {wt}");
+        outln!("task {id}: opened a tmux window in {wt}");
         return Ok(exit::OK);
     }
     let status = Command::new(&argv[0])

@@ -21,7 +21,7 @@ fn step_symbol(s: &StepRun) -> &'static str {
 
 pub(super) fn show(ws: &Workspace, db: &Reader, id: i64, as_json: bool) -> Outcome {
     if as_json {
-        println!("{}", db.show_json(id)?);
+        outln!("{}", db.show_json(id)?);
         return Ok(exit::OK);
     }
     let t = db.task(id)?;
@@ -29,20 +29,23 @@ pub(super) fn show(ws: &Workspace, db: &Reader, id: i64, as_json: bool) -> Outco
     let label = pipeline
         .status(&t.status)
         .map_or(t.status.clone(), |s| one_line(&s.label, 80));
-    println!("#{} {}", t.id, one_line(&t.title, MAX_TITLE));
-    println!(
+    outln!("#{} {}", t.id, one_line(&t.title, MAX_TITLE));
+    outln!(
         "pipeline {} · status {} ({}) · {}",
-        t.pipeline_id, t.status, label, t.state
+        t.pipeline_id,
+        t.status,
+        label,
+        t.state
     );
     if let Some(b) = &t.breakpoint {
-        println!("breakpoint before {b}");
+        outln!("breakpoint before {b}");
     }
     // A queued step that no running engine may start: which labels it waits for.
     if t.state == crate::store::TaskState::Queued
         && let Some(step) = pipeline.status(&t.status).and_then(|s| s.step.as_ref())
         && let Some(why) = crate::engine::engines::label_wait(&step.requires, &db.engines()?)
     {
-        println!(
+        outln!(
             "{why} — `baton engine --labels {}` starts one",
             step.requires.join(",")
         );
@@ -60,10 +63,10 @@ pub(super) fn show(ws: &Workspace, db: &Reader, id: i64, as_json: bool) -> Outco
         } else {
             "waited for"
         };
-        println!("⛓ {verb}: {}", list.join(", "));
+        outln!("⛓ {verb}: {}", list.join(", "));
     }
     if super::why::paused(&t) {
-        println!(
+        outln!(
             "paused before {} — context {} · `baton continue {id}` runs it",
             t.status,
             ws.context_dir(id).display()
@@ -72,20 +75,20 @@ pub(super) fn show(ws: &Workspace, db: &Reader, id: i64, as_json: bool) -> Outco
     if let Some(branch) = &t.branch {
         let base = t.base_branch.as_deref().unwrap_or("?");
         match &t.worktree {
-            Some(wt) => println!("branch {branch} (from {base}) · worktree {wt}"),
-            None => println!("branch {branch} (from {base})"),
+            Some(wt) => outln!("branch {branch} (from {base}) · worktree {wt}"),
+            None => outln!("branch {branch} (from {base})"),
         }
     }
     if !t.prompt.is_empty() {
         // A long prompt is cut: the rest is one `show --json` away.
         const PROMPT_LINES: usize = 40;
         let lines: Vec<&str> = t.prompt.trim_end().lines().collect();
-        println!();
+        outln!();
         for line in lines.iter().take(PROMPT_LINES) {
-            println!("{}", one_line(line, 200));
+            outln!("{}", one_line(line, 200));
         }
         if lines.len() > PROMPT_LINES {
-            println!(
+            outln!(
                 "… {} more line(s); `baton show {id} --json` has the whole prompt",
                 lines.len() - PROMPT_LINES
             );
@@ -93,7 +96,7 @@ pub(super) fn show(ws: &Workspace, db: &Reader, id: i64, as_json: bool) -> Outco
     }
     let steps = db.steps(id)?;
     if !steps.is_empty() {
-        println!("\nsteps:");
+        outln!("\nsteps:");
         for (i, s) in steps.iter().enumerate() {
             let mut line = format!(
                 "  {:>2}. {} {:<14} attempt {} {}",
@@ -115,7 +118,7 @@ pub(super) fn show(ws: &Workspace, db: &Reader, id: i64, as_json: bool) -> Outco
             if let Some(e) = &s.error {
                 line.push_str(&format!(" — {}", one_line(e, 300)));
             }
-            println!("{line}");
+            outln!("{line}");
         }
     }
     let run = t.run_id.unwrap_or_default();
@@ -125,9 +128,9 @@ pub(super) fn show(ws: &Workspace, db: &Reader, id: i64, as_json: bool) -> Outco
         .filter_map(|s| s.cost)
         .sum();
     if steps.iter().any(|s| s.cost.is_some()) {
-        println!("cost ${spent:.4} this run");
+        outln!("cost ${spent:.4} this run");
     }
-    println!("\nhistory:");
+    outln!("\nhistory:");
     for h in db.history(id)? {
         let from = h.from.as_deref().unwrap_or("·");
         let reason = h
@@ -135,7 +138,7 @@ pub(super) fn show(ws: &Workspace, db: &Reader, id: i64, as_json: bool) -> Outco
             .as_ref()
             .map(|r| format!(" — {}", one_line(r, 300)))
             .unwrap_or_default();
-        println!(
+        outln!(
             "  {} {} → {} ({}, {}){}",
             &rfc3339(h.at)[..19],
             from,
@@ -145,15 +148,15 @@ pub(super) fn show(ws: &Workspace, db: &Reader, id: i64, as_json: bool) -> Outco
             reason
         );
         for line in super::why::history_lines(&h) {
-            println!("      {}", one_line(&line, 300));
+            outln!("      {}", one_line(&line, 300));
         }
     }
     let events = db.events(id)?;
     let notable: Vec<_> = events.iter().filter(|e| e.level != "info").collect();
     if !notable.is_empty() {
-        println!("\nevents:");
+        outln!("\nevents:");
         for e in notable.iter().rev().take(10).rev() {
-            println!(
+            outln!(
                 "  {} {} {}",
                 &rfc3339(e.at)[..19],
                 e.level,
@@ -162,7 +165,7 @@ pub(super) fn show(ws: &Workspace, db: &Reader, id: i64, as_json: bool) -> Outco
         }
     }
     if t.state == TaskState::Interrupted {
-        println!(
+        outln!(
             "\ninterrupted — `baton resume {id}` re-runs the step, `baton retry {id}` starts over"
         );
     }

@@ -46,7 +46,7 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
             }
             match (&task.branch, purge) {
                 (Some(branch), true) => purge_git(ws, task.worktree.as_deref(), branch)?,
-                (Some(branch), false) => println!(
+                (Some(branch), false) => outln!(
                     "its branch {branch} is kept{} — `--purge` removes them too",
                     task.worktree
                         .as_deref()
@@ -79,7 +79,7 @@ fn purge_git(ws: &Workspace, worktree: Option<&str>, branch: &str) -> Result<(),
                 "the task is deleted, but removing branch {branch} failed: {e} — remove it with `git branch -D {branch}`"
             ))
         })?;
-    println!("removed branch {branch}");
+    outln!("removed branch {branch}");
     Ok(())
 }
 
@@ -88,16 +88,19 @@ pub fn archived(ws: &Workspace, as_json: bool) -> Outcome {
     let tasks = Reader::open(ws)?.archived()?;
     if as_json {
         let items: Vec<_> = tasks.iter().map(json::list_item).collect();
-        println!("{}", serde_json::Value::Array(items));
+        outln!("{}", serde_json::Value::Array(items));
         return Ok(exit::OK);
     }
     if tasks.is_empty() {
-        println!("no archived tasks — `baton archive ID` archives a finished one");
+        outln!("no archived tasks — `baton archive ID` archives a finished one");
         return Ok(exit::OK);
     }
-    println!(
+    outln!(
         "{:>5}  {:<14} {:<12} {:<20} TITLE",
-        "ID", "STATUS", "PIPELINE", "UPDATED"
+        "ID",
+        "STATUS",
+        "PIPELINE",
+        "UPDATED"
     );
     for t in tasks {
         let title: String = crate::ansi::strip(&t.title)
@@ -105,7 +108,7 @@ pub fn archived(ws: &Workspace, as_json: bool) -> Outcome {
             .map(|c| if c.is_control() { ' ' } else { c })
             .take(80)
             .collect();
-        println!(
+        outln!(
             "{:>5}  {:<14} {:<12} {:<20} {title}",
             t.id,
             t.status,

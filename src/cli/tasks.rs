@@ -25,20 +25,20 @@ pub fn init(dir: Option<&PathBuf>, agent: Option<&str>) -> Outcome {
     }
     let (ws, created) = Workspace::init(&root)?;
     if super::init_cmd::write_schemas(&ws)? && !created {
-        println!("refreshed the file schemas in .baton/schemas/");
+        outln!("refreshed the file schemas in .baton/schemas/");
     }
     // Task branches start from (and merge back into) the branch checked out now.
     let branch = crate::workspace::git::current_branch(ws.root());
     if let Some(branch) = Client::for_command(&ws).set_up_board(branch.as_deref())? {
-        println!("base branch for task worktrees: {branch}");
+        outln!("base branch for task worktrees: {branch}");
     }
     if created {
-        println!("created {}", ws.dir().display());
-        println!(
+        outln!("created {}", ws.dir().display());
+        outln!(
             "next: `baton new \"a title\" --start` then `baton` to watch it, or `baton --demo` for a tour"
         );
     } else {
-        println!("{} already exists; left it as it is", ws.dir().display());
+        outln!("{} already exists; left it as it is", ws.dir().display());
     }
     match agent {
         Some(spec) => super::init_cmd::set_up_agent(&ws, spec),
@@ -173,7 +173,7 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
                 after,
             )?;
             let id = create(ws, new)?;
-            println!("{id}");
+            outln!("{id}");
             if start {
                 hint_if_no_engine(ws);
             }
@@ -270,7 +270,7 @@ pub(super) fn act(ws: &Workspace, id: i64, action: Action) -> Outcome {
     let Submitted { answer, here } = Client::for_command(ws)
         .submit_blocking(Order::Act(req))
         .map_err(Failure::new)?;
-    println!("{}", crate::ansi::strip(&answer.summary()));
+    outln!("{}", crate::ansi::strip(&answer.summary()));
     if here && (answer.queued() || queues_step) {
         hint_if_no_engine(ws);
     }
@@ -317,23 +317,28 @@ fn list(
     }
     if as_json {
         let items: Vec<_> = tasks.iter().map(json::list_item).collect();
-        println!("{}", serde_json::Value::Array(items));
+        outln!("{}", serde_json::Value::Array(items));
         return Ok(exit::OK);
     }
     if tasks.is_empty() {
         if status.is_some() || pipeline.is_some() || by.is_some() {
-            println!("no tasks match — `baton list` shows them all");
+            outln!("no tasks match — `baton list` shows them all");
         } else {
-            println!("no tasks — `baton new \"a title\"` creates one");
+            outln!("no tasks — `baton new \"a title\"` creates one");
         }
         return Ok(exit::OK);
     }
-    println!(
+    outln!(
         "{:>5}  {:<14} {:<12} {:<12} {:<20} {:<10} TITLE",
-        "ID", "STATUS", "STATE", "PIPELINE", "UPDATED", "BY"
+        "ID",
+        "STATUS",
+        "STATE",
+        "PIPELINE",
+        "UPDATED",
+        "BY"
     );
     for t in tasks {
-        println!(
+        outln!(
             "{:>5}  {:<14} {:<12} {:<12} {:<20} {:<10} {}",
             t.id,
             t.status,
@@ -491,13 +496,13 @@ fn diff(ws: &Workspace, store: &Reader, id: i64, color: bool) -> Outcome {
         .then(|| crate::tui::settings::git_pager(ws.root()))
         .flatten();
     if text.trim().is_empty() {
-        println!("task {id}: no changes against {base}");
+        outln!("task {id}: no changes against {base}");
     } else if let Some(pager) = pager {
         // Through the user's git pager (delta, less), as `git diff` would be.
         crate::tui::pager::page(&pager, &text).map_err(Failure::new)?;
     } else {
         // File contents written by steps may hold escape sequences of their own.
-        println!("{}", crate::ansi::sanitize(&text, color));
+        outln!("{}", crate::ansi::sanitize(&text, color));
     }
     Ok(exit::OK)
 }

@@ -26,9 +26,9 @@ pub struct TryArgs {
 
 fn section(title: &str, color: bool) {
     if color {
-        println!("\n\x1b[1m── {title} ──\x1b[0m");
+        outln!("\n\x1b[1m── {title} ──\x1b[0m");
     } else {
-        println!("\n── {title} ──");
+        outln!("\n── {title} ──");
     }
 }
 
@@ -80,31 +80,31 @@ pub fn run(dir: Option<&PathBuf>, args: TryArgs) -> Outcome {
     });
     let result = result.map_err(Failure::new)?;
     section("ran in", color);
-    println!("{}", crate::ansi::sanitize(&result.ran_in, color));
+    outln!("{}", crate::ansi::sanitize(&result.ran_in, color));
     section("handoff (what the next agent would receive)", color);
     match &result.handoff {
-        Some(h) => println!("{}", crate::ansi::sanitize(h.trim_end(), color)),
-        None => println!("(none)"),
+        Some(h) => outln!("{}", crate::ansi::sanitize(h.trim_end(), color)),
+        None => outln!("(none)"),
     }
     section("diff", color);
     match result.diff.as_deref() {
-        Some("") => println!("(no changes)"),
-        Some(d) => println!("{}", crate::ansi::sanitize(d, color)),
-        None => println!("(not a git repository: no diff)"),
+        Some("") => outln!("(no changes)"),
+        Some(d) => outln!("{}", crate::ansi::sanitize(d, color)),
+        None => outln!("(not a git repository: no diff)"),
     }
     section("result", color);
-    println!(
+    outln!(
         "{} · would fire `{}` in a pipeline",
         result.state.as_str(),
         result.trigger
     );
     if let Some(e) = &result.error {
-        println!("{}", crate::ansi::sanitize(e, color));
+        outln!("{}", crate::ansi::sanitize(e, color));
     }
     match (&args.keep, result.state == StepState::Succeeded) {
-        (Some(b), true) => println!("kept the result as branch {b}"),
-        (Some(b), false) => println!("did not keep branch {b}: the agent did not succeed"),
-        (None, _) => println!("nothing was kept (add --keep BRANCH to save the result)"),
+        (Some(b), true) => outln!("kept the result as branch {b}"),
+        (Some(b), false) => outln!("did not keep branch {b}: the agent did not succeed"),
+        (None, _) => outln!("nothing was kept (add --keep BRANCH to save the result)"),
     }
     Ok(if result.state == StepState::Succeeded {
         exit::OK

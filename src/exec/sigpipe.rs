@@ -1,7 +1,8 @@
-//! Writing to a child's pipe without dying of SIGPIPE. `baton` keeps SIGPIPE's default
-//! action (so that `baton list | head` ends quietly), and under it a write to a pipe whose
-//! reader has gone ends the whole process: an engine feeding a prompt to an agent that
-//! exits without reading it, or the board paging a diff to a `less` quit early. Here the
+//! Writing to a child's pipe without dying of SIGPIPE. The listing commands keep
+//! SIGPIPE's default action (so that `baton list | head` ends quietly), and under it a
+//! write to a pipe whose reader has gone ends the whole process: `baton diff` paging to a
+//! `less` quit early, or any command that feeds a child while that action is in force.
+//! (The commands that run steps ignore the signal; see `Command::hosts_work`.) Here the
 //! signal is blocked for the writing thread during the write only; the write then fails
 //! with `EPIPE`, and the signal it left pending is taken before the mask is restored.
 

@@ -335,32 +335,34 @@ fn a_refused_abort_leaves_the_step_running() {
 /// write used to end the engine by SIGPIPE, and with it every other step.
 #[test]
 fn an_agent_that_does_not_read_its_prompt_does_not_end_the_engine() {
-    let ws = Ws::new();
     let agent = serde_json::json!({
         "id": "quits", "backend": "command", "format": "claude-stream-json",
         "prompt_via": "stdin", "argv": ["sh", "-c", "exit 3"],
     });
-    std::fs::write(
-        ws.root().join(".baton/agents/quits.json"),
-        agent.to_string(),
-    )
-    .unwrap();
-    ws.pipeline(
-        "lasting.json",
-        &pipeline(serde_json::json!({"agent": "quits"})),
-    );
-    let prompt = "x".repeat(1 << 20);
+    let (ws, out) = run_agent(agent, "x".repeat(1 << 20));
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(shown.contains("(failed)"), "{out:?}");
+    let logs = ws.ok(&["logs", "1"]);
+    assert!(logs.contains("exited with code 3"), "{logs}");
+}
+
+/// `baton run --wait` of a one-step task whose step is `agent` (a profile, saved under its
+/// id), with `prompt` on standard input: the workspace, and how the command ended.
+fn run_agent(agent: serde_json::Value, prompt: String) -> (Ws, std::process::Output) {
+    let ws = Ws::new();
+    let id = agent["id"].as_str().unwrap().to_string();
+    let profile = ws.root().join(format!(".baton/agents/{id}.json"));
+    std::fs::write(profile, agent.to_string()).unwrap();
+    let step = pipeline(serde_json::json!({ "agent": id }));
+    ws.pipeline("lasting.json", &step);
     let out = ws
         .baton(&["run", "lasting", "--title", "t", "--prompt", "-", "--wait"])
         .write_stdin(prompt)
         .timeout(Duration::from_secs(60))
         .output()
         .unwrap();
-    let shown = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "{out:?}");
-    assert!(shown.contains("(failed)"), "{out:?}");
-    let logs = ws.ok(&["logs", "1"]);
-    assert!(logs.contains("exited with code 3"), "{logs}");
+    (ws, out)
 }
 
 /// A model server that answers before it has read the whole request (an HTTP 413 for a
@@ -389,26 +391,11 @@ fn a_model_server_that_answers_before_reading_the_prompt_does_not_end_the_engine
             let _ = conn.shutdown(std::net::Shutdown::Write);
         }
     });
-    let ws = Ws::new();
     let agent = serde_json::json!({
         "id": "remote", "backend": "openai",
         "url": format!("http://127.0.0.1:{port}/v1"), "model": "m",
     });
-    std::fs::write(
-        ws.root().join(".baton/agents/remote.json"),
-        agent.to_string(),
-    )
-    .unwrap();
-    ws.pipeline(
-        "lasting.json",
-        &pipeline(serde_json::json!({"agent": "remote"})),
-    );
-    let out = ws
-        .baton(&["run", "lasting", "--title", "t", "--prompt", "-", "--wait"])
-        .write_stdin("y".repeat(4 << 20))
-        .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap();
+    let (_ws, out) = run_agent(agent, "y".repeat(4 << 20));
     let shown = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(shown.contains("(failed)"), "{out:?}");

@@ -1,15 +1,11 @@
-//! Writing to a child's pipe without dying of SIGPIPE. The listing commands keep
-//! SIGPIPE's default action (so that `baton list | head` ends quietly), and under it a
-//! write to a pipe whose reader has gone ends the whole process: `baton diff` paging to a
-//! `less` quit early, or any command that feeds a child while that action is in force.
-//! (The commands that run steps ignore the signal; see `Command::hosts_work`.) Here the
+//! Writing to a child's pipe without dying of SIGPIPE. The commands that run steps ignore
+//! the signal (see `Command::hosts_work`); the listing commands keep its default action,
+//! so that `baton list | head` ends quietly, and under it a write to a pipe whose reader
+//! has gone ends the whole process: `baton diff` paging to a `less` quit early. Here the
 //! signal is blocked for the writing thread during the write only; the write then fails
 //! with `EPIPE`, and the signal it left pending is taken before the mask is restored.
 
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
-use std::pin::Pin;
-use std::task::{Context, Poll};
-use tokio::io::AsyncWrite;
 
 /// Runs `write` (a write to a pipe) with SIGPIPE blocked for this thread; an `EPIPE` it
 /// returns leaves no signal behind.
@@ -52,37 +48,6 @@ fn take_pending() {
     }
 }
 
-/// An async writer to a child's pipe whose writes go through [`blocked`].
-pub struct Guarded<W>(pub W);
-
-impl<W: AsyncWrite + Unpin> AsyncWrite for Guarded<W> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        poll_blocked(|| Pin::new(&mut self.0).poll_write(cx, buf))
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        poll_blocked(|| Pin::new(&mut self.0).poll_flush(cx))
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        poll_blocked(|| Pin::new(&mut self.0).poll_shutdown(cx))
-    }
-}
-
-/// One poll of a write, as [`blocked`] runs a write.
-fn poll_blocked<T>(poll: impl FnOnce() -> Poll<std::io::Result<T>>) -> Poll<std::io::Result<T>> {
-    let mut polled = Poll::Pending;
-    let _ = blocked(|| {
-        polled = poll();
-        Ok(())
-    });
-    polled
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,9 +64,7 @@ mod tests {
     }
 
     // The test binary ignores SIGPIPE (changing that would endanger the other tests); a
-    // blocked signal is queued even so, so these see the signal taken and the mask back.
-    // That the `baton` binary, which keeps the default action, lives on is shown by
-    // `tests/step_lifetime.rs`.
+    // blocked signal is queued even so, so this sees the signal taken and the mask back.
 
     /// A write to a pipe whose reader has gone fails with `EPIPE`, and leaves no signal
     /// pending for later and the thread's mask as it was.
@@ -113,21 +76,6 @@ mod tests {
         let e = blocked(|| file.write_all(b"gone")).unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe);
         // Unblocked again, with nothing pending.
-        let mut mask = SigSet::empty();
-        pthread_sigmask(SigmaskHow::SIG_SETMASK, None, Some(&mut mask)).unwrap();
-        assert!(!mask.contains(Signal::SIGPIPE));
-        assert!(!sigpipe_pending());
-    }
-
-    #[tokio::test(flavor = "current_thread")]
-    async fn an_async_write_to_a_closed_pipe_fails_too() {
-        use tokio::io::AsyncWriteExt;
-        let (read, write) = nix::unistd::pipe().unwrap();
-        drop(read);
-        let sender = tokio::net::unix::pipe::Sender::from_owned_fd(write).unwrap();
-        let mut guarded = Guarded(sender);
-        let e = guarded.write_all(&[7u8; 200_000]).await.unwrap_err();
-        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe);
         let mut mask = SigSet::empty();
         pthread_sigmask(SigmaskHow::SIG_SETMASK, None, Some(&mut mask)).unwrap();
         assert!(!mask.contains(Signal::SIGPIPE));

@@ -214,8 +214,7 @@ async fn by_warden(
         (Ok(out), Ok(err)) => pumps.start(Box::new(out), Box::new(err)),
         (Err(e), _) | (_, Err(e)) => return Some(Err(e)),
     };
-    // Its input is written from before it starts too, into the pipe's buffer (`feed`
-    // guards against a step that exits without reading it).
+    // Its input is written from before it starts too, into the pipe's buffer.
     if let (Some(bytes), Some(w)) = (launch.stdin.clone(), in_w) {
         match pipe::Sender::from_owned_fd(w) {
             Ok(input) => {
@@ -281,13 +280,13 @@ fn by_guard(
 /// Writes `first` and then whatever comes on `more` to the step's standard input, and
 /// closes it.
 async fn feed(
-    input: Input,
+    mut input: Input,
     first: Arc<[u8]>,
     more: Option<tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>>,
 ) {
     use tokio::io::AsyncWriteExt;
-    // A step that exits without reading its input all makes a write fail, not the engine.
-    let mut input = crate::exec::sigpipe::Guarded(input);
+    // A step that exits without reading its input all makes a write fail, not the engine:
+    // every command that runs steps ignores SIGPIPE (`Command::hosts_work`).
     if input.write_all(&first).await.is_ok()
         && let Some(mut more) = more
     {

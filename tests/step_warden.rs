@@ -203,3 +203,35 @@ fn a_step_does_not_inherit_the_engines_ignored_sigpipe() {
     let id = out.split_whitespace().next().unwrap();
     check(&ws.ok(&["logs", id, "--step", "1"]));
 }
+
+/// A step the warden cannot start (its `workdir` does not exist) fails with the reason
+/// and the folder, and the warden goes on to start the next one.
+#[test]
+fn a_step_the_warden_cannot_start_fails_with_the_reason() {
+    let ws = Ws::new();
+    let mut statuses = vec![serde_json::json!({"id": "todo", "kind": "queue"})];
+    statuses.push(serde_json::json!({"id": "work", "step": {"run": "true", "workdir": "gone"}}));
+    for s in ["done", "failed", "cancelled"] {
+        statuses.push(serde_json::json!({"id": s, "kind": s}));
+    }
+    let missing = serde_json::json!({"id": "m", "statuses": statuses}).to_string();
+    ws.pipeline("m.json", &missing);
+    ws.pipeline("w.json", &pipeline("echo started"));
+    let bad = ws.new_task("m", "no folder");
+    let good = ws.new_task("w", "fine");
+    let engine = spawn_engine(&ws);
+    ws.ok(&["start", &bad.to_string()]);
+    wait_for("the step to fail", || ws.show(bad)["state"] == "failed");
+    let error = ws.show(bad)["steps"][0]["error"].to_string();
+    assert!(
+        error.contains("could not start `sh`")
+            && error.contains("gone")
+            && error.contains("No such file or directory"),
+        "{error}"
+    );
+    ws.ok(&["start", &good.to_string()]);
+    wait_for("the next task to finish", || {
+        ws.show(good)["state"] == "done"
+    });
+    stop(engine);
+}

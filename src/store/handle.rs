@@ -11,12 +11,15 @@ use std::sync::Arc;
 use std::sync::mpsc as std_mpsc;
 use tokio::sync::oneshot;
 
+/// A reader's connection, or why it could not be opened.
+type Opened<'a> = std::result::Result<&'a mut Store, StoreError>;
+
 /// A job for a store thread.
 enum Job {
     /// Anything with the connection itself (recovery, checkpoints).
     Raw(Box<dyn FnOnce(&mut Store) + Send>),
     /// A read: with the connection, or with why it could not be opened.
-    Read(Box<dyn FnOnce(std::result::Result<&mut Store, StoreError>) + Send>),
+    Read(Box<dyn FnOnce(Opened<'_>) + Send>),
     /// A write transaction's body.
     Write(WriteBody),
     /// A write that asks for no idle checkpoint after it (an engine's heartbeat): an idle

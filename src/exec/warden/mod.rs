@@ -70,9 +70,12 @@ impl Child {
     }
 }
 
+/// The warden's answer to a start: the step's pid and start time, or why it did not start.
+type StartAnswer = std::io::Result<(u32, Option<u64>)>;
+
 /// What the engine is told about one started step, as it comes.
 struct Waiting {
-    started: Option<oneshot::Sender<std::io::Result<(u32, Option<u64>)>>>,
+    started: Option<oneshot::Sender<StartAnswer>>,
     ended: Option<oneshot::Sender<Ended>>,
 }
 
@@ -94,7 +97,8 @@ static WARDEN: tokio::sync::Mutex<Option<Option<Arc<Warden>>>> =
 /// A step the warden can start: there is a warden, and the step fits in one message to it.
 pub struct Ready {
     warden: Arc<Warden>,
-    start: Start,
+    /// The start request, encoded once; numbered as it is sent.
+    packet: Vec<u8>,
 }
 
 /// Whether the warden can start `program` (already found on the step's `PATH`) with
@@ -108,28 +112,29 @@ pub async fn ready(
     cwd: &Path,
     grace: Duration,
 ) -> Option<Ready> {
-    let start = Start {
+    let packet = Msg::Start(Start {
         id: 0,
         grace_ms: grace.as_millis() as u64,
         program: program.into(),
         argv: argv.iter().map(OsString::from).collect(),
         env,
         cwd: cwd.into(),
-    };
-    if Msg::Start(start.clone()).encode().len() > wire::MAX {
+    })
+    .encode();
+    if packet.len() > wire::MAX {
         return None;
     }
     let warden = current().await?;
-    Some(Ready { warden, start })
+    Some(Ready { warden, packet })
 }
 
 impl Ready {
     /// Starts the step with standard input, output and error `stdio`, as the leader of
     /// its own process group.
     pub async fn spawn(self, stdio: [OwnedFd; 3]) -> std::io::Result<Child> {
-        let Ready { warden, start } = self;
+        let Ready { warden, mut packet } = self;
         let id = warden.next.fetch_add(1, Ordering::Relaxed);
-        let packet = Msg::Start(Start { id, ..start }).encode();
+        wire::number_start(&mut packet, id);
         let (started_tx, started_rx) = oneshot::channel();
         let (ended_tx, ended_rx) = oneshot::channel();
         lock(&warden.waiting).insert(

@@ -23,8 +23,6 @@ use std::collections::HashMap;
 use std::ffi::OsString;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::process::CommandExt;
-use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::Duration;
 
@@ -177,7 +175,8 @@ fn wait(sock: &OwnedFd, wake: &OwnedFd) -> (bool, bool) {
 /// A step just started, before its mark is read.
 struct Started {
     id: u64,
-    vars: Vec<(OsString, OsString)>,
+    /// Its environment, `NAME=value` (the mark is found in it).
+    env: Vec<OsString>,
     grace: Duration,
 }
 
@@ -187,7 +186,8 @@ impl Started {
     fn marked(self, start: Option<u64>) -> Step {
         Step {
             id: self.id,
-            mark: Mark::from_vars(self.vars).map(|m| m.since(start)),
+            mark: Mark::from_vars(self.env.iter().filter_map(|kv| split(kv)))
+                .map(|m| m.since(start)),
             grace: self.grace,
         }
     }
@@ -197,60 +197,138 @@ impl Started {
 /// and when it started, its pid, the step (to be marked) and its start time.
 fn spawn(start: Start, fds: Vec<OwnedFd>) -> (Msg, Option<(u32, Started, Option<u64>)>) {
     let id = start.id;
-    let failed = |errno: i32, why: String| (Msg::Failed { id, errno, why }, None);
-    let Ok([input, output, errors]) = <[OwnedFd; 3]>::try_from(fds) else {
-        return failed(
-            Errno::EINVAL as i32,
-            "the step's pipes did not arrive".into(),
-        );
+    let failed = |errno: Errno, why: String| {
+        (
+            Msg::Failed {
+                id,
+                errno: errno as i32,
+                why,
+            },
+            None,
+        )
     };
-    let Some(arg0) = start.argv.first() else {
-        return failed(Errno::EINVAL as i32, "the command line is empty".into());
+    let Ok(stdio) = <[OwnedFd; 3]>::try_from(fds) else {
+        return failed(Errno::EINVAL, "the step's pipes did not arrive".into());
     };
-    let vars: Vec<(OsString, OsString)> = start.env.iter().filter_map(split).collect();
-    let mut command = std::process::Command::new(&start.program);
-    command
-        .arg0(arg0)
-        .args(&start.argv[1..])
-        .env_clear()
-        .envs(vars.iter().map(|(k, v)| (k, v)))
-        .current_dir(&start.cwd)
-        .process_group(0)
-        .stdin(Stdio::from(input))
-        .stdout(Stdio::from(output))
-        .stderr(Stdio::from(errors));
-    // No `pre_exec` (it would force a `fork`): the warden blocks no signal, so the step
-    // starts with none blocked, and `posix_spawn` resets the handled signals. The
-    // warden's copies of the pipes close with `command`.
-    let child = match command.spawn() {
-        Ok(c) => c,
-        Err(e) => return failed(e.raw_os_error().unwrap_or(0), e.to_string()),
+    if start.argv.is_empty() {
+        return failed(Errno::EINVAL, "the command line is empty".into());
+    }
+    let pid = match posix_spawn(&start, &stdio) {
+        Ok(pid) => pid,
+        Err(e) => return failed(e, std::io::Error::from(e).to_string()),
     };
-    let pid = child.id();
-    // Reaped by `reap`, not by the handle.
-    drop(child);
+    // The warden's copies of the pipes: the step has its own now.
+    drop(stdio);
     let grace = Duration::from_millis(start.grace_ms);
     // Read once, here: the engine records it (so that recovery knows the group is the
     // step's), and the mark looks only at processes started since.
     let since = start_time(pid);
+    let started = Started {
+        id,
+        env: start.env,
+        grace,
+    };
     (
         Msg::Started {
             id,
             pid,
             start: since.unwrap_or(0),
         },
-        Some((pid, Started { id, vars, grace }, since)),
+        Some((pid, started, since)),
     )
 }
 
+/// Starts the step's program as `std::process::Command` would with the same settings
+/// (`posix_spawn`, which shares the warden's memory until the program runs): in its own
+/// process group, in `cwd`, with `stdio` as its standard input, output and error, exactly
+/// the environment it came with, no signal blocked and SIGPIPE back to its default (the
+/// engine ignores it; the handled signals are reset by `posix_spawn` itself). Direct,
+/// because the message already holds `NAME=value` strings: no map of the environment is
+/// built and taken apart again for every step.
+fn posix_spawn(start: &Start, stdio: &[OwnedFd; 3]) -> Result<u32, Errno> {
+    use std::ffi::CString;
+    let c = |s: &OsString| CString::new(s.as_bytes()).map_err(|_| Errno::EINVAL);
+    let program = c(&start.program)?;
+    let cwd = c(&start.cwd)?;
+    let argv = start.argv.iter().map(c).collect::<Result<Vec<_>, _>>()?;
+    let env = start.env.iter().map(c).collect::<Result<Vec<_>, _>>()?;
+    let pointers = |list: &[CString]| {
+        let mut p: Vec<*mut libc::c_char> = list.iter().map(|s| s.as_ptr().cast_mut()).collect();
+        p.push(std::ptr::null_mut());
+        p
+    };
+    let (argv_p, env_p) = (pointers(&argv), pointers(&env));
+    let ok = |rc: libc::c_int| {
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(Errno::from_raw(rc))
+        }
+    };
+    // SAFETY: the attribute and action records are initialised before use and destroyed
+    // on every path after; every pointer handed to posix_spawn points into a CString or
+    // pointer list that outlives the call.
+    unsafe {
+        let mut actions: libc::posix_spawn_file_actions_t = std::mem::zeroed();
+        ok(libc::posix_spawn_file_actions_init(&mut actions))?;
+        let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
+        if let Err(e) = ok(libc::posix_spawnattr_init(&mut attr)) {
+            libc::posix_spawn_file_actions_destroy(&mut actions);
+            return Err(e);
+        }
+        let spawned = (|| {
+            ok(libc::posix_spawn_file_actions_addchdir_np(
+                &mut actions,
+                cwd.as_ptr(),
+            ))?;
+            for (fd, to) in stdio.iter().zip(0..) {
+                ok(libc::posix_spawn_file_actions_adddup2(
+                    &mut actions,
+                    fd.as_raw_fd(),
+                    to,
+                ))?;
+            }
+            let none = SigSet::empty();
+            let mut pipe = SigSet::empty();
+            pipe.add(Signal::SIGPIPE);
+            ok(libc::posix_spawnattr_setsigmask(&mut attr, none.as_ref()))?;
+            ok(libc::posix_spawnattr_setsigdefault(
+                &mut attr,
+                pipe.as_ref(),
+            ))?;
+            ok(libc::posix_spawnattr_setpgroup(&mut attr, 0))?;
+            let flags = libc::POSIX_SPAWN_SETPGROUP
+                | libc::POSIX_SPAWN_SETSIGMASK
+                | libc::POSIX_SPAWN_SETSIGDEF;
+            ok(libc::posix_spawnattr_setflags(
+                &mut attr,
+                flags as libc::c_short,
+            ))?;
+            let mut pid: libc::pid_t = 0;
+            ok(libc::posix_spawn(
+                &mut pid,
+                program.as_ptr(),
+                &actions,
+                &attr,
+                argv_p.as_ptr(),
+                env_p.as_ptr(),
+            ))?;
+            Ok(pid as u32)
+        })();
+        libc::posix_spawnattr_destroy(&mut attr);
+        libc::posix_spawn_file_actions_destroy(&mut actions);
+        spawned
+    }
+}
+
 /// `NAME=value` as its two halves (the value may hold `=`).
-fn split(kv: &OsString) -> Option<(OsString, OsString)> {
+fn split(kv: &OsString) -> Option<(&std::ffi::OsStr, &std::ffi::OsStr)> {
+    use std::os::unix::ffi::OsStrExt;
     let b = kv.as_bytes();
     let at = b.iter().position(|c| *c == b'=')?;
-    use std::os::unix::ffi::OsStringExt;
     Some((
-        OsString::from_vec(b[..at].to_vec()),
-        OsString::from_vec(b[at + 1..].to_vec()),
+        std::ffi::OsStr::from_bytes(&b[..at]),
+        std::ffi::OsStr::from_bytes(&b[at + 1..]),
     ))
 }
 

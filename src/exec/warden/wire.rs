@@ -157,6 +157,14 @@ impl Msg {
     }
 }
 
+/// Numbers an encoded [`Msg::Start`] packet (its id follows the tag byte), so that a
+/// request is encoded once, before the number it goes out with is known.
+pub fn number_start(packet: &mut [u8], id: u64) {
+    if packet.first() == Some(&b'S') && packet.len() >= 9 {
+        packet[1..9].copy_from_slice(&id.to_le_bytes());
+    }
+}
+
 fn bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(&(b.len() as u32).to_le_bytes());
     out.extend_from_slice(b);
@@ -239,6 +247,33 @@ mod tests {
         for m in msgs {
             assert_eq!(Msg::decode(&m.encode()), Some(m));
         }
+    }
+
+    #[test]
+    fn a_start_numbered_after_it_was_encoded_reads_with_its_number() {
+        let start = Start {
+            id: 0,
+            grace_ms: 5,
+            program: "/bin/true".into(),
+            argv: vec!["true".into()],
+            env: vec![],
+            cwd: "/".into(),
+        };
+        let mut packet = Msg::Start(start.clone()).encode();
+        number_start(&mut packet, 41);
+        assert_eq!(
+            Msg::decode(&packet),
+            Some(Msg::Start(Start { id: 41, ..start }))
+        );
+        // Any other message is left as it is.
+        let ended = Msg::Ended {
+            id: 3,
+            status: Status::Exited(0),
+            clean: true,
+        };
+        let mut other = ended.encode();
+        number_start(&mut other, 41);
+        assert_eq!(Msg::decode(&other), Some(ended));
     }
 
     #[test]

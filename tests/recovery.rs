@@ -55,6 +55,16 @@ fn sigkill_mid_step_then_resume_finishes_without_rerunning_step_one() {
         .trim()
         .parse()
         .unwrap();
+    let stderr_of = |args: &[&str]| {
+        let out = ws.baton(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let unwatched = "nothing watches the task shown running";
+    assert!(
+        !stderr_of(&["list"]).contains(unwatched),
+        "an engine runs it"
+    );
     engine.kill().unwrap();
     engine.wait().unwrap();
     // No one reads the step any more: its guard ends it with the engine.
@@ -63,6 +73,13 @@ fn sigkill_mid_step_then_resume_finishes_without_rerunning_step_one() {
         Duration::from_secs(15),
         || !alive(orphan),
     );
+    // Until an engine starts, the board still says running, and the listings say why
+    // nothing moves: JSON output stays as it is.
+    let id_s = id.to_string();
+    assert!(stderr_of(&["list"]).contains(unwatched));
+    assert!(stderr_of(&["show", &id_s]).contains(unwatched));
+    assert_eq!(stderr_of(&["list", "--json"]), "");
+    assert_eq!(ws.show(id)["state"], "running");
 
     // Restart: recovery marks the step interrupted.
     ws.drain();

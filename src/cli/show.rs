@@ -164,6 +164,9 @@ pub(super) fn show(ws: &Workspace, db: &Reader, id: i64, as_json: bool) -> Outco
             );
         }
     }
+    if t.state == TaskState::Running && db.unwatched(ws) {
+        eprintln!("\n{}", super::tasks::unwatched(1));
+    }
     if t.state == TaskState::Interrupted {
         outln!(
             "\ninterrupted — `baton resume {id}` re-runs the step, `baton retry {id}` starts over"

@@ -337,6 +337,10 @@ fn list(
         "UPDATED",
         "BY"
     );
+    let running = tasks
+        .iter()
+        .filter(|t| t.state == crate::store::TaskState::Running)
+        .count();
     for t in tasks {
         outln!(
             "{:>5}  {:<14} {:<12} {:<12} {:<20} {:<10} {}",
@@ -349,7 +353,22 @@ fn list(
             one_line(&t.title, 80)
         );
     }
+    if running > 0 && store.unwatched(ws) {
+        eprintln!("{}", unwatched(running));
+    }
     Ok(exit::OK)
+}
+
+/// Said under tasks shown `running` when no engine runs in the workspace: the one that ran
+/// their steps died (or the machine restarted), and nothing watches them until one starts.
+pub(super) fn unwatched(running: usize) -> String {
+    let (tasks, their, them) = match running {
+        1 => ("the task shown running".to_string(), "its", "it"),
+        n => (format!("the {n} tasks shown running"), "their", "them"),
+    };
+    format!(
+        "no engine is running here, so nothing watches {tasks}: {their} engine stopped without ending {them} (killed, or the machine restarted) — `baton engine` or `baton` picks {them} up and marks a step that died with its engine interrupted"
+    )
 }
 
 fn logs(ws: &Workspace, db: &Reader, id: i64, step: Option<usize>, follow: bool) -> Outcome {

@@ -59,6 +59,15 @@ impl Reader {
         Ok(Self { store })
     }
 
+    /// True when nothing watches this workspace's running steps: a board of its own
+    /// (SQLite), and no engine holds its lock (the one that ran them died, or the machine
+    /// restarted). The next engine picks them up. False on a shared board, where another
+    /// workspace's engine may be running them, and when the lock cannot be asked.
+    pub fn unwatched(&self, ws: &Workspace) -> bool {
+        !self.store.read().is_postgres()
+            && crate::workspace::EngineLock::held_now(ws) == Some(false)
+    }
+
     /// Tasks on the board (not archived), filtered, newest first.
     pub fn tasks(&self, filter: &TaskFilter) -> Result<Vec<Task>> {
         self.store.read().list_tasks(filter)

@@ -55,6 +55,25 @@ impl EngineLock {
         Ok(Self { _file: file })
     }
 
+    /// Whether an engine holds the lock now, asked without making the lock file (a reading
+    /// command may run where it cannot write): None when it cannot be told.
+    pub fn held_now(ws: &Workspace) -> Option<bool> {
+        let file = match File::open(ws.lock_path()) {
+            Ok(f) => f,
+            // No engine has ever run here.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some(false),
+            Err(_) => return None,
+        };
+        match file.try_lock_shared() {
+            Ok(()) => {
+                let _ = file.unlock();
+                Some(false)
+            }
+            Err(TryLockError::WouldBlock) => Some(true),
+            Err(TryLockError::Error(_)) => None,
+        }
+    }
+
     /// True when some process holds the engine lock.
     pub fn is_held(ws: &Workspace) -> bool {
         let Ok(file) = open(ws) else { return false };

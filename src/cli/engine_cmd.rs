@@ -101,45 +101,41 @@ pub fn run(
         let lines = console.clone();
         let problem_printer = problems.clone();
         tokio::spawn(async move {
-            use crate::engine::EngineEvent;
+            use tokio::sync::broadcast::error::{RecvError, TryRecvError};
             loop {
-                let ev = events.recv().await;
-                if let (Some(m), Ok(EngineEvent::TaskChanged { .. } | EngineEvent::Changed))
-                | (Some(m), Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) =
-                    (printer.as_ref(), &ev)
-                {
-                    m.lock().await.print_new().await;
+                let first = match events.recv().await {
+                    Ok(ev) => Some(ev),
+                    Err(RecvError::Lagged(_)) => None,
+                    Err(RecvError::Closed) => break,
+                };
+                // A lagging stream may have dropped a change: look at the board.
+                let mut look = first.as_ref().is_none_or(changes_board);
+                first.iter().for_each(|ev| say(&lines, ev));
+                // What else came meanwhile is read with it: one look at the board for a
+                // burst of changes (several a step), not one each.
+                let mut closed = false;
+                loop {
+                    match events.try_recv() {
+                        Ok(ev) => {
+                            look |= changes_board(&ev);
+                            say(&lines, &ev);
+                        }
+                        Err(TryRecvError::Lagged(_)) => look = true,
+                        Err(TryRecvError::Closed) => {
+                            closed = true;
+                            break;
+                        }
+                        Err(TryRecvError::Empty) => break,
+                    }
                 }
-                if matches!(
-                    ev,
-                    Ok(EngineEvent::TaskChanged { .. } | EngineEvent::Changed) | Err(_)
-                ) {
+                if look {
+                    if let Some(m) = printer.as_ref() {
+                        m.lock().await.print_new().await;
+                    }
                     problem_printer.lock().await.print_new().await;
                 }
-                match ev {
-                    Ok(EngineEvent::Notice { task_id, text }) => {
-                        let text = crate::ansi::strip(&text);
-                        match task_id {
-                            Some(id) => lines.err(format!("task {id}: {text}")),
-                            None => lines.err(text.into_owned()),
-                        }
-                    }
-                    Ok(EngineEvent::Notify {
-                        task_id,
-                        title,
-                        body,
-                    }) => {
-                        let (title, body) = (crate::ansi::strip(&title), crate::ansi::strip(&body));
-                        lines.err(format!("task {task_id}: notify: {title}: {body}"));
-                    }
-                    Ok(EngineEvent::Reloaded { problems }) => {
-                        for p in &problems {
-                            lines.err(crate::ansi::strip(p).into_owned());
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(_) => break,
+                if closed {
+                    break;
                 }
             }
         });
@@ -159,6 +155,41 @@ pub fn run(
         tracing::info!("engine stopped");
         Ok::<_, Failure>(exit::OK)
     })
+}
+
+/// Whether an engine event may have added moves or problems to print.
+fn changes_board(ev: &crate::engine::EngineEvent) -> bool {
+    use crate::engine::EngineEvent;
+    matches!(ev, EngineEvent::TaskChanged { .. } | EngineEvent::Changed)
+}
+
+/// Prints what an engine event says for the person at the terminal (a notice, a
+/// notification, a reload's problems) on stderr.
+fn say(lines: &Console, ev: &crate::engine::EngineEvent) {
+    use crate::engine::EngineEvent;
+    match ev {
+        EngineEvent::Notice { task_id, text } => {
+            let text = crate::ansi::strip(text);
+            match task_id {
+                Some(id) => lines.err(format!("task {id}: {text}")),
+                None => lines.err(text.into_owned()),
+            }
+        }
+        EngineEvent::Notify {
+            task_id,
+            title,
+            body,
+        } => {
+            let (title, body) = (crate::ansi::strip(title), crate::ansi::strip(body));
+            lines.err(format!("task {task_id}: notify: {title}: {body}"));
+        }
+        EngineEvent::Reloaded { problems } => {
+            for p in problems {
+                lines.err(crate::ansi::strip(p).into_owned());
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Prints each move (and so each step's result, which moves the task) as one line, the way

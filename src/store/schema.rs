@@ -314,6 +314,12 @@ pub(super) const MIGRATIONS: &[&str] = &[
     r#"
     CREATE INDEX tasks_start_waits ON tasks(id) WHERE start_waits = 1;
     "#,
+    // The warnings and errors recorded after a given event (what a headless engine prints
+    // as problems), found without reading every event since: a long-running engine with
+    // nothing to report read all the events of its run again at every step.
+    r#"
+    CREATE INDEX events_problems ON events(id) WHERE level IN ('warn', 'error');
+    "#,
 ];
 
 /// Migrations whose SQLite text has no faithful PostgreSQL rendering, by position in

@@ -69,6 +69,54 @@ fn counting_a_long_logs_lines_does_not_read_them() {
     assert!(read <= 8, "counting the lines read {read} pages");
 }
 
+/// A headless engine asks for the problems recorded after the last one it printed, at
+/// every step: with thousands of ordinary events since, the answer reads a few pages, not
+/// every event of the run.
+#[test]
+fn finding_new_problems_does_not_read_every_event_since() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    let (warned, failed) = {
+        let mut store = Store::open(&path).unwrap();
+        let event = |level: &'static str| NewEvent {
+            task_id: None,
+            category: "c",
+            kind: "k",
+            summary: format!("a {level} event"),
+            data: serde_json::json!({}),
+            actor: "engine",
+            level,
+        };
+        let warned = store.write(|db| db.insert_event(&event("warn"))).unwrap();
+        for _ in 0..20 {
+            store
+                .write(|db| {
+                    for _ in 0..1000 {
+                        db.insert_event(&event("info"))?;
+                    }
+                    Ok::<_, StoreError>(())
+                })
+                .unwrap();
+        }
+        let failed = store.write(|db| db.insert_event(&event("error"))).unwrap();
+        (warned, failed)
+    };
+    // A fresh connection has nothing cached: every page it needs is read from the file.
+    let store = Store::open(&path).unwrap();
+    let before = store.pages_read();
+    let found: Vec<i64> = store
+        .read()
+        .problems_after(warned)
+        .unwrap()
+        .iter()
+        .map(|e| e.id)
+        .collect();
+    assert_eq!(found, [failed]);
+    let read = store.pages_read() - before;
+    // 20,000 events fill hundreds of pages; the problems' index and one row, a few.
+    assert!(read <= 10, "finding one problem read {read} pages");
+}
+
 #[test]
 fn a_database_from_before_the_count_gets_its_logs_counted_when_upgraded() {
     let dir = tempfile::tempdir().unwrap();

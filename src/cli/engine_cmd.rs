@@ -114,7 +114,8 @@ pub fn run(
                 // What else came meanwhile is read with it: one look at the board for a
                 // burst of changes (several a step), not one each.
                 let mut closed = false;
-                loop {
+                // Bounded, so a steady stream of events still gets its lines printed.
+                for _ in 0..256 {
                     match events.try_recv() {
                         Ok(ev) => {
                             look |= changes_board(&ev);

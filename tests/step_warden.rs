@@ -235,3 +235,46 @@ fn a_step_the_warden_cannot_start_fails_with_the_reason() {
     });
     stop(engine);
 }
+
+/// A name in a step's `env` that the engine also has reaches the step's program once, with
+/// the step's value: a program that reads the first of two entries (glibc's `getenv`) would
+/// get the engine's. (A shell would hide a second entry: the program here is `env`.)
+#[test]
+fn a_steps_own_env_wins_over_the_engines() {
+    let ws = Ws::new();
+    std::fs::create_dir_all(ws.root().join(".baton/agents")).unwrap();
+    std::fs::write(
+        ws.root().join(".baton/agents/pe.json"),
+        r#"{"id": "pe", "backend": "command", "format": "text",
+  "argv": ["env"]}"#,
+    )
+    .unwrap();
+    let mut statuses = vec![serde_json::json!({"id": "todo", "kind": "queue"})];
+    statuses.push(serde_json::json!({"id": "work", "step": {"agent": "pe",
+        "env": {"BATON_X_TWICE": "the step's"}}}));
+    for s in ["done", "failed", "cancelled"] {
+        statuses.push(serde_json::json!({"id": s, "kind": s}));
+    }
+    ws.pipeline(
+        "e.json",
+        &serde_json::json!({"id": "e", "statuses": statuses}).to_string(),
+    );
+    let out = ws
+        .baton(&["run", "e", "--title", "env", "--wait"])
+        .env("BATON_X_TWICE", "the engine's")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let id = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    // `env` prints every entry it was given, a name given twice twice.
+    let log = ws.ok(&["logs", &id, "--step", "1"]);
+    let given: Vec<&str> = log
+        .lines()
+        .filter_map(|l| l.split_once("BATON_X_TWICE=").map(|(_, v)| v.trim()))
+        .collect();
+    assert_eq!(given, ["the step's"], "{log}");
+}

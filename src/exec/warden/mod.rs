@@ -333,9 +333,10 @@ async fn read(warden: Arc<Warden>, mut process: tokio::process::Child) {
                 if let Some(w) = waiting.remove(&id)
                     && let Some(tx) = w.started
                 {
+                    // The warden's sentence, with the error's kind when it has one.
                     let e = match errno {
                         0 => std::io::Error::other(why),
-                        n => std::io::Error::from_raw_os_error(n),
+                        n => std::io::Error::new(std::io::Error::from_raw_os_error(n).kind(), why),
                     };
                     let _ = tx.send(Err(e));
                 }

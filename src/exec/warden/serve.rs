@@ -197,28 +197,28 @@ impl Started {
 /// and when it started, its pid, the step (to be marked) and its start time.
 fn spawn(start: Start, fds: Vec<OwnedFd>) -> (Msg, Option<(u32, Started, Option<u64>)>) {
     let id = start.id;
-    let failed = |errno: Errno, why: String| {
-        (
-            Msg::Failed {
-                id,
-                errno: errno as i32,
-                why,
-            },
-            None,
-        )
-    };
+    let failed = |errno: i32, why: String| (Msg::Failed { id, errno, why }, None);
     let Ok(stdio) = <[OwnedFd; 3]>::try_from(fds) else {
-        return failed(Errno::EINVAL, "the step's pipes did not arrive".into());
+        return failed(0, "the step's pipes did not arrive".into());
     };
     if start.argv.is_empty() {
-        return failed(Errno::EINVAL, "the command line is empty".into());
+        return failed(0, "the command line is empty".into());
     }
-    let pid = match posix_spawn(&start, &stdio) {
-        Ok(pid) => pid,
-        Err(e) => return failed(e, std::io::Error::from(e).to_string()),
+    let env = last_wins(&start.env);
+    let spawned = match add_chdir() {
+        Some(add_chdir) => posix_spawn(&start, &env, &stdio, add_chdir),
+        None => command_spawn(&start, &env, stdio),
     };
-    // The warden's copies of the pipes: the step has its own now.
-    drop(stdio);
+    let pid = match spawned {
+        Ok(pid) => pid,
+        Err(Unstarted::Nul) => {
+            return failed(
+                0,
+                "its command line, environment or folder holds a NUL byte, which no program can be given".into(),
+            );
+        }
+        Err(Unstarted::Os(e)) => return failed(e as i32, std::io::Error::from(e).to_string()),
+    };
     let grace = Duration::from_millis(start.grace_ms);
     // Read once, here: the engine records it (so that recovery knows the group is the
     // step's), and the mark looks only at processes started since.
@@ -238,31 +238,85 @@ fn spawn(start: Start, fds: Vec<OwnedFd>) -> (Msg, Option<(u32, Started, Option<
     )
 }
 
+/// Why a step's program did not start.
+enum Unstarted {
+    /// A NUL byte in a string handed to the program.
+    Nul,
+    /// The system's error.
+    Os(Errno),
+}
+
+/// The environment as the program gets it: one entry per name, the last one given winning
+/// (the engine sends what a step inherits first, then the step's own `env`), as
+/// `Command::envs` builds it. An entry without `=` stands for itself.
+fn last_wins(env: &[OsString]) -> Vec<&OsString> {
+    fn name(kv: &OsString) -> &[u8] {
+        let b = kv.as_bytes();
+        &b[..b.iter().position(|c| *c == b'=').unwrap_or(b.len())]
+    }
+    let mut seen = std::collections::HashSet::with_capacity(env.len());
+    let mut out: Vec<&OsString> = env
+        .iter()
+        .rev()
+        .filter(|kv| seen.insert(name(kv)))
+        .collect();
+    out.reverse();
+    out
+}
+
+/// `posix_spawn_file_actions_addchdir_np`, which glibc has had since 2.29: looked up when
+/// the warden runs rather than linked, so that baton still builds and runs on an older
+/// glibc (a step is then started through `std::process::Command`, which looks it up too).
+type AddChdir =
+    unsafe extern "C" fn(*mut libc::posix_spawn_file_actions_t, *const libc::c_char) -> libc::c_int;
+
+fn add_chdir() -> Option<AddChdir> {
+    static FOUND: std::sync::OnceLock<Option<AddChdir>> = std::sync::OnceLock::new();
+    *FOUND.get_or_init(|| {
+        // SAFETY: a symbol lookup in the loaded libraries; a non-null result is that
+        // function, whose C signature is the one declared above.
+        unsafe {
+            let f = libc::dlsym(
+                libc::RTLD_DEFAULT,
+                c"posix_spawn_file_actions_addchdir_np".as_ptr(),
+            );
+            (!f.is_null()).then(|| std::mem::transmute::<*mut libc::c_void, AddChdir>(f))
+        }
+    })
+}
+
 /// Starts the step's program as `std::process::Command` would with the same settings
 /// (`posix_spawn`, which shares the warden's memory until the program runs): in its own
 /// process group, in `cwd`, with `stdio` as its standard input, output and error, exactly
-/// the environment it came with, no signal blocked and SIGPIPE back to its default (the
-/// engine ignores it; the handled signals are reset by `posix_spawn` itself). Direct,
-/// because the message already holds `NAME=value` strings: no map of the environment is
-/// built and taken apart again for every step.
-fn posix_spawn(start: &Start, stdio: &[OwnedFd; 3]) -> Result<u32, Errno> {
+/// the environment `env`, no signal blocked and SIGPIPE back to its default (the engine
+/// ignores it; handled signals are reset by `posix_spawn` itself). Direct, because the
+/// message already holds `NAME=value` strings: no map of the environment is built and
+/// taken apart again for every step.
+fn posix_spawn(
+    start: &Start,
+    env: &[&OsString],
+    stdio: &[OwnedFd; 3],
+    add_chdir: AddChdir,
+) -> Result<u32, Unstarted> {
     use std::ffi::CString;
-    let c = |s: &OsString| CString::new(s.as_bytes()).map_err(|_| Errno::EINVAL);
+    let c = |s: &OsString| CString::new(s.as_bytes()).map_err(|_| Unstarted::Nul);
     let program = c(&start.program)?;
     let cwd = c(&start.cwd)?;
     let argv = start.argv.iter().map(c).collect::<Result<Vec<_>, _>>()?;
-    let env = start.env.iter().map(c).collect::<Result<Vec<_>, _>>()?;
+    let env = env.iter().map(|kv| c(kv)).collect::<Result<Vec<_>, _>>()?;
     let pointers = |list: &[CString]| {
         let mut p: Vec<*mut libc::c_char> = list.iter().map(|s| s.as_ptr().cast_mut()).collect();
         p.push(std::ptr::null_mut());
         p
     };
     let (argv_p, env_p) = (pointers(&argv), pointers(&env));
+    // The descriptors came past the three standard ones (the warden's own are those).
+    debug_assert!(stdio.iter().all(|fd| fd.as_raw_fd() > 2));
     let ok = |rc: libc::c_int| {
         if rc == 0 {
             Ok(())
         } else {
-            Err(Errno::from_raw(rc))
+            Err(Unstarted::Os(Errno::from_raw(rc)))
         }
     };
     // SAFETY: the attribute and action records are initialised before use and destroyed
@@ -277,10 +331,7 @@ fn posix_spawn(start: &Start, stdio: &[OwnedFd; 3]) -> Result<u32, Errno> {
             return Err(e);
         }
         let spawned = (|| {
-            ok(libc::posix_spawn_file_actions_addchdir_np(
-                &mut actions,
-                cwd.as_ptr(),
-            ))?;
+            ok(add_chdir(&mut actions, cwd.as_ptr()))?;
             for (fd, to) in stdio.iter().zip(0..) {
                 ok(libc::posix_spawn_file_actions_adddup2(
                     &mut actions,
@@ -319,6 +370,36 @@ fn posix_spawn(start: &Start, stdio: &[OwnedFd; 3]) -> Result<u32, Errno> {
         libc::posix_spawn_file_actions_destroy(&mut actions);
         spawned
     }
+}
+
+/// [`posix_spawn`] through `std::process::Command`, where glibc is too old to change a
+/// spawned program's folder itself (std then forks).
+fn command_spawn(start: &Start, env: &[&OsString], stdio: [OwnedFd; 3]) -> Result<u32, Unstarted> {
+    use std::os::unix::process::CommandExt;
+    let [input, output, errors] = stdio;
+    let nul = |s: &std::ffi::OsStr| s.as_bytes().contains(&0);
+    if nul(&start.program)
+        || nul(&start.cwd)
+        || start.argv.iter().chain(env.iter().copied()).any(|s| nul(s))
+    {
+        return Err(Unstarted::Nul);
+    }
+    let mut command = std::process::Command::new(&start.program);
+    command
+        .arg0(&start.argv[0])
+        .args(&start.argv[1..])
+        .env_clear()
+        .envs(env.iter().filter_map(|kv| split(kv)))
+        .current_dir(&start.cwd)
+        .process_group(0)
+        .stdin(std::process::Stdio::from(input))
+        .stdout(std::process::Stdio::from(output))
+        .stderr(std::process::Stdio::from(errors));
+    let child = command
+        .spawn()
+        .map_err(|e| Unstarted::Os(Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))))?;
+    // Reaped by `reap`, not by the handle.
+    Ok(child.id())
 }
 
 /// `NAME=value` as its two halves (the value may hold `=`).

@@ -135,6 +135,11 @@ impl Reader {
         self.store.read().events(task_id)
     }
 
+    /// A task's newest `limit` warnings and errors, oldest first.
+    pub fn notices(&self, task_id: i64, limit: i64) -> Result<Vec<Event>> {
+        self.store.read().notices(task_id, limit)
+    }
+
     /// At most `limit` log lines of a step run after line id `after`.
     pub fn log_after(&self, step_run_id: i64, after: i64, limit: i64) -> Result<Vec<LogLine>> {
         self.store.read().log_lines(step_run_id, after, limit)

@@ -247,6 +247,45 @@ both!(fn events_commands_logs_and_messages_read_back(board) {
     assert!(store.read().queued_messages(t).unwrap().is_empty());
 });
 
+both!(fn a_tasks_notices_are_its_newest_warnings_and_errors(board) {
+    let mut store = board.open();
+    let (t, _) = store.write(|db| task(db, "t")).unwrap();
+    let (other, _) = store.write(|db| task(db, "other")).unwrap();
+    let ids = store
+        .write(|db| {
+            let mut ids = Vec::new();
+            for (n, level) in ["warn", "info", "error", "warn", "info", "warn", "error", "warn"]
+                .into_iter()
+                .enumerate()
+            {
+                ids.push((level, db.insert_event(&NewEvent {
+                    task_id: Some(t),
+                    category: "c",
+                    kind: "k",
+                    summary: format!("{n}"),
+                    data: json!({}),
+                    actor: "engine",
+                    level,
+                })?));
+                db.insert_event(&NewEvent {
+                    task_id: Some(other),
+                    category: "c",
+                    kind: "k",
+                    summary: "elsewhere".into(),
+                    data: json!({}),
+                    actor: "engine",
+                    level: "error",
+                })?;
+            }
+            Ok::<_, StoreError>(ids)
+        })
+        .unwrap();
+    let want: Vec<i64> = ids.iter().filter(|(l, _)| *l != "info").map(|(_, id)| *id).collect();
+    let got: Vec<i64> = store.read().notices(t, 5).unwrap().iter().map(|e| e.id).collect();
+    assert_eq!(got, want[want.len() - 5..]);
+    assert_eq!(store.read().notices(t, 50).unwrap().len(), 6);
+});
+
 both!(fn follow_ups_prs_dependencies_and_edits_read_back(board) {
     let mut store = board.open();
     let (a, run) = store.write(|db| task(db, "a")).unwrap();

@@ -47,7 +47,19 @@ impl Db<'_> {
 
     /// A task's events, oldest first.
     pub fn events(&self, task_id: i64) -> Result<Vec<Event>> {
-        self.events_where("task_id = ?1", task_id)
+        self.events_where("task_id = ?1", [task_id])
+    }
+
+    /// A task's newest `limit` events above `info` (warnings, errors), oldest first: what
+    /// the board's detail pane shows, read from the newest back rather than all of them.
+    pub fn notices(&self, task_id: i64, limit: i64) -> Result<Vec<Event>> {
+        let mut out = self.events_where(
+            "task_id = ?1 AND id IN (SELECT id FROM events WHERE task_id = ?1 \
+             AND level != 'info' ORDER BY id DESC LIMIT ?2)",
+            [task_id, limit],
+        )?;
+        out.sort_by_key(|e| e.id);
+        Ok(out)
     }
 
     /// The newest `limit` events of the workspace itself (reloads, skipped schedules), oldest
@@ -56,7 +68,7 @@ impl Db<'_> {
         let mut out = self.events_where(
             "task_id IS NULL AND id IN (SELECT id FROM events WHERE task_id IS NULL \
              ORDER BY id DESC LIMIT ?1)",
-            limit,
+            [limit],
         )?;
         out.sort_by_key(|e| e.id);
         Ok(out)
@@ -68,7 +80,7 @@ impl Db<'_> {
         self.events_where(
             "id IN (SELECT id FROM events WHERE id > ?1 AND level IN ('warn', 'error') \
              ORDER BY id LIMIT 200)",
-            after,
+            [after],
         )
     }
 
@@ -77,13 +89,13 @@ impl Db<'_> {
         Ok(self.one("SELECT COALESCE(MAX(id), 0) FROM events", [], |r| r.get(0))?)
     }
 
-    fn events_where(&self, filter: &str, arg: i64) -> Result<Vec<Event>> {
+    fn events_where(&self, filter: &str, args: impl super::sql::Params) -> Result<Vec<Event>> {
         let rows = self.all(
             &format!(
                 "SELECT id, task_id, category, type, summary, data_json, actor, level, at \
                  FROM events WHERE {filter} ORDER BY id"
             ),
-            [arg],
+            args,
             |r| {
                 Ok((
                     Event {

@@ -324,13 +324,7 @@ fn task(db: &Reader, id: i64) -> crate::store::Result<TaskDetail> {
     let task = db.task(id)?;
     let steps = db.steps(id)?;
     let history = db.history(id)?;
-    let mut notices: Vec<_> = db
-        .events(id)?
-        .into_iter()
-        .filter(|e| e.level != "info")
-        .collect();
-    let keep = notices.len().saturating_sub(5);
-    notices.drain(..keep);
+    let notices = db.notices(id, 5)?;
     let messages = db.messages(id)?;
     let questions = db.open_questions(&task)?;
     Ok(TaskDetail {

@@ -159,6 +159,26 @@ fn a_title_of_only_escape_codes_or_a_nul_byte_is_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("the prompt holds a NUL byte"), "{err}");
     assert_eq!(ws.ok(&["list", "--json"]).trim(), "[]");
+    // An edit is held to the same rules as a new task.
+    let id = ws.new_task("p", "fine").to_string();
+    for (args, stdin, said) in [
+        (
+            vec!["edit", &id, "--prompt", "-"],
+            "before\0after",
+            "the prompt holds a NUL byte",
+        ),
+        (
+            vec!["edit", &id, "--title", "\x1b[31m\x07"],
+            "",
+            "a task needs a title",
+        ),
+    ] {
+        let out = ws.baton(&args).write_stdin(stdin).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(said), "{args:?}: {err}");
+    }
+    assert_eq!(ws.show(id.parse().unwrap())["title"], "fine");
 }
 
 #[test]

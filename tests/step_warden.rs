@@ -205,7 +205,8 @@ fn a_step_does_not_inherit_the_engines_ignored_sigpipe() {
 }
 
 /// A step the warden cannot start (its `workdir` does not exist) fails with the reason
-/// and the folder, and the warden goes on to start the next one.
+/// and the folder, and the warden goes on to start the next one. A step whose PATH has
+/// no `sh` says so.
 #[test]
 fn a_step_the_warden_cannot_start_fails_with_the_reason() {
     let ws = Ws::new();
@@ -224,9 +225,8 @@ fn a_step_the_warden_cannot_start_fails_with_the_reason() {
     wait_for("the step to fail", || ws.show(bad)["state"] == "failed");
     let error = ws.show(bad)["steps"][0]["error"].to_string();
     assert!(
-        error.contains("could not start `sh`")
-            && error.contains("gone")
-            && error.contains("No such file or directory"),
+        error.contains("could not start `sh`: the step's folder")
+            && error.contains("gone does not exist"),
         "{error}"
     );
     ws.ok(&["start", &good.to_string()]);
@@ -234,6 +234,26 @@ fn a_step_the_warden_cannot_start_fails_with_the_reason() {
         ws.show(good)["state"] == "done"
     });
     stop(engine);
+    let mut statuses = vec![serde_json::json!({"id": "todo", "kind": "queue"})];
+    statuses.push(
+        serde_json::json!({"id": "work", "step": {"run": "true", "env": {"PATH": "/nonexistent"}}}),
+    );
+    for s in ["done", "failed", "cancelled"] {
+        statuses.push(serde_json::json!({"id": s, "kind": s}));
+    }
+    let no_path = serde_json::json!({"id": "np", "statuses": statuses}).to_string();
+    ws.pipeline("np.json", &no_path);
+    let out = ws
+        .baton(&["run", "np", "--title", "no sh", "--wait", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let error = shown["steps"][0]["error"].to_string();
+    assert!(
+        error.contains("`sh`: it is not on the step's PATH (/nonexistent)"),
+        "{error}"
+    );
 }
 
 /// A name in a step's `env` that the engine also has reaches the step's program once, with

@@ -209,11 +209,15 @@ pub(super) fn edit(
     if title.is_none() && prompt.is_none() {
         return Err(refuse(task, "nothing to change — give --title or --prompt"));
     }
-    if title.is_some_and(|t| t.trim().is_empty()) {
+    if title.is_some_and(super::actions::blank_title) {
         return Err(refuse(
             task,
             "a task needs a title; give a non-empty --title",
         ));
+    }
+    // As a new task's: a NUL byte could reach no step.
+    if let Some(problem) = super::actions::nul_problem(title.unwrap_or(""), prompt.unwrap_or("")) {
+        return Err(refuse(task, problem));
     }
     if let Some(n) = title.map(|t| t.chars().count()).filter(|n| *n > MAX_TITLE) {
         return Err(refuse(

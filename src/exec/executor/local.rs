@@ -77,11 +77,24 @@ async fn spawn(launch: &Launch, log: LogSender) -> Result<LocalStep, ExecError> 
     let Some(what) = argv.first().cloned() else {
         return Err(ExecError("the command line is empty".into()));
     };
+    // A missing folder and a missing program both come back as "no such file": each is
+    // said for what it is.
+    let no_folder = || {
+        (!env.workdir.is_dir()).then(|| {
+            ExecError(format!(
+                "could not start `{what}`: the step's folder {} does not exist — check the step's `workdir`",
+                env.workdir.display()
+            ))
+        })
+    };
     let cannot = |e: std::io::Error| {
-        ExecError(format!(
-            "could not start `{what}` in {}: {e}",
-            env.workdir.display()
-        ))
+        let missing = e.kind() == std::io::ErrorKind::NotFound;
+        missing.then(no_folder).flatten().unwrap_or_else(|| {
+            ExecError(format!(
+                "could not start `{what}` in {}: {e}",
+                env.workdir.display()
+            ))
+        })
     };
     // Looked up here, on the step's own PATH: a missing program is said as such, not
     // only as the exit of whatever started it.
@@ -89,7 +102,23 @@ async fn spawn(launch: &Launch, log: LogSender) -> Result<LocalStep, ExecError> 
     let path = path
         .map(|(_, v)| v.into())
         .or_else(|| std::env::var_os("PATH"));
-    let program = find(&what, &env.workdir, path.as_deref()).map_err(cannot)?;
+    let program = find(&what, &env.workdir, path.as_deref()).map_err(|_| {
+        no_folder().unwrap_or_else(|| {
+            ExecError(match (what.contains('/'), &path) {
+                (true, _) => format!(
+                    "could not start `{what}`: {} is not an executable file",
+                    env.workdir.join(&what).display()
+                ),
+                (false, Some(p)) => format!(
+                    "could not start `{what}`: it is not on the step's PATH ({}) — install it, or set PATH in the step's `env`",
+                    p.to_string_lossy()
+                ),
+                (false, None) => format!(
+                    "could not start `{what}`: the step has no PATH to find it on — give its full path, or set PATH in the step's `env`"
+                ),
+            })
+        })
+    })?;
     // The same secrets the engine masks in the step's lines: long lines are cut around them.
     let pumps = Pumps {
         log,

@@ -248,17 +248,14 @@ enum Unstarted {
 
 /// The environment as the program gets it: one entry per name, the last one given winning
 /// (the engine sends what a step inherits first, then the step's own `env`), as
-/// `Command::envs` builds it. An entry without `=` stands for itself.
+/// `Command::envs` builds it. An entry without `=` (the engine sends none) is left out, as
+/// `Command` could not pass it either.
 fn last_wins(env: &[OsString]) -> Vec<&OsString> {
-    fn name(kv: &OsString) -> &[u8] {
-        let b = kv.as_bytes();
-        &b[..b.iter().position(|c| *c == b'=').unwrap_or(b.len())]
-    }
     let mut seen = std::collections::HashSet::with_capacity(env.len());
     let mut out: Vec<&OsString> = env
         .iter()
         .rev()
-        .filter(|kv| seen.insert(name(kv)))
+        .filter(|kv| split(kv).is_some_and(|(name, _)| seen.insert(name)))
         .collect();
     out.reverse();
     out
@@ -481,4 +478,74 @@ fn end_all(steps: HashMap<i32, Step>) -> ! {
         let _ = killpg(Pid::from_raw(*pid), Signal::SIGKILL);
     }
     std::process::exit(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both ways of starting a step (glibc's `posix_spawn` with a folder of its own, and
+    /// `Command` where glibc is older) give the program one entry per name with the last
+    /// value, its folder, its three descriptors and a process group of its own.
+    #[test]
+    fn both_ways_of_starting_a_step_give_it_the_same_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let start = Start {
+            id: 1,
+            grace_ms: 0,
+            program: "/bin/sh".into(),
+            argv: vec![
+                "sh".into(),
+                "-c".into(),
+                "pwd; env | grep -c '^TWICE='; printenv TWICE; cut -d' ' -f5 /proc/$$/stat; echo $$".into(),
+            ],
+            env: vec![
+                "TWICE=first".into(),
+                "PATH=/usr/bin:/bin".into(),
+                "NOEQUALS".into(),
+                "TWICE=last".into(),
+            ],
+            cwd: dir.path().into(),
+        };
+        let env = last_wins(&start.env);
+        assert_eq!(
+            env,
+            [&OsString::from("PATH=/usr/bin:/bin"), &"TWICE=last".into()]
+        );
+        let run = |how: &str| {
+            let (out_r, out_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
+            let (err_r, err_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
+            let input = OwnedFd::from(std::fs::File::open("/dev/null").unwrap());
+            let stdio = [input, out_w, err_w];
+            // The write ends close here once the child has its copies, so the read ends.
+            let pid = match how {
+                "posix_spawn" => {
+                    let pid = posix_spawn(&start, &env, &stdio, add_chdir().unwrap());
+                    drop(stdio);
+                    pid
+                }
+                _ => command_spawn(&start, &env, stdio),
+            };
+            let Ok(pid) = pid else {
+                panic!("{how} did not start")
+            };
+            let mut out = String::new();
+            use std::io::Read;
+            std::fs::File::from(out_r).read_to_string(&mut out).unwrap();
+            drop(err_r);
+            let _ = waitpid(Pid::from_raw(pid as i32), None);
+            let lines: Vec<String> = out.lines().map(|l| l.trim().to_string()).collect();
+            assert_eq!(
+                lines[0],
+                dir.path().canonicalize().unwrap().to_str().unwrap(),
+                "{how}"
+            );
+            // `env` in a shell shows the shell's own table: one entry; the value is the last.
+            assert_eq!(lines[1..3], ["1", "last"], "{how}");
+            assert_eq!(lines[3], lines[4], "{how}: leads its own group: {lines:?}");
+            assert_eq!(lines[4], pid.to_string(), "{how}");
+        };
+        run("posix_spawn");
+        run("command");
+    }
 }

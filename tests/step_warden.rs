@@ -7,13 +7,26 @@ mod common;
 use common::{Ws, alive, spawn_engine, stop, wait_for};
 
 fn pipeline(script: &str) -> String {
+    with_steps(
+        "w",
+        &[
+            serde_json::json!({"script": script}),
+            serde_json::json!({"run": "echo next ran"}),
+        ],
+    )
+}
+
+/// Pipeline `id`: a queue, then a status for each step (`work`, then `next`), then the
+/// three terminal statuses.
+fn with_steps(id: &str, steps: &[serde_json::Value]) -> String {
     let mut statuses = vec![serde_json::json!({"id": "todo", "kind": "queue"})];
-    statuses.push(serde_json::json!({"id": "work", "step": {"script": script}}));
-    statuses.push(serde_json::json!({"id": "next", "step": {"run": "echo next ran"}}));
+    for (name, step) in ["work", "next"].iter().zip(steps) {
+        statuses.push(serde_json::json!({"id": name, "step": step}));
+    }
     for s in ["done", "failed", "cancelled"] {
         statuses.push(serde_json::json!({"id": s, "kind": s}));
     }
-    serde_json::json!({"id": "w", "statuses": statuses}).to_string()
+    serde_json::json!({"id": id, "statuses": statuses}).to_string()
 }
 
 /// Field 4 of `/proc/<pid>/stat`: the parent's pid.
@@ -210,12 +223,10 @@ fn a_step_does_not_inherit_the_engines_ignored_sigpipe() {
 #[test]
 fn a_step_the_warden_cannot_start_fails_with_the_reason() {
     let ws = Ws::new();
-    let mut statuses = vec![serde_json::json!({"id": "todo", "kind": "queue"})];
-    statuses.push(serde_json::json!({"id": "work", "step": {"run": "true", "workdir": "gone"}}));
-    for s in ["done", "failed", "cancelled"] {
-        statuses.push(serde_json::json!({"id": s, "kind": s}));
-    }
-    let missing = serde_json::json!({"id": "m", "statuses": statuses}).to_string();
+    let missing = with_steps(
+        "m",
+        &[serde_json::json!({"run": "true", "workdir": "gone"})],
+    );
     ws.pipeline("m.json", &missing);
     ws.pipeline("w.json", &pipeline("echo started"));
     let bad = ws.new_task("m", "no folder");
@@ -234,14 +245,10 @@ fn a_step_the_warden_cannot_start_fails_with_the_reason() {
         ws.show(good)["state"] == "done"
     });
     stop(engine);
-    let mut statuses = vec![serde_json::json!({"id": "todo", "kind": "queue"})];
-    statuses.push(
-        serde_json::json!({"id": "work", "step": {"run": "true", "env": {"PATH": "/nonexistent"}}}),
+    let no_path = with_steps(
+        "np",
+        &[serde_json::json!({"run": "true", "env": {"PATH": "/nonexistent"}})],
     );
-    for s in ["done", "failed", "cancelled"] {
-        statuses.push(serde_json::json!({"id": s, "kind": s}));
-    }
-    let no_path = serde_json::json!({"id": "np", "statuses": statuses}).to_string();
     ws.pipeline("np.json", &no_path);
     let out = ws
         .baton(&["run", "np", "--title", "no sh", "--wait", "--json"])
@@ -269,16 +276,8 @@ fn a_steps_own_env_wins_over_the_engines() {
   "argv": ["env"]}"#,
     )
     .unwrap();
-    let mut statuses = vec![serde_json::json!({"id": "todo", "kind": "queue"})];
-    statuses.push(serde_json::json!({"id": "work", "step": {"agent": "pe",
-        "env": {"BATON_X_TWICE": "the step's"}}}));
-    for s in ["done", "failed", "cancelled"] {
-        statuses.push(serde_json::json!({"id": s, "kind": s}));
-    }
-    ws.pipeline(
-        "e.json",
-        &serde_json::json!({"id": "e", "statuses": statuses}).to_string(),
-    );
+    let step = serde_json::json!({"agent": "pe", "env": {"BATON_X_TWICE": "the step's"}});
+    ws.pipeline("e.json", &with_steps("e", &[step]));
     let out = ws
         .baton(&["run", "e", "--title", "env", "--wait"])
         .env("BATON_X_TWICE", "the engine's")

@@ -56,6 +56,11 @@ const WAL_LIMIT: i64 = 16 * 1024 * 1024;
 /// default 4 KB pages, which baton's databases use.
 const RESTART_FRAMES: i64 = 4096;
 
+/// The largest write-ahead log a store leaves behind when it closes (see [`cut_if_grown`]):
+/// about 250 pages, five `baton run`s of one step, which the next command's first
+/// connection reads through once (about 0.3 ms).
+const KEEP_LOG: u64 = 1024 * 1024;
+
 /// How many times, a millisecond apart, [`restart`] tries before leaving it to the next
 /// checkpoint.
 const RESTART_TRIES: usize = 20;
@@ -110,8 +115,8 @@ impl Drop for Inner {
         {
             let _ = closed.recv_timeout(CLOSE_WAIT);
         }
-        // And for the connections to close: the last one to close removes SQLite's
-        // `-wal` and `-shm` files, which a process exiting with them open leaves behind.
+        // And for the connections to close, so that a process exiting now leaves no
+        // write half done and its last log cut (see [`cut_if_grown`]) finished.
         if !self.threads.contains(&std::thread::current().id())
             && let Some(done) = self.done.take()
             && let Ok(done) = done.into_inner()
@@ -622,6 +627,7 @@ fn spawn_thread(
             // Runs the queue; its connection closes when the closure returns, and only
             // then is `done` dropped.
             let serve = |mut store: Store, mut next: Option<Job>| {
+                keep_log(&store);
                 let mut commits = 0u32;
                 // Commits since the log was last cut to nothing.
                 let mut dirty = false;
@@ -639,7 +645,7 @@ fn spawn_thread(
                                 }
                                 Err(std_mpsc::RecvTimeoutError::Disconnected) => {
                                     close(&mut store);
-                                    truncate(&mut store);
+                                    cut_if_grown(&mut store);
                                     return;
                                 }
                             },
@@ -648,7 +654,7 @@ fn spawn_thread(
                                 Err(_) => {
                                     close(&mut store);
                                     if dirty {
-                                        truncate(&mut store);
+                                        cut_if_grown(&mut store);
                                     }
                                     return;
                                 }
@@ -727,6 +733,27 @@ fn spawn_thread(
         })
         .map_err(|e| StoreError::Conflict(format!("cannot start the store's thread: {e}")))?;
     Ok((tx, thread.thread().id()))
+}
+
+/// Leaves the write-ahead log in place when `store`'s connection closes: SQLite would
+/// otherwise copy it into the database at the last close (two `fsync`s) and delete it, and
+/// the next command would make it anew (two more). Commits reach the log either way; the
+/// engine's own checkpoints copy it in while it runs, and [`cut_if_grown`] when it has grown.
+fn keep_log(store: &Store) {
+    let keep = rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE;
+    if let Some(Err(e)) = store.backend.sqlite().map(|c| c.set_db_config(keep, true)) {
+        tracing::debug!("the write-ahead log will be copied in at close: {e}");
+    }
+}
+
+/// A writer's last act when it has written: the log is copied into the database and cut
+/// to nothing only once it passes [`KEEP_LOG`], so a command's close costs no `fsync`
+/// while the next command's start reads at most that much of it again.
+fn cut_if_grown(store: &mut Store) {
+    let log = super::path_with(&store.path, "-wal");
+    if std::fs::metadata(log).is_ok_and(|m| m.len() > KEEP_LOG) {
+        truncate(store);
+    }
 }
 
 /// Copies the whole write-ahead log into the database and cuts the log file to nothing.

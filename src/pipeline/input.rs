@@ -67,7 +67,7 @@ pub fn label_problem(label: &str) -> Option<String> {
 /// Each key that appears twice in one object of `text` (valid JSON): the key and where its
 /// later occurrence starts. JSON readers keep one of the two silently.
 pub(crate) fn duplicate_keys(text: &str) -> Vec<(String, Pos)> {
-    Locator::new(text).duplicates
+    Locator::duplicates_in(text)
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Loading pipelines: JSON text to [`Pipeline`] with located, human-readable diagnostics, and
 //! the catalog of built-in plus workspace pipelines.
 
-use super::locate::{Locator, json_error_position};
+use super::locate::json_error_position;
 use super::model::Pipeline;
 use super::parse::{Ctx, parse_root};
 use super::validate::check;
@@ -9,6 +9,7 @@ use serde::Serialize;
 use std::collections::BTreeSet;
 use std::fmt;
 use std::path::Path;
+use std::sync::OnceLock;
 
 /// How bad a [`Diagnostic`] is: errors keep a pipeline out of the catalog, warnings do not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -75,7 +76,7 @@ pub fn parse_pipeline(
         Ok(v) => v,
         Err(e) => return (None, vec![json_error(file, text, &e)]),
     };
-    let mut ctx = Ctx::new(file, Locator::new(text));
+    let mut ctx = Ctx::new(file, text);
     for (key, pos) in super::duplicate_keys(text) {
         ctx.diags.push(duplicate_key(file, &key, pos));
     }
@@ -240,11 +241,9 @@ pub fn load_catalog(
     known_agents: Option<&BTreeSet<String>>,
 ) -> Catalog {
     let mut catalog = Catalog::default();
-    for (file, text) in builtin_sources() {
-        let (pipeline, diags) = parse_pipeline(file, text, known_agents);
-        catalog.diagnostics.extend(diags);
-        catalog.pipelines.extend(pipeline);
-    }
+    let (builtins, diags) = builtins(known_agents);
+    catalog.pipelines = builtins;
+    catalog.diagnostics = diags;
     let builtin_count = catalog.pipelines.len();
     let Some(dir) = workspace_pipelines_dir else {
         return catalog;
@@ -283,6 +282,36 @@ pub fn load_catalog(
         }
     }
     catalog
+}
+
+/// The built-in pipelines and what their parse found. They are compiled in and name only
+/// built-in agents, which every workspace has, so one clean parse serves the whole process
+/// (a catalog is read at each engine start and again for each new task); one with other
+/// agents in mind, or none, parses them again.
+fn builtins(known_agents: Option<&BTreeSet<String>>) -> (Vec<Pipeline>, Vec<Diagnostic>) {
+    static CLEAN: OnceLock<Option<Vec<Pipeline>>> = OnceLock::new();
+    static AGENTS: OnceLock<BTreeSet<String>> = OnceLock::new();
+    let parse = |known| {
+        let (mut pipelines, mut diagnostics) = (Vec::new(), Vec::new());
+        for (file, text) in builtin_sources() {
+            let (pipeline, diags) = parse_pipeline(file, text, known);
+            diagnostics.extend(diags);
+            pipelines.extend(pipeline);
+        }
+        (pipelines, diagnostics)
+    };
+    let ours = AGENTS.get_or_init(|| agent_ids(None));
+    let clean = match known_agents {
+        Some(known) if ours.is_subset(known) => CLEAN.get_or_init(|| {
+            let (pipelines, diagnostics) = parse(Some(ours));
+            diagnostics.is_empty().then_some(pipelines)
+        }),
+        _ => &None,
+    };
+    match clean {
+        Some(pipelines) => (pipelines.clone(), Vec::new()),
+        None => parse(known_agents),
+    }
 }
 
 /// Ids of the built-in agent profiles plus those in `workspace_agents_dir/*.json`.

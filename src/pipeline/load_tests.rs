@@ -297,3 +297,27 @@ fn feature_opens_a_pull_request_only_where_there_is_a_forge() {
         assert_eq!(at("in_pr", t, true).0, want, "{trigger}");
     }
 }
+
+#[test]
+fn the_builtins_are_parsed_once_for_agents_that_include_theirs_and_again_for_others() {
+    let mut more = agent_ids(None);
+    more.insert("extra".into());
+    let first = load_catalog(None, Some(&more));
+    let again = load_catalog(None, Some(&more));
+    assert!(first.diagnostics.is_empty(), "{:#?}", first.diagnostics);
+    assert_eq!(first.pipelines, again.pipelines);
+    assert_eq!(first.pipelines.len(), builtin_sources().len());
+    // Without the agents they name, the pipelines that name them are refused, every time.
+    let none = std::collections::BTreeSet::new();
+    for _ in 0..2 {
+        let bare = load_catalog(None, Some(&none));
+        assert!(
+            bare.diagnostics
+                .iter()
+                .any(|d| d.message.contains("`planner`")),
+            "{:#?}",
+            bare.diagnostics
+        );
+        assert!(bare.pipelines.len() < builtin_sources().len());
+    }
+}

@@ -22,15 +22,13 @@ pub(crate) struct Locator {
 impl Locator {
     /// Scans `text` (expected to be valid JSON) and records every position.
     pub(crate) fn new(text: &str) -> Self {
-        let mut scan = Scan {
-            chars: text.chars().collect(),
-            i: 0,
-            line: 1,
-            col: 1,
-            out: Locator::default(),
-        };
-        scan.value(String::new());
-        scan.out
+        Scan::run(text, true)
+    }
+
+    /// Only the keys met twice in one object, with where each later one starts: not the
+    /// positions of everything else, which only a file with a problem needs.
+    pub(crate) fn duplicates_in(text: &str) -> Vec<(String, Pos)> {
+        Scan::run(text, false).duplicates
     }
 
     /// The start of the value at `ptr`, or of its nearest located ancestor.
@@ -73,10 +71,33 @@ struct Scan {
     i: usize,
     line: usize,
     col: usize,
+    /// Whether every position is kept, or only duplicate keys are looked for.
+    record: bool,
     out: Locator,
 }
 
 impl Scan {
+    fn run(text: &str, record: bool) -> Locator {
+        let mut scan = Scan {
+            chars: text.chars().collect(),
+            i: 0,
+            line: 1,
+            col: 1,
+            record,
+            out: Locator::default(),
+        };
+        scan.value(String::new());
+        scan.out
+    }
+
+    /// `base` with one more segment, when positions are kept.
+    fn child(&self, base: &str, segment: &str) -> String {
+        match self.record {
+            true => join(base, segment),
+            false => String::new(),
+        }
+    }
+
     fn peek(&self) -> Option<char> {
         self.chars.get(self.i).copied()
     }
@@ -101,7 +122,9 @@ impl Scan {
 
     fn value(&mut self, ptr: String) {
         self.skip_ws();
-        self.out.values.insert(ptr.clone(), (self.line, self.col));
+        if self.record {
+            self.out.values.insert(ptr.clone(), (self.line, self.col));
+        }
         match self.peek() {
             Some('{') => self.object(&ptr),
             Some('[') => self.array(&ptr),
@@ -131,10 +154,14 @@ impl Scan {
                 Some('"') => {
                     let pos = (self.line, self.col);
                     let key = self.string();
-                    let child = join(ptr, &key);
-                    self.out.keys.insert(child.clone(), pos);
-                    if !seen.insert(key.clone()) {
+                    let child = self.child(ptr, &key);
+                    if self.record {
+                        self.out.keys.insert(child.clone(), pos);
+                    }
+                    if seen.contains(&key) {
                         self.out.duplicates.push((key, pos));
+                    } else {
+                        seen.insert(key);
                     }
                     self.skip_ws();
                     if self.peek() == Some(':') {
@@ -158,7 +185,7 @@ impl Scan {
                 Some(',') => self.bump(),
                 Some(_) => {
                     let before = self.i;
-                    self.value(join(ptr, &index.to_string()));
+                    self.value(self.child(ptr, &index.to_string()));
                     index += 1;
                     if self.i == before {
                         self.bump();
@@ -241,6 +268,7 @@ mod tests {
     fn survives_garbage() {
         for text in ["", "{", "[1,", "{\"a\"", "\"\\u12", "}}}", "{\"a\":[}"] {
             let _ = Locator::new(text);
+            let _ = Locator::duplicates_in(text);
         }
     }
 }

@@ -12,40 +12,48 @@ use std::collections::BTreeSet;
 /// Collects diagnostics for one file, placing each at a JSON pointer's position.
 pub(crate) struct Ctx<'a> {
     file: &'a str,
-    loc: Locator,
+    text: &'a str,
+    /// Where each value of `text` starts: found at the first problem to place, as most
+    /// files have none.
+    loc: std::cell::OnceCell<Locator>,
     pub(crate) diags: Vec<Diagnostic>,
 }
 
 impl<'a> Ctx<'a> {
-    pub(crate) fn new(file: &'a str, loc: Locator) -> Self {
+    pub(crate) fn new(file: &'a str, text: &'a str) -> Self {
         Self {
             file,
-            loc,
+            text,
+            loc: std::cell::OnceCell::new(),
             diags: Vec::new(),
         }
     }
 
+    fn loc(&self) -> &Locator {
+        self.loc.get_or_init(|| Locator::new(self.text))
+    }
+
     /// An error located at the value at `ptr`.
     pub(crate) fn error(&mut self, ptr: &str, message: impl Into<String>) {
-        let pos = self.loc.value(ptr);
+        let pos = self.loc().value(ptr);
         self.push(pos, Severity::Error, message.into());
     }
 
     /// An error located at the key naming the member at `ptr`.
     pub(crate) fn error_key(&mut self, ptr: &str, message: impl Into<String>) {
-        let pos = self.loc.key(ptr);
+        let pos = self.loc().key(ptr);
         self.push(pos, Severity::Error, message.into());
     }
 
     /// A warning located at the value at `ptr`.
     pub(crate) fn warn(&mut self, ptr: &str, message: impl Into<String>) {
-        let pos = self.loc.value(ptr);
+        let pos = self.loc().value(ptr);
         self.push(pos, Severity::Warning, message.into());
     }
 
     /// A warning located at the key naming the member at `ptr`.
     pub(crate) fn warn_key(&mut self, ptr: &str, message: impl Into<String>) {
-        let pos = self.loc.key(ptr);
+        let pos = self.loc().key(ptr);
         self.push(pos, Severity::Warning, message.into());
     }
 

@@ -249,10 +249,8 @@ fn commands_leave_at_most_a_small_write_ahead_log() {
         last = now;
     }
     assert!(cut > 0, "40 commands never cut the log back");
-    assert!(
-        last > 0,
-        "the last `new` left no log: its close copied it in"
-    );
+    // Even just cut, the log file stays for the next command.
+    assert!(wal.exists(), "the last `new` removed the log");
     let id = &ids[0];
     for args in [vec!["list"], vec!["show", id], vec!["list", "--json"]] {
         ws.ok(&args);

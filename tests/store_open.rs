@@ -275,3 +275,18 @@ fn a_read_only_workspace_can_be_listed_and_shown() {
     )
     .unwrap();
 }
+
+/// A write-ahead log with commits in it is read, even when SQLite's shared memory beside
+/// it is gone (a copy that left it out): the board is not shown as it was before them.
+#[test]
+fn a_log_whose_shared_memory_is_gone_is_still_read() {
+    let ws = Ws::new();
+    ws.pipeline("gate.json", common::GATE);
+    ws.new_task("gate", "only in the log");
+    let baton = ws.root().join(".baton");
+    let wal = std::fs::metadata(baton.join("baton.db-wal")).unwrap();
+    assert!(wal.len() > 0, "the task is not in the log");
+    std::fs::remove_file(baton.join("baton.db-shm")).unwrap();
+    let listed = ws.ok(&["list"]);
+    assert!(listed.contains("only in the log"), "{listed}");
+}

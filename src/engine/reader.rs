@@ -19,9 +19,9 @@ pub struct Reader {
 
 impl Reader {
     /// A reader of `ws`'s board: read-only when this process may not write there (a
-    /// read-only checkout or mount), so reading never needs to write. For a command: a
-    /// board whose last writer closed cleanly is read as it is, without SQLite's side
-    /// files.
+    /// read-only checkout or mount), so reading never needs to write. For a command: the
+    /// file is opened read-only, through SQLite's side files when a write-ahead log holds
+    /// commits, as it is (`immutable`) when none does.
     pub fn open(ws: &Workspace) -> Result<Self> {
         if let Some(t) = crate::engine::board::postgres_board(ws)? {
             return Ok(Self {

@@ -299,7 +299,7 @@ fn feature_opens_a_pull_request_only_where_there_is_a_forge() {
 }
 
 #[test]
-fn the_builtins_are_parsed_once_for_agents_that_include_theirs_and_again_for_others() {
+fn the_builtins_are_the_same_for_any_agents_that_include_theirs_and_refused_without_them() {
     let mut more = agent_ids(None);
     more.insert("extra".into());
     let first = load_catalog(None, Some(&more));

@@ -1,9 +1,11 @@
 //! Line/column lookup for elements of an already-parsed JSON document.
 //!
-//! `serde_json::Value` keeps no positions, so after a successful parse we scan the text once
-//! more and remember where every value and every object key starts, keyed by JSON pointer
-//! (`/transitions/3/to`). The scanner trusts that the text is valid JSON (serde_json said so)
-//! but never panics or loops on text that is not.
+//! `serde_json::Value` keeps no positions, so once a file has a problem to place, its text
+//! is scanned once more for where every value and every object key starts, keyed by JSON
+//! pointer (`/transitions/3/to`). Every file is scanned for keys given twice in one object,
+//! which JSON readers keep silently, by the same scanner keeping no positions. It trusts
+//! that the text is valid JSON (serde_json said so) but never panics or loops on text that
+//! is not.
 
 use std::collections::HashMap;
 
@@ -16,7 +18,7 @@ pub(crate) struct Locator {
     values: HashMap<String, Pos>,
     keys: HashMap<String, Pos>,
     /// Keys met twice in one object: the key and where the later one starts.
-    pub(crate) duplicates: Vec<(String, Pos)>,
+    duplicates: Vec<(String, Pos)>,
 }
 
 impl Locator {
@@ -92,9 +94,10 @@ impl Scan {
 
     /// `base` with one more segment, when positions are kept.
     fn child(&self, base: &str, segment: &str) -> String {
-        match self.record {
-            true => join(base, segment),
-            false => String::new(),
+        if self.record {
+            join(base, segment)
+        } else {
+            String::new()
         }
     }
 

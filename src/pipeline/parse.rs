@@ -7,6 +7,7 @@ use super::model::{Pipeline, Status, StatusKind};
 use super::parse_edge::parse_transition;
 use super::parse_step::parse_step;
 use serde_json::{Map, Value};
+use std::cell::OnceCell;
 use std::collections::BTreeSet;
 
 /// Collects diagnostics for one file, placing each at a JSON pointer's position.
@@ -15,7 +16,7 @@ pub(crate) struct Ctx<'a> {
     text: &'a str,
     /// Where each value of `text` starts: found at the first problem to place, as most
     /// files have none.
-    loc: std::cell::OnceCell<Locator>,
+    loc: OnceCell<Locator>,
     pub(crate) diags: Vec<Diagnostic>,
 }
 
@@ -24,7 +25,7 @@ impl<'a> Ctx<'a> {
         Self {
             file,
             text,
-            loc: std::cell::OnceCell::new(),
+            loc: OnceCell::new(),
             diags: Vec::new(),
         }
     }

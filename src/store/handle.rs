@@ -56,7 +56,7 @@ const WAL_LIMIT: i64 = 16 * 1024 * 1024;
 /// default 4 KB pages, which baton's databases use.
 const RESTART_FRAMES: i64 = 4096;
 
-/// The largest write-ahead log a store leaves behind when it closes (see [`cut_if_grown`]):
+/// The largest write-ahead log a store leaves behind when it closes (see [`settle`]):
 /// about 250 pages, five `baton run`s of one step, which the next command's first
 /// connection reads through once (about 0.3 ms).
 const KEEP_LOG: u64 = 1024 * 1024;
@@ -116,7 +116,7 @@ impl Drop for Inner {
             let _ = closed.recv_timeout(CLOSE_WAIT);
         }
         // And for the connections to close, so that a process exiting now leaves no
-        // write half done and its last log cut (see [`cut_if_grown`]) finished.
+        // write half done and its log settled (see [`settle`]).
         if !self.threads.contains(&std::thread::current().id())
             && let Some(done) = self.done.take()
             && let Ok(done) = done.into_inner()
@@ -611,14 +611,21 @@ fn spawn_thread(
     done: std_mpsc::Sender<()>,
 ) -> Result<(std_mpsc::Sender<Job>, std::thread::ThreadId)> {
     let (tx, rx) = std_mpsc::channel::<Job>();
-    let close = move |store: &mut Store| {
+    // The thread's last act, told whether the thread wrote: the writer's mark and log.
+    let writes = checkpoints.is_some();
+    let close = move |store: &mut Store, wrote: bool| {
+        let mut wrote = wrote;
         if let Some((armed, closed)) = &closing
             && armed.load(std::sync::atomic::Ordering::Acquire)
         {
-            if let Err(e) = super::mark_closed_cleanly(store) {
-                tracing::warn!("marking the database closed cleanly failed: {e}");
+            match super::mark_closed_cleanly(store) {
+                Ok(()) => wrote = true,
+                Err(e) => tracing::warn!("marking the database closed cleanly failed: {e}"),
             }
             let _ = closed.send(());
+        }
+        if writes {
+            settle(store, wrote);
         }
     };
     let thread = std::thread::Builder::new()
@@ -631,6 +638,8 @@ fn spawn_thread(
                 let mut commits = 0u32;
                 // Commits since the log was last cut to nothing.
                 let mut dirty = false;
+                // Whether anything that may write ran here.
+                let mut wrote = false;
                 let pending = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
                 loop {
                     let job = match next.take() {
@@ -644,25 +653,18 @@ fn spawn_thread(
                                     continue;
                                 }
                                 Err(std_mpsc::RecvTimeoutError::Disconnected) => {
-                                    close(&mut store);
-                                    cut_if_grown(&mut store);
-                                    return;
+                                    return close(&mut store, wrote);
                                 }
                             },
                             _ => match rx.recv() {
                                 Ok(j) => j,
-                                Err(_) => {
-                                    close(&mut store);
-                                    if dirty {
-                                        cut_if_grown(&mut store);
-                                    }
-                                    return;
-                                }
+                                Err(_) => return close(&mut store, wrote),
                             },
                         },
                     };
                     // A commit: every so many, a checkpoint in the background.
                     let committing = matches!(job, Job::Write(_) | Job::Quiet(_));
+                    wrote |= !matches!(job, Job::Read(_));
                     match job {
                         // A panicking job must not take the store down with it: its caller
                         // sees the reply channel dropped ("the store has stopped").
@@ -737,8 +739,8 @@ fn spawn_thread(
 
 /// Leaves the write-ahead log in place when `store`'s connection closes: SQLite would
 /// otherwise copy it into the database at the last close (two `fsync`s) and delete it, and
-/// the next command would make it anew (two more). Commits reach the log either way; the
-/// engine's own checkpoints copy it in while it runs, and [`cut_if_grown`] when it has grown.
+/// the next command would make it anew (two more). The engine's own checkpoints copy it
+/// in while it runs, and [`settle`] when it has grown.
 fn keep_log(store: &Store) {
     let keep = rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE;
     if let Some(Err(e)) = store.backend.sqlite().map(|c| c.set_db_config(keep, true)) {
@@ -746,13 +748,25 @@ fn keep_log(store: &Store) {
     }
 }
 
-/// A writer's last act when it has written: the log is copied into the database and cut
-/// to nothing only once it passes [`KEEP_LOG`], so a command's close costs no `fsync`
-/// while the next command's start reads at most that much of it again.
-fn cut_if_grown(store: &mut Store) {
+/// The writer's last act. A log past [`KEEP_LOG`] is copied into the database and cut to
+/// nothing, so the next command's first connection reads at most that much of it again;
+/// otherwise, if this store wrote, the log is `fsync`ed once: what a command wrote is on
+/// the disk when it exits, as when every close copied the log in (commits in between are
+/// not, as `synchronous = NORMAL` has it).
+fn settle(store: &mut Store, wrote: bool) {
+    if store.backend.sqlite().is_none() {
+        return;
+    }
     let log = super::path_with(&store.path, "-wal");
-    if std::fs::metadata(log).is_ok_and(|m| m.len() > KEEP_LOG) {
-        truncate(store);
+    let size = std::fs::metadata(&log).map_or(0, |m| m.len());
+    if size > KEEP_LOG && cut(store) {
+        return;
+    }
+    if wrote
+        && size > 0
+        && let Err(e) = std::fs::File::open(&log).and_then(|f| f.sync_data())
+    {
+        tracing::warn!("syncing the write-ahead log {} failed: {e}", log.display());
     }
 }
 
@@ -760,11 +774,22 @@ fn cut_if_grown(store: &mut Store) {
 /// A reader still on the log makes it give up after a short wait; the next idle time
 /// tries again.
 fn truncate(store: &mut Store) {
+    cut(store);
+}
+
+/// [`truncate`], saying whether the whole log was copied in and cut.
+fn cut(store: &mut Store) -> bool {
     let Some(conn) = store.backend.sqlite() else {
-        return;
+        return false;
     };
-    if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)") {
-        tracing::debug!("the idle checkpoint did not finish: {e}");
+    match conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+        r.get::<_, i64>(0)
+    }) {
+        Ok(busy) => busy == 0,
+        Err(e) => {
+            tracing::debug!("the idle checkpoint did not finish: {e}");
+            false
+        }
     }
 }
 

@@ -237,11 +237,13 @@ impl Store {
     pub fn open_read_only(path: &Path) -> Result<Self> {
         refuse_empty(path)?;
         let damaged = |e: rusqlite::Error| damaged_or(path, e);
-        // With `-wal` and `-shm` present SQLite reads the newest commits; without them (the
-        // last writer closed cleanly) the file is complete and `immutable` avoids creating
-        // them.
+        // The newest commits are in the `-wal` file, read through SQLite's shared memory
+        // (`-shm`). With no log, or an empty one, the file is complete and `immutable`
+        // avoids making the shared memory; a log with commits in it is read even if the
+        // `-shm` is gone (SQLite makes it again, or says it cannot), never passed over.
         let wal = path_with(path, "-wal");
-        let conn = if wal.exists() && path_with(path, "-shm").exists() {
+        let logged = std::fs::metadata(&wal).is_ok_and(|m| m.len() > 0);
+        let conn = if logged || (wal.exists() && path_with(path, "-shm").exists()) {
             connect(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?
         } else {
             let uri = format!("file:{}?immutable=1", uri_path(path));

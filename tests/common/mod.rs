@@ -31,6 +31,16 @@ impl Ws {
         &self.root
     }
 
+    /// The board's bytes on disk, as text: the database and its write-ahead log, which
+    /// holds the newest writes between commands.
+    pub fn board_bytes(&self) -> String {
+        ["baton.db", "baton.db-wal"]
+            .iter()
+            .filter_map(|f| std::fs::read(self.root.join(".baton").join(f)).ok())
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+            .collect()
+    }
+
     /// A `baton` command running in the workspace.
     pub fn baton(&self, args: &[&str]) -> Command {
         let mut cmd = Command::cargo_bin("baton").expect("binary");

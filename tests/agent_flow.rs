@@ -578,3 +578,32 @@ fn an_outcome_spelled_with_a_dash_routes_the_task() {
     let last = shown["history"].as_array().unwrap().last().cloned();
     assert_eq!(last.unwrap()["trigger"], "outcome:needs_info");
 }
+
+/// A name in both the step's `env` and its agent profile's gets the step's value (the
+/// pipeline says what this status needs; the profile what the agent always has), and a
+/// profile cannot change the `BATON_*` variables baton gives the step.
+#[test]
+fn a_steps_env_wins_over_its_profiles_and_a_profile_cannot_change_batons_own() {
+    let ws = Ws::new();
+    ws.pipeline(
+        "envy.json",
+        r#"{"id": "envy", "statuses": [
+            {"id": "todo", "kind": "queue"},
+            {"id": "work", "step": {"agent": "envy", "env": {"WHO": "step"}}},
+            {"id": "done", "kind": "done"},
+            {"id": "failed", "kind": "failed"}],
+          "transitions": [{"from": "todo", "to": "work", "on": "start"}]}"#,
+    );
+    agent(
+        &ws,
+        "envy",
+        r#"{"id": "envy", "backend": "command", "format": "text",
+  "env": {"WHO": "profile", "ONLY_PROFILE": "kept", "BATON_STATUS": "forged"},
+  "argv": ["sh", "-c", "printf 'who=%s only=%s status=%s\\n' \"$WHO\" \"$ONLY_PROFILE\" \"$BATON_STATUS\""]}"#,
+    );
+    let (code, shown, err) = run(&ws, "envy");
+    assert_eq!(code, Some(0), "{shown} {err}");
+    let id = shown["id"].as_i64().unwrap().to_string();
+    let log = ws.ok(&["logs", &id]);
+    assert!(log.contains("who=step only=kept status=work"), "{log}");
+}

@@ -17,7 +17,7 @@ use tmux::Tmux;
 const PIPELINE: &str = r#"{"id": "p", "name": "Agent",
   "statuses": [
     {"id": "todo", "kind": "queue"},
-    {"id": "code", "step": {"agent": "fake", "env": {"FROM_STEP": "step-env"}}},
+    {"id": "code", "step": {"agent": "fake", "env": {"FROM_STEP": "step-env", "WHO": "step"}}},
     {"id": "review", "kind": "gate"},
     {"id": "done", "kind": "done"},
     {"id": "failed", "kind": "failed"},
@@ -34,7 +34,7 @@ printf '%s\n' '{"type":"result","subtype":"success","is_error":false,"result":"#
 
 /// The fake agent's interactive UI: records how it was opened, leaves a change.
 const ATTACH: &str = r#"#!/bin/sh
-{ pwd; printf '%s\n' "$@"; echo "$BATON_TASK_ID $BATON_STATUS $FROM_STEP $FROM_PROFILE"; } > "$RECORD"
+{ pwd; printf '%s\n' "$@"; echo "$BATON_TASK_ID $BATON_STATUS $FROM_STEP $FROM_PROFILE $WHO"; } > "$RECORD"
 echo "made by hand" > taken.txt
 "#;
 
@@ -63,7 +63,7 @@ fn task_with_session() -> (Ws, PathBuf, PathBuf) {
         "id": "fake", "backend": "command", "format": "claude-stream-json",
         "argv": [step, "{{message}}"],
         "attach_argv": [attach, "--resume", "{{session}}"],
-        "env": {"RECORD": record, "FROM_PROFILE": "profile-env"}
+        "env": {"RECORD": record, "FROM_PROFILE": "profile-env", "WHO": "profile", "BATON_STATUS": "forged"}
     });
     std::fs::write(
         ws.root().join(".baton/agents/fake.json"),
@@ -122,7 +122,8 @@ fn check_recorded(ws: &Ws, wt: &Path, record: &Path) {
         "runs in the worktree: {lines:?}"
     );
     assert_eq!(lines[1..3], ["--resume", "sess-42"], "{lines:?}");
-    assert_eq!(lines[3], "1 code step-env profile-env", "{lines:?}");
+    // The step's `env` wins over the profile's, which cannot change baton's own variables.
+    assert_eq!(lines[3], "1 code step-env profile-env step", "{lines:?}");
     let reason = takeover_reason(ws).expect("a takeover in the history");
     assert!(
         reason.starts_with("taken over by tester; its changes were committed to baton/1-"),

@@ -169,7 +169,9 @@ fn vars(
         vars.extend(spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     }
     if let Some(p) = profile {
-        vars.extend(p.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        // First, as for the step: the step's `env` and baton's own variables win.
+        let profile_env = p.env.iter().map(|(k, v)| (k.clone(), v.clone()));
+        vars.splice(0..0, profile_env);
         // The OpenCode server baton starts reads the workspace's OpenCode settings; the
         // interactive one should too.
         let config = ws.dir().join("opencode.json");

@@ -585,20 +585,20 @@ fn an_outcome_spelled_with_a_dash_routes_the_task() {
 #[test]
 fn a_steps_env_wins_over_its_profiles_and_a_profile_cannot_change_batons_own() {
     let ws = Ws::new();
-    ws.pipeline(
-        "envy.json",
-        r#"{"id": "envy", "statuses": [
-            {"id": "todo", "kind": "queue"},
-            {"id": "work", "step": {"agent": "envy", "env": {"WHO": "step"}}},
-            {"id": "done", "kind": "done"},
-            {"id": "failed", "kind": "failed"}],
-          "transitions": [{"from": "todo", "to": "work", "on": "start"}]}"#,
-    );
+    // The program is looked up on the step's PATH too, not on the profile's.
+    let path = std::env::var("PATH").unwrap();
+    let pipeline = serde_json::json!({"id": "envy", "statuses": [
+        {"id": "todo", "kind": "queue"},
+        {"id": "work", "step": {"agent": "envy", "env": {"WHO": "step", "PATH": path}}},
+        {"id": "done", "kind": "done"},
+        {"id": "failed", "kind": "failed"}],
+      "transitions": [{"from": "todo", "to": "work", "on": "start"}]});
+    ws.pipeline("envy.json", &pipeline.to_string());
     agent(
         &ws,
         "envy",
         r#"{"id": "envy", "backend": "command", "format": "text",
-  "env": {"WHO": "profile", "ONLY_PROFILE": "kept", "BATON_STATUS": "forged"},
+  "env": {"WHO": "profile", "ONLY_PROFILE": "kept", "BATON_STATUS": "forged", "PATH": "/nonexistent"},
   "argv": ["sh", "-c", "printf 'who=%s only=%s status=%s\\n' \"$WHO\" \"$ONLY_PROFILE\" \"$BATON_STATUS\""]}"#,
     );
     let (code, shown, err) = run(&ws, "envy");

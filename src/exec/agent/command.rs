@@ -104,14 +104,15 @@ pub(super) async fn run(
         return AgentFinish::error(format!("agent `{}`: `argv` is empty", p.id), false);
     };
     let who = format!("agent `{}` (command `{program}`)", p.id);
-    let path_var = p.env.get("PATH").cloned().or_else(|| {
-        job.env
-            .vars
-            .iter()
-            .rev()
-            .find(|(k, _)| k == "PATH")
-            .map(|(_, v)| v.clone())
-    });
+    // The PATH the program will have: the step's, else its profile's (see below).
+    let path_var = job
+        .env
+        .vars
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone())
+        .or_else(|| p.env.get("PATH").cloned());
     // On this machine the program is looked up here, so a missing one gets a clear
     // sentence; elsewhere (a container) it is looked up there.
     let local = job.place.executor.name() == "local";

@@ -35,6 +35,17 @@ pub struct StepEnv {
     pub kill_grace: Duration,
 }
 
+impl StepEnv {
+    /// The value the step gets for `name`: the last one given, as the step sees it.
+    pub fn var(&self, name: &str) -> Option<&str> {
+        self.vars
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
 /// The identity of a started process, persisted for orphan cleanup.
 #[derive(Debug, Clone, Copy)]
 pub struct Spawned {

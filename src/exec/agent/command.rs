@@ -107,11 +107,8 @@ pub(super) async fn run(
     // The PATH the program will have: the step's, else its profile's (see below).
     let path_var = job
         .env
-        .vars
-        .iter()
-        .rev()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| v.clone())
+        .var("PATH")
+        .map(str::to_string)
         .or_else(|| p.env.get("PATH").cloned());
     // On this machine the program is looked up here, so a missing one gets a clear
     // sentence; elsewhere (a container) it is looked up there.

@@ -92,11 +92,8 @@ pub(super) async fn run(
     let p = job.profile;
     let attempt = job
         .env
-        .vars
-        .iter()
-        .rev()
-        .find(|(k, _)| k == "BATON_ATTEMPT")
-        .and_then(|(_, v)| v.parse().ok())
+        .var("BATON_ATTEMPT")
+        .and_then(|v| v.parse().ok())
         .unwrap_or(1);
     let Some(name) = pick(p, attempt) else {
         return AgentFinish::error(format!("agent `{}`: no `recording` to replay", p.id), false);
@@ -120,12 +117,8 @@ pub(super) async fn run(
     let text = if text.contains("{{") {
         let title = job
             .env
-            .vars
-            .iter()
-            .rev()
-            .find(|(k, _)| k == "BATON_TASK_TITLE")
-            .map(|(_, v)| v.clone())
-            .unwrap_or_else(|| job.title.clone());
+            .var("BATON_TASK_TITLE")
+            .map_or_else(|| job.title.clone(), str::to_string);
         let dir = job.env.workdir.clone();
         let files = tokio::task::spawn_blocking(move || super::replay_fill::changed_files(&dir))
             .await

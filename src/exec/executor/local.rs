@@ -98,9 +98,9 @@ async fn spawn(launch: &Launch, log: LogSender) -> Result<LocalStep, ExecError> 
     };
     // Looked up here, on the step's own PATH: a missing program is said as such, not
     // only as the exit of whatever started it.
-    let path = env.vars.iter().rev().find(|(k, _)| k == "PATH");
-    let path = path
-        .map(|(_, v)| v.into())
+    let path = env
+        .var("PATH")
+        .map(Into::into)
         .or_else(|| std::env::var_os("PATH"));
     let program = find(&what, &env.workdir, path.as_deref()).map_err(|_| {
         no_folder().unwrap_or_else(|| {

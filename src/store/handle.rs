@@ -759,7 +759,14 @@ fn settle(store: &mut Store, wrote: bool) {
     }
     let log = super::path_with(&store.path, "-wal");
     let size = std::fs::metadata(&log).map_or(0, |m| m.len());
-    if size > KEEP_LOG && cut(store) {
+    // A reader on the log (a board, another command) holds the cut back: the process
+    // waits for it a little, as the idle checkpoint does, not the writer's ten seconds.
+    if size > KEEP_LOG
+        && store
+            .lite()
+            .is_ok_and(|c| c.busy_timeout(TRUNCATE_WAIT).is_ok())
+        && cut(store)
+    {
         return;
     }
     if wrote

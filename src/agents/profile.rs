@@ -197,6 +197,16 @@ pub struct Profile {
 }
 
 impl Profile {
+    /// A step's environment with this profile's `env` under it: for a name in both, the
+    /// step's `vars` (its own `env`, baton's `BATON_*` variables) come later and win.
+    pub fn env_under(&self, vars: Vec<(String, String)>) -> Vec<(String, String)> {
+        self.env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .chain(vars)
+            .collect()
+    }
+
     /// The base URL the backend talks to, with defaults applied and no trailing `/`.
     pub fn base_url(&self) -> String {
         let url = match (&self.url, self.backend) {

@@ -169,9 +169,7 @@ fn vars(
         vars.extend(spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     }
     if let Some(p) = profile {
-        // First, as for the step: the step's `env` and baton's own variables win.
-        let profile_env = p.env.iter().map(|(k, v)| (k.clone(), v.clone()));
-        vars.splice(0..0, profile_env);
+        vars = p.env_under(vars);
         // The OpenCode server baton starts reads the workspace's OpenCode settings; the
         // interactive one should too.
         let config = ws.dir().join("opencode.json");

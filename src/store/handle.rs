@@ -649,7 +649,9 @@ fn spawn_thread(
                                 Ok(j) => j,
                                 Err(std_mpsc::RecvTimeoutError::Timeout) => {
                                     dirty = false;
-                                    let _ = c.send(Job::Raw(Box::new(truncate)));
+                                    let _ = c.send(Job::Raw(Box::new(|s: &mut Store| {
+                                        cut(s);
+                                    })));
                                     continue;
                                 }
                                 Err(std_mpsc::RecvTimeoutError::Disconnected) => {
@@ -754,19 +756,14 @@ fn keep_log(store: &Store) {
 /// the disk when it exits, as when every close copied the log in (commits in between are
 /// not, as `synchronous = NORMAL` has it).
 fn settle(store: &mut Store, wrote: bool) {
-    if store.backend.sqlite().is_none() {
+    let Some(conn) = store.backend.sqlite() else {
         return;
-    }
+    };
     let log = super::path_with(&store.path, "-wal");
     let size = std::fs::metadata(&log).map_or(0, |m| m.len());
     // A reader on the log (a board, another command) holds the cut back: the process
     // waits for it a little, as the idle checkpoint does, not the writer's ten seconds.
-    if size > KEEP_LOG
-        && store
-            .lite()
-            .is_ok_and(|c| c.busy_timeout(TRUNCATE_WAIT).is_ok())
-        && cut(store)
-    {
+    if size > KEEP_LOG && conn.busy_timeout(TRUNCATE_WAIT).is_ok() && cut(store) {
         return;
     }
     if wrote
@@ -777,14 +774,9 @@ fn settle(store: &mut Store, wrote: bool) {
     }
 }
 
-/// Copies the whole write-ahead log into the database and cuts the log file to nothing.
-/// A reader still on the log makes it give up after a short wait; the next idle time
-/// tries again.
-fn truncate(store: &mut Store) {
-    cut(store);
-}
-
-/// [`truncate`], saying whether the whole log was copied in and cut.
+/// Copies the whole write-ahead log into the database and cuts the log file to nothing;
+/// says whether it all went. A reader still on the log makes it give up after a short
+/// wait; the next idle time, or the next writer's close, tries again.
 fn cut(store: &mut Store) -> bool {
     let Some(conn) = store.backend.sqlite() else {
         return false;
@@ -794,7 +786,7 @@ fn cut(store: &mut Store) -> bool {
     }) {
         Ok(busy) => busy == 0,
         Err(e) => {
-            tracing::debug!("the idle checkpoint did not finish: {e}");
+            tracing::debug!("copying the write-ahead log in did not finish: {e}");
             false
         }
     }

@@ -126,15 +126,8 @@ pub(super) async fn run(
         };
         argv[0] = resolved.display().to_string();
     }
-    // The profile's first: for a name in both, the step's `env` and baton's own
-    // `BATON_*` variables come later and win.
     let mut env = job.env.clone();
-    env.vars = p
-        .env
-        .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .chain(env.vars)
-        .collect();
+    env.vars = p.env_under(env.vars);
     let (tx, mut rx) = mpsc::channel(1024);
     // `stop` also fires at the step's time limit, so a slow start (an image pull) ends then.
     let program = Program::Argv(argv.clone());

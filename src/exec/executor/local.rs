@@ -21,7 +21,7 @@ use crate::store::Stream;
 use nix::sys::signal::Signal;
 use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
@@ -102,7 +102,7 @@ async fn spawn(launch: &Launch, log: LogSender) -> Result<LocalStep, ExecError> 
         .var("PATH")
         .map(Into::into)
         .or_else(|| std::env::var_os("PATH"));
-    let program = find(&what, &env.workdir, path.as_deref()).map_err(|_| {
+    let program = super::lookup::find(&what, &env.workdir, path.as_deref()).map_err(|_| {
         no_folder().unwrap_or_else(|| {
             ExecError(match (what.contains('/'), &path) {
                 (true, _) => format!(
@@ -329,24 +329,6 @@ async fn feed(
     let _ = input.shutdown().await;
 }
 
-/// Where `program` is, started in `dir` with the search path `path`.
-fn find(program: &str, dir: &Path, path: Option<&std::ffi::OsStr>) -> std::io::Result<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let executable = |p: &Path| {
-        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    let found = if program.contains('/') {
-        Some(dir.join(program)).filter(|p| executable(p))
-    } else {
-        // A relative entry (`node_modules/.bin`, or an empty one) is the step's folder's.
-        path.and_then(|path| {
-            std::env::split_paths(path)
-                .map(|d| dir.join(d).join(program))
-                .find(|p| executable(p))
-        })
-    };
-    found.ok_or_else(|| std::io::Error::from_raw_os_error(nix::libc::ENOENT))
-}
 
 /// The step's leader, and how its end is learnt.
 enum Proc {

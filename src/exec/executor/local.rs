@@ -329,7 +329,6 @@ async fn feed(
     let _ = input.shutdown().await;
 }
 
-
 /// The step's leader, and how its end is learnt.
 enum Proc {
     /// Started by the engine's warden, which says how it ended and whether anything of it

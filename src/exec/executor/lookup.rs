@@ -31,7 +31,11 @@ pub fn find(program: &str, dir: &Path, path: Option<&OsStr>) -> std::io::Result<
     let missing = || std::io::Error::from_raw_os_error(nix::libc::ENOENT);
     if program.contains('/') {
         let p = dir.join(program);
-        return if executable(&p) { Ok(p) } else { Err(missing()) };
+        return if executable(&p) {
+            Ok(p)
+        } else {
+            Err(missing())
+        };
     }
     let path = path.ok_or_else(missing)?;
     let key = (program.to_string(), path.to_os_string(), dir.to_path_buf());
@@ -118,8 +122,14 @@ mod tests {
         assert!(find(name, other.path(), Some(&path)).is_err());
         assert!(find(name, tmp.path(), None).is_err());
         assert_eq!(
-            find("./node_modules/.bin/baton-lookup-test-relative", tmp.path(), None).unwrap(),
-            tmp.path().join("./node_modules/.bin/baton-lookup-test-relative")
+            find(
+                "./node_modules/.bin/baton-lookup-test-relative",
+                tmp.path(),
+                None
+            )
+            .unwrap(),
+            tmp.path()
+                .join("./node_modules/.bin/baton-lookup-test-relative")
         );
     }
 }

@@ -2,7 +2,7 @@
 //! `[store] store` or `BATON_DATABASE_URL`), and opening it there. Here, above both the
 //! store and the workspace, so neither needs the other.
 
-use crate::store::{Location, PgTarget, Result, Store, StoreError, StoreHandle};
+use crate::store::{Location, PgTarget, Reads, Result, Store, StoreError, StoreHandle};
 use crate::workspace::Workspace;
 
 /// Set by [`sqlite_only`]: this process keeps every board in its SQLite file.
@@ -50,17 +50,17 @@ pub fn open_store(ws: &Workspace) -> Result<Store> {
 /// [`open_store`] on the store's own threads.
 pub fn open_handle(ws: &Workspace) -> Result<StoreHandle> {
     match postgres_board(ws)? {
-        Some(t) => StoreHandle::open_postgres(&t),
+        Some(t) => StoreHandle::open_postgres(&t, Reads::Apart),
         None => StoreHandle::open(&ws.db_path()),
     }
 }
 
 /// The engine's store of `ws`'s board: [`StoreHandle::open_checked`] for its SQLite file;
 /// on PostgreSQL, which several engines may share (PostgreSQL checks its own pages, so
-/// there is no whole-file check).
-pub fn open_engine_handle(ws: &Workspace) -> Result<StoreHandle> {
+/// there is no whole-file check). `reads`: whether reads get a connection of their own.
+pub fn open_engine_handle(ws: &Workspace, reads: Reads) -> Result<StoreHandle> {
     match postgres_board(ws)? {
-        Some(t) => StoreHandle::open_postgres(&t),
-        None => StoreHandle::open_checked(&ws.db_path()),
+        Some(t) => StoreHandle::open_postgres(&t, reads),
+        None => StoreHandle::open_checked(&ws.db_path(), reads),
     }
 }

@@ -76,7 +76,7 @@ pub use say::{MAX_MESSAGE, check_answers, check_text};
 pub use transition::{entry_state, pipeline_of};
 pub use waited::Waited;
 
-use crate::store::{CommandState, StoreHandle};
+use crate::store::{CommandState, Reads, StoreHandle};
 use crate::workspace::{Config, EngineLock, ShutdownMode, Workspace};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -293,6 +293,15 @@ pub struct Engine {
     step_ended: Option<(i64, bool)>,
 }
 
+/// Where an engine's store handle comes from.
+enum StoreSource {
+    /// A handle this process already has on the workspace's database (so the process has
+    /// one writer).
+    Given(StoreHandle),
+    /// A handle of the engine's own, its reads as said.
+    Own(Reads),
+}
+
 impl Engine {
     /// Takes the workspace's engine lock, opens the store on its own threads, recovers
     /// interrupted work and starts listening for other processes.
@@ -303,6 +312,15 @@ impl Engine {
     /// [`Engine::start`] writing through `store`, a handle this process already has on the
     /// workspace's database (so the process has one writer), else through its own.
     pub async fn start_on(ws: &Workspace, store: Option<StoreHandle>) -> Result<Self> {
+        let store = match store {
+            Some(handle) => StoreSource::Given(handle),
+            None => StoreSource::Own(Reads::Apart),
+        };
+        Self::start_with(ws, store).await
+    }
+
+    /// [`Engine::start_on`], its store as `store` says.
+    async fn start_with(ws: &Workspace, store: StoreSource) -> Result<Self> {
         // Clients probe the lock for microseconds; a short wait rides those out.
         let lock = {
             let ws = ws.clone();
@@ -316,8 +334,14 @@ impl Engine {
     }
 
     /// [`Engine::start`] for `role`: `baton engine` and `run --wait` refuse to hand over.
+    /// `run --wait`'s engine lives as long as its task, and reads little: its reads share
+    /// the writer's connection.
     pub async fn start_as(ws: &Workspace, role: wake::Role) -> Result<Self> {
-        let mut engine = Self::start_on(ws, None).await?;
+        let reads = match role {
+            wake::Role::Command => Reads::OnWriter,
+            wake::Role::Front | wake::Role::Headless => Reads::Apart,
+        };
+        let mut engine = Self::start_with(ws, StoreSource::Own(reads)).await?;
         engine.set_role(role);
         Ok(engine)
     }
@@ -325,7 +349,7 @@ impl Engine {
     /// [`Engine::start`] with the workspace's lock already taken (`baton engine` after a
     /// handover).
     pub async fn start_locked(ws: &Workspace, lock: EngineLock, role: wake::Role) -> Result<Self> {
-        let mut engine = Self::open(ws, lock, false, None).await?;
+        let mut engine = Self::open(ws, lock, false, StoreSource::Own(Reads::Apart)).await?;
         engine.set_role(role);
         Ok(engine)
     }
@@ -342,14 +366,14 @@ impl Engine {
     /// no engine runs): the same code as a running engine's, without its recovery, its
     /// socket or its watcher. The caller holds the workspace's lock and hands it over.
     pub async fn apply_only(ws: &Workspace, lock: EngineLock) -> Result<Self> {
-        Self::open(ws, lock, true, None).await
+        Self::open(ws, lock, true, StoreSource::Own(Reads::OnWriter)).await
     }
 
     async fn open(
         ws: &Workspace,
         lock: EngineLock,
         apply_only: bool,
-        store: Option<StoreHandle>,
+        store: StoreSource,
     ) -> Result<Self> {
         // What the definition files look like before they are read, for the watch that
         // starts later (an apply-only engine reads none).
@@ -380,15 +404,17 @@ impl Engine {
         let store = match store {
             // Opened before this engine held the lock (an API server's, whose engine
             // stopped, perhaps killed): checked as a store this engine opens would be.
-            Some(s) => {
+            StoreSource::Given(s) => {
                 s.check_after_unclean_end().await?;
                 s
             }
-            None => {
+            StoreSource::Own(reads) => {
                 let ws = ws.clone();
-                tokio::task::spawn_blocking(move || crate::engine::board::open_engine_handle(&ws))
-                    .await
-                    .map_err(|e| EngineError::Other(e.to_string()))??
+                tokio::task::spawn_blocking(move || {
+                    crate::engine::board::open_engine_handle(&ws, reads)
+                })
+                .await
+                .map_err(|e| EngineError::Other(e.to_string()))??
             }
         };
         // This engine holds the workspace's lock: its store's last write may say that the

@@ -1,6 +1,7 @@
 //! The async handle to a workspace database. The database is touched only by the handle's
 //! own threads: one writer (every write transaction, in submission order; writes queued
-//! together commit together), one reader, and on SQLite a checkpointer. Async code awaits a
+//! together commit together), one reader (or reads on the writer's thread, see [`Reads`]),
+//! and on SQLite a checkpointer. Async code awaits a
 //! reply instead of blocking a tokio worker. Sync code (the CLI) keeps its own `Store`.
 
 use super::backend::{Backend, WriteTx};
@@ -69,6 +70,18 @@ const RESTART_TRIES: usize = 20;
 /// (and tries again after the next write): it must not hold up a write for long.
 const TRUNCATE_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
 
+/// Where a handle's reads run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reads {
+    /// On a reader thread with a connection of its own, so that no read waits behind a
+    /// write: the engine of a board or of `baton engine`, an API server.
+    Apart,
+    /// On the writer's thread and connection: a short-lived command's engine, whose few
+    /// reads are not worth a second connection (its schema read and its statements
+    /// compiled again, and on PostgreSQL a server process of its own).
+    OnWriter,
+}
+
 /// A cloneable handle to the store's threads. The threads end when the last handle drops.
 #[derive(Clone)]
 pub struct StoreHandle {
@@ -130,15 +143,17 @@ impl StoreHandle {
     /// Opens the database at `path` (creating and migrating it if needed) on two threads of
     /// its own: the writer and a reader.
     pub fn open(path: &Path) -> Result<Self> {
-        Self::with_reader(Store::open(path)?, reader_of(path))
+        Self::with_reader(Store::open(path)?, Some(reader_of(path)))
     }
 
     /// [`StoreHandle::open`] after `PRAGMA quick_check`: a damaged database is refused
     /// before anything writes to it (the engine's start, under the workspace's lock). The
     /// check runs only after an engine's store did not close cleanly (see
     /// [`Store::open_checked`]). The engine then calls [`StoreHandle::arm_clean_close`].
-    pub fn open_checked(path: &Path) -> Result<Self> {
-        Self::with_reader(Store::open_checked(path)?, reader_of(path))
+    /// `reads` says whether reads get a connection of their own.
+    pub fn open_checked(path: &Path, reads: Reads) -> Result<Self> {
+        let reader = (reads == Reads::Apart).then(|| reader_of(path));
+        Self::with_reader(Store::open_checked(path)?, reader)
     }
 
     /// Wraps two open connections to one database: the first writes, the second reads.
@@ -147,11 +162,18 @@ impl StoreHandle {
     /// syncs do not hold up commits (but for the moment a log past 16 MB starts over: see
     /// [`checkpoint`]).
     pub fn from_store(writer: Store, reader: Store) -> Result<Self> {
-        Self::with_reader(writer, Conn::Open(Box::new(reader)))
+        Self::with_reader(writer, Some(Conn::Open(Box::new(reader))))
     }
 
-    /// [`StoreHandle::from_store`] with the reader's connection as `reader` says.
-    fn with_reader(writer: Store, reader: Conn) -> Result<Self> {
+    /// A handle whose reads run on its writer's thread, through its one connection (see
+    /// [`Reads::OnWriter`]).
+    pub fn from_writer(writer: Store) -> Result<Self> {
+        Self::with_reader(writer, None)
+    }
+
+    /// [`StoreHandle::from_store`] with the reader's connection as `reader` says; with
+    /// none, reads go to the writer's thread.
+    fn with_reader(writer: Store, reader: Option<Conn>) -> Result<Self> {
         let path = writer.path().to_path_buf();
         let (done_tx, done_rx) = std_mpsc::channel();
         let mut threads = Vec::with_capacity(3);
@@ -181,8 +203,15 @@ impl StoreHandle {
             closing,
             done_tx.clone(),
         )?;
-        let (reader, reader_id) = spawn_thread("baton-store-r", reader, None, None, done_tx)?;
-        threads.extend([writer_id, reader_id]);
+        threads.push(writer_id);
+        let reader = match reader {
+            Some(conn) => {
+                let (reader, reader_id) = spawn_thread("baton-store-r", conn, None, None, done_tx)?;
+                threads.push(reader_id);
+                reader
+            }
+            None => writer.clone(),
+        };
         Ok(Self {
             inner: Arc::new(Inner {
                 writer,
@@ -310,7 +339,8 @@ impl StoreHandle {
         rx.await.map_err(|_| StoreError::Closed)
     }
 
-    /// Runs a read on the reader thread. It sees every write whose future has completed.
+    /// Runs a read on the reader thread (or the writer's, see [`Reads`]). It sees every
+    /// write whose future has completed.
     pub async fn read<T, F>(&self, f: F) -> Result<T>
     where
         F: FnOnce(&Db) -> Result<T> + Send + 'static,

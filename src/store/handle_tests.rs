@@ -48,6 +48,35 @@ async fn the_write_ahead_log_is_cut_back_once_writes_stop() {
     );
 }
 
+both!(async fn reads_on_the_writer_see_the_writes_queued_before_them_on_one_connection(board) {
+    let h = board.handle_with(Reads::OnWriter);
+    for i in 0..20 {
+        h.write_detached("meta", move |db| db.set_meta("k", &i.to_string()));
+    }
+    // Queued behind the detached writes on the one thread, a read sees them all.
+    let seen = h.read(|db| db.meta("k")).await.unwrap();
+    assert_eq!(seen.as_deref(), Some("19"));
+    assert_eq!(
+        h.write(|db| db.meta("k")).await.unwrap().as_deref(),
+        Some("19")
+    );
+    // On PostgreSQL the handle holds one server process, the writer's. (The blocking
+    // client cannot run on an async test's thread: on one of its own.)
+    let others = std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut pg = board.pg_client()?;
+            let sql = "SELECT COUNT(*) FROM pg_stat_activity \
+                       WHERE datname = current_database() AND pid <> pg_backend_pid()";
+            Some(pg.query_one(sql, &[]).unwrap().get::<_, i64>(0))
+        })
+        .join()
+        .unwrap()
+    });
+    if let Some(others) = others {
+        assert_eq!(others, 1, "the handle's connections to the board");
+    }
+});
+
 both!(async fn writes_are_seen_by_later_reads_and_run_in_order(board) {
     let h = board.handle();
     for i in 0..20 {
@@ -88,7 +117,8 @@ async fn a_reader_that_cannot_open_says_why() {
     let dir = tempfile::tempdir().unwrap();
     let writer = Store::open(&dir.path().join("t.db")).unwrap();
     let missing = dir.path().join("gone/t.db");
-    let h = StoreHandle::with_reader(writer, Conn::Soon(missing, Store::open_existing)).unwrap();
+    let h =
+        StoreHandle::with_reader(writer, Some(Conn::Soon(missing, Store::open_existing))).unwrap();
     for _ in 0..2 {
         let e = h.read(|db| db.meta("k")).await.unwrap_err().to_string();
         assert!(e.contains("gone/t.db"), "{e}");

@@ -38,7 +38,7 @@ pub use deps::Blocker;
 pub use dump::Carried;
 pub use engines::{EngineRow, EngineView, NewEngine, Registered};
 pub use followups::FollowupRow;
-pub use handle::StoreHandle;
+pub use handle::{Reads, StoreHandle};
 pub use messages::Message;
 pub use pg::{Location, PgStore, PgTarget};
 pub use prs::TaskPr;

@@ -162,7 +162,7 @@ fn marked(path: &Path) -> bool {
 
 /// An engine's store as the engine opens it: checked, then armed under its lock.
 fn engines(path: &Path) -> StoreHandle {
-    let h = StoreHandle::open_checked(path).unwrap();
+    let h = StoreHandle::open_checked(path, Reads::Apart).unwrap();
     h.arm_clean_close();
     h
 }
@@ -207,7 +207,7 @@ async fn a_handle_no_engine_armed_leaves_no_mark_when_it_closes() {
     let engine = engines(&path);
     for h in [
         StoreHandle::open(&path).unwrap(),
-        StoreHandle::open_checked(&path).unwrap(),
+        StoreHandle::open_checked(&path, Reads::Apart).unwrap(),
     ] {
         h.write(|db| db.set_meta("k", "v")).await.unwrap();
         drop(h);

@@ -9,7 +9,7 @@ mod infra;
 #[path = "../../tests/pg_support/mod.rs"]
 mod pg_support;
 
-use super::{PgTarget, Store, StoreHandle, pg::UrlSource};
+use super::{PgTarget, Reads, Store, StoreHandle, pg::UrlSource};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -111,9 +111,21 @@ impl Board {
 
     /// A store handle of its own.
     pub fn handle(&self) -> StoreHandle {
-        match self {
-            Board::Sqlite(dir) => StoreHandle::open(&dir.path().join("t.db")).expect("open"),
-            Board::Postgres { target, .. } => StoreHandle::open_postgres(target).expect("open"),
+        self.handle_with(Reads::Apart)
+    }
+
+    /// A store handle of its own, its reads as `reads` says.
+    pub fn handle_with(&self, reads: Reads) -> StoreHandle {
+        match (self, reads) {
+            (Board::Sqlite(dir), Reads::Apart) => {
+                StoreHandle::open(&dir.path().join("t.db")).expect("open")
+            }
+            (Board::Sqlite(_), Reads::OnWriter) => {
+                StoreHandle::from_writer(self.open()).expect("open")
+            }
+            (Board::Postgres { target, .. }, reads) => {
+                StoreHandle::open_postgres(target, reads).expect("open")
+            }
         }
     }
 

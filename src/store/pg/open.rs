@@ -42,9 +42,13 @@ impl Store {
 }
 
 impl StoreHandle {
-    /// Opens a PostgreSQL board (bringing its schema up to date if it is behind) on two
-    /// connections of its own, the writer's and the reader's.
-    pub fn open_postgres(target: &PgTarget) -> Result<Self> {
-        Self::from_store(Store::open_postgres(target)?, Store::open_postgres(target)?)
+    /// Opens a PostgreSQL board (bringing its schema up to date if it is behind) on
+    /// connections of its own: the writer's, and as `reads` says the reader's.
+    pub fn open_postgres(target: &PgTarget, reads: super::super::Reads) -> Result<Self> {
+        let writer = Store::open_postgres(target)?;
+        match reads {
+            super::super::Reads::Apart => Self::from_store(writer, Store::open_postgres(target)?),
+            super::super::Reads::OnWriter => Self::from_writer(writer),
+        }
     }
 }

@@ -63,11 +63,8 @@ impl Db<'_> {
              created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
             params![title, prompt, pipeline_id, snapshot, status, state, now],
         )?;
-        let run = self.insert_run(id, RunState::Waiting)?;
-        self.exec(
-            "UPDATE tasks SET run_id = ?1 WHERE id = ?2",
-            params![run, id],
-        )?;
+        // The run's insert points the task at it.
+        self.insert_run(id, RunState::Waiting)?;
         Ok(id)
     }
 

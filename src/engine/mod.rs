@@ -334,8 +334,12 @@ impl Engine {
     }
 
     /// [`Engine::start`] for `role`: `baton engine` and `run --wait` refuse to hand over.
-    /// `run --wait`'s engine lives as long as its task, and reads little: its reads share
-    /// the writer's connection.
+    /// `run --wait`'s engine reads through its writer's connection: it is the workspace's
+    /// engine while its task runs (it takes other processes' orders and runs what else is
+    /// queued), so its own reads then wait behind its writes, but most runs are short, and
+    /// a second connection costs each of them its opening (on SQLite its schema read and
+    /// its statements compiled again, on PostgreSQL a server process). What boards and
+    /// other commands read goes through connections of their own either way.
     pub async fn start_as(ws: &Workspace, role: wake::Role) -> Result<Self> {
         let reads = match role {
             wake::Role::Command => Reads::OnWriter,

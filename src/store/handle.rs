@@ -1,8 +1,8 @@
 //! The async handle to a workspace database. The database is touched only by the handle's
 //! own threads: one writer (every write transaction, in submission order; writes queued
 //! together commit together), one reader (or reads on the writer's thread, see [`Reads`]),
-//! and on SQLite a checkpointer. Async code awaits a
-//! reply instead of blocking a tokio worker. Sync code (the CLI) keeps its own `Store`.
+//! and on SQLite a checkpointer. Async code awaits a reply instead of blocking a tokio
+//! worker. Sync code (the CLI) keeps its own `Store`.
 
 use super::backend::{Backend, WriteTx};
 use super::{Db, Result, Store, StoreError};
@@ -76,9 +76,10 @@ pub enum Reads {
     /// On a reader thread with a connection of its own, so that no read waits behind a
     /// write: the engine of a board or of `baton engine`, an API server.
     Apart,
-    /// On the writer's thread and connection: a short-lived command's engine, whose few
-    /// reads are not worth a second connection (its schema read and its statements
-    /// compiled again, and on PostgreSQL a server process of its own).
+    /// On the writer's thread and connection, queued with the writes: a command's engine,
+    /// mostly short-lived, for which a second connection would cost more than its reads
+    /// (its schema read and its statements compiled again, and on PostgreSQL a server
+    /// process of its own). A read then waits for the writes queued before it.
     OnWriter,
 }
 

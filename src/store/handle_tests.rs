@@ -54,8 +54,12 @@ both!(async fn reads_on_the_writer_see_the_writes_queued_before_them_on_one_conn
         h.write_detached("meta", move |db| db.set_meta("k", &i.to_string()));
     }
     // Queued behind the detached writes on the one thread, a read sees them all.
-    let seen = h.read(|db| db.meta("k")).await.unwrap();
+    let (seen, thread) = h
+        .read(|db| Ok((db.meta("k")?, std::thread::current().name().map(str::to_owned))))
+        .await
+        .unwrap();
     assert_eq!(seen.as_deref(), Some("19"));
+    assert_eq!(thread.as_deref(), Some("baton-store-w"), "the read's thread");
     assert_eq!(
         h.write(|db| db.meta("k")).await.unwrap().as_deref(),
         Some("19")
@@ -66,7 +70,8 @@ both!(async fn reads_on_the_writer_see_the_writes_queued_before_them_on_one_conn
         s.spawn(|| {
             let mut pg = board.pg_client()?;
             let sql = "SELECT COUNT(*) FROM pg_stat_activity \
-                       WHERE datname = current_database() AND pid <> pg_backend_pid()";
+                       WHERE datname = current_database() AND pid <> pg_backend_pid() \
+                       AND backend_type = 'client backend'";
             Some(pg.query_one(sql, &[]).unwrap().get::<_, i64>(0))
         })
         .join()

@@ -300,7 +300,9 @@ impl Store {
     /// to date.
     fn set_up(conn: Connection, path: &Path) -> Result<Self> {
         let open_err = |source| damaged_or(path, source);
-        conn.set_prepared_statement_cache_capacity(128);
+        // Room for every statement an engine runs, its reads included when they share the
+        // writer's connection (a command's engine): about 150 in all.
+        conn.set_prepared_statement_cache_capacity(256);
         conn.execute_batch(
             // Statement journals and sorts in memory: on disk, each step's transaction
             // made, truncated and closed a temporary file.

@@ -162,35 +162,42 @@ fn marked(path: &Path) -> bool {
 
 /// An engine's store as the engine opens it: checked, then armed under its lock.
 fn engines(path: &Path) -> StoreHandle {
-    let h = StoreHandle::open_checked(path, Reads::Apart).unwrap();
+    engines_reading(path, Reads::Apart)
+}
+
+/// [`engines`], its reads as `reads` says (a command's engine reads through its writer).
+fn engines_reading(path: &Path, reads: Reads) -> StoreHandle {
+    let h = StoreHandle::open_checked(path, reads).unwrap();
     h.arm_clean_close();
     h
 }
 
 #[test]
 fn an_engines_store_is_checked_again_only_after_it_did_not_close_cleanly() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("t.db");
-    Store::open(&path).unwrap();
-    // Never opened by an engine: checked.
-    let h = engines(&path);
-    assert_eq!(checks(&path), 1);
-    drop(h);
-    // Closed cleanly: the next start reads no more than it needs.
-    let h = engines(&path);
-    assert_eq!(
-        checks(&path),
-        1,
-        "a clean close should spare the next start the whole-file check"
-    );
-    // An engine that dies never closes its store (its threads go with the process).
-    std::mem::forget(h);
-    engines(&path);
-    assert_eq!(
-        checks(&path),
-        2,
-        "an unclean end should make the next start check the whole file"
-    );
+    for reads in [Reads::Apart, Reads::OnWriter] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        Store::open(&path).unwrap();
+        // Never opened by an engine: checked.
+        let h = engines_reading(&path, reads);
+        assert_eq!(checks(&path), 1);
+        drop(h);
+        // Closed cleanly: the next start reads no more than it needs.
+        let h = engines_reading(&path, reads);
+        assert_eq!(
+            checks(&path),
+            1,
+            "a clean close should spare the next start the whole-file check ({reads:?})"
+        );
+        // An engine that dies never closes its store (its threads go with the process).
+        std::mem::forget(h);
+        engines_reading(&path, reads);
+        assert_eq!(
+            checks(&path),
+            2,
+            "an unclean end should make the next start check the whole file ({reads:?})"
+        );
+    }
 }
 
 #[tokio::test(flavor = "current_thread")]

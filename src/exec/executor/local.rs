@@ -102,7 +102,11 @@ async fn spawn(launch: &Launch, log: LogSender) -> Result<LocalStep, ExecError> 
         .var("PATH")
         .map(Into::into)
         .or_else(|| std::env::var_os("PATH"));
-    let program = super::lookup::find(&what, &env.workdir, path.as_deref()).map_err(|_| {
+    let look = match &launch.program {
+        Program::Shell(_) => super::lookup::find_shell,
+        Program::Argv(_) => super::lookup::find,
+    };
+    let program = look(&what, &env.workdir, path.as_deref()).map_err(|_| {
         no_folder().unwrap_or_else(|| {
             ExecError(match (what.contains('/'), &path) {
                 (true, _) => format!(

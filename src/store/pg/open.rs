@@ -1,7 +1,7 @@
 //! Opening a board kept in PostgreSQL: a [`Store`] on one connection, a [`StoreHandle`] on
-//! two, and either store wherever a workspace's board lives.
+//! one or two (see [`Reads`]), and either store wherever a workspace's board lives.
 
-use super::super::{Backend, Result, Store, StoreError, StoreHandle, pg};
+use super::super::{Backend, Reads, Result, Store, StoreError, StoreHandle, pg};
 use super::{PgStore, PgTarget};
 use std::path::PathBuf;
 
@@ -44,11 +44,11 @@ impl Store {
 impl StoreHandle {
     /// Opens a PostgreSQL board (bringing its schema up to date if it is behind) on
     /// connections of its own: the writer's, and as `reads` says the reader's.
-    pub fn open_postgres(target: &PgTarget, reads: super::super::Reads) -> Result<Self> {
+    pub fn open_postgres(target: &PgTarget, reads: Reads) -> Result<Self> {
         let writer = Store::open_postgres(target)?;
         match reads {
-            super::super::Reads::Apart => Self::from_store(writer, Store::open_postgres(target)?),
-            super::super::Reads::OnWriter => Self::from_writer(writer),
+            Reads::Apart => Self::from_store(writer, Store::open_postgres(target)?),
+            Reads::OnWriter => Self::from_writer(writer),
         }
     }
 }

@@ -261,6 +261,13 @@ fn a_step_the_warden_cannot_start_fails_with_the_reason() {
         error.contains("`sh`: it is not on the step's PATH (/nonexistent)"),
         "{error}"
     );
+    // The log's last line says it once.
+    let logs = ws.ok(&["logs", &shown["id"].to_string()]);
+    assert!(
+        logs.contains("■ could not start `sh`: it is not on the step's PATH")
+            && !logs.contains("could not start: could not start"),
+        "{logs}"
+    );
 }
 
 /// A name in a step's `env` that the engine also has reaches the step's program once, with

@@ -29,6 +29,8 @@ pub(super) fn describe(finish: &Finish) -> String {
         Finish::Signalled(s) => format!("killed by signal {s}"),
         Finish::TimedOut => "timed out".into(),
         Finish::Cancelled => "stopped".into(),
+        // Most say so themselves (`could not start `sh`: …`).
+        Finish::SpawnFailed(e) if e.starts_with("could not start") => e.clone(),
         Finish::SpawnFailed(e) => format!("could not start: {e}"),
     }
 }

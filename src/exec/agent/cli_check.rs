@@ -105,7 +105,7 @@ fn base_name(program: &str) -> &str {
 
 /// Checks the CLI `program` (argv[0]) of profile `p`: found, its version, its credentials.
 pub async fn check_cli(p: &Profile, program: &str) -> Health {
-    let Some(path) = super::command::find_program(program, None) else {
+    let Some(path) = super::command::find_program(program, std::path::Path::new("."), None) else {
         return Health {
             ok: false,
             detail: format!(

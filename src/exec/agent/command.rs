@@ -22,26 +22,14 @@ const MAX_TEXT: usize = 1024 * 1024;
 /// Stderr lines quoted in the error of a failed run.
 const STDERR_TAIL: usize = 5;
 
-/// Where `program` would be found: itself if it contains a `/`, else the first executable
-/// file of that name on `path` (default: this process's `PATH`).
-pub fn find_program(program: &str, path: Option<&str>) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let runnable = |p: &Path| {
-        p.metadata()
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    if program.contains('/') {
-        let p = PathBuf::from(program);
-        return runnable(&p).then_some(p);
-    }
-    let path = match path {
-        Some(p) => p.to_string(),
-        None => std::env::var("PATH").unwrap_or_default(),
-    };
-    path.split(':')
-        .filter(|d| !d.is_empty())
-        .map(|d| Path::new(d).join(program))
-        .find(|p| runnable(p))
+/// Where `program` would be found, started in `dir`: itself (in `dir`) if it contains a
+/// `/`, else the first executable file of that name on `path` (default: this process's
+/// `PATH`), a relative entry (`node_modules/.bin`) being `dir`'s, as for a step's program.
+pub fn find_program(program: &str, dir: &Path, path: Option<&str>) -> Option<PathBuf> {
+    let path = path
+        .map(std::ffi::OsString::from)
+        .or_else(|| std::env::var_os("PATH"));
+    crate::exec::executor::lookup::find(program, dir, path.as_deref()).ok()
 }
 
 /// Reads a format's stdout lines and keeps what the answer needs.
@@ -115,7 +103,7 @@ pub(super) async fn run(
     let local = job.place.executor.name() == "local";
     let mut argv = job.argv.clone();
     if local && !job.place.reattach {
-        let Some(resolved) = find_program(program, path_var.as_deref()) else {
+        let Some(resolved) = find_program(program, &job.env.workdir, path_var.as_deref()) else {
             return AgentFinish::error(
                 format!(
                     "{who}: `{program}` is not on PATH — install it, or put its full path in `argv` {}",
@@ -360,9 +348,31 @@ mod tests {
 
     #[test]
     fn finds_programs_on_a_path() {
-        assert!(find_program("sh", Some("/usr/bin:/bin")).is_some());
-        assert!(find_program("surely-not-a-program-xyz", Some("/usr/bin:/bin")).is_none());
-        assert!(find_program("/bin/sh", None).is_some());
+        let here = Path::new(".");
+        assert!(find_program("sh", here, Some("/usr/bin:/bin")).is_some());
+        assert!(find_program("surely-not-a-program-xyz", here, Some("/usr/bin:/bin")).is_none());
+        assert!(find_program("/bin/sh", here, None).is_some());
+    }
+
+    #[test]
+    fn a_relative_path_entry_is_the_steps_folder() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let bin = tmp.path().join("node_modules/.bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let agent = bin.join("baton-test-agent");
+        std::fs::write(&agent, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = Some("node_modules/.bin:/usr/bin:/bin");
+        assert_eq!(
+            find_program("baton-test-agent", tmp.path(), path),
+            Some(agent)
+        );
+        // Not this process's folder, which has no such entry.
+        assert_eq!(find_program("baton-test-agent", Path::new("."), path), None);
+        // A name with a folder in it is the step's folder's too.
+        let script = find_program("./node_modules/.bin/baton-test-agent", tmp.path(), None);
+        assert!(script.is_some_and(|p| p.starts_with(tmp.path())));
     }
 
     #[test]

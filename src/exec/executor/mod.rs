@@ -12,7 +12,7 @@ mod docker_step;
 mod drain;
 pub mod kubernetes;
 mod local;
-mod lookup;
+pub mod lookup;
 pub mod remote_git;
 pub mod ssh;
 

@@ -86,6 +86,10 @@ pub enum StoreError {
     },
     #[error("database error: {0}")]
     Sql(rusqlite::Error),
+    #[error(
+        "the board's database is locked: another program has held a write on .baton/baton.db for over 10 s (a `sqlite3` shell inside a transaction, say) — end that, then try again"
+    )]
+    Busy,
     #[error("stored JSON is malformed: {0}")]
     Json(#[from] serde_json::Error),
     #[error("task {0} does not exist — `baton list` shows the tasks")]
@@ -128,12 +132,14 @@ impl From<sql::Error> for StoreError {
 impl From<rusqlite::Error> for StoreError {
     /// Damaged pages found by any query get the same plain sentence as at opening.
     fn from(e: rusqlite::Error) -> Self {
-        use rusqlite::ErrorCode::{DatabaseCorrupt, NotADatabase};
+        use rusqlite::ErrorCode::{DatabaseBusy, DatabaseCorrupt, DatabaseLocked, NotADatabase};
         match e.sqlite_error_code() {
             Some(DatabaseCorrupt | NotADatabase) => StoreError::Damaged {
                 path: damage_seen(PathBuf::from(".baton/baton.db")),
                 detail: e.to_string(),
             },
+            // Only after the connection's busy timeout (10 s) has run out.
+            Some(DatabaseBusy | DatabaseLocked) => StoreError::Busy,
             _ => StoreError::Sql(e),
         }
     }

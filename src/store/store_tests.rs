@@ -328,3 +328,26 @@ fn held_tasks_are_found_without_reading_the_board() {
         "{plan:?}"
     );
 }
+
+#[test]
+fn a_write_kept_out_past_the_busy_timeout_is_said_plainly() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    let mut store = Store::open(&path).unwrap();
+    store
+        .lite()
+        .unwrap()
+        .busy_timeout(std::time::Duration::from_millis(20))
+        .unwrap();
+    // Another program holding a write (a `sqlite3` shell inside a transaction).
+    let other = rusqlite::Connection::open(&path).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let err = store.write(|db| db.set_meta("k", "v")).unwrap_err();
+    assert!(matches!(err, StoreError::Busy), "{err:?}");
+    assert!(
+        err.to_string().contains("another program has held a write"),
+        "{err}"
+    );
+    other.execute_batch("ROLLBACK").unwrap();
+    store.write(|db| db.set_meta("k", "v")).unwrap();
+}

@@ -81,8 +81,22 @@ fn sigkill_mid_step_then_resume_finishes_without_rerunning_step_one() {
     assert_eq!(stderr_of(&["list", "--json"]), "");
     assert_eq!(ws.show(id)["state"], "running");
 
-    // Restart: recovery marks the step interrupted.
-    ws.drain();
+    // Restart, by `run --wait` of another task: recovery marks the step interrupted, and
+    // the command says so as `baton engine` does.
+    ws.pipeline(
+        "quick.json",
+        r#"{"id": "quick", "name": "Quick", "statuses": [
+          {"id": "todo", "kind": "queue"}, {"id": "go", "step": {"run": "true"}},
+          {"id": "done", "kind": "done"}, {"id": "failed", "kind": "failed"},
+          {"id": "cancelled", "kind": "cancelled"}]}"#,
+    );
+    let said = stderr_of(&["run", "quick", "--title", "after the crash", "--wait"]);
+    assert!(
+        said.contains(&format!(
+            "recovered: task(s) [{id}] were interrupted by a stopped engine"
+        )),
+        "{said}"
+    );
     let shown = ws.show(id);
     assert_eq!(shown["state"], "interrupted");
     assert_eq!(shown["status"], "two");

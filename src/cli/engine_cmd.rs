@@ -59,23 +59,7 @@ pub fn run(
                 chrono::Local::now().format("%H:%M:%S")
             );
         }
-        if !r.interrupted.is_empty() {
-            eprintln!(
-                "recovered: task(s) {:?} were interrupted by a stopped engine{}",
-                r.interrupted,
-                if r.resumed.is_empty() {
-                    " — `baton resume ID` re-runs them".to_string()
-                } else {
-                    format!("; resumed {:?}", r.resumed)
-                }
-            );
-        }
-        if !r.unknown_tasks.is_empty() {
-            eprintln!(
-                "task(s) {:?} stay running: the executor their step ran on did not answer, so it may still run there — the engine looks again until it does (`baton show ID` says why)",
-                r.unknown_tasks
-            );
-        }
+        say_recovered(r);
         for e in &engine.trigger_errors {
             eprintln!(
                 "{} — this trigger is skipped; `baton pipelines validate` checks the files",
@@ -384,6 +368,9 @@ pub fn run_new(
         let Some(mut here) = engine_here(ws).await? else {
             return Ok(RanHere::Elsewhere);
         };
+        // This engine may be the first since one stopped: what it found, as `baton engine`
+        // says it.
+        say_recovered(&here.engine.recovered);
         let made = match new() {
             Ok(create) => here
                 .engine
@@ -409,6 +396,28 @@ pub fn run_new(
         let stopped = here.signalled.load(std::sync::atomic::Ordering::SeqCst);
         Ok(RanHere::Made { waited, stopped })
     })
+}
+
+/// Says on stderr what an engine found at its start that a stopped engine left: tasks it
+/// marked interrupted (or resumed), and tasks whose executor did not answer.
+fn say_recovered(r: &crate::engine::Recovered) {
+    if !r.interrupted.is_empty() {
+        eprintln!(
+            "recovered: task(s) {:?} were interrupted by a stopped engine{}",
+            r.interrupted,
+            if r.resumed.is_empty() {
+                " — `baton resume ID` re-runs them".to_string()
+            } else {
+                format!("; resumed {:?}", r.resumed)
+            }
+        );
+    }
+    if !r.unknown_tasks.is_empty() {
+        eprintln!(
+            "task(s) {:?} stay running: the executor their step ran on did not answer, so it may still run there — the engine looks again until it does (`baton show ID` says why)",
+            r.unknown_tasks
+        );
+    }
 }
 
 /// Prints a task the engine of this process waited for, as `run --wait` does, and gives

@@ -371,6 +371,11 @@ pub fn run_new(
         // This engine may be the first since one stopped: what it found, as `baton engine`
         // says it.
         say_recovered(&here.engine.recovered);
+        // A name another engine holds (a shared board) is refused before the task is made.
+        if let Err(e) = here.engine.take_name_early().await {
+            here.signals.abort();
+            return Err(Failure::from(e));
+        }
         let made = match new() {
             Ok(create) => here
                 .engine
@@ -387,6 +392,7 @@ pub fn run_new(
             )))?,
             Err(e) => {
                 here.signals.abort();
+                here.engine.mark_stopped().await;
                 return Err(e);
             }
         };

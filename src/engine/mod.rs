@@ -608,7 +608,7 @@ impl Engine {
         // Look for commands, due steps and follow-ups: at start, and after a wake-up from
         // outside. A step's end needs no look: it claims the next steps itself.
         let mut look = true;
-        self.register().await?;
+        self.take_name().await?;
         if self.me.shared {
             self.recover_own().await?;
         }

@@ -386,10 +386,14 @@ pub fn run_new(
         };
         let id = match made {
             Ok(crate::engine::Answer::Made(m)) => m.id,
-            Ok(other) => Err(Failure::new(format!(
-                "the engine answered a creation with `{}` — is it another baton version?",
-                other.summary()
-            )))?,
+            Ok(other) => {
+                here.signals.abort();
+                here.engine.mark_stopped().await;
+                return Err(Failure::new(format!(
+                    "the engine answered a creation with `{}` — is it another baton version?",
+                    other.summary()
+                )));
+            }
             Err(e) => {
                 here.signals.abort();
                 here.engine.mark_stopped().await;

@@ -149,33 +149,14 @@ pub fn label_wait(requires: &[String], engines: &[EngineView]) -> Option<String>
     ))
 }
 
-/// The live engine holding a name another asked for.
-struct Holder {
-    name: String,
-    host: String,
-    pid: i64,
-    seen_ago_ms: i64,
-}
-
-/// True while process `pid` of this machine exists (one another user owns counts).
-pub(super) fn process_alive(pid: i64) -> bool {
-    use nix::errno::Errno;
-    let Ok(pid) = i32::try_from(pid) else {
-        return false;
-    };
-    !matches!(
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
-        Err(Errno::ESRCH)
-    )
-}
-
 /// What the claims of one engine need: its name and labels.
 pub(super) type Claimant = Arc<Identity>;
 
 /// The engine's registration and its next heartbeat.
 pub(super) struct Me {
     pub(super) ident: Claimant,
-    /// Registered under its name (false until `run` registers it).
+    /// Registered under its name (false until `run`, or `run --wait` on a shared board,
+    /// registers it).
     pub(super) registered: bool,
     pub(super) next_beat: Option<Instant>,
     /// The board is shared with other engines (kept in PostgreSQL): steps' leases are
@@ -207,38 +188,6 @@ impl Engine {
         &self.me.ident
     }
 
-    /// Registers this engine under its name. An engine holds its workspace's lock, and an
-    /// SQLite board has one workspace, so a row that still looks live is a dead engine's
-    /// (killed before its lease ran out) and is taken over; the refusal of a live name is
-    /// made before the lock is asked for (`baton engine`). On a shared board, a holder on
-    /// this machine whose process is gone is a dead engine's too, as `baton engines` says.
-    pub(super) async fn register(&mut self) -> super::Result<()> {
-        // Only an SQLite board's engine is sure to be the only one.
-        match self.register_as(!self.me.shared).await? {
-            Some(holder) if holder.host == host_name() && !process_alive(holder.pid) => {
-                tracing::info!(
-                    "taking the name {} from pid {}, which is gone from this machine",
-                    holder.name,
-                    holder.pid
-                );
-                self.register_as(true).await?;
-            }
-            Some(holder) => {
-                let seen_ago_ms = holder.seen_ago_ms;
-                return Err(super::EngineError::Other(held_sentence(
-                    &holder.name,
-                    &holder.host,
-                    holder.pid,
-                    seen_ago_ms,
-                )));
-            }
-            None => {}
-        }
-        self.me.registered = true;
-        self.me.next_beat = Some(Instant::now() + self.me.ident.heartbeat);
-        Ok(())
-    }
-
     /// Registers this engine under its name unless it has already: [`Engine::run`] does it
     /// first.
     pub(super) async fn take_name(&mut self) -> super::Result<()> {
@@ -258,13 +207,17 @@ impl Engine {
         self.take_name().await
     }
 
-    /// [`Engine::register`]'s write: the name taken (None), or the live engine holding it.
-    /// `sole`: take it whatever its row says.
-    async fn register_as(&mut self, sole: bool) -> super::Result<Option<Holder>> {
+    /// Registers this engine under its name. An engine holds its workspace's lock, and an
+    /// SQLite board has one workspace, so a row that still looks live is a dead engine's
+    /// (killed before its lease ran out) and is taken over; the refusal of a live name is
+    /// made before the lock is asked for (`baton engine`).
+    pub(super) async fn register(&mut self) -> super::Result<()> {
         let ident = self.me.ident.clone();
         let host = host_name();
         let pid = i64::from(std::process::id());
         let lease_ms = ident.lease().as_millis() as i64;
+        // Only an SQLite board's engine is sure to be the only one.
+        let sole = !self.me.shared;
         let out = self
             .store
             .write(move |db| {
@@ -296,15 +249,17 @@ impl Engine {
                 holder,
                 seen_ago_ms,
             } => {
-                return Ok(Some(Holder {
-                    name: holder.name,
-                    host: holder.host,
-                    pid: holder.pid,
+                return Err(super::EngineError::Other(held_sentence(
+                    &holder.name,
+                    &holder.host,
+                    holder.pid,
                     seen_ago_ms,
-                }));
+                )));
             }
         }
-        Ok(None)
+        self.me.registered = true;
+        self.me.next_beat = Some(Instant::now() + self.me.ident.heartbeat);
+        Ok(())
     }
 
     /// Renews the heartbeat when it is due (and, on a shared board, the leases of the

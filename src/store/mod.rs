@@ -132,14 +132,14 @@ impl From<sql::Error> for StoreError {
 impl From<rusqlite::Error> for StoreError {
     /// Damaged pages found by any query get the same plain sentence as at opening.
     fn from(e: rusqlite::Error) -> Self {
-        use rusqlite::ErrorCode::{DatabaseBusy, DatabaseCorrupt, DatabaseLocked, NotADatabase};
+        use rusqlite::ErrorCode::{DatabaseBusy, DatabaseCorrupt, NotADatabase};
         match e.sqlite_error_code() {
             Some(DatabaseCorrupt | NotADatabase) => StoreError::Damaged {
                 path: damage_seen(PathBuf::from(".baton/baton.db")),
                 detail: e.to_string(),
             },
             // Only after the connection's busy timeout (10 s) has run out.
-            Some(DatabaseBusy | DatabaseLocked) => StoreError::Busy,
+            Some(DatabaseBusy) => StoreError::Busy,
             _ => StoreError::Sql(e),
         }
     }

@@ -104,9 +104,18 @@ pub(super) async fn run(
     let mut argv = job.argv.clone();
     if local && !job.place.reattach {
         let Some(resolved) = find_program(program, &job.env.workdir, path_var.as_deref()) else {
+            let why = if program.contains('/') {
+                let file = job.env.workdir.join(program);
+                match file.exists() {
+                    true => format!("{} is not an executable file", file.display()),
+                    false => format!("{} does not exist", file.display()),
+                }
+            } else {
+                format!("`{program}` is not on PATH")
+            };
             return AgentFinish::error(
                 format!(
-                    "{who}: `{program}` is not on PATH — install it, or put its full path in `argv` {}",
+                    "{who}: {why} — install it, or put its full path in `argv` {}",
                     p.fix_in()
                 ),
                 false,

@@ -139,7 +139,7 @@ impl OpencodeServer {
         if let Ok(Some(said)) = tokio::task::spawn_blocking(move || end_marked(&mark)).await {
             tracing::warn!("{said}");
         }
-        let Some(program) = super::find_program(PROGRAM, std::path::Path::new("."), None) else {
+        let Some(program) = super::find_program(PROGRAM, &self.root, None) else {
             return Err(format!(
                 "`{PROGRAM}` is not on PATH, so baton cannot start the OpenCode server — install it (`npm install -g opencode-ai`)"
             ));

@@ -108,7 +108,7 @@ async fn spawn(launch: &Launch, log: LogSender) -> Result<LocalStep, ExecError> 
     };
     let program = look(&what, &env.workdir, path.as_deref()).map_err(|_| {
         no_folder().unwrap_or_else(|| {
-            let file = env.workdir.join(&what);
+            let file = env.workdir.join(what.trim_start_matches("./"));
             ExecError(match (what.contains('/'), &path) {
                 (true, _) if !file.exists() => format!(
                     "could not start `{what}`: {} does not exist",

@@ -139,9 +139,14 @@ fn a_killed_engines_step_is_reaped_and_finished_by_another() {
     let b = board.engine(&wb, "b");
     board.wait_live("b");
     assert_eq!(board.steps(id), [(1, "running".into(), Some("a".into()))]);
-    // A second engine under a's name is refused while a lives.
+    // A second engine under a's name is refused while a lives, in one sentence.
     let out = board.baton(&wb, &["engine", "--name", "a", "--exit-when-idle"]);
+    let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{out:?}");
+    assert!(
+        err.contains("an engine named a is already running on") && !err.contains("running in"),
+        "{err}"
+    );
     signal(&a, nix::sys::signal::Signal::SIGKILL);
     let _ = a.wait();
     // After a's lease, b reaps the step and resumes it as attempt 2.

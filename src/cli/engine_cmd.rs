@@ -37,9 +37,12 @@ pub fn run(
     let _guard = init_tracing(ws);
     let rt = runtime()?;
     rt.block_on(async {
-        let Some((engine, from)) = super::engine_takeover::start(ws, ident).await? else {
+        let Some((mut engine, from)) = super::engine_takeover::start(ws, ident).await? else {
             return Ok(exit::OK);
         };
+        // A name another engine holds (a shared board) is refused before this engine says
+        // it runs.
+        engine.take_name_early().await?;
         let r = &engine.recovered;
         let me = engine.identity();
         let labels = if me.labels.is_empty() {

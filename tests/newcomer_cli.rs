@@ -35,6 +35,30 @@ fn init_writes_the_schemas_and_validate_accepts_a_schema_key() {
     assert!(!all.contains("$schema"), "no warning about $schema: {all}");
 }
 
+/// `init` on a board it cannot reach (here a PostgreSQL URL on a closed port) fails in one
+/// sentence and leaves no `.baton/` behind, so the next `init` starts again rather than
+/// taking a half-made workspace for a made one.
+#[test]
+fn an_init_whose_board_cannot_be_made_leaves_nothing() {
+    let ws = Ws::at(tempfile::tempdir().unwrap(), "");
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let url = format!("postgres://nobody@127.0.0.1:{port}/board");
+    let out = ws
+        .baton(&["init"])
+        .env("BATON_DATABASE_URL", &url)
+        .env_remove("PGPASSWORD")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(!out.stderr.is_empty(), "{out:?}");
+    assert!(!ws.root().join(".baton").exists(), "{out:?}");
+    // Without the URL the same folder becomes a workspace.
+    let out = ws.ok(&["init"]);
+    assert!(out.contains("created"), "{out}");
+}
+
 #[test]
 fn the_demo_hands_a_plan_to_the_coder_and_loops_its_review_once() {
     let ws = Ws::new();

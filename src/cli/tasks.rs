@@ -29,7 +29,18 @@ pub fn init(dir: Option<&PathBuf>, agent: Option<&str>) -> Outcome {
     }
     // Task branches start from (and merge back into) the branch checked out now.
     let branch = crate::workspace::git::current_branch(ws.root());
-    if let Some(branch) = Client::for_command(&ws).set_up_board(branch.as_deref())? {
+    let base = match Client::for_command(&ws).set_up_board(branch.as_deref()) {
+        Ok(base) => base,
+        Err(e) => {
+            // A board that could not be made (a PostgreSQL server refusing, say) leaves no
+            // half-made workspace: a second `init` would take it for a made one.
+            if created {
+                let _ = std::fs::remove_dir_all(ws.dir());
+            }
+            return Err(e.into());
+        }
+    };
+    if let Some(branch) = base {
         outln!("base branch for task worktrees: {branch}");
     }
     if created {

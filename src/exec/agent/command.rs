@@ -105,11 +105,7 @@ pub(super) async fn run(
     if local && !job.place.reattach {
         let Some(resolved) = find_program(program, &job.env.workdir, path_var.as_deref()) else {
             let why = if program.contains('/') {
-                let file = job.env.workdir.join(program.trim_start_matches("./"));
-                match file.exists() {
-                    true => format!("{} is not an executable file", file.display()),
-                    false => format!("{} does not exist", file.display()),
-                }
+                crate::exec::executor::lookup::why_not_found(program, &job.env.workdir)
             } else {
                 format!("`{program}` is not on PATH")
             };

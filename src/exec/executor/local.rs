@@ -108,15 +108,10 @@ async fn spawn(launch: &Launch, log: LogSender) -> Result<LocalStep, ExecError> 
     };
     let program = look(&what, &env.workdir, path.as_deref()).map_err(|_| {
         no_folder().unwrap_or_else(|| {
-            let file = env.workdir.join(what.trim_start_matches("./"));
             ExecError(match (what.contains('/'), &path) {
-                (true, _) if !file.exists() => format!(
-                    "could not start `{what}`: {} does not exist",
-                    file.display()
-                ),
                 (true, _) => format!(
-                    "could not start `{what}`: {} is not an executable file",
-                    file.display()
+                    "could not start `{what}`: {}",
+                    super::lookup::why_not_found(&what, &env.workdir)
                 ),
                 (false, Some(p)) if p.is_empty() => format!(
                     "could not start `{what}`: the step's PATH is empty — give its full path, or set PATH in the step's `env`"

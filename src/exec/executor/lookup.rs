@@ -100,6 +100,16 @@ fn search(program: &str, dir: &Path, path: Option<&OsStr>) -> Option<PathBuf> {
         .find(|p| executable(p))
 }
 
+/// Why `program`, named with a folder, was not found in `dir`: `… does not exist` or
+/// `… is not an executable file`, at its path (without a leading `./`).
+pub fn why_not_found(program: &str, dir: &Path) -> String {
+    let file = dir.join(program.trim_start_matches("./"));
+    match file.exists() {
+        true => format!("{} is not an executable file", file.display()),
+        false => format!("{} does not exist", file.display()),
+    }
+}
+
 fn missing() -> std::io::Error {
     std::io::Error::from_raw_os_error(nix::libc::ENOENT)
 }

@@ -190,8 +190,38 @@ fn events_follow_a_task_to_its_gate_and_after_approval_to_done() {
     assert!(
         before
             .iter()
-            .any(|e| e.event == "step_finished" && e.data["exit_code"] == 0),
+            .any(|e| e.event == "step_finished" && e.data["exit_code"] == 0 && e.data["step"] == 1),
         "{before:#?}"
+    );
+    // Sent back to the step: the stream's next look at the task reads only from the step
+    // it had not seen end, and still numbers the new one second.
+    let (code, moved) = post(
+        &s,
+        &format!("/api/tasks/{id}/reject"),
+        json!({"note": "again"}),
+    );
+    assert_eq!(code, StatusCode::OK, "{moved}");
+    let again = until(&rx, "at the gate again", |e| {
+        task_state(e, id, "review", "waiting")
+    });
+    let steps: Vec<_> = again
+        .iter()
+        .filter(|e| e.event.starts_with("step_"))
+        .map(|e| {
+            (
+                e.event.as_str(),
+                e.data["step"].as_i64(),
+                e.data["attempt"].as_i64(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            ("step_started", Some(2), Some(2)),
+            ("step_finished", Some(2), Some(2))
+        ],
+        "{again:#?}"
     );
     let (code, done) = post(
         &s,

@@ -118,6 +118,7 @@ pub async fn events(
         task: q.task,
         cursor,
         steps: HashMap::new(),
+        seen: Default::default(),
         shown: HashMap::new(),
         tx,
     };
@@ -177,6 +178,9 @@ struct Feed {
     cursor: Cursor,
     /// The last state seen of each step run.
     steps: HashMap<i64, StepState>,
+    /// Where the next look at each task's step runs starts: the ones before it were seen
+    /// ending, so a long history is not read again at each change.
+    seen: std::sync::Arc<HashMap<i64, crate::store::StepsFrom>>,
     /// The last `task` event sent of each task: one engine change can wake the feed
     /// several times, and a client wants each state once.
     shown: HashMap<i64, String>,
@@ -229,16 +233,20 @@ impl Feed {
                 .ops
                 .client()
                 .await
-                .changed_after(after, TASK_BATCH)
+                .changed_after(after, TASK_BATCH, self.cursor.at, self.seen.clone())
                 .await;
             // A failed read is tried again at the next change; the cursor stays.
             let Ok(batch) = read else {
                 return Ok(());
             };
             let full = batch.len() as i64 == TASK_BATCH;
-            for (change, task, steps) in batch {
-                self.cursor.change = change;
-                self.task_changed(task, steps).await?;
+            for changed in batch {
+                self.cursor.change = changed.change;
+                let next = changed.from.after(&changed.steps);
+                // The read's copy is gone by now: this changes the map in place.
+                std::sync::Arc::make_mut(&mut self.seen).insert(changed.task.id, next);
+                self.task_changed(changed.task, changed.from.place, changed.steps)
+                    .await?;
             }
             if !full {
                 return Ok(());
@@ -249,6 +257,7 @@ impl Feed {
     async fn task_changed(
         &mut self,
         task: crate::store::Task,
+        place: i64,
         steps: Vec<crate::store::StepRun>,
     ) -> Result<(), Gone> {
         let id = task.id;
@@ -262,7 +271,7 @@ impl Feed {
             let since = self.cursor.at;
             let recent = |at: Option<i64>| before.is_some() || at.is_some_and(|a| a >= since);
             let data = json!({
-                "task": id, "step": n + 1, "status": step.status, "attempt": step.attempt,
+                "task": id, "step": place + n as i64 + 1, "status": step.status, "attempt": step.attempt,
                 "state": step.state, "exit_code": step.exit_code, "outcome": step.outcome,
             });
             if step.state == StepState::Running

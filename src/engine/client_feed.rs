@@ -4,10 +4,19 @@
 
 use super::client::Client;
 use super::views::OpError;
-use crate::store::{LogLine, StepRun, Task};
+use crate::store::{LogLine, StepRun, StepsFrom, Task};
+use std::collections::HashMap;
 
-/// A task changed: the change number it took, the task, its step runs.
-pub type ChangedTask = (i64, Task, Vec<StepRun>);
+/// A task changed: the change number it took, the task, and its step runs from where the
+/// reader's last look at it left off.
+#[derive(Debug, Clone)]
+pub struct ChangedTask {
+    pub change: i64,
+    pub task: Task,
+    /// Where `steps` start among the task's step runs.
+    pub from: StepsFrom,
+    pub steps: Vec<StepRun>,
+}
 
 impl Client {
     /// The board's last change number (every change of a task takes the next one).
@@ -16,8 +25,16 @@ impl Client {
     }
 
     /// At most `limit` tasks changed after change number `after`, in change order, each
-    /// with its step runs.
-    pub async fn changed_after(&self, after: i64, limit: i64) -> Result<Vec<ChangedTask>, OpError> {
+    /// with its step runs from where `seen` says the reader's last look at it left off; a
+    /// task not in `seen` from its first step run still open or that started or ended
+    /// at `since` (ms) or later. What is read does not grow with a task's history.
+    pub async fn changed_after(
+        &self,
+        after: i64,
+        limit: i64,
+        since: i64,
+        seen: std::sync::Arc<HashMap<i64, StepsFrom>>,
+    ) -> Result<Vec<ChangedTask>, OpError> {
         Ok(self
             .reads()
             .await?
@@ -25,8 +42,17 @@ impl Client {
                 let tasks = db.tasks_changed_after(after, limit)?;
                 let mut out = Vec::with_capacity(tasks.len());
                 for (change, task) in tasks {
-                    let steps = db.step_runs(task.id)?;
-                    out.push((change, task, steps));
+                    let from = match seen.get(&task.id) {
+                        Some(from) => *from,
+                        None => db.steps_from_since(task.id, since)?,
+                    };
+                    let steps = db.step_runs_from(task.id, from.id)?;
+                    out.push(ChangedTask {
+                        change,
+                        task,
+                        from,
+                        steps,
+                    });
                 }
                 Ok(out)
             })
@@ -46,13 +72,18 @@ impl Client {
             .reads()
             .await?
             .read(move |db| {
+                // Ids only: a task's whole step runs are not read for each look.
                 let runs = match step {
-                    Some(s) => vec![db.step_run(s)?],
-                    None => db.step_runs(task)?,
+                    Some(s) => vec![db.step_run(s)?]
+                        .into_iter()
+                        .filter(|r| r.task_id == task)
+                        .map(|r| r.id)
+                        .collect(),
+                    None => db.step_run_ids(task)?,
                 };
                 let mut out = Vec::new();
-                for r in runs.iter().filter(|r| r.task_id == task) {
-                    out.extend(db.log_lines(r.id, after, limit)?);
+                for id in runs {
+                    out.extend(db.log_lines(id, after, limit)?);
                 }
                 out.sort_by_key(|l| l.id);
                 out.truncate(limit.max(0) as usize);

@@ -184,6 +184,58 @@ both!(fn step_runs_read_back(board) {
     assert_eq!(card.tests, Some(json!({"passed": 12})));
 });
 
+both!(fn a_look_at_a_tasks_step_runs_starts_where_the_last_left_off(board) {
+    let mut store = board.open();
+    let (t, run) = store.write(|db| task(db, "t")).unwrap();
+    let (other, other_run) = store.write(|db| task(db, "other")).unwrap();
+    let done = StepResult::default();
+    // Three step runs that ended, one of another task, one running and one pending.
+    let ids = store
+        .write(|db| {
+            let mut ids = Vec::new();
+            for _ in 0..3 {
+                let s = db.insert_step_run(t, run, "build", None, 0)?;
+                db.claim_step_run(s.id, 5)?;
+                db.finish_step_run(s.id, StepState::Succeeded, &done)?;
+                ids.push(s.id);
+            }
+            db.insert_step_run(other, other_run, "build", None, 0)?;
+            let running = db.insert_step_run(t, run, "test", None, 0)?;
+            db.claim_step_run(running.id, now_ms())?;
+            ids.push(running.id);
+            ids.push(db.insert_step_run(t, run, "lint", None, 0)?.id);
+            Ok::<_, StoreError>(ids)
+        })
+        .unwrap();
+    let db = store.read();
+    assert_eq!(db.step_run_ids(t).unwrap(), ids);
+    // A first look since the beginning of time starts at the first.
+    let from = db.steps_from_since(t, 0).unwrap();
+    assert_eq!(from, StepsFrom { id: ids[0], place: 0 });
+    // From a moment to come, only the open ones are new: three came before them.
+    let later = now_ms() + 60_000;
+    assert_eq!(db.steps_from_since(t, later).unwrap(), StepsFrom { id: ids[3], place: 3 });
+    let steps = db.step_runs_from(t, from.id).unwrap();
+    assert_eq!(steps.iter().map(|s| s.id).collect::<Vec<_>>(), ids, "not the other task's");
+    // The next look starts at the first that has not ended.
+    let next = from.after(&steps);
+    assert_eq!(next, StepsFrom { id: ids[3], place: 3 });
+    // A task with nothing open or recent: past its last run, all of them counted.
+    let quiet = other;
+    store.write(|db| db.end_open_step_runs(quiet, StepState::Cancelled, "gone")).unwrap();
+    let db = store.read();
+    let past = db.steps_from_since(quiet, later).unwrap();
+    assert_eq!(past.place, 1);
+    assert!(db.step_runs_from(quiet, past.id).unwrap().is_empty());
+    assert_eq!(past.after(&[]), past);
+    // Everything read ended: the next look starts past the last.
+    let ended = db.step_runs_from(t, ids[0]).unwrap()[..3].to_vec();
+    assert_eq!(
+        StepsFrom { id: ids[0], place: 0 }.after(&ended),
+        StepsFrom { id: ids[2] + 1, place: 3 }
+    );
+});
+
 both!(fn events_commands_logs_and_messages_read_back(board) {
     let mut store = board.open();
     let (t, run) = store.write(|db| task(db, "t")).unwrap();

@@ -5,14 +5,16 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// A script step, then a gate: a task reaches the gate within a second.
+/// A script step, then a gate (a rejection sends the task back to the step): a task
+/// reaches the gate within a second.
 pub const FAST: &str = r#"{"id": "fast", "name": "Fast", "statuses": [
   {"id": "backlog", "label": "Backlog", "kind": "queue"},
   {"id": "work", "label": "Work", "step": {"run": "echo \"hello from $BATON_TASK_TITLE\""}},
   {"id": "review", "label": "Review", "kind": "gate"},
   {"id": "done", "label": "Done", "kind": "done"},
   {"id": "failed", "label": "Failed", "kind": "failed"},
-  {"id": "cancelled", "label": "Cancelled", "kind": "cancelled"}]}"#;
+  {"id": "cancelled", "label": "Cancelled", "kind": "cancelled"}],
+  "transitions": [{"from": "review", "to": "work", "on": "reject"}]}"#;
 
 /// `baton init` in a fresh temp dir, with the `fast` pipeline.
 pub fn workspace() -> tempfile::TempDir {

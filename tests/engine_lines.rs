@@ -109,6 +109,27 @@ fn exit_when_idle_prints_the_last_move_and_quiet_prints_none() {
     }
 }
 
+/// Quiet, an engine with nothing going wrong prints nothing on either stream, not even the
+/// line saying it runs, until it answers the signal that stops it.
+#[test]
+fn quiet_says_nothing_from_its_start_when_nothing_goes_wrong() {
+    let ws = Ws::new();
+    ws.pipeline("gate.json", GATE);
+    let (engine, rx) = engine(&ws, &["--quiet"]);
+    let id = ws.new_task("gate", "Silent");
+    ws.ok(&["start", &id.to_string()]);
+    // Up and working once it has moved the task to its gate.
+    common::wait_for("the task at its gate", || ws.show(id)["status"] == "review");
+    common::stop(engine);
+    // Both pipes end with the engine, and with them the channel.
+    let lines: Vec<String> = rx.iter().collect();
+    assert_eq!(
+        lines,
+        ["stderr: shutting down: no step is running"],
+        "{lines:#?}"
+    );
+}
+
 /// Quiet, a failed step's move and a failed hook still reach stderr; nothing reaches stdout.
 #[test]
 fn quiet_still_says_what_failed() {

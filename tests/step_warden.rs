@@ -270,6 +270,42 @@ fn a_step_the_warden_cannot_start_fails_with_the_reason() {
     );
 }
 
+/// A task made before loading refused an `env` that sets one of baton's own variables
+/// keeps that `env` in its stored pipeline: it still runs, and its step gets baton's value
+/// of each such name, and only that one, beside the rest of its `env`.
+#[test]
+fn a_stored_env_that_sets_batons_own_variables_loses_to_baton() {
+    let ws = Ws::new();
+    let step = serde_json::json!({"run": "env",
+        "env": {"OLD_TASK_ID": "forged", "OLD_STATUS": "forged", "WHO": "the step's"}});
+    ws.pipeline("e.json", &with_steps("e", &[step]));
+    let id = ws.new_task("e", "stored before");
+    // The task's snapshot as such a task holds it: the file would no longer load.
+    let db = rusqlite::Connection::open(ws.root().join(".baton/baton.db")).unwrap();
+    let changed = db
+        .execute(
+            "UPDATE snapshots SET json = replace(json, '\"OLD_', '\"BATON_')",
+            [],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    drop(db);
+    ws.ok(&["start", &id.to_string()]);
+    ws.drain();
+    assert_eq!(ws.show(id)["state"], "done");
+    // `env` prints every entry it was given, a name given twice twice.
+    let log = ws.ok(&["logs", &id.to_string(), "--step", "1"]);
+    let given = |name: &str| -> Vec<String> {
+        let prefix = format!("{name}=");
+        log.lines()
+            .filter_map(|l| l.split_once(&prefix).map(|(_, v)| v.trim().to_string()))
+            .collect()
+    };
+    assert_eq!(given("BATON_TASK_ID"), [id.to_string()], "{log}");
+    assert_eq!(given("BATON_STATUS"), ["work"], "{log}");
+    assert_eq!(given("WHO"), ["the step's"], "{log}");
+}
+
 /// A name in a step's `env` that the engine also has reaches the step's program once, with
 /// the step's value: a program that reads the first of two entries (glibc's `getenv`) would
 /// get the engine's. (A shell would hide a second entry: the program here is `env`.)

@@ -198,7 +198,8 @@ pub struct Profile {
 
 impl Profile {
     /// A step's environment with this profile's `env` under it: for a name in both, the
-    /// step's `vars` (its own `env`, baton's `BATON_*` variables) come later and win.
+    /// step's `vars` (its own `env`, baton's `BATON_*` variables) come later and win. (A
+    /// name baton sets for steps never reaches here: it is left out when the file is read.)
     pub fn env_under(&self, vars: Vec<(String, String)>) -> Vec<(String, String)> {
         self.env
             .iter()
@@ -313,6 +314,23 @@ mod tests {
         let (p, d) = parse(r#"{"id": "c", "backend": "command", "argv": ["x"], "format": "xml"}"#);
         assert!(p.is_none());
         assert!(d[0].message.contains("unknown format `xml`"));
+    }
+
+    #[test]
+    fn an_env_that_sets_batons_variable_warns_and_is_left_out() {
+        let (p, d) = parse(
+            "{\"id\": \"c\", \"backend\": \"command\", \"argv\": [\"x\"],\n \"env\": {\"WHO\": \"me\", \"BATON_STATUS\": \"forged\"}}",
+        );
+        let text = d[0].to_string();
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert!(
+            text.starts_with(
+                ".baton/agents/x.json:2:23: warning: agent `c`: env `BATON_STATUS` is ignored"
+            ),
+            "{text}"
+        );
+        let env = p.unwrap().env;
+        assert_eq!(env.keys().collect::<Vec<_>>(), ["WHO"]);
     }
 
     #[test]

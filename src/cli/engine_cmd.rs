@@ -4,7 +4,9 @@ use super::console::Console;
 use super::{Failure, Outcome, exit, tasks};
 use crate::engine::Reader;
 use crate::engine::client::{Change, Follower};
+use crate::engine::engines::Identity;
 use crate::engine::progress::{BATCH, Progress};
+use crate::engine::wake::Owner;
 use crate::engine::{Engine, RunOptions, Waited};
 use crate::workspace::{EngineLock, Workspace};
 use std::time::Duration;
@@ -32,8 +34,7 @@ pub fn run(
     quiet: bool,
     (name, labels): (Option<&str>, Option<&str>),
 ) -> Outcome {
-    let ident = crate::engine::engines::Identity::with_flags(&ws.config()?, name, labels)
-        .map_err(Failure::new)?;
+    let ident = Identity::with_flags(&ws.config()?, name, labels).map_err(Failure::new)?;
     let _guard = init_tracing(ws);
     let rt = runtime()?;
     rt.block_on(async {
@@ -44,23 +45,9 @@ pub fn run(
         // it runs.
         engine.take_name_early().await?;
         let r = &engine.recovered;
-        let me = engine.identity();
-        let labels = if me.labels.is_empty() {
-            String::new()
-        } else {
-            format!(", labels {}", me.labels.join(","))
-        };
-        eprintln!(
-            "baton engine running in {} as {}{labels} (pid {}); SIGINT/SIGTERM stop it",
-            ws.root().display(),
-            me.name,
-            std::process::id()
-        );
-        if let Some(from) = from {
-            eprintln!(
-                "{} took over the engine from {from}; steps it left queued run here",
-                chrono::Local::now().format("%H:%M:%S")
-            );
+        // Quiet, only problems are printed: not that it runs, nor whose engine it took.
+        if !quiet {
+            say_started(ws, engine.identity(), from);
         }
         say_recovered(r);
         for e in &engine.trigger_errors {
@@ -409,6 +396,27 @@ pub fn run_new(
         let stopped = here.signalled.load(std::sync::atomic::Ordering::SeqCst);
         Ok(RanHere::Made { waited, stopped })
     })
+}
+
+/// Says on stderr that the engine runs, where and as whom, and whose engine it took over.
+fn say_started(ws: &Workspace, me: &Identity, from: Option<Owner>) {
+    let labels = if me.labels.is_empty() {
+        String::new()
+    } else {
+        format!(", labels {}", me.labels.join(","))
+    };
+    eprintln!(
+        "baton engine running in {} as {}{labels} (pid {}); SIGINT/SIGTERM stop it",
+        ws.root().display(),
+        me.name,
+        std::process::id()
+    );
+    if let Some(from) = from {
+        eprintln!(
+            "{} took over the engine from {from}; steps it left queued run here",
+            chrono::Local::now().format("%H:%M:%S")
+        );
+    }
 }
 
 /// Says on stderr what an engine found at its start that a stopped engine left: tasks it

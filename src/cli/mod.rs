@@ -228,7 +228,8 @@ pub enum Command {
         /// Stop once nothing runs or is queued.
         #[arg(long)]
         exit_when_idle: bool,
-        /// Print no line per move and step result (problems are still printed).
+        /// Print only problems, on stderr (a failed step's move, a failed hook): no line
+        /// saying the engine runs, none per move and step result, nothing on stdout.
         #[arg(long, short)]
         quiet: bool,
         /// Its name on the board (default: `[engine] name`, else the host name).

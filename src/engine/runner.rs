@@ -10,7 +10,7 @@ use crate::agents::TemplateVars;
 use crate::exec::agent::{AgentStep, Hooks};
 use crate::exec::executor::{Identity, Labels, Placement, Program, drive};
 use crate::exec::{self, Finish, StepEnv, safe_file};
-use crate::pipeline::{StepAction, StepSpec, Trigger};
+use crate::pipeline::{STEP_VARS, StepAction, StepSpec, Trigger};
 use crate::store::{NewLogLine, StepRun, StepState, StoreHandle, Stream, Task, now_ms};
 use crate::testcounts::TestScanner;
 use std::io::Write;
@@ -63,7 +63,7 @@ const MAX_ENV_PROMPT: usize = 64 * 1024;
 pub fn step_vars(job: &Job) -> Vec<(String, String)> {
     let t = &job.task;
     let s = &job.step;
-    let mut vars = vec![
+    let mut vars: Vec<(String, String)> = vec![
         ("BATON_TASK_ID".into(), t.id.to_string()),
         ("BATON_TASK_TITLE".into(), t.title.clone()),
         ("BATON_PIPELINE".into(), t.pipeline_id.clone()),
@@ -109,7 +109,20 @@ pub fn step_vars(job: &Job) -> Vec<(String, String)> {
         let path = payload.display().to_string();
         vars.push(("BATON_TRIGGER_PAYLOAD_FILE".into(), path));
     }
-    vars.extend(job.spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    debug_assert!(
+        vars.iter().all(|(k, _)| STEP_VARS.contains(&k.as_str())),
+        "every variable baton sets is in STEP_VARS, which a step's `env` may not set"
+    );
+    // Loading refuses an `env` that sets one of baton's names, but a task keeps the
+    // pipeline it was made with: such a name in it is left out, so only baton's reaches
+    // the step.
+    vars.extend(
+        job.spec
+            .env
+            .iter()
+            .filter(|(k, _)| !STEP_VARS.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone())),
+    );
     vars
 }
 

@@ -69,6 +69,26 @@ impl StatusKind {
     }
 }
 
+/// The variables baton gives a step (the task's text, ids and paths). A step's `env` may
+/// not set them; one stored before that was checked is overridden by baton's value.
+pub const STEP_VARS: &[&str] = &[
+    "BATON_TASK_ID",
+    "BATON_TASK_TITLE",
+    "BATON_TASK_PROMPT",
+    "BATON_TASK_PROMPT_FILE",
+    "BATON_PIPELINE",
+    "BATON_STATUS",
+    "BATON_RUN_ID",
+    "BATON_ATTEMPT",
+    "BATON_EXECUTION_KEY",
+    "BATON_CONTEXT_DIR",
+    "BATON_WORKSPACE",
+    "BATON_NOTE",
+    "BATON_BRANCH",
+    "BATON_HANDOFF_FILE",
+    "BATON_TRIGGER_PAYLOAD_FILE",
+];
+
 /// The work a step status runs when a task enters it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StepSpec {

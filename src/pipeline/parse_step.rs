@@ -2,7 +2,7 @@
 
 use super::executor_spec::{ExecutorSpec, parse_executor};
 use super::locate::join;
-use super::model::{StepAction, StepSpec};
+use super::model::{STEP_VARS, StepAction, StepSpec};
 use super::parse::{Ctx, opt_str, req_str, type_name};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -301,6 +301,14 @@ fn parse_env(
     let mut env = BTreeMap::new();
     let mut ok = true;
     for (name, value) in vars {
+        if STEP_VARS.contains(&name.as_str()) {
+            ok = false;
+            ctx.error_key(
+                &join(&eptr, name),
+                format!("status `{status}`: `env` may not set `{name}`: baton sets it for the step itself — rename it"),
+            );
+            continue;
+        }
         match value.as_str() {
             Some(s) => {
                 env.insert(name.clone(), s.to_string());

@@ -105,7 +105,8 @@ pub struct StepFile {
     timeout: Option<Duration>,
     /// Extra attempts after an `error` (a crash or a timeout; never after `failure`).
     retries: Option<u32>,
-    /// Extra environment variables (literal values).
+    /// Extra environment variables (literal values); not one of the `BATON_*` variables
+    /// baton gives every step (`BATON_TASK_ID`, `BATON_HANDOFF_FILE`, …).
     env: Option<BTreeMap<String, String>>,
     /// Working directory, relative to the task's working tree.
     workdir: Option<String>,

@@ -120,6 +120,7 @@ fn cases() -> Vec<Case> {
         case("zero timeout", with_status(r#"{"id": "x", "step": {"run": "y", "timeout": "0s"}}"#), "timeout `0s` is zero", E, Some("\"0s\"")),
         case("timeout number", with_status(r#"{"id": "x", "step": {"run": "y", "timeout": 60}}"#), "timeout must be a string like \"15m\", not a number", E, Some("60}")),
         case("retries negative", with_status(r#"{"id": "x", "step": {"run": "y", "retries": -1}}"#), "`retries` must be a whole number", E, Some("-1}")),
+        case("env sets baton's variable", with_status(r#"{"id": "x", "step": {"run": "y", "env": {"BATON_TASK_ID": "7"}}}"#), "status `x`: `env` may not set `BATON_TASK_ID`: baton sets it for the step itself — rename it", E, Some("\"BATON_TASK_ID\"")),
         case("env not strings", with_status(r#"{"id": "x", "step": {"run": "y", "env": {"N": 1}}}"#), "env `N` must be a string, not a number", E, Some("1}}}")),
         // Transitions.
         case("transition not object", with_transition("\"a->b\""), "transition 1 must be an object", E, Some("\"a->b\"")),

@@ -13,6 +13,7 @@ pub mod board;
 pub mod demo;
 mod diff_stat;
 pub mod event;
+mod frame_writer;
 pub mod graph_view;
 pub mod intent;
 pub mod keymap;

@@ -2,6 +2,7 @@
 //! exit path: by the guard's `Drop`, and by a panic hook that runs before the panic message
 //! is printed.
 
+use super::frame_writer::FrameWriter;
 use crossterm::cursor::Show;
 use crossterm::event::{DisableMouseCapture, EnableMouseCapture};
 use crossterm::execute;
@@ -15,7 +16,7 @@ use std::sync::Once;
 
 /// The terminal in full-screen mode; restores it when dropped.
 pub struct Screen {
-    pub terminal: Terminal<CrosstermBackend<Stdout>>,
+    pub terminal: Terminal<CrosstermBackend<FrameWriter<Stdout>>>,
     /// Mouse reporting is on (`[board] mouse = true`), and goes back on after a suspension.
     pub mouse: bool,
 }
@@ -43,12 +44,11 @@ impl Screen {
     pub fn enter() -> std::io::Result<Self> {
         install_panic_hook();
         enable_raw_mode()?;
-        let mut out = stdout();
-        if let Err(e) = execute!(out, EnterAlternateScreen) {
+        if let Err(e) = execute!(stdout(), EnterAlternateScreen) {
             restore();
             return Err(e);
         }
-        let terminal = match Terminal::new(CrosstermBackend::new(out)) {
+        let terminal = match Terminal::new(CrosstermBackend::new(FrameWriter::new(stdout()))) {
             Ok(t) => t,
             Err(e) => {
                 restore();

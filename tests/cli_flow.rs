@@ -431,3 +431,85 @@ fn an_unguarded_loop_of_steps_stops_at_the_loop_limit() {
         "the event says how to fix it: {human}"
     );
 }
+
+#[test]
+fn run_wait_says_why_it_waits_on_after_its_task_settled() {
+    use std::io::BufRead;
+    let ws = Ws::new();
+    ws.pipeline(
+        "hold.json",
+        r#"{"id": "hold", "name": "Hold", "statuses": [
+  {"id": "q", "label": "Queue", "kind": "queue"},
+  {"id": "wait", "label": "Wait", "step": {"run": "read line < \"$BATON_WORKSPACE/go\""}},
+  {"id": "done", "label": "Done", "kind": "done"},
+  {"id": "failed", "label": "Failed", "kind": "failed"}]}"#,
+    );
+    ws.pipeline(
+        "quick.json",
+        r#"{"id": "quick", "name": "Quick", "statuses": [
+  {"id": "q", "label": "Queue", "kind": "queue"},
+  {"id": "go", "label": "Go", "step": {"run": "true"}},
+  {"id": "done", "label": "Done", "kind": "done"},
+  {"id": "failed", "label": "Failed", "kind": "failed"}]}"#,
+    );
+    // Another task's step that holds until the test writes to a pipe; started with no
+    // engine running, it waits for the next one: `run --wait`'s.
+    nix::unistd::mkfifo(&ws.root().join("go"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let held = ws.new_task("hold", "held");
+    ws.ok(&["start", &held.to_string()]);
+    let mut run = std::process::Command::new(assert_cmd::cargo::cargo_bin("baton"))
+        .current_dir(ws.root())
+        .env_remove("BATON_DIR")
+        .args(["run", "quick", "--title", "mine", "--wait"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Were the note never said, the step is let go after a minute, so that the test
+    // fails rather than hangs.
+    let (said, watchdog) = std::sync::mpsc::channel::<()>();
+    let fifo = ws.root().join("go");
+    let release = std::thread::spawn(move || {
+        if watchdog
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .is_err()
+        {
+            let _ = std::fs::write(fifo, "go\n");
+        }
+    });
+    let mut err = std::io::BufReader::new(run.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("has settled") {
+        line.clear();
+        assert!(
+            err.read_line(&mut line).unwrap() > 0,
+            "stderr ended without saying why the wait goes on"
+        );
+    }
+    assert!(
+        line.starts_with(&format!(
+            "task {} has settled; waiting for 1 running step(s) of other tasks",
+            held + 1
+        )),
+        "{line}"
+    );
+    assert!(line.contains("ctrl+c interrupts them"), "{line}");
+    said.send(()).unwrap();
+    release.join().unwrap();
+    assert!(
+        run.try_wait().unwrap().is_none(),
+        "it waits for the other step"
+    );
+    std::fs::write(ws.root().join("go"), "go\n").unwrap();
+    let out = run.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("{} done (done)", held + 1)
+    );
+    assert_eq!(
+        ws.show(held)["state"],
+        "done",
+        "the other step was let finish"
+    );
+}

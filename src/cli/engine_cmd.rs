@@ -8,7 +8,7 @@ use crate::engine::engines::Identity;
 use crate::engine::progress::{BATCH, Progress};
 use crate::engine::wake::Owner;
 use crate::engine::{Engine, RunOptions, Waited};
-use crate::workspace::{EngineLock, Workspace};
+use crate::workspace::{EngineLock, ShutdownMode, Workspace};
 use std::time::Duration;
 
 /// The runtime of a headless engine (`baton engine`, `run --wait`): one thread for the
@@ -117,7 +117,7 @@ pub fn run(
         engine
             .run(RunOptions {
                 exit_when_idle,
-                until_settled: None,
+                ..Default::default()
             })
             .await?;
         // The last moves (the one that made the engine idle, say) may not have been read
@@ -390,7 +390,10 @@ pub fn run_new(
                 return Err(e);
             }
         };
-        let out = here.engine.run_until_settled(id, as_json).await;
+        let out = here
+            .engine
+            .run_until_settled(id, as_json, Some(say_draining(id)))
+            .await;
         here.signals.abort();
         let waited = Box::new(out.map_err(Failure::from)?);
         let stopped = here.signalled.load(std::sync::atomic::Ordering::SeqCst);
@@ -417,6 +420,22 @@ fn say_started(ws: &Workspace, me: &Identity, from: Option<Owner>) {
             chrono::Local::now().format("%H:%M:%S")
         );
     }
+}
+
+/// Says on stderr why a wait goes on after its task has ended: the engine run here is
+/// letting other tasks' steps finish, and what ctrl+c would do to them.
+fn say_draining(id: i64) -> Box<dyn FnOnce(usize, ShutdownMode) + Send> {
+    Box::new(move |n, on_stop| {
+        let stop = match on_stop {
+            ShutdownMode::Interrupt => "ctrl+c interrupts them (`baton resume ID` continues each)",
+            ShutdownMode::Drain => {
+                "they are not interrupted (`shutdown = \"drain\"` in .baton/config.toml)"
+            }
+        };
+        eprintln!(
+            "task {id} has settled; waiting for {n} running step(s) of other tasks that this engine started — {stop}"
+        );
+    })
 }
 
 /// Says on stderr what an engine found at its start that a stopped engine left: tasks it
@@ -512,8 +531,9 @@ fn wait_until_settled(ws: &Workspace, store: &Reader, id: i64) -> Result<(), Fai
                 };
                 let out = engine
                     .run(RunOptions {
-                        exit_when_idle: false,
                         until_settled: Some(id),
+                        on_drain: Some(say_draining(id)),
+                        ..Default::default()
                     })
                     .await;
                 signals.abort();

@@ -209,6 +209,10 @@ pub struct RunOptions {
     /// Stop (draining running steps) once this task has settled
     /// ([`TaskState::settled`](crate::store::TaskState::settled)).
     pub until_settled: Option<i64>,
+    /// Called once when that task has settled while steps of other tasks still run, with
+    /// their number and what a stop signal would do to them: the caller's wait goes on
+    /// until they end.
+    pub on_drain: Option<Box<dyn FnOnce(usize, ShutdownMode) + Send>>,
 }
 
 /// The engine of one workspace. Holds the workspace's engine lock while it exists.
@@ -587,10 +591,17 @@ impl Engine {
 
     /// [`Engine::run`] until task `id` settles (or a signal stops the engine), then the
     /// task as it stands, read before the store closes; `json` adds `show --json`'s view.
-    pub async fn run_until_settled(self, id: i64, json: bool) -> Result<Waited> {
+    /// `on_drain`: see [`RunOptions::on_drain`].
+    pub async fn run_until_settled(
+        self,
+        id: i64,
+        json: bool,
+        on_drain: Option<Box<dyn FnOnce(usize, ShutdownMode) + Send>>,
+    ) -> Result<Waited> {
         let opts = RunOptions {
             exit_when_idle: false,
             until_settled: Some(id),
+            on_drain,
         };
         self.run_then_read(opts, Some(json))
             .await?
@@ -601,7 +612,7 @@ impl Engine {
     /// is read once everything has stopped and before the store closes.
     async fn run_then_read(
         mut self,
-        opts: RunOptions,
+        mut opts: RunOptions,
         read: Option<bool>,
     ) -> Result<Option<Waited>> {
         let mut stopping: Option<ShutdownMode> = None;
@@ -664,6 +675,11 @@ impl Engine {
                         .unwrap_or(false)
                 {
                     stopping = Some(ShutdownMode::Drain);
+                    if !self.running.is_empty()
+                        && let Some(say) = opts.on_drain.take()
+                    {
+                        say(self.running.len(), self.cfg.shutdown);
+                    }
                 }
                 if opts.exit_when_idle
                     && self.running.is_empty()

@@ -28,6 +28,7 @@ mod task_edits;
 pub(crate) use crate::engine::views as json;
 mod people;
 mod pipelines;
+mod run_wait;
 pub use people::TokenCmd;
 mod serve;
 mod shell;

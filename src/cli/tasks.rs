@@ -1,6 +1,6 @@
 //! Task subcommands: init, new, list, show, the actions, logs and run.
 
-use super::engine_cmd::RanHere;
+use super::run_wait::RanHere;
 use super::{Command, Failure, Outcome, exit, json};
 use crate::engine::client::{Change, Follower};
 use crate::engine::{Action, Client, NewTask, Order, Reader, Request, Submitted};
@@ -240,16 +240,16 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
             if wait && !EngineLock::is_held(ws) {
                 let root = ws.root().to_path_buf();
                 std::thread::spawn(move || crate::workspace::person::current(&root));
-                match super::engine_cmd::run_new(ws, &new, json)? {
+                match super::run_wait::run_new(ws, &new, json)? {
                     // Read by the engine before its store closed: the board is not opened
                     // again to print it.
                     RanHere::Made { waited, stopped } if stopped || waited.task.state.settled() => {
-                        return super::engine_cmd::report(&waited, json);
+                        return super::run_wait::report(&waited, json);
                     }
                     // Not settled when this engine stopped (a command moved it back to a
                     // queue while the engine drained): followed until it settles.
                     RanHere::Made { waited, .. } => {
-                        return super::engine_cmd::run_task(ws, waited.task.id, true, json);
+                        return super::run_wait::run_task(ws, waited.task.id, true, json);
                     }
                     RanHere::Elsewhere => {}
                 }
@@ -259,7 +259,7 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
             if !wait {
                 hint_if_no_engine(ws);
             }
-            super::engine_cmd::run_task(ws, id, wait, json)
+            super::run_wait::run_task(ws, id, wait, json)
         }
         // Init, engine, pipelines, agents and the other workspace-free commands.
         _ => unreachable!("dispatched elsewhere"),

@@ -5,6 +5,8 @@
 //! sequences and control characters inside it (`tok-\e[0mDEPLOY`) do not hide it.
 //! Only the exact value is masked: an encoded (base64, URL-escaped) or partial copy is not.
 
+use crate::pipeline::STEP_VARS;
+
 /// Names that mark an environment variable as a secret.
 const MARKERS: &[&str] = &[
     "KEY",
@@ -20,25 +22,10 @@ const MARKERS: &[&str] = &[
 /// would blank out ordinary words all over the log while protecting nothing worth the name.
 pub const MIN_LEN: usize = 4;
 
-/// The variables baton sets for steps and hooks: ids, paths and task text, none of them a
-/// secret (`BATON_EXECUTION_KEY` is an id). Every other name, `BATON_*` ones included
+/// The variables baton sets for hooks besides a step's ([`STEP_VARS`]). Neither holds a
+/// secret (`BATON_EXECUTION_KEY` is an id); every other name, `BATON_*` ones included
 /// (`BATON_GITHUB_SECRET`, a `BATON_TOKEN` for the API), is judged by its markers.
-const OWN_VARS: &[&str] = &[
-    "BATON_TASK_ID",
-    "BATON_TASK_TITLE",
-    "BATON_TASK_PROMPT",
-    "BATON_TASK_PROMPT_FILE",
-    "BATON_PIPELINE",
-    "BATON_STATUS",
-    "BATON_RUN_ID",
-    "BATON_ATTEMPT",
-    "BATON_EXECUTION_KEY",
-    "BATON_CONTEXT_DIR",
-    "BATON_WORKSPACE",
-    "BATON_NOTE",
-    "BATON_BRANCH",
-    "BATON_HANDOFF_FILE",
-    "BATON_TRIGGER_PAYLOAD_FILE",
+const HOOK_VARS: &[&str] = &[
     "BATON_FROM",
     "BATON_TO",
     "BATON_TRIGGER",
@@ -49,7 +36,21 @@ const OWN_VARS: &[&str] = &[
 /// and it is not one of baton's own.
 fn is_secret_name(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
-    !OWN_VARS.contains(&upper.as_str()) && MARKERS.iter().any(|m| upper.contains(m))
+    let own = STEP_VARS.contains(&upper.as_str()) || HOOK_VARS.contains(&upper.as_str());
+    !own && MARKERS.iter().any(|m| match *m {
+        "AUTH" => auth_marked(&upper),
+        m => upper.contains(m),
+    })
+}
+
+/// `AUTH` marks a secret (`AUTH_TOKEN`, `BASIC_AUTH`, `HTTP_AUTHORIZATION`), but not as the
+/// start of `AUTHOR` (`GIT_AUTHOR_NAME`, whose value, a person's name, would be masked all
+/// over a step's log).
+fn auth_marked(upper: &str) -> bool {
+    upper.match_indices("AUTH").any(|(at, _)| {
+        let rest = &upper[at + 4..];
+        !rest.starts_with("OR") || rest.starts_with("ORIZ")
+    })
 }
 
 /// True for a secret of the engine's own (`BATON_GITHUB_SECRET`, `BATON_TOKEN`, the
@@ -214,10 +215,18 @@ mod tests {
             ("GITHUB_TOKEN", "ghp_1234567890"),
             ("HOME", "/root/secret-home"),
             ("SHORT_KEY", "abc"),
+            ("GIT_AUTHOR_NAME", "Jane Doe"),
+            ("GIT_AUTHOR_EMAIL", "jane@example.com"),
+            ("HTTP_AUTHORIZATION", "Bearer abc123"),
+            ("BASIC_AUTH", "user:pass"),
         ]));
         assert_eq!(
             r.apply("key sk-abcdefghijkl and ghp_1234567890 in /root/secret-home abc".into()),
             "key [redacted] and [redacted] in /root/secret-home abc"
+        );
+        assert_eq!(
+            r.apply("Author: Jane Doe <jane@example.com>; Bearer abc123 user:pass".into()),
+            "Author: Jane Doe <jane@example.com>; [redacted] [redacted]"
         );
     }
 

@@ -436,22 +436,18 @@ fn an_unguarded_loop_of_steps_stops_at_the_loop_limit() {
 fn run_wait_says_why_it_waits_on_after_its_task_settled() {
     use std::io::BufRead;
     let ws = Ws::new();
-    ws.pipeline(
-        "hold.json",
-        r#"{"id": "hold", "name": "Hold", "statuses": [
-  {"id": "q", "label": "Queue", "kind": "queue"},
-  {"id": "wait", "label": "Wait", "step": {"run": "read line < \"$BATON_WORKSPACE/go\""}},
-  {"id": "done", "label": "Done", "kind": "done"},
-  {"id": "failed", "label": "Failed", "kind": "failed"}]}"#,
-    );
-    ws.pipeline(
-        "quick.json",
-        r#"{"id": "quick", "name": "Quick", "statuses": [
-  {"id": "q", "label": "Queue", "kind": "queue"},
-  {"id": "go", "label": "Go", "step": {"run": "true"}},
-  {"id": "done", "label": "Done", "kind": "done"},
-  {"id": "failed", "label": "Failed", "kind": "failed"}]}"#,
-    );
+    // One step each: another task's holds until the test writes to a pipe.
+    for (id, run) in [
+        ("hold", r#"read line < "$BATON_WORKSPACE/go""#),
+        ("quick", "true"),
+    ] {
+        let json = serde_json::json!({"id": id, "name": id, "statuses": [
+            {"id": "q", "label": "Queue", "kind": "queue"},
+            {"id": "s", "label": "Step", "step": {"run": run}},
+            {"id": "done", "label": "Done", "kind": "done"},
+            {"id": "failed", "label": "Failed", "kind": "failed"}]});
+        ws.pipeline(&format!("{id}.json"), &json.to_string());
+    }
     // Another task's step that holds until the test writes to a pipe; started with no
     // engine running, it waits for the next one: `run --wait`'s.
     nix::unistd::mkfifo(&ws.root().join("go"), nix::sys::stat::Mode::S_IRWXU).unwrap();

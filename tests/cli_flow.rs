@@ -436,16 +436,19 @@ fn an_unguarded_loop_of_steps_stops_at_the_loop_limit() {
 fn run_wait_says_why_it_waits_on_after_its_task_settled() {
     use std::io::BufRead;
     let ws = Ws::new();
-    // One step each: another task's holds until the test writes to a pipe.
-    for (id, run) in [
-        ("hold", r#"read line < "$BATON_WORKSPACE/go""#),
-        ("quick", "true"),
+    // Another task's first step holds until the test writes to a pipe; its second may
+    // not start once `run --wait`'s own task has settled.
+    for (id, runs) in [
+        ("hold", vec![r#"read line < "$BATON_WORKSPACE/go""#, "true"]),
+        ("quick", vec!["true"]),
     ] {
-        let json = serde_json::json!({"id": id, "name": id, "statuses": [
-            {"id": "q", "label": "Queue", "kind": "queue"},
-            {"id": "s", "label": "Step", "step": {"run": run}},
-            {"id": "done", "label": "Done", "kind": "done"},
-            {"id": "failed", "label": "Failed", "kind": "failed"}]});
+        let mut statuses = vec![serde_json::json!({"id": "q", "label": "Queue", "kind": "queue"})];
+        for (n, run) in runs.iter().enumerate() {
+            statuses.push(serde_json::json!({"id": format!("s{}", n + 1), "label": "Step", "step": {"run": run}}));
+        }
+        statuses.push(serde_json::json!({"id": "done", "label": "Done", "kind": "done"}));
+        statuses.push(serde_json::json!({"id": "failed", "label": "Failed", "kind": "failed"}));
+        let json = serde_json::json!({"id": id, "name": id, "statuses": statuses});
         ws.pipeline(&format!("{id}.json"), &json.to_string());
     }
     // Another task's step that holds until the test writes to a pipe; started with no
@@ -503,9 +506,14 @@ fn run_wait_says_why_it_waits_on_after_its_task_settled() {
         String::from_utf8_lossy(&out.stdout).trim(),
         format!("{} done (done)", held + 1)
     );
+    let other = ws.show(held);
     assert_eq!(
-        ws.show(held)["state"],
-        "done",
+        other["steps"][0]["state"], "succeeded",
         "the other step was let finish"
+    );
+    assert_eq!(
+        (&other["status"], &other["state"]),
+        (&serde_json::json!("s2"), &serde_json::json!("queued")),
+        "and none was started after: {other}"
     );
 }

@@ -115,11 +115,11 @@ fn say_draining(id: i64) -> Box<dyn FnOnce(usize, ShutdownMode) + Send> {
         let stop = match on_stop {
             ShutdownMode::Interrupt => "ctrl+c interrupts them (`baton resume ID` continues each)",
             ShutdownMode::Drain => {
-                "they are not interrupted (`shutdown = \"drain\"` in .baton/config.toml)"
+                "they are not interrupted (`shutdown = \"drain\"`: `baton config show` says where it is set)"
             }
         };
         eprintln!(
-            "task {id} has settled; waiting for {n} running step(s) of other tasks that this engine started — {stop}"
+            "task {id} has settled; waiting for {n} running step(s) of other tasks (no new one starts) — {stop}"
         );
     })
 }

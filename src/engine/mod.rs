@@ -292,6 +292,8 @@ pub struct Engine {
     later: Option<oneshot::Receiver<std::result::Result<Answer, String>>>,
     /// A shutdown was asked for and acted on (it is not acted on twice).
     stop_asked: bool,
+    /// The task it ran for has settled: the steps running end, and no new one starts.
+    winding_down: bool,
     /// The task of the step whose end the loop handled last, and whether that end queued
     /// its next step (so the task cannot have settled).
     step_ended: Option<(i64, bool)>,
@@ -550,6 +552,7 @@ impl Engine {
             me,
             later: None,
             stop_asked: false,
+            winding_down: false,
             step_ended: None,
         })
     }
@@ -675,10 +678,13 @@ impl Engine {
                         .unwrap_or(false)
                 {
                     stopping = Some(ShutdownMode::Drain);
-                    if !self.running.is_empty()
+                    self.winding_down = true;
+                    // Its own task's steps have ended or are being stopped (a cancel).
+                    let others = self.running.values().filter(|r| r.task_id != id).count();
+                    if others > 0
                         && let Some(say) = opts.on_drain.take()
                     {
-                        say(self.running.len(), self.cfg.shutdown);
+                        say(others, self.cfg.shutdown);
                     }
                 }
                 if opts.exit_when_idle

@@ -571,7 +571,11 @@ impl Engine {
         } else {
             self.worktree_clean_for(task_id).await
         };
-        let free = if shutdown || self.shutdown.is_cancelled() || self.handover_to.is_some() {
+        let free = if shutdown
+            || self.winding_down
+            || self.shutdown.is_cancelled()
+            || self.handover_to.is_some()
+        {
             0
         } else {
             self.cfg.max_parallel.saturating_sub(self.running.len())

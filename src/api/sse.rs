@@ -178,9 +178,9 @@ struct Feed {
     cursor: Cursor,
     /// The last state seen of each step run.
     steps: HashMap<i64, StepState>,
-    /// Where the next look at each task's step runs starts: the ones before it were seen
-    /// ending, so a long history is not read again at each change.
-    seen: std::sync::Arc<HashMap<i64, crate::store::StepsFrom>>,
+    /// The step run the next look at each task's step runs starts at: the ones before it
+    /// were seen ending, so a long history is not read again at each change.
+    seen: std::sync::Arc<HashMap<i64, i64>>,
     /// The last `task` event sent of each task: one engine change can wake the feed
     /// several times, and a client wants each state once.
     shown: HashMap<i64, String>,
@@ -242,11 +242,13 @@ impl Feed {
             let full = batch.len() as i64 == TASK_BATCH;
             for changed in batch {
                 self.cursor.change = changed.change;
-                let next = changed.from.after(&changed.steps);
                 // The read's copy is gone by now: this changes the map in place.
-                std::sync::Arc::make_mut(&mut self.seen).insert(changed.task.id, next);
-                self.task_changed(changed.task, changed.from.place, changed.steps)
-                    .await?;
+                std::sync::Arc::make_mut(&mut self.seen).insert(changed.task.id, changed.next_from);
+                self.task_changed(changed.task, &changed.steps).await?;
+                // Those behind the task's next look are never read again.
+                for step in changed.steps.iter().filter(|s| s.id < changed.next_from) {
+                    self.steps.remove(&step.id);
+                }
             }
             if !full {
                 return Ok(());
@@ -257,8 +259,7 @@ impl Feed {
     async fn task_changed(
         &mut self,
         task: crate::store::Task,
-        place: i64,
-        steps: Vec<crate::store::StepRun>,
+        steps: &[crate::store::StepRun],
     ) -> Result<(), Gone> {
         let id = task.id;
         // Lines first, then steps, then the task: a step logs, ends, and its task moves on.
@@ -266,12 +267,12 @@ impl Feed {
         if self.task == Some(id) {
             self.logs(None).await?;
         }
-        for (n, step) in steps.iter().enumerate() {
+        for step in steps {
             let before = self.steps.insert(step.id, step.state);
             let since = self.cursor.at;
             let recent = |at: Option<i64>| before.is_some() || at.is_some_and(|a| a >= since);
             let data = json!({
-                "task": id, "step": place + n as i64 + 1, "status": step.status, "attempt": step.attempt,
+                "task": id, "step": step.seq, "status": step.status, "attempt": step.attempt,
                 "state": step.state, "exit_code": step.exit_code, "outcome": step.outcome,
             });
             if step.state == StepState::Running

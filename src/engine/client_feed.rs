@@ -4,8 +4,9 @@
 
 use super::client::Client;
 use super::views::OpError;
-use crate::store::{LogLine, StepRun, StepsFrom, Task};
+use crate::store::{LogLine, StepRun, Task};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// A task changed: the change number it took, the task, and its step runs from where the
 /// reader's last look at it left off.
@@ -13,9 +14,10 @@ use std::collections::HashMap;
 pub struct ChangedTask {
     pub change: i64,
     pub task: Task,
-    /// Where `steps` start among the task's step runs.
-    pub from: StepsFrom,
     pub steps: Vec<StepRun>,
+    /// Where the next look at its step runs starts: at the first of `steps` not yet ended,
+    /// else past the last (the ones before it end no more).
+    pub next_from: i64,
 }
 
 impl Client {
@@ -25,15 +27,16 @@ impl Client {
     }
 
     /// At most `limit` tasks changed after change number `after`, in change order, each
-    /// with its step runs from where `seen` says the reader's last look at it left off; a
-    /// task not in `seen` from its first step run still open or that started or ended
-    /// at `since` (ms) or later. What is read does not grow with a task's history.
+    /// with its step runs from the one `seen` names for it (where the reader's last look
+    /// left off); for a task not in `seen`, from its first step run still open or that
+    /// started or ended at `since` (ms) or later. What is read does not grow with a task's
+    /// history.
     pub async fn changed_after(
         &self,
         after: i64,
         limit: i64,
         since: i64,
-        seen: std::sync::Arc<HashMap<i64, StepsFrom>>,
+        seen: Arc<HashMap<i64, i64>>,
     ) -> Result<Vec<ChangedTask>, OpError> {
         Ok(self
             .reads()
@@ -46,12 +49,16 @@ impl Client {
                         Some(from) => *from,
                         None => db.steps_from_since(task.id, since)?,
                     };
-                    let steps = db.step_runs_from(task.id, from.id)?;
+                    let steps = db.step_runs_from(task.id, from)?;
+                    let next_from = match steps.iter().find(|s| !s.state.is_final()) {
+                        Some(open) => open.id,
+                        None => steps.last().map_or(from, |last| last.id + 1),
+                    };
                     out.push(ChangedTask {
                         change,
                         task,
-                        from,
                         steps,
+                        next_from,
                     });
                 }
                 Ok(out)
@@ -74,11 +81,10 @@ impl Client {
             .read(move |db| {
                 // Ids only: a task's whole step runs are not read for each look.
                 let runs = match step {
-                    Some(s) => vec![db.step_run(s)?]
-                        .into_iter()
-                        .filter(|r| r.task_id == task)
-                        .map(|r| r.id)
-                        .collect(),
+                    Some(s) => match db.step_run(s)? {
+                        r if r.task_id == task => vec![r.id],
+                        _ => Vec::new(),
+                    },
                     None => db.step_run_ids(task)?,
                 };
                 let mut out = Vec::new();

@@ -210,30 +210,23 @@ both!(fn a_look_at_a_tasks_step_runs_starts_where_the_last_left_off(board) {
     let db = store.read();
     assert_eq!(db.step_run_ids(t).unwrap(), ids);
     // A first look since the beginning of time starts at the first.
-    let from = db.steps_from_since(t, 0).unwrap();
-    assert_eq!(from, StepsFrom { id: ids[0], place: 0 });
-    // From a moment to come, only the open ones are new: three came before them.
+    assert_eq!(db.steps_from_since(t, 0).unwrap(), ids[0]);
+    // From a moment to come, only the open ones are new.
     let later = now_ms() + 60_000;
-    assert_eq!(db.steps_from_since(t, later).unwrap(), StepsFrom { id: ids[3], place: 3 });
-    let steps = db.step_runs_from(t, from.id).unwrap();
+    assert_eq!(db.steps_from_since(t, later).unwrap(), ids[3]);
+    let steps = db.step_runs_from(t, ids[0]).unwrap();
     assert_eq!(steps.iter().map(|s| s.id).collect::<Vec<_>>(), ids, "not the other task's");
-    // The next look starts at the first that has not ended.
-    let next = from.after(&steps);
-    assert_eq!(next, StepsFrom { id: ids[3], place: 3 });
-    // A task with nothing open or recent: past its last run, all of them counted.
-    let quiet = other;
-    store.write(|db| db.end_open_step_runs(quiet, StepState::Cancelled, "gone")).unwrap();
+    assert_eq!(steps.iter().map(|s| s.seq).collect::<Vec<_>>(), [1, 2, 3, 4, 5], "their places");
+    assert_eq!(db.step_runs_from(t, ids[3]).unwrap().len(), 2);
+    // A task with nothing open or recent: past its last run.
+    store.write(|db| db.end_open_step_runs(other, StepState::Cancelled, "gone")).unwrap();
     let db = store.read();
-    let past = db.steps_from_since(quiet, later).unwrap();
-    assert_eq!(past.place, 1);
-    assert!(db.step_runs_from(quiet, past.id).unwrap().is_empty());
-    assert_eq!(past.after(&[]), past);
-    // Everything read ended: the next look starts past the last.
-    let ended = db.step_runs_from(t, ids[0]).unwrap()[..3].to_vec();
-    assert_eq!(
-        StepsFrom { id: ids[0], place: 0 }.after(&ended),
-        StepsFrom { id: ids[2] + 1, place: 3 }
-    );
+    let past = db.steps_from_since(other, later).unwrap();
+    assert!(past > db.step_run_ids(other).unwrap()[0]);
+    assert!(db.step_runs_from(other, past).unwrap().is_empty());
+    // A task with no step run yet: its first will be past 0.
+    let (empty, _) = store.write(|db| task(db, "empty")).unwrap();
+    assert_eq!(store.read().steps_from_since(empty, 0).unwrap(), 1);
 });
 
 both!(fn events_commands_logs_and_messages_read_back(board) {

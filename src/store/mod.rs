@@ -44,7 +44,6 @@ pub use pg::{Location, PgStore, PgTarget};
 pub use prs::TaskPr;
 pub use schema::SCHEMA_VERSION;
 pub use steps::StepResult;
-pub use steps::StepsFrom;
 pub use tasks::TaskFilter;
 pub use types::*;
 pub use verify::schema_of;

@@ -13,34 +13,6 @@ fn json_col(r: &Row, i: usize) -> SqlResult<Option<serde_json::Value>> {
     Ok(text.and_then(|t| serde_json::from_str(&t).ok()))
 }
 
-/// Where a look at a task's step runs starts: step run `id`, the task's `place`-th (from
-/// 0). A reader that saw every earlier one end need not read them again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StepsFrom {
-    pub id: i64,
-    pub place: i64,
-}
-
-impl StepsFrom {
-    /// Where the next look starts after `steps`, read from here: at the first of them not
-    /// yet ended, else past the last.
-    pub fn after(self, steps: &[StepRun]) -> Self {
-        match steps.iter().position(|s| !s.state.is_final()) {
-            Some(n) => Self {
-                id: steps[n].id,
-                place: self.place + n as i64,
-            },
-            None => match steps.last() {
-                Some(last) => Self {
-                    id: last.id + 1,
-                    place: self.place + steps.len() as i64,
-                },
-                None => self,
-            },
-        }
-    }
-}
-
 pub(super) fn step_row(r: &Row) -> SqlResult<StepRun> {
     Ok(StepRun {
         id: r.get(0)?,
@@ -181,30 +153,17 @@ impl Db<'_> {
         )?)
     }
 
-    /// Where a first look at a task's step runs starts: at the first one still pending or
-    /// running, or started or ended at `since` (ms) or later; past the last when none is.
-    /// Only ids and times are read, not the runs.
-    pub fn steps_from_since(&self, task_id: i64, since: i64) -> Result<StepsFrom> {
-        let first: Option<i64> = self.one(
-            "SELECT MIN(id) FROM step_runs WHERE task_id = ?1 AND (state IN ('pending', 'running') \
-             OR started_at >= ?2 OR finished_at >= ?2)",
+    /// The step run a first look at a task's step runs starts at: the first one still
+    /// pending or running, or started or ended at `since` (ms) or later; past the last
+    /// when none is. One statement, so a step run made meanwhile is not skipped.
+    pub fn steps_from_since(&self, task_id: i64, since: i64) -> Result<i64> {
+        Ok(self.one(
+            "SELECT COALESCE(MIN(CASE WHEN state IN ('pending', 'running') \
+             OR started_at >= ?2 OR finished_at >= ?2 THEN id END), MAX(id) + 1, 1) \
+             FROM step_runs WHERE task_id = ?1",
             params![task_id, since],
             |r| r.get(0),
-        )?;
-        let id = match first {
-            Some(id) => id,
-            None => self.one(
-                "SELECT COALESCE(MAX(id), 0) + 1 FROM step_runs WHERE task_id = ?1",
-                [task_id],
-                |r| r.get(0),
-            )?,
-        };
-        let place = self.one(
-            "SELECT COUNT(*) FROM step_runs WHERE task_id = ?1 AND id < ?2",
-            params![task_id, id],
-            |r| r.get(0),
-        )?;
-        Ok(StepsFrom { id, place })
+        )?)
     }
 
     /// Step runs left `running`, oldest first (what recovery looks at).

@@ -327,7 +327,7 @@ fn build(d: &mut Diags, obj: &Map<String, Value>) -> Option<Profile> {
             let mut env = BTreeMap::new();
             for (k, v) in m {
                 match v.as_str() {
-                    Some(_) if crate::pipeline::STEP_VARS.contains(&k.as_str()) => d.push(
+                    Some(_) if crate::pipeline::reserved_var(k) => d.push(
                         Severity::Warning,
                         Some(k),
                         format!("agent `{id}`: env `{k}` is ignored: baton sets it for the step itself — rename it or remove it"),

@@ -166,7 +166,7 @@ fn vars(
         vars.push(("BATON_BRANCH".into(), b.clone()));
     }
     if let Some(spec) = pipeline.status(status).and_then(|s| s.step.as_ref()) {
-        vars.extend(spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        vars.extend(spec.own_env());
     }
     if let Some(p) = profile {
         vars = p.env_under(vars);

@@ -351,6 +351,13 @@ async fn run_command(
             ctx.ws.root().display().to_string(),
         ),
     ];
+    debug_assert!(
+        vars.iter().all(|(k, _)| {
+            let k = k.as_str();
+            crate::pipeline::STEP_VARS.contains(&k) || crate::pipeline::HOOK_VARS.contains(&k)
+        }),
+        "every variable baton sets for a hook is in STEP_VARS or HOOK_VARS (none is masked)"
+    );
     let env = StepEnv {
         vars,
         workdir: ctx.ws.root().to_path_buf(),

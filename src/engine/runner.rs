@@ -113,16 +113,7 @@ pub fn step_vars(job: &Job) -> Vec<(String, String)> {
         vars.iter().all(|(k, _)| STEP_VARS.contains(&k.as_str())),
         "every variable baton sets is in STEP_VARS, which a step's `env` may not set"
     );
-    // Loading refuses an `env` that sets one of baton's names, but a task keeps the
-    // pipeline it was made with: such a name in it is left out, so only baton's reaches
-    // the step.
-    vars.extend(
-        job.spec
-            .env
-            .iter()
-            .filter(|(k, _)| !STEP_VARS.contains(&k.as_str()))
-            .map(|(k, v)| (k.clone(), v.clone())),
-    );
+    vars.extend(job.spec.own_env());
     vars
 }
 

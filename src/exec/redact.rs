@@ -5,7 +5,7 @@
 //! sequences and control characters inside it (`tok-\e[0mDEPLOY`) do not hide it.
 //! Only the exact value is masked: an encoded (base64, URL-escaped) or partial copy is not.
 
-use crate::pipeline::STEP_VARS;
+use crate::pipeline::{HOOK_VARS, STEP_VARS};
 
 /// Names that mark an environment variable as a secret.
 const MARKERS: &[&str] = &[
@@ -22,18 +22,10 @@ const MARKERS: &[&str] = &[
 /// would blank out ordinary words all over the log while protecting nothing worth the name.
 pub const MIN_LEN: usize = 4;
 
-/// The variables baton sets for hooks besides a step's ([`STEP_VARS`]). Neither holds a
-/// secret (`BATON_EXECUTION_KEY` is an id); every other name, `BATON_*` ones included
-/// (`BATON_GITHUB_SECRET`, a `BATON_TOKEN` for the API), is judged by its markers.
-const HOOK_VARS: &[&str] = &[
-    "BATON_FROM",
-    "BATON_TO",
-    "BATON_TRIGGER",
-    "BATON_HOOK_ATTEMPT",
-];
-
 /// True when a variable of this name holds a secret: its name contains one of the markers
-/// and it is not one of baton's own.
+/// and it is not one of the ids, paths and task text baton sets for steps and hooks
+/// (`BATON_EXECUTION_KEY` is an id). Every other name, `BATON_*` ones included
+/// (`BATON_GITHUB_SECRET`, a `BATON_TOKEN` for the API), is judged by its markers.
 fn is_secret_name(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
     let own = STEP_VARS.contains(&upper.as_str()) || HOOK_VARS.contains(&upper.as_str());
@@ -43,13 +35,13 @@ fn is_secret_name(name: &str) -> bool {
     })
 }
 
-/// `AUTH` marks a secret (`AUTH_TOKEN`, `BASIC_AUTH`, `HTTP_AUTHORIZATION`), but not as the
-/// start of `AUTHOR` (`GIT_AUTHOR_NAME`, whose value, a person's name, would be masked all
-/// over a step's log).
+/// `AUTH` marks a secret (`AUTH_TOKEN`, `BASIC_AUTH`, `HTTP_AUTHORIZATION`, `…_AUTHORISATION`),
+/// but not as the start of `AUTHOR` (`GIT_AUTHOR_NAME`, whose value, a person's name, would
+/// be masked all over a step's log).
 fn auth_marked(upper: &str) -> bool {
     upper.match_indices("AUTH").any(|(at, _)| {
         let rest = &upper[at + 4..];
-        !rest.starts_with("OR") || rest.starts_with("ORIZ")
+        !rest.starts_with("OR") || rest.starts_with("ORIZ") || rest.starts_with("ORIS")
     })
 }
 

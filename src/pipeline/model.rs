@@ -70,7 +70,7 @@ impl StatusKind {
 }
 
 /// The variables baton gives a step (the task's text, ids and paths). A step's `env` may
-/// not set them; one stored before that was checked is overridden by baton's value.
+/// not set them (see [`reserved_var`]).
 pub const STEP_VARS: &[&str] = &[
     "BATON_TASK_ID",
     "BATON_TASK_TITLE",
@@ -88,6 +88,48 @@ pub const STEP_VARS: &[&str] = &[
     "BATON_HANDOFF_FILE",
     "BATON_TRIGGER_PAYLOAD_FILE",
 ];
+
+/// The variables baton gives a hook's command besides a step's.
+pub const HOOK_VARS: &[&str] = &[
+    "BATON_FROM",
+    "BATON_TO",
+    "BATON_TRIGGER",
+    "BATON_HOOK_ATTEMPT",
+];
+
+/// The variables an executor uses to run a step elsewhere (the clone and the script on a
+/// Kubernetes pod; `BATON_ARGV_0`, `BATON_ARGV_1`, … for a command over SSH).
+const EXECUTOR_VARS: &[&str] = &[
+    "BATON_GIT_REMOTE",
+    "BATON_GIT_BRANCH",
+    "BATON_SUBDIR",
+    "BATON_STEP_SCRIPT",
+    "BATON_TRIGGER_PAYLOAD",
+];
+
+/// A name a step's `env` may not set, because baton sets it: one of [`STEP_VARS`] or of the
+/// executors'. Other `BATON_` names (`BATON_DEPLOY_TOKEN`) are the step's own.
+pub fn reserved_var(name: &str) -> bool {
+    STEP_VARS.contains(&name)
+        || EXECUTOR_VARS.contains(&name)
+        || name
+            .strip_prefix("BATON_ARGV_")
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Why `name` cannot name an environment variable (empty, or holding `=` or a NUL byte,
+/// which would make `NAME=value` mean something else), if it cannot.
+pub fn bad_var_name(name: &str) -> Option<&'static str> {
+    if name.is_empty() {
+        Some("it is empty")
+    } else if name.contains('=') {
+        Some("it holds `=`")
+    } else if name.contains('\0') {
+        Some("it holds a NUL byte")
+    } else {
+        None
+    }
+}
 
 /// The work a step status runs when a task enters it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -115,6 +157,16 @@ pub struct StepSpec {
 }
 
 impl StepSpec {
+    /// The step's `env` as it reaches the step: a name baton sets ([`reserved_var`]) or
+    /// that names no variable is left out. Loading refuses such a name, but a task keeps
+    /// the pipeline it was made with, which may hold one from before.
+    pub fn own_env(&self) -> impl Iterator<Item = (String, String)> + '_ {
+        self.env
+            .iter()
+            .filter(|(k, _)| !reserved_var(k) && bad_var_name(k).is_none())
+            .map(|(k, v)| (k.clone(), v.clone()))
+    }
+
     /// The executor the step itself asks for: its `executor` field, else the image of the
     /// `{"docker": {"image", "run"}}` shorthand.
     pub fn own_executor(&self) -> Option<ExecutorSpec> {
@@ -402,5 +454,29 @@ mod opt_duration {
         let s: Option<String> = Option::deserialize(d)?;
         s.map(|s| humantime::parse_duration(&s).map_err(serde::de::Error::custom))
             .transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stored_env_reaches_the_step_without_batons_names_or_broken_ones() {
+        let spec: StepSpec = serde_json::from_value(serde_json::json!({
+            "action": {"run": "true"},
+            "env": {"MODE": "full", "BATON_DEPLOY_TOKEN": "t0k3n", "BATON_TASK_ID": "7",
+                    "BATON_SUBDIR": "x", "BATON_ARGV_1": "rm", "A=B": "c", "": "d"}
+        }))
+        .unwrap();
+        let env: Vec<_> = spec.own_env().collect();
+        assert_eq!(
+            env,
+            [
+                ("BATON_DEPLOY_TOKEN".to_string(), "t0k3n".to_string()),
+                ("MODE".to_string(), "full".to_string())
+            ]
+        );
+        assert!(!reserved_var("BATON_ARGV_") && !reserved_var("BATON_ARGV_X"));
     }
 }

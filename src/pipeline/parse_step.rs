@@ -2,7 +2,7 @@
 
 use super::executor_spec::{ExecutorSpec, parse_executor};
 use super::locate::join;
-use super::model::{STEP_VARS, StepAction, StepSpec};
+use super::model::{StepAction, StepSpec, bad_var_name, reserved_var};
 use super::parse::{Ctx, opt_str, req_str, type_name};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -301,7 +301,17 @@ fn parse_env(
     let mut env = BTreeMap::new();
     let mut ok = true;
     for (name, value) in vars {
-        if STEP_VARS.contains(&name.as_str()) {
+        if let Some(why) = bad_var_name(name) {
+            ok = false;
+            ctx.error_key(
+                &join(&eptr, name),
+                format!(
+                    "status `{status}`: `env` name {name:?} names no variable: {why} — rename it"
+                ),
+            );
+            continue;
+        }
+        if reserved_var(name) {
             ok = false;
             ctx.error_key(
                 &join(&eptr, name),

@@ -121,6 +121,10 @@ fn cases() -> Vec<Case> {
         case("timeout number", with_status(r#"{"id": "x", "step": {"run": "y", "timeout": 60}}"#), "timeout must be a string like \"15m\", not a number", E, Some("60}")),
         case("retries negative", with_status(r#"{"id": "x", "step": {"run": "y", "retries": -1}}"#), "`retries` must be a whole number", E, Some("-1}")),
         case("env sets baton's variable", with_status(r#"{"id": "x", "step": {"run": "y", "env": {"BATON_TASK_ID": "7"}}}"#), "status `x`: `env` may not set `BATON_TASK_ID`: baton sets it for the step itself — rename it", E, Some("\"BATON_TASK_ID\"")),
+        case("env sets an executor's variable", with_status(r#"{"id": "x", "step": {"run": "y", "env": {"BATON_GIT_BRANCH": "main"}}}"#), "status `x`: `env` may not set `BATON_GIT_BRANCH`", E, Some("\"BATON_GIT_BRANCH\"")),
+        case("env sets an ssh argument", with_status(r#"{"id": "x", "step": {"run": "y", "env": {"BATON_ARGV_0": "rm"}}}"#), "status `x`: `env` may not set `BATON_ARGV_0`", E, Some("\"BATON_ARGV_0\"")),
+        case("env name with =", with_status(r#"{"id": "x", "step": {"run": "y", "env": {"BATON_TASK_ID=7": "x"}}}"#), "status `x`: `env` name \"BATON_TASK_ID=7\" names no variable: it holds `=` — rename it", E, Some("\"BATON_TASK_ID=7\"")),
+        case("empty env name", with_status(r#"{"id": "x", "step": {"run": "y", "env": {"": "x"}}}"#), "status `x`: `env` name \"\" names no variable: it is empty", E, None),
         case("env not strings", with_status(r#"{"id": "x", "step": {"run": "y", "env": {"N": 1}}}"#), "env `N` must be a string, not a number", E, Some("1}}}")),
         // Transitions.
         case("transition not object", with_transition("\"a->b\""), "transition 1 must be an object", E, Some("\"a->b\"")),

@@ -7,7 +7,8 @@ use crossterm::cursor::Show;
 use crossterm::event::{DisableMouseCapture, EnableMouseCapture};
 use crossterm::execute;
 use crossterm::terminal::{
-    EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
+    EndSynchronizedUpdate, EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode,
+    enable_raw_mode,
 };
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
@@ -25,7 +26,14 @@ pub struct Screen {
 pub fn restore() {
     let _ = disable_raw_mode();
     // Turning mouse reporting off when it was never on is harmless.
-    let _ = execute!(stdout(), DisableMouseCapture, LeaveAlternateScreen, Show);
+    // A frame cut off inside a synchronized update would hold back what follows.
+    let _ = execute!(
+        stdout(),
+        EndSynchronizedUpdate,
+        DisableMouseCapture,
+        LeaveAlternateScreen,
+        Show
+    );
 }
 
 fn install_panic_hook() {

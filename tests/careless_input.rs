@@ -149,6 +149,19 @@ fn a_title_of_only_escape_codes_or_a_nul_byte_is_refused() {
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("a task needs a title"), "{err}");
+    // A title is one line of plain text, as over the API.
+    let out = ws
+        .baton(&["new", "two\nlines", "-p", "p"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "the title holds a control character (U+000A); a title is one line of plain text"
+        ),
+        "{err}"
+    );
     // A NUL cannot travel in argv: it comes through the prompt on stdin.
     let out = ws
         .baton(&["new", "fine", "-p", "p", "--prompt", "-"])
@@ -171,6 +184,11 @@ fn a_title_of_only_escape_codes_or_a_nul_byte_is_refused() {
             vec!["edit", &id, "--title", "\x1b[31m\x07"],
             "",
             "a task needs a title",
+        ),
+        (
+            vec!["edit", &id, "--title", "red \x1b[31malert"],
+            "",
+            "the title holds a control character (U+001B)",
         ),
     ] {
         let out = ws.baton(&args).write_stdin(stdin).output().unwrap();

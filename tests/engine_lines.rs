@@ -62,7 +62,9 @@ fn the_headless_engine_prints_each_move_once() {
     ws.pipeline("gate.json", GATE);
     let (engine, rx) = engine(&ws, &[]);
     read_until(&rx, "stderr: baton engine running");
-    let id = ws.new_task("gate", "Print \x1b[31mme\x1b[0m");
+    let id = ws.new_task("gate", "placeholder");
+    // No front end takes such a title now; an older board may hold one.
+    ws.store_raw_title(id, "Print \x1b[31mme\x1b[0m");
     ws.ok(&["start", &id.to_string()]);
     let seen = read_until(&rx, "→ review");
     common::stop(engine);

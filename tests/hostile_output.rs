@@ -116,7 +116,7 @@ fn show_and_list_sanitise_titles_prompts_and_notes() {
     let id = ws
         .ok(&[
             "new",
-            title,
+            "placeholder",
             "--pipeline",
             "gate",
             "--prompt",
@@ -124,6 +124,8 @@ fn show_and_list_sanitise_titles_prompts_and_notes() {
         ])
         .trim()
         .to_string();
+    // No front end takes such a title now; an older board may hold one.
+    ws.store_raw_title(id.parse().unwrap(), title);
     ws.ok(&["start", &id]);
     ws.drain();
     ws.ok(&["approve", &id, "--note", "ok \x1b]8;;http://evil\x07go"]);

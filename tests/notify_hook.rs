@@ -24,7 +24,9 @@ const NOTIFY: &str = r#"{"id": "ping", "statuses": [
 fn a_notify_hook_rings_every_attached_board_with_sanitised_text() {
     let ws = Ws::new();
     ws.pipeline("ping.json", NOTIFY);
-    let id = ws.new_task("ping", "evil\u{1b}]0;PWNED\u{7}title\u{1b}[2J;x");
+    let id = ws.new_task("ping", "placeholder");
+    // No front end takes such a title now; an older board may hold one.
+    ws.store_raw_title(id, "evil\u{1b}]0;PWNED\u{7}title\u{1b}[2J;x");
     ws.ok(&["start", &id.to_string()]);
     let engine = spawn_engine(&ws);
     let dir = ws.root().join(".baton");

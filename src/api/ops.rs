@@ -187,17 +187,6 @@ impl Ops {
     }
 
     async fn create(&self, new: NewTask, webhook: Option<usize>) -> Result<CreatedTask, OpError> {
-        // Over the API a title is one line of plain text, as its schema says: a control
-        // character (an escape, a tab, a newline) would be dropped from every card anyway.
-        if let Some(c) = new.title.chars().find(|c| c.is_control()) {
-            return Err(OpError::new(
-                Kind::Invalid,
-                format!(
-                    "the title holds a control character (U+{:04X}); a title is one line of plain text — put the rest in the prompt",
-                    c as u32
-                ),
-            ));
-        }
         let order = crate::engine::NewTask {
             title: new.title,
             prompt: new.prompt.unwrap_or_default(),

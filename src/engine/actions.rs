@@ -508,6 +508,46 @@ pub fn blank_title(title: &str) -> bool {
         .all(|c| c.is_whitespace() || c.is_control())
 }
 
+/// Why `title` cannot be a task's, in one sentence: it shows nothing, holds a NUL byte or
+/// another control character (a newline, a tab, an escape, which every card would drop),
+/// or is longer than [`MAX_TITLE`]. The same for every front end, new tasks and edits.
+pub fn title_problem(title: &str) -> Option<String> {
+    if blank_title(title) {
+        return Some("a task needs a title: one line saying what to do".into());
+    }
+    if let Some(problem) = nul_problem(title, "") {
+        return Some(problem);
+    }
+    if let Some(c) = title.chars().find(|c| c.is_control()) {
+        return Some(format!(
+            "the title holds a control character (U+{:04X}); a title is one line of plain text — put the rest in the prompt",
+            c as u32
+        ));
+    }
+    let n = title.chars().count();
+    (n > MAX_TITLE).then(|| {
+        format!(
+            "the title is {n} characters long; keep it to {MAX_TITLE} at most and put the details in the prompt"
+        )
+    })
+}
+
+/// Text made into a task's title (a trigger's or a hook's template filled in, an issue's
+/// title): its first line, other control characters as spaces, trimmed, cut to
+/// [`MAX_TITLE`] with an ellipsis. Empty when the text shows nothing.
+pub fn card_title(text: &str) -> String {
+    let line: String = crate::ansi::strip(text.lines().next().unwrap_or(""))
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let line = line.trim();
+    if line.chars().count() > MAX_TITLE {
+        line.chars().take(MAX_TITLE - 1).collect::<String>() + "…"
+    } else {
+        line.to_string()
+    }
+}
+
 /// Why a new task's text cannot be given to a step, in one sentence: a NUL byte ends an
 /// environment variable or an argument, so no step could start.
 pub fn nul_problem(title: &str, prompt: &str) -> Option<String> {

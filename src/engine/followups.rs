@@ -4,7 +4,6 @@
 //! same idempotency key. Hooks use the step's process runner: own process group, timeout,
 //! cancellation, redaction.
 
-use super::actions::MAX_TITLE;
 use super::effects::{self, GitCtx};
 use super::transition::FollowUp;
 use super::{Engine, EngineEvent};
@@ -438,15 +437,11 @@ async fn start_task(
             _ => None,
         })
     };
-    let mut title = render(
+    let title = super::actions::card_title(&render(
         spec.get("title")
             .and_then(|t| t.as_str())
             .unwrap_or("{{title}}"),
-    );
-    title = title.lines().next().unwrap_or("").trim().to_string();
-    if title.chars().count() > MAX_TITLE {
-        title = title.chars().take(MAX_TITLE - 1).collect::<String>() + "…";
-    }
+    ));
     let prompt = render(
         spec.get("prompt")
             .and_then(|t| t.as_str())

@@ -71,13 +71,11 @@ fn clean(text: &str) -> String {
 
 /// An issue's title as a card's: one line, of a card's length, never blank.
 fn title_of(issue: &IssueSeen) -> String {
-    let line = clean(issue.title.lines().next().unwrap_or(""))
-        .trim()
-        .to_string();
+    let line = super::actions::card_title(&issue.title);
     if line.is_empty() {
         return format!("issue #{}", issue.number);
     }
-    line.chars().take(super::actions::MAX_TITLE).collect()
+    line
 }
 
 impl Engine {

@@ -2,7 +2,7 @@
 //! travel the same ways (an embedded engine's channel, the commands table, this process in
 //! apply-only mode) and are checked by the engine, so every front end gets the same rules.
 
-use super::actions::{MAX_TITLE, Request, blank_title, nul_problem};
+use super::actions::{Request, nul_problem, title_problem};
 use super::error::{EngineError, Result};
 use super::forge_events::ForgeOutcome;
 use crate::pipeline::Pipeline;
@@ -219,16 +219,10 @@ impl NewTask {
     /// length, text a step can be given, a usable idempotency key.
     pub fn check(&self) -> Result<()> {
         let invalid = |m: String| Err(EngineError::Invalid(m));
-        if blank_title(&self.title) {
-            return invalid("a task needs a title: one line saying what to do".into());
+        if let Some(problem) = title_problem(&self.title) {
+            return invalid(problem);
         }
-        let n = self.title.chars().count();
-        if n > MAX_TITLE {
-            return invalid(format!(
-                "the title is {n} characters long; keep it to {MAX_TITLE} at most and put the details in the prompt"
-            ));
-        }
-        if let Some(problem) = nul_problem(&self.title, &self.prompt) {
+        if let Some(problem) = nul_problem("", &self.prompt) {
             return invalid(problem);
         }
         if let Some(key) = &self.idempotency_key
@@ -290,6 +284,7 @@ fn check_branch(ws: &Workspace, branch: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::MAX_TITLE;
 
     #[test]
     fn a_request_body_reads_as_it_did_and_a_creation_as_its_own() {
@@ -395,6 +390,13 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("501 characters")
+        );
+        new.title = "two\nlines".into();
+        assert!(
+            new.check()
+                .unwrap_err()
+                .to_string()
+                .contains("control character (U+000A)")
         );
         new.title = "fine".into();
         new.prompt = "a\0b".into();

@@ -1,7 +1,7 @@
 //! Requests that fix a task up rather than move it along its pipeline: dismiss an
 //! interrupted task, re-run a finished one from a chosen status, edit, archive, delete.
 
-use super::actions::{Applied, MAX_TITLE};
+use super::actions::Applied;
 use super::error::{EngineError, Result};
 use super::restart::{plain, resume_decision, retry_decision};
 use crate::pipeline::{Decision, Pipeline, StatusKind, Trigger};
@@ -209,23 +209,12 @@ pub(super) fn edit(
     if title.is_none() && prompt.is_none() {
         return Err(refuse(task, "nothing to change — give --title or --prompt"));
     }
-    if title.is_some_and(super::actions::blank_title) {
-        return Err(refuse(
-            task,
-            "a task needs a title; give a non-empty --title",
-        ));
-    }
-    // As a new task's: a NUL byte could reach no step.
-    if let Some(problem) = super::actions::nul_problem(title.unwrap_or(""), prompt.unwrap_or("")) {
+    // As a new task's.
+    if let Some(problem) = title.and_then(super::actions::title_problem) {
         return Err(refuse(task, problem));
     }
-    if let Some(n) = title.map(|t| t.chars().count()).filter(|n| *n > MAX_TITLE) {
-        return Err(refuse(
-            task,
-            format!(
-                "the title is {n} characters long; keep it to {MAX_TITLE} at most and put the details in --prompt"
-            ),
-        ));
+    if let Some(problem) = super::actions::nul_problem("", prompt.unwrap_or("")) {
+        return Err(refuse(task, problem));
     }
     db.set_task_text(task.id, title, prompt)?;
     let what = match (title, prompt) {

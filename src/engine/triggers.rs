@@ -189,7 +189,8 @@ pub fn fire(
     if db.meta(&meta_key)?.is_some() {
         return Ok(None);
     }
-    let title = render(&trigger.title, vars);
+    // A template may be filled with text of any shape (an issue's body, say).
+    let title = super::actions::card_title(&render(&trigger.title, vars));
     let prompt = render(&trigger.prompt, vars);
     let first_is_queue = pipeline.statuses.first().map(|s| s.kind) == Some(StatusKind::Queue);
     let last_key = format!("trigger-last:{}:{}", trigger.pipeline, trigger.index);

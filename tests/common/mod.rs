@@ -53,6 +53,19 @@ impl Ws {
         cmd
     }
 
+    /// Gives task `id` a title no front end takes any more (control characters, escape
+    /// sequences), as a board written by an older baton, or imported, may hold.
+    pub fn store_raw_title(&self, id: i64, title: &str) {
+        let db = rusqlite::Connection::open(self.root.join(".baton/baton.db")).expect("board");
+        let n = db
+            .execute(
+                "UPDATE tasks SET title = ?1 WHERE id = ?2",
+                rusqlite::params![title, id],
+            )
+            .expect("title written");
+        assert_eq!(n, 1, "task {id} exists");
+    }
+
     /// Adds a pipeline file to `.baton/pipelines/`.
     pub fn pipeline(&self, file: &str, json: &str) -> PathBuf {
         let path = self.root.join(".baton/pipelines").join(file);

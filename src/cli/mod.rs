@@ -229,8 +229,9 @@ pub enum Command {
         /// Stop once nothing runs or is queued.
         #[arg(long)]
         exit_when_idle: bool,
-        /// Print only problems, on stderr (a failed step's move, a failed hook): no line
-        /// saying the engine runs, none per move and step result, nothing on stdout.
+        /// Print only problems, on stderr (a failed step's move, a failed hook, the running
+        /// steps a stop waits for or interrupts): no line saying the engine runs, none per
+        /// move and step result, nothing on stdout.
         #[arg(long, short)]
         quiet: bool,
         /// Its name on the board (default: `[engine] name`, else the host name).

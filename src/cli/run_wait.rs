@@ -1,7 +1,7 @@
 //! `baton run --wait`: an engine run in this process when none runs, until the task it made
 //! settles; or, with another process's engine, watching the task until it does.
 
-use super::engine_cmd::{init_tracing, runtime, say_recovered, wait_for_signal};
+use super::engine_cmd::{init_tracing, runtime, say_recovered, stop_on_signals};
 use super::{Failure, Outcome, exit, tasks};
 use crate::engine::Reader;
 use crate::engine::client::{Change, Follower};
@@ -27,13 +27,26 @@ async fn engine_here(ws: &Workspace) -> Result<Option<Here>, Failure> {
         )) => return Ok(None),
         Err(e) => return Err(Failure::from(e)),
     };
-    let shutdown = engine.shutdown_token();
     let signalled = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let seen = signalled.clone();
-    let signals = tokio::spawn(async move {
-        wait_for_signal().await;
-        seen.store(true, std::sync::atomic::Ordering::SeqCst);
-        shutdown.cancel();
+    let signals = stop_on_signals(&engine, move || {
+        seen.store(true, std::sync::atomic::Ordering::SeqCst)
+    });
+    // What the engine says to its console (that it stops, and how): on stderr, as
+    // `baton engine` says it.
+    let mut events = engine.handle().subscribe();
+    tokio::spawn(async move {
+        use tokio::sync::broadcast::error::RecvError;
+        loop {
+            match events.recv().await {
+                Ok(crate::engine::EngineEvent::Notice {
+                    task_id: None,
+                    text,
+                }) => eprintln!("{}", crate::ansi::strip(&text)),
+                Ok(_) | Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => break,
+            }
+        }
     });
     Ok(Some(Here {
         engine,

@@ -232,6 +232,8 @@ pub struct Engine {
     requests_tx: mpsc::Sender<(Order, Reply)>,
     requests: mpsc::Receiver<(Order, Reply)>,
     shutdown: CancellationToken,
+    /// A second stop signal: the steps a draining shutdown waits for are interrupted.
+    force: CancellationToken,
     /// Who runs this engine: one a front end runs hands over to a `baton engine` that asks.
     role: wake::Role,
     /// The `baton engine` this engine hands over to: no step starts, and it stops once the
@@ -515,6 +517,7 @@ impl Engine {
             requests_tx,
             requests,
             shutdown: CancellationToken::new(),
+            force: CancellationToken::new(),
             role: wake::Role::default(),
             handover_to: None,
             handed_to: Arc::default(),
@@ -581,6 +584,12 @@ impl Engine {
     /// The token that, once cancelled, shuts the engine down gracefully.
     pub fn shutdown_token(&self) -> CancellationToken {
         self.shutdown.clone()
+    }
+
+    /// Cancelled after the shutdown token, it interrupts the running steps a draining
+    /// shutdown would wait for (a second ctrl+c).
+    pub fn force_token(&self) -> CancellationToken {
+        self.force.clone()
     }
 
     /// Runs until shut down (or per `opts`). Returns once every step it ran has ended.
@@ -813,19 +822,27 @@ impl Engine {
                 let n = self.running.len();
                 let text = match self.cfg.shutdown {
                     _ if n == 0 => "shutting down: no step is running".to_string(),
-                    ShutdownMode::Drain => format!("shutting down: waiting for {n} running step(s) to finish (drain)"),
+                    ShutdownMode::Drain => format!("shutting down: waiting for {n} running step(s) to finish (drain; a second ctrl+c interrupts them)"),
                     ShutdownMode::Interrupt => format!("shutting down: interrupting {n} running step(s); `baton resume` continues them"),
                 };
-                tracing::info!("{text}");
-                let _ = self.events.send(EngineEvent::Stopping { text: text.clone() });
-                let _ = self.events.send(EngineEvent::Notice { task_id: None, text });
+                // With nothing running the engine is gone at once: nothing to tell.
+                self.say_stopping(text, n > 0);
                 if self.cfg.shutdown == ShutdownMode::Interrupt {
-                    self.followup_cancel.cancel();
-                    for r in self.running.values_mut() {
-                        r.reason = Some(StopReason::Shutdown);
-                        r.cancel.cancel();
-                    }
+                    self.interrupt_running();
                 }
+                false
+            }
+            // A second signal while draining: what runs is interrupted, to resume later.
+            _ = self.force.cancelled(), if self.stop_asked
+                && *stopping == Some(ShutdownMode::Drain)
+                && !self.running.is_empty() => {
+                *stopping = Some(ShutdownMode::Interrupt);
+                let n = self.running.len();
+                self.say_stopping(
+                    format!("shutting down: interrupting {n} running step(s); `baton resume` continues them"),
+                    true,
+                );
+                self.interrupt_running();
                 false
             }
             _ = sleep_until(timer) => {
@@ -838,6 +855,30 @@ impl Engine {
                 (beat && self.me.shared)
                     || work.is_some_and(|at| at <= tokio::time::Instant::now())
             }
+        }
+    }
+
+    /// Tells boards that the engine stops, and with `notice` the person at its console.
+    fn say_stopping(&self, text: String, notice: bool) {
+        tracing::info!("{text}");
+        let _ = self
+            .events
+            .send(EngineEvent::Stopping { text: text.clone() });
+        if notice {
+            let _ = self.events.send(EngineEvent::Notice {
+                task_id: None,
+                text,
+            });
+        }
+    }
+
+    /// Interrupts every running step (and the follow-ups under way): they end
+    /// `interrupted`, for `baton resume`.
+    fn interrupt_running(&mut self) {
+        self.followup_cancel.cancel();
+        for r in self.running.values_mut() {
+            r.reason = Some(StopReason::Shutdown);
+            r.cancel.cancel();
         }
     }
 

@@ -128,7 +128,7 @@ fn say_draining(id: i64) -> Box<dyn FnOnce(usize, ShutdownMode) + Send> {
         let stop = match on_stop {
             ShutdownMode::Interrupt => "ctrl+c interrupts them (`baton resume ID` continues each)",
             ShutdownMode::Drain => {
-                "they are not interrupted (`shutdown = \"drain\"`: `baton config show` says where it is set)"
+                "ctrl+c lets them finish (`shutdown = \"drain\"`), a second one interrupts them"
             }
         };
         eprintln!(

@@ -517,3 +517,47 @@ fn run_wait_says_why_it_waits_on_after_its_task_settled() {
         "and none was started after: {other}"
     );
 }
+
+#[test]
+fn run_wait_says_why_its_task_failed() {
+    let ws = Ws::new();
+    ws.pipeline(
+        "bad.json",
+        r#"{"id": "bad", "name": "Bad", "statuses": [
+  {"id": "q", "label": "Queue", "kind": "queue"},
+  {"id": "check", "label": "Check", "step": {"run": "echo nope; exit 3"}},
+  {"id": "done", "label": "Done", "kind": "done"},
+  {"id": "failed", "label": "Failed", "kind": "failed"}]}"#,
+    );
+    let out = ws
+        .baton(&["run", "bad", "--title", "t", "--wait"])
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "1 failed (failed)"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "task 1 failed at check: exited with code 3 — `baton show 1` and `baton logs 1` say more"
+        ),
+        "{err}"
+    );
+    // Waiting on another process's engine says it too.
+    let engine = common::spawn_engine(&ws);
+    let out = ws
+        .baton(&["run", "bad", "--title", "again", "--wait"])
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    common::stop(engine);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("task 2 failed at check: exited with code 3"),
+        "{err}"
+    );
+}

@@ -145,17 +145,35 @@ pub fn report(waited: &Waited, as_json: bool) -> Outcome {
         Some(json) if as_json => outln!("{json}"),
         _ => print_line(t),
     }
+    say_why(t, waited.why.as_deref());
     let kind = waited.kind.clone().map_err(Failure::new)?;
     Ok(tasks::code_for(t.state, kind))
 }
 
 fn print_task(store: &Reader, id: i64, as_json: bool) -> Result<(), Failure> {
+    let task = store.task(id)?;
     if as_json {
         outln!("{}", store.show_json(id)?);
     } else {
-        print_line(&store.task(id)?);
+        print_line(&task);
     }
+    let steps = store.steps(id)?;
+    say_why(
+        &task,
+        crate::engine::why_stopped(&task, steps.last()).as_deref(),
+    );
     Ok(())
+}
+
+/// Says on stderr why a task that failed or was interrupted stopped, so that a script's
+/// log holds the reason and not only `1 failed (failed)`.
+fn say_why(task: &crate::store::Task, why: Option<&str>) {
+    if let Some(why) = why {
+        eprintln!(
+            "task {} {} at {why} — `baton show {}` and `baton logs {}` say more",
+            task.id, task.state, task.id, task.id
+        );
+    }
 }
 
 /// A waited-for task in one line: `ID STATUS (STATE)`.

@@ -42,6 +42,11 @@ pub fn init(dir: Option<&PathBuf>, agent: Option<&str>) -> Outcome {
     };
     if let Some(branch) = base {
         outln!("base branch for task worktrees: {branch}");
+        if !crate::workspace::git::has_commit(ws.root()) {
+            eprintln!(
+                "note: this repository has no commit yet; task worktrees branch off {branch}, so make a first commit before starting a task"
+            );
+        }
     }
     if created {
         outln!("created {}", ws.dir().display());

@@ -74,7 +74,7 @@ pub use request::{Answer, MAX_IDEMPOTENCY_KEY, Made, NewTask, Order};
 pub use results::{MAX_AUTOMATIC_VISITS, ResultDecision, ResultFacts, StepReport, on_result};
 pub use say::{MAX_MESSAGE, check_answers, check_text};
 pub use transition::{entry_state, pipeline_of};
-pub use waited::Waited;
+pub use waited::{Waited, why_stopped};
 
 use crate::store::{CommandState, Reads, StoreHandle};
 use crate::workspace::{Config, EngineLock, ShutdownMode, Workspace};

@@ -3,7 +3,7 @@
 //! second time.
 
 use crate::pipeline::StatusKind;
-use crate::store::{Db, Result, Task};
+use crate::store::{Db, Result, StepRun, StepState, Task, TaskState};
 
 /// A task as it stood when the engine that waited for it stopped.
 #[derive(Debug, Clone)]
@@ -15,6 +15,23 @@ pub struct Waited {
     pub kind: std::result::Result<Option<StatusKind>, String>,
     /// `baton show --json`'s view of it, when asked for.
     pub json: Option<serde_json::Value>,
+    /// Why it stopped, when it failed or was interrupted: see [`why_stopped`].
+    pub why: Option<String>,
+}
+
+/// Why a task that failed or was interrupted stopped, from its last step run: the step's
+/// status and its error, or its exit code (`build exited 2`). None for a task that did
+/// not stop so, or whose last step ended well.
+pub fn why_stopped(task: &Task, last: Option<&StepRun>) -> Option<String> {
+    if !matches!(task.state, TaskState::Failed | TaskState::Interrupted) {
+        return None;
+    }
+    let step = last.filter(|s| s.state.is_final() && s.state != StepState::Succeeded)?;
+    match (&step.error, step.exit_code) {
+        (Some(error), _) => Some(format!("{}: {}", step.status, crate::ansi::strip(error))),
+        (None, Some(code)) if code != 0 => Some(format!("{} exited {code}", step.status)),
+        _ => None,
+    }
 }
 
 /// Reads task `id` as [`Waited`]; `json` adds the full view.
@@ -27,5 +44,11 @@ pub fn read(db: &Db, id: i64, json: bool) -> Result<Waited> {
         true => Some(super::views::show(db, id)?),
         false => None,
     };
-    Ok(Waited { task, kind, json })
+    let why = why_stopped(&task, db.last_step_run(id)?.as_ref());
+    Ok(Waited {
+        task,
+        kind,
+        json,
+        why,
+    })
 }

@@ -163,6 +163,12 @@ pub fn current_branch(dir: &Path) -> Option<String> {
     run(dir, &["symbolic-ref", "--quiet", "--short", "HEAD"]).ok()
 }
 
+/// True when the repository at `dir` has a commit checked out (a new one has none yet, so
+/// no task worktree can start from its branch).
+pub fn has_commit(dir: &Path) -> bool {
+    run(dir, &["rev-parse", "--quiet", "--verify", "HEAD^{commit}"]).is_ok()
+}
+
 /// A branch-safe slug of a title: lowercase ASCII words joined by `-`, at most 40 chars.
 pub fn slug(title: &str) -> String {
     let mut out = String::new();

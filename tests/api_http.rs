@@ -231,6 +231,21 @@ fn events_follow_a_task_to_its_gate_and_after_approval_to_done() {
     assert_eq!(code, StatusCode::OK, "{done}");
     assert_eq!(done["state"], "done");
     until(&rx, "done", |e| task_state(e, id, "done", "done"));
+    // A stream of a task that does not exist is refused; one resumed from an id further
+    // on than the board has come goes on from where the board stands.
+    let none = get(&s, "/api/events?task=999");
+    assert_eq!(none.status(), StatusCode::NOT_FOUND);
+    assert!(none.text().unwrap().contains("999"));
+    let ahead = events(&s, "", Some("99999999.0.0"));
+    let (code, other) = post(
+        &s,
+        "/api/tasks",
+        json!({"title": "after a restore", "pipeline": "fast"}),
+    );
+    assert_eq!(code, StatusCode::CREATED, "{other}");
+    until(&ahead, "the new task", |e| {
+        e.event == "task" && e.data["id"] == other["id"]
+    });
     // Approving again is refused with the CLI's sentence.
     let (code, again) = post(&s, &format!("/api/tasks/{id}/approve"), json!({}));
     assert_eq!(code, StatusCode::CONFLICT);

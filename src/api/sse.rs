@@ -77,6 +77,7 @@ impl Cursor {
     params(EventsQuery, ("Last-Event-ID" = Option<String>, Header, description = "resume after this event id")),
     responses((status = 200, content_type = "text/event-stream", body = String,
         description = "events task, step_started, step_finished, log"),
+        (status = 404, body = super::schema::ErrorBody, description = "`task` names no task"),
         (status = 503, body = super::schema::ErrorBody, description = "the board's database could not be read")),
     security(("bearer" = [])))]
 pub async fn events(
@@ -90,27 +91,40 @@ pub async fn events(
         .and_then(Cursor::parse);
     // Subscribe before the first read, so nothing falls between the two.
     let mut changes = s.ops.changes();
-    let cursor = match resume {
-        Some(c) => c,
-        None => {
-            let last = s.ops.client().await.last_change().await;
-            match last {
-                Ok(change) => Cursor {
-                    change,
-                    log_id: 0,
-                    at: now_ms(),
-                },
-                Err(e) => {
-                    return error(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        format!(
-                            "the board's database could not be read ({}) — try again",
-                            e.message
-                        ),
-                    );
-                }
-            }
+    let client = s.ops.client().await;
+    let last = match client.last_change().await {
+        Ok(change) => change,
+        Err(e) => {
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "the board's database could not be read ({}) — try again",
+                    e.message
+                ),
+            );
         }
+    };
+    if let Some(id) = q.task
+        && let Err(e) = client.status_of(id).await
+    {
+        let code = match e.kind {
+            crate::engine::views::Kind::NotFound => StatusCode::NOT_FOUND,
+            _ => StatusCode::SERVICE_UNAVAILABLE,
+        };
+        return error(code, e.message);
+    }
+    drop(client);
+    let cursor = match resume {
+        // An id from further on than this board has come (another board's, or one from
+        // before a restore) would wait for changes that may never come: the stream goes
+        // on from where the board stands.
+        Some(c) if c.change > last => Cursor { change: last, ..c },
+        Some(c) => c,
+        None => Cursor {
+            change: last,
+            log_id: 0,
+            at: now_ms(),
+        },
     };
     let (tx, rx) = mpsc::channel::<Event>(256);
     let mut feed = Feed {

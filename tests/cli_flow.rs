@@ -561,3 +561,22 @@ fn run_wait_says_why_its_task_failed() {
         "{err}"
     );
 }
+
+#[test]
+fn list_refuses_a_status_no_pipeline_has() {
+    let ws = Ws::new();
+    ws.pipeline("gate.json", GATE);
+    let out = ws.baton(&["list", "--status", "reveiw"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no pipeline has a status `reveiw` (known: "),
+        "{err}"
+    );
+    assert!(err.contains("review"), "the known ones are listed: {err}");
+    // A real status with no task at it is an empty answer, not a mistake.
+    assert_eq!(
+        ws.ok(&["list", "--status", "review"]).trim(),
+        "no tasks match — `baton list` shows them all"
+    );
+}

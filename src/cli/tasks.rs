@@ -323,6 +323,37 @@ fn list(
             )));
         }
     }
+    // The same for a status that no pipeline has (of the one named, or of any), unless a
+    // task stands at it still.
+    if tasks.is_empty()
+        && let Some(st) = status
+    {
+        let known = catalog(ws);
+        let pipelines: Vec<_> = known
+            .pipelines
+            .iter()
+            .filter(|p| pipeline.is_none_or(|id| p.id == id))
+            .collect();
+        if !pipelines.iter().any(|p| p.status(st).is_some())
+            && store
+                .tasks(&TaskFilter {
+                    status: Some(st),
+                    pipeline: None,
+                })?
+                .is_empty()
+        {
+            let mut ids: Vec<&str> = pipelines
+                .iter()
+                .flat_map(|p| p.statuses.iter().map(|s| s.id.as_str()))
+                .collect();
+            ids.sort_unstable();
+            ids.dedup();
+            return Err(Failure::new(format!(
+                "no pipeline has a status `{st}` (known: {}) — `baton pipelines show ID` lists a pipeline's",
+                ids.join(", ")
+            )));
+        }
+    }
     if let Some(name) = by {
         if name.trim().is_empty() {
             return Err(Failure::new(

@@ -193,7 +193,7 @@ fn edit_archive_and_delete() {
     );
     assert!(fails(&ws, &["edit", &sid]).contains("nothing to change"));
     assert!(fails(&ws, &["edit", "77", "--title", "x"]).contains("77"));
-    assert!(fails(&ws, &["edit", &sid, "--title", " "]).contains("non-empty"));
+    assert!(fails(&ws, &["edit", &sid, "--title", " "]).contains("a task needs a title"));
 
     // Only a finished task is archived; then it leaves `list` for `list --archived`.
     assert!(fails(&ws, &["archive", &sid]).contains("only a finished task"));

@@ -12,7 +12,8 @@ use std::borrow::Cow;
 ///   OSC (window title, clipboard, hyperlinks), DCS, SOS, PM, APC and two-character escapes,
 ///   in their 7-bit (`ESC ]`) and 8-bit (U+009D) forms.
 /// - C0 controls other than tab and newline, DEL and the C1 controls (U+0080–U+009F) are
-///   dropped.
+///   dropped, and so are the bidirectional overrides; a line or paragraph separator
+///   (U+2028, U+2029) becomes a space.
 /// - A carriage return redraws its line on a terminal, so of each line only the text after
 ///   the last carriage return that is followed by text is kept: a progress bar shows its last
 ///   state.
@@ -45,7 +46,15 @@ pub fn strip(s: &str) -> Cow<'_, str> {
 
 /// True for a character the fast path cannot pass through as it is.
 fn needs_work(c: char) -> bool {
-    c.is_control() && c != '\n' && c != '\t'
+    (c.is_control() && c != '\n' && c != '\t') || is_layout_format(c)
+}
+
+/// The Unicode characters that change a terminal's layout without being control
+/// characters: the line and paragraph separators (U+2028, U+2029), which a terminal draws
+/// at a width its cells were not laid out for, and the bidirectional embeddings, overrides
+/// and isolates (U+202A–U+202E, U+2066–U+2069), which reorder what follows them.
+pub fn is_layout_format(c: char) -> bool {
+    matches!(c, '\u{2028}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }
 
 #[derive(Debug)]
@@ -121,7 +130,9 @@ fn tokenize(s: &str, colour: bool) -> Vec<(usize, Token<'_>)> {
             }
             '\u{90}' | '\u{98}' | '\u{9d}' | '\u{9e}' | '\u{9f}' => control_string(&mut it),
             '\n' | '\r' | '\t' => out.push((start, Token::Char(c))),
-            c if c.is_control() => {}
+            // A separator still separates, as a space.
+            '\u{2028}' | '\u{2029}' => out.push((start, Token::Char(' '))),
+            c if c.is_control() || is_layout_format(c) => {}
             c => out.push((start, Token::Char(c))),
         }
     }
@@ -174,6 +185,18 @@ fn control_string(it: &mut std::iter::Peekable<std::str::CharIndices<'_>>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn separators_become_spaces_and_bidi_overrides_go() {
+        assert_eq!(strip("sep\u{2028}here\u{2029}x"), "sep here x");
+        // "Trojan source": an override that would show `evil` reversed.
+        assert_eq!(
+            strip("a\u{202E}live\u{202C}b \u{2066}c\u{2069}"),
+            "aliveb c"
+        );
+        // A joiner is part of an emoji, not a layout change.
+        assert!(matches!(strip("👩\u{200D}💻"), Cow::Borrowed(_)));
+    }
 
     #[test]
     fn strip_removes_csi_osc_and_short_escapes() {

@@ -244,3 +244,37 @@ fn a_trigger_with_after_previous_waits_for_the_task_it_made_before() {
     assert_eq!(ws.show(first)["status"], "done");
     assert_eq!(ws.show(second)["start_waits"], false);
 }
+
+#[test]
+fn a_task_done_trigger_on_its_own_pipeline_stops_after_a_few_generations() {
+    let ws = Ws::new();
+    ws.pipeline(
+        "again.json",
+        r#"{"id": "again", "name": "Again",
+  "statuses": [
+    {"id": "todo", "kind": "queue"},
+    {"id": "work", "step": {"run": "true"}},
+    {"id": "done", "kind": "done"},
+    {"id": "failed", "kind": "failed"}
+  ],
+  "triggers": [{"task_done": {"pipeline": "again"}}]
+}"#,
+    );
+    let seed = ws.new_task("again", "seed");
+    ws.ok(&["start", &seed.to_string()]);
+    let out = ws
+        .baton(&["engine", "--exit-when-idle"])
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    // The seed and five generations after it; the sixth is refused, and said.
+    let all = tasks(&ws);
+    assert_eq!(all.len(), 6, "{all:#?}");
+    assert!(all.iter().all(|t| t["state"] == "done"), "{all:#?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("5 tasks deep in a chain of tasks made by task_done triggers (at most 5)"),
+        "{err}"
+    );
+}

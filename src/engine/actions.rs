@@ -518,7 +518,10 @@ pub fn title_problem(title: &str) -> Option<String> {
     if let Some(problem) = nul_problem(title, "") {
         return Some(problem);
     }
-    if let Some(c) = title.chars().find(|c| c.is_control()) {
+    if let Some(c) = title
+        .chars()
+        .find(|&c| c.is_control() || crate::ansi::is_layout_format(c))
+    {
         return Some(format!(
             "the title holds a control character (U+{:04X}); a title is one line of plain text — put the rest in the prompt",
             c as u32
@@ -533,10 +536,14 @@ pub fn title_problem(title: &str) -> Option<String> {
 }
 
 /// Text made into a task's title (a trigger's or a hook's template filled in, an issue's
-/// title): its first line, other control characters as spaces, trimmed, cut to
-/// [`MAX_TITLE`] with an ellipsis. Empty when the text shows nothing.
+/// title): its first line that shows something, control characters as spaces, trimmed,
+/// cut to [`MAX_TITLE`] with an ellipsis. Empty when the text shows nothing.
 pub fn card_title(text: &str) -> String {
-    let line: String = crate::ansi::strip(text.lines().next().unwrap_or(""))
+    let line: String = crate::ansi::strip(text)
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("")
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();

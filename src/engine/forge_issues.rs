@@ -46,6 +46,7 @@ pub fn firing(set: &TriggerSet, issue: &IssueSeen) -> Option<Firing> {
         ],
         slot: None,
         issue: Some(issue.number),
+        parent: None,
     })
 }
 

@@ -372,6 +372,18 @@ mod tests {
     }
 
     #[test]
+    fn a_title_made_from_a_template_is_its_first_line_that_shows_something() {
+        use crate::engine::actions::card_title;
+        assert_eq!(card_title("\n  \n{{x}} done\nmore"), "{{x}} done");
+        assert_eq!(card_title("tab\there \x1b[31mred\x1b[0m"), "tab here red");
+        assert_eq!(card_title("\n \n"), "");
+        assert_eq!(
+            card_title(&"y".repeat(MAX_TITLE + 5)).chars().count(),
+            MAX_TITLE
+        );
+    }
+
+    #[test]
     fn a_title_is_checked_the_same_for_every_front_end() {
         let mut new = NewTask {
             title: "\x1b[31m\x07".into(),
@@ -398,6 +410,8 @@ mod tests {
                 .to_string()
                 .contains("control character (U+000A)")
         );
+        new.title = "sep\u{2028}here".into();
+        assert!(new.check().unwrap_err().to_string().contains("(U+2028)"));
         new.title = "fine".into();
         new.prompt = "a\0b".into();
         assert!(new.check().unwrap_err().to_string().contains("NUL byte"));

@@ -72,7 +72,26 @@ impl Engine {
                         .iter()
                         .map(|(k, v)| (k.as_str(), v.as_str()))
                         .collect();
+                    // A task made because a task ended is that task's child: a trigger
+                    // that answers its own pipeline's tasks stops after a few generations.
+                    let depth = match f.parent {
+                        Some(parent) => {
+                            let depth = db.task_depth(parent)? + 1;
+                            if depth > super::followups::MAX_CHAIN_DEPTH {
+                                return Err(super::EngineError::Other(format!(
+                                    "task {parent} is already {} tasks deep in a chain of tasks made by task_done triggers (at most {}) — check for a trigger on its own pipeline",
+                                    depth - 1,
+                                    super::followups::MAX_CHAIN_DEPTH
+                                )));
+                            }
+                            Some((parent, depth))
+                        }
+                        None => None,
+                    };
                     let fired = triggers::fire(db, &pipeline, &trigger, &f.key, &vars)?;
+                    if let (Some(id), Some((parent, depth))) = (fired, depth) {
+                        db.set_task_parent(id, parent, depth)?;
+                    }
                     if let Some(slot) = f.slot {
                         let memo =
                             super::schedule_catchup::memo_key(&trigger.pipeline, trigger.index);

@@ -274,6 +274,9 @@ pub struct Firing {
     pub slot: Option<DateTime<Local>>,
     /// The issue a firing of an `issue` trigger came from: the task remembers it.
     pub issue: Option<u64>,
+    /// The task whose end fired a `task_done` trigger: the new task is its child, and a
+    /// chain of them stops as one of `start_task` hooks does.
+    pub parent: Option<i64>,
 }
 
 /// The firing of schedule trigger `i` (`t`) for its slot `at`.
@@ -284,6 +287,7 @@ pub fn schedule_firing(i: usize, t: &Trigger, at: DateTime<Local>) -> Firing {
         vars: vec![("date".into(), at.format("%Y-%m-%d %H:%M").to_string())],
         slot: Some(at),
         issue: None,
+        parent: None,
     }
 }
 
@@ -376,6 +380,7 @@ impl TriggerSet {
                         ],
                         slot: None,
                         issue: None,
+                        parent: None,
                     }),
                     None => {}
                 }
@@ -454,6 +459,7 @@ impl TriggerSet {
                 ],
                 slot: None,
                 issue: None,
+                parent: Some(task.id),
             })
             .collect()
     }

@@ -21,7 +21,7 @@ pub enum GitError {
     )]
     Missing,
     #[error(
-        "base branch `{0}` does not exist — create it, or set base_branch in .baton/config.toml"
+        "base branch `{0}` does not exist — create it (a new repository needs a first commit), or set base_branch in .baton/config.toml"
     )]
     NoBase(String),
     #[error(
@@ -65,11 +65,15 @@ impl GitError {
 }
 
 fn git(dir: &Path, args: &[&str]) -> Result<Output, GitError> {
+    use std::os::unix::process::CommandExt;
     Command::new("git")
         .arg("-C")
         .arg(dir)
         .args(args)
         .env("GIT_TERMINAL_PROMPT", "0")
+        // Its own process group: a ctrl+c at the terminal is the engine's to answer (a
+        // worktree half made would fail the step, where a stop interrupts it).
+        .process_group(0)
         .output()
         .map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => GitError::Missing,
@@ -474,6 +478,19 @@ pub fn task_diff(root: &Path, task: &crate::store::Task) -> Result<Option<String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn git_runs_in_a_process_group_of_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        // An alias run by git's shell prints that shell's process group: git's.
+        let group = run(
+            dir.path(),
+            &["-c", "alias.group=!cut -d' ' -f5 /proc/$$/stat", "group"],
+        )
+        .unwrap();
+        let ours = nix::unistd::getpgrp().as_raw().to_string();
+        assert_ne!(group.trim(), ours, "a terminal's ctrl+c would reach git");
+    }
 
     #[test]
     fn slugs_are_branch_safe() {

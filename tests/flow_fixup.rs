@@ -206,6 +206,21 @@ fn edit_archive_and_delete() {
     assert!(!listed.contains("better title"), "{listed}");
     let archived = ws.ok(&["list", "--archived", "--json"]);
     assert!(archived.contains("better title"), "{archived}");
+    // The filters apply to the archive too, typos refused.
+    let done = ws.ok(&["list", "--archived", "--status", "done", "--json"]);
+    assert!(done.contains("better title"), "{done}");
+    assert_eq!(
+        ws.ok(&["list", "--archived", "--status", "todo"]).trim(),
+        "no archived tasks match — `baton list --archived` shows them all"
+    );
+    assert!(
+        fails(&ws, &["list", "--archived", "--status", "dnoe"])
+            .contains("no pipeline has a status `dnoe`")
+    );
+    assert!(
+        fails(&ws, &["list", "--archived", "--pipeline", "nope"])
+            .contains("there is no pipeline `nope`")
+    );
 
     // A running task is not deleted; a finished one is, with all it recorded.
     let slow = ws.new_task("slow", "busy");

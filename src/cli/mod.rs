@@ -110,7 +110,7 @@ pub enum Command {
         pipeline: Option<String>,
         #[arg(long)]
         json: bool,
-        /// Only the archived tasks.
+        /// Only the archived tasks (the other filters apply to them too).
         #[arg(long)]
         archived: bool,
         /// Only tasks you created or last moved (you: BATON_USER, else git's user.name).
@@ -534,11 +534,6 @@ pub fn dispatch(dir: Option<&PathBuf>, command: Command) -> Outcome {
             (name.as_deref(), labels.as_deref()),
         ),
         Command::Engines { json } => engines_cmd::list(&workspace(dir)?, json),
-        Command::List {
-            archived: true,
-            json,
-            ..
-        } => task_edits::archived(&workspace(dir)?, json),
         c @ (Command::Dismiss { .. }
         | Command::Rerun { .. }
         | Command::Edit { .. }

@@ -2,7 +2,7 @@
 //! `list --archived`.
 
 use super::tasks::{act, read_prompt};
-use super::{Command, Failure, Outcome, exit, json};
+use super::{Command, Failure, Outcome, exit};
 use crate::engine::MAX_TITLE;
 use crate::engine::{Action, Reader};
 use crate::store::rfc3339;
@@ -84,11 +84,9 @@ fn purge_git(ws: &Workspace, worktree: Option<&str>, branch: &str) -> Result<(),
 }
 
 /// `list --archived`: archived tasks, most recently archived first.
-pub fn archived(ws: &Workspace, as_json: bool) -> Outcome {
-    let tasks = Reader::open(ws)?.archived()?;
-    if as_json {
-        let items: Vec<_> = tasks.iter().map(json::list_item).collect();
-        outln!("{}", serde_json::Value::Array(items));
+pub(super) fn print_archived(tasks: Vec<crate::store::Task>, filtered: bool) -> Outcome {
+    if tasks.is_empty() && filtered {
+        outln!("no archived tasks match — `baton list --archived` shows them all");
         return Ok(exit::OK);
     }
     if tasks.is_empty() {

@@ -201,11 +201,14 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
             json,
             mine,
             by,
-            ..
+            archived,
         } => {
             let by = super::people::filter(ws, mine, by)?;
-            let (status, pipeline) = (status.as_deref(), pipeline.as_deref());
-            list(ws, &read()?, status, pipeline, by.as_deref(), json)
+            let filter = TaskFilter {
+                status: status.as_deref(),
+                pipeline: pipeline.as_deref(),
+            };
+            list(ws, &read()?, &filter, by.as_deref(), (archived, json))
         }
         Command::Show { id, json } => super::show::show(ws, &read()?, id, json),
         Command::Start(a) => act(ws, a.id, Action::Start),
@@ -296,12 +299,21 @@ pub(super) fn act(ws: &Workspace, id: i64, action: Action) -> Outcome {
 fn list(
     ws: &Workspace,
     store: &Reader,
-    status: Option<&str>,
-    pipeline: Option<&str>,
+    filter: &TaskFilter,
     by: Option<&str>,
-    as_json: bool,
+    (archived, as_json): (bool, bool),
 ) -> Outcome {
-    let mut tasks = store.tasks(&TaskFilter { status, pipeline })?;
+    let (status, pipeline) = (filter.status, filter.pipeline);
+    let mut tasks = match archived {
+        true => store
+            .archived()?
+            .into_iter()
+            .filter(|t| {
+                status.is_none_or(|s| t.status == s) && pipeline.is_none_or(|p| t.pipeline_id == p)
+            })
+            .collect(),
+        false => store.tasks(filter)?,
+    };
     // An empty list for a pipeline no one has is a typo, not an empty board. (A task can
     // outlive its pipeline's file, so only an empty answer asks the catalog.)
     if tasks.is_empty()
@@ -366,6 +378,10 @@ fn list(
         let items: Vec<_> = tasks.iter().map(json::list_item).collect();
         outln!("{}", serde_json::Value::Array(items));
         return Ok(exit::OK);
+    }
+    if archived {
+        let filtered = status.is_some() || pipeline.is_some() || by.is_some();
+        return super::task_edits::print_archived(tasks, filtered);
     }
     if tasks.is_empty() {
         if status.is_some() || pipeline.is_some() || by.is_some() {

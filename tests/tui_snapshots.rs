@@ -114,6 +114,8 @@ fn new_task_form_keeps_a_title_too_long() {
         screen.contains("the title is 501 characters long"),
         "{screen}"
     );
+    // The whole sentence shows, over two lines.
+    assert!(screen.contains("details in the prompt"), "{screen}");
 }
 
 #[test]

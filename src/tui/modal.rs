@@ -212,18 +212,9 @@ impl NewTaskForm {
 
     fn submit(&mut self) -> Outcome {
         let title = self.title.lines().join(" ").trim().to_string();
-        if title.is_empty() {
-            self.error = Some("a task needs a title".into());
-            self.field = Field::Title;
-            return Outcome::Stay;
-        }
-        // Checked here as well as in the engine, so what was typed stays in the form.
-        let n = title.chars().count();
-        if n > crate::engine::actions::MAX_TITLE {
-            self.error = Some(format!(
-                "the title is {n} characters long; keep it to {} and put the details in the prompt",
-                crate::engine::actions::MAX_TITLE
-            ));
+        // The engine's rule, checked here too so that what was typed stays in the form.
+        if let Some(problem) = crate::engine::actions::title_problem(&title) {
+            self.error = Some(problem);
             self.field = Field::Title;
             return Outcome::Stay;
         }

@@ -109,7 +109,8 @@ fn new_task(f: &mut Frame, body: Rect, app: &App, form: &NewTaskForm) {
         Constraint::Length(2),
         Constraint::Length(1),
         Constraint::Length(1),
-        Constraint::Length(1),
+        // Two lines: the engine's sentence says what to do too.
+        Constraint::Length(2),
     ])
     .areas(inner);
     let field_block = |name: &'static str, field: Field| {
@@ -208,15 +209,14 @@ fn new_task(f: &mut Frame, body: Rect, app: &App, form: &NewTaskForm) {
         ])),
         start,
     );
+    let wrapped = |text: &str| {
+        Paragraph::new(Span::styled(one_line(text), t.error())).wrap(Wrap { trim: true })
+    };
     if let (None, Some(why)) = (&form.error, form.warning()) {
-        let text = format!("⚠ {}", crate::ansi::strip(why));
-        f.render_widget(
-            Paragraph::new(Span::styled(one_line(&text), t.error())),
-            error,
-        );
+        f.render_widget(wrapped(&format!("⚠ {}", crate::ansi::strip(why))), error);
     }
     if let Some(e) = &form.error {
-        f.render_widget(Paragraph::new(Span::styled(one_line(e), t.error())), error);
+        f.render_widget(wrapped(e), error);
     }
 }
 

@@ -123,7 +123,7 @@ pub fn run_new(
 
 /// Says on stderr why a wait goes on after its task has ended: the engine run here is
 /// letting other tasks' steps finish, and what ctrl+c would do to them.
-fn say_draining(id: i64) -> Box<dyn FnOnce(usize, ShutdownMode) + Send> {
+fn say_draining(id: i64) -> crate::engine::OnDrain {
     Box::new(move |n, on_stop| {
         let stop = match on_stop {
             ShutdownMode::Interrupt => "ctrl+c interrupts them (`baton resume ID` continues each)",

@@ -209,10 +209,17 @@ pub struct RunOptions {
     /// Stop (draining running steps) once this task has settled
     /// ([`TaskState::settled`](crate::store::TaskState::settled)).
     pub until_settled: Option<i64>,
-    /// Called once when that task has settled while steps of other tasks still run, with
-    /// their number and what a stop signal would do to them: the caller's wait goes on
-    /// until they end.
-    pub on_drain: Option<Box<dyn FnOnce(usize, ShutdownMode) + Send>>,
+    /// Called once when that task has settled while steps of other tasks still run.
+    pub on_drain: Option<OnDrain>,
+}
+
+/// Told, when a task an engine ran for has settled, how many steps of other tasks still
+/// run and what a stop signal would do to them: the caller's wait goes on until they end.
+pub type OnDrain = Box<dyn FnOnce(usize, ShutdownMode) + Send>;
+
+/// What an engine says as it interrupts `n` running steps.
+fn interrupting(n: usize) -> String {
+    format!("shutting down: interrupting {n} running step(s); `baton resume` continues them")
 }
 
 /// The engine of one workspace. Holds the workspace's engine lock while it exists.
@@ -608,7 +615,7 @@ impl Engine {
         self,
         id: i64,
         json: bool,
-        on_drain: Option<Box<dyn FnOnce(usize, ShutdownMode) + Send>>,
+        on_drain: Option<OnDrain>,
     ) -> Result<Waited> {
         let opts = RunOptions {
             exit_when_idle: false,
@@ -823,7 +830,7 @@ impl Engine {
                 let text = match self.cfg.shutdown {
                     _ if n == 0 => "shutting down: no step is running".to_string(),
                     ShutdownMode::Drain => format!("shutting down: waiting for {n} running step(s) to finish (drain; a second ctrl+c interrupts them)"),
-                    ShutdownMode::Interrupt => format!("shutting down: interrupting {n} running step(s); `baton resume` continues them"),
+                    ShutdownMode::Interrupt => interrupting(n),
                 };
                 // With nothing running the engine is gone at once: nothing to tell.
                 self.say_stopping(text, n > 0);
@@ -837,11 +844,7 @@ impl Engine {
                 && *stopping == Some(ShutdownMode::Drain)
                 && !self.running.is_empty() => {
                 *stopping = Some(ShutdownMode::Interrupt);
-                let n = self.running.len();
-                self.say_stopping(
-                    format!("shutting down: interrupting {n} running step(s); `baton resume` continues them"),
-                    true,
-                );
+                self.say_stopping(interrupting(self.running.len()), true);
                 self.interrupt_running();
                 false
             }

@@ -12,8 +12,7 @@ use std::borrow::Cow;
 ///   OSC (window title, clipboard, hyperlinks), DCS, SOS, PM, APC and two-character escapes,
 ///   in their 7-bit (`ESC ]`) and 8-bit (U+009D) forms.
 /// - C0 controls other than tab and newline, DEL and the C1 controls (U+0080–U+009F) are
-///   dropped, and so are the bidirectional overrides; a line or paragraph separator
-///   (U+2028, U+2029) becomes a space.
+///   dropped.
 /// - A carriage return redraws its line on a terminal, so of each line only the text after
 ///   the last carriage return that is followed by text is kept: a progress bar shows its last
 ///   state.
@@ -46,13 +45,14 @@ pub fn strip(s: &str) -> Cow<'_, str> {
 
 /// True for a character the fast path cannot pass through as it is.
 fn needs_work(c: char) -> bool {
-    (c.is_control() && c != '\n' && c != '\t') || is_layout_format(c)
+    c.is_control() && c != '\n' && c != '\t'
 }
 
-/// The Unicode characters that change a terminal's layout without being control
-/// characters: the line and paragraph separators (U+2028, U+2029), which a terminal draws
-/// at a width its cells were not laid out for, and the bidirectional embeddings, overrides
-/// and isolates (U+202A–U+202E, U+2066–U+2069), which reorder what follows them.
+/// The Unicode characters that change a line's layout without being control characters:
+/// the line and paragraph separators (U+2028, U+2029), which a terminal draws at a width
+/// its cells were not laid out for, and the bidirectional embeddings, overrides and
+/// isolates (U+202A–U+202E, U+2066–U+2069), which reorder what follows them. A one-line
+/// title may not hold them; logs and diffs keep them, as the text they belong to.
 pub fn is_layout_format(c: char) -> bool {
     matches!(c, '\u{2028}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }
@@ -130,9 +130,7 @@ fn tokenize(s: &str, colour: bool) -> Vec<(usize, Token<'_>)> {
             }
             '\u{90}' | '\u{98}' | '\u{9d}' | '\u{9e}' | '\u{9f}' => control_string(&mut it),
             '\n' | '\r' | '\t' => out.push((start, Token::Char(c))),
-            // A separator still separates, as a space.
-            '\u{2028}' | '\u{2029}' => out.push((start, Token::Char(' '))),
-            c if c.is_control() || is_layout_format(c) => {}
+            c if c.is_control() => {}
             c => out.push((start, Token::Char(c))),
         }
     }
@@ -187,15 +185,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn separators_become_spaces_and_bidi_overrides_go() {
-        assert_eq!(strip("sep\u{2028}here\u{2029}x"), "sep here x");
-        // "Trojan source": an override that would show `evil` reversed.
-        assert_eq!(
-            strip("a\u{202E}live\u{202C}b \u{2066}c\u{2069}"),
-            "aliveb c"
-        );
-        // A joiner is part of an emoji, not a layout change.
-        assert!(matches!(strip("👩\u{200D}💻"), Cow::Borrowed(_)));
+    fn layout_characters_are_text_and_kept() {
+        // Logs and diffs of right-to-left text hold them; only a title refuses them.
+        let s = "a\u{202E}b\u{2028}c\u{200F}";
+        assert!(matches!(strip(s), Cow::Borrowed(_)));
+        assert!(is_layout_format('\u{2028}') && is_layout_format('\u{2067}'));
+        assert!(!is_layout_format('\u{200F}') && !is_layout_format('\u{202F}'));
     }
 
     #[test]

@@ -274,7 +274,11 @@ fn a_task_done_trigger_on_its_own_pipeline_stops_after_a_few_generations() {
     assert!(all.iter().all(|t| t["state"] == "done"), "{all:#?}");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("5 tasks deep in a chain of tasks made by task_done triggers (at most 5)"),
+        err.contains("5 tasks deep in a chain of tasks that tasks made (at most 5)"),
         "{err}"
     );
+    // The last one says so where `show` finds it.
+    let last = all.iter().map(|t| t["id"].as_i64().unwrap()).max().unwrap();
+    let shown = ws.ok(&["show", &last.to_string()]);
+    assert!(shown.contains("did not start a task"), "{shown}");
 }

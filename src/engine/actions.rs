@@ -509,8 +509,9 @@ pub fn blank_title(title: &str) -> bool {
 }
 
 /// Why `title` cannot be a task's, in one sentence: it shows nothing, holds a NUL byte or
-/// another control character (a newline, a tab, an escape, which every card would drop),
-/// or is longer than [`MAX_TITLE`]. The same for every front end, new tasks and edits.
+/// another control character (a newline, a tab, an escape, which every card would drop), a
+/// line separator or a bidirectional override (which shift a card's row), or is longer
+/// than [`MAX_TITLE`]. The same for every front end, new tasks and edits.
 pub fn title_problem(title: &str) -> Option<String> {
     if blank_title(title) {
         return Some("a task needs a title: one line saying what to do".into());
@@ -518,12 +519,15 @@ pub fn title_problem(title: &str) -> Option<String> {
     if let Some(problem) = nul_problem(title, "") {
         return Some(problem);
     }
-    if let Some(c) = title
-        .chars()
-        .find(|&c| c.is_control() || crate::ansi::is_layout_format(c))
-    {
+    if let Some(c) = title.chars().find(|c| c.is_control()) {
         return Some(format!(
             "the title holds a control character (U+{:04X}); a title is one line of plain text — put the rest in the prompt",
+            c as u32
+        ));
+    }
+    if let Some(c) = title.chars().find(|&c| crate::ansi::is_layout_format(c)) {
+        return Some(format!(
+            "the title holds a line separator or a bidirectional override (U+{:04X}); a title is one line of plain text — put the rest in the prompt",
             c as u32
         ));
     }
@@ -536,7 +540,8 @@ pub fn title_problem(title: &str) -> Option<String> {
 }
 
 /// Text made into a task's title (a trigger's or a hook's template filled in, an issue's
-/// title): its first line that shows something, control characters as spaces, trimmed,
+/// title): its first line that shows something, control characters, line separators and
+/// bidirectional overrides as spaces, trimmed,
 /// cut to [`MAX_TITLE`] with an ellipsis. Empty when the text shows nothing.
 pub fn card_title(text: &str) -> String {
     let line: String = crate::ansi::strip(text)
@@ -545,7 +550,13 @@ pub fn card_title(text: &str) -> String {
         .find(|l| !l.is_empty())
         .unwrap_or("")
         .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
+        .map(|c| {
+            if c.is_control() || crate::ansi::is_layout_format(c) {
+                ' '
+            } else {
+                c
+            }
+        })
         .collect();
     let line = line.trim();
     if line.chars().count() > MAX_TITLE {

@@ -716,7 +716,15 @@ impl Engine {
             }
             look = self.wait(&mut stopping).await;
         }
-        while self.followups.join_next().await.is_some() {}
+        // The hooks under way end too; a second stop signal cuts them short.
+        loop {
+            tokio::select! {
+                next = self.followups.join_next() => if next.is_none() { break },
+                _ = self.force.cancelled(), if !self.followup_cancel.is_cancelled() => {
+                    self.followup_cancel.cancel();
+                }
+            }
+        }
         self.opencode.stop().await;
         self.mark_stopped().await;
         drop(self.logs);

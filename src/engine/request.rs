@@ -377,6 +377,7 @@ mod tests {
         assert_eq!(card_title("\n  \n{{x}} done\nmore"), "{{x}} done");
         assert_eq!(card_title("tab\there \x1b[31mred\x1b[0m"), "tab here red");
         assert_eq!(card_title("\n \n"), "");
+        assert_eq!(card_title("one\u{2028}two\u{202E}"), "one two");
         assert_eq!(
             card_title(&"y".repeat(MAX_TITLE + 5)).chars().count(),
             MAX_TITLE

@@ -78,11 +78,23 @@ impl Engine {
                         Some(parent) => {
                             let depth = db.task_depth(parent)? + 1;
                             if depth > super::followups::MAX_CHAIN_DEPTH {
-                                return Err(super::EngineError::Other(format!(
-                                    "task {parent} is already {} tasks deep in a chain of tasks made by task_done triggers (at most {}) — check for a trigger on its own pipeline",
+                                // Said on the task whose end fired it, where `show` finds it.
+                                let why = format!(
+                                    "trigger {} did not start a task: task {parent} is already {} tasks deep in a chain of tasks that tasks made (at most {}) — check for a task_done trigger on its own pipeline",
+                                    f.key,
                                     depth - 1,
                                     super::followups::MAX_CHAIN_DEPTH
-                                )));
+                                );
+                                db.insert_event(&crate::store::NewEvent {
+                                    task_id: Some(parent),
+                                    category: "lifecycle",
+                                    kind: "trigger.refused",
+                                    summary: why.clone(),
+                                    data: serde_json::json!({ "trigger": f.key }),
+                                    actor: "engine",
+                                    level: "warn",
+                                })?;
+                                return Ok(Err((parent, why)));
                             }
                             Some((parent, depth))
                         }
@@ -97,14 +109,24 @@ impl Engine {
                             super::schedule_catchup::memo_key(&trigger.pipeline, trigger.index);
                         db.set_meta(&memo, &slot.to_rfc3339())?;
                     }
-                    Ok::<_, super::EngineError>(fired)
+                    Ok::<_, super::EngineError>(Ok(fired))
                 })
                 .await;
             match fired {
-                Ok(Some(id)) => {
+                Ok(Ok(Some(id))) => {
                     let _ = self.events.send(EngineEvent::TaskChanged { task_id: id });
                 }
-                Ok(None) => {}
+                Ok(Ok(None)) => {}
+                Ok(Err((parent, why))) => {
+                    tracing::warn!("{why}");
+                    let _ = self.events.send(EngineEvent::Notice {
+                        task_id: Some(parent),
+                        text: why,
+                    });
+                    let _ = self
+                        .events
+                        .send(EngineEvent::TaskChanged { task_id: parent });
+                }
                 Err(e) => {
                     let text = format!("trigger {} did not fire: {e}", firing.key);
                     tracing::warn!("{text}");

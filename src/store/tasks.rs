@@ -373,13 +373,13 @@ impl Db<'_> {
         )?)
     }
 
-    /// How deep a task is in a chain of tasks created by `start_task` hooks (0: made by a
-    /// person or a trigger).
+    /// How deep a task is in a chain of tasks made by other tasks (`start_task` hooks,
+    /// `task_done` triggers; 0: made by a person or another trigger).
     pub fn task_depth(&self, id: i64) -> Result<i64> {
         Ok(self.one("SELECT depth FROM tasks WHERE id = ?1", [id], |r| r.get(0))?)
     }
 
-    /// Records the task whose hook created this one.
+    /// Records the task whose hook or end created this one.
     pub fn set_task_parent(&self, id: i64, parent: i64, depth: i64) -> Result<()> {
         self.exec(
             "UPDATE tasks SET parent_id = ?1, depth = ?2 WHERE id = ?3",

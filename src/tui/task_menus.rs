@@ -158,8 +158,9 @@ impl EditForm {
 
     fn submit(&mut self) -> Outcome {
         let title = self.title.lines().join(" ").trim().to_string();
-        if title.is_empty() {
-            self.error = Some("a task needs a title".into());
+        // The engine's rule, checked here too so that what was typed stays in the form.
+        if let Some(problem) = crate::engine::actions::title_problem(&title) {
+            self.error = Some(problem);
             self.on_prompt = false;
             return Outcome::Stay;
         }

@@ -66,22 +66,31 @@ impl GitError {
 
 fn git(dir: &Path, args: &[&str]) -> Result<Output, GitError> {
     use std::os::unix::process::CommandExt;
-    Command::new("git")
-        .arg("-C")
+    let mut cmd = Command::new("git");
+    cmd.arg("-C")
         .arg(dir)
         .args(args)
         .env("GIT_TERMINAL_PROMPT", "0")
-        // Its own process group: a ctrl+c at the terminal is the engine's to answer (a
-        // worktree half made would fail the step, where a stop interrupts it).
-        .process_group(0)
-        .output()
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => GitError::Missing,
-            _ => GitError::Failed {
-                args: args.join(" "),
-                message: e.to_string(),
-            },
-        })
+        .stdin(std::process::Stdio::null());
+    // SAFETY: between fork and exec only `setsid`, which is async-signal-safe, runs.
+    unsafe {
+        // A session of its own, without the terminal: a ctrl+c there is the engine's to
+        // answer (a worktree half made would fail the step, where a stop interrupts it),
+        // and what git starts (a hook, ssh for LFS) fails at once where it would ask the
+        // terminal something, rather than wait for an answer stopped in the background.
+        cmd.pre_exec(|| {
+            nix::unistd::setsid()
+                .map(drop)
+                .map_err(std::io::Error::from)
+        });
+    }
+    cmd.output().map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => GitError::Missing,
+        _ => GitError::Failed {
+            args: args.join(" "),
+            message: e.to_string(),
+        },
+    })
 }
 
 /// Runs git once and returns trimmed stdout, or git's reason for failing.
@@ -480,16 +489,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn git_runs_in_a_process_group_of_its_own() {
+    fn git_runs_in_a_session_of_its_own() {
         let dir = tempfile::tempdir().unwrap();
-        // An alias run by git's shell prints that shell's process group: git's.
-        let group = run(
+        // An alias run by git's shell prints that shell's process group and session: git's.
+        let ids = run(
             dir.path(),
-            &["-c", "alias.group=!cut -d' ' -f5 /proc/$$/stat", "group"],
+            &["-c", "alias.ids=!cut -d' ' -f5,6 /proc/$$/stat", "ids"],
         )
         .unwrap();
-        let ours = nix::unistd::getpgrp().as_raw().to_string();
-        assert_ne!(group.trim(), ours, "a terminal's ctrl+c would reach git");
+        let ids: Vec<i32> = ids.split(' ').map(|n| n.trim().parse().unwrap()).collect();
+        let (group, session) = (
+            nix::unistd::getpgrp().as_raw(),
+            nix::unistd::getsid(None).unwrap().as_raw(),
+        );
+        assert_ne!(ids[0], group, "a terminal's ctrl+c would reach git");
+        assert_ne!(
+            ids[1], session,
+            "git could ask the terminal and stop, waiting"
+        );
     }
 
     #[test]

@@ -201,3 +201,38 @@ fn quiet_still_says_what_failed() {
         "{lines:#?}"
     );
 }
+
+/// A step that ends while another program holds the board's write past the busy timeout
+/// keeps its result: the engine says so, waits, and records it once let in.
+#[test]
+fn a_result_waits_for_a_write_another_program_holds() {
+    let ws = Ws::new();
+    ws.pipeline(
+        "hold.json",
+        r#"{"id": "hold", "name": "Hold", "statuses": [
+  {"id": "q", "label": "Queue", "kind": "queue"},
+  {"id": "s", "label": "Step", "step": {"run": "echo holding; read line < \"$BATON_WORKSPACE/go\""}},
+  {"id": "done", "label": "Done", "kind": "done"},
+  {"id": "failed", "label": "Failed", "kind": "failed"}]}"#,
+    );
+    nix::unistd::mkfifo(&ws.root().join("go"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let (engine, rx) = engine(&ws, &[]);
+    let id = ws.new_task("hold", "held");
+    ws.ok(&["start", &id.to_string()]);
+    common::wait_for("the step to run", || {
+        ws.ok(&["logs", &id.to_string()]).contains("holding")
+    });
+    // Another program takes the board's write and keeps it.
+    let other = rusqlite::Connection::open(ws.root().join(".baton/baton.db")).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    std::fs::write(ws.root().join("go"), "go\n").unwrap();
+    read_until(
+        &rx,
+        "ended while another program holds the board's database: its result waits",
+    );
+    other.execute_batch("COMMIT").unwrap();
+    common::wait_for("the result recorded", || ws.show(id)["state"] == "done");
+    common::stop(engine);
+    let shown = ws.show(id);
+    assert_eq!(shown["steps"][0]["state"], "succeeded", "{shown}");
+}

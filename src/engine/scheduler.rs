@@ -585,6 +585,7 @@ impl Engine {
         let forge = !shutdown && self.forge_ready().await;
         let mut merged: Option<std::result::Result<(), String>> = None;
         let closing = report.closing.clone();
+        let mut said_busy = false;
         let out = loop {
             let (report, merged2, me) = (report.clone(), merged.clone(), me.clone());
             let out = self
@@ -605,6 +606,22 @@ impl Engine {
             match out {
                 Err(EngineError::MergePending { task }) if merged.is_none() => {
                     merged = Some(self.merge(task).await);
+                }
+                // Another program holds the board's write past the busy timeout (each try
+                // waits that long): the result waits for it rather than being lost.
+                Err(EngineError::Store(crate::store::StoreError::Busy))
+                    if !self.shutdown.is_cancelled() =>
+                {
+                    if !std::mem::replace(&mut said_busy, true) {
+                        let text = format!(
+                            "step run {step_id} ended while another program holds the board's database: its result waits until that program lets go"
+                        );
+                        tracing::warn!("{text}");
+                        let _ = self.events.send(EngineEvent::Notice {
+                            task_id: Some(task_id),
+                            text,
+                        });
+                    }
                 }
                 // The database went away: the result waits for it.
                 Err(_) if self.database_back().await => {}

@@ -383,6 +383,8 @@ where
     Box::new(move |db: std::result::Result<&Db, &StoreError>| {
         let out = match db {
             Ok(db) => f(db),
+            // Kept apart, so that a caller can wait and try again.
+            Err(StoreError::Busy) => Err(E::from(StoreError::Busy)),
             Err(e) => Err(E::from(StoreError::Conflict(e.to_string()))),
         };
         let ok = out.is_ok();

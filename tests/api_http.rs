@@ -204,23 +204,21 @@ fn events_follow_a_task_to_its_gate_and_after_approval_to_done() {
     let again = until(&rx, "at the gate again", |e| {
         task_state(e, id, "review", "waiting")
     });
+    // A look sees the step as it stands: a step that started and ended between two
+    // looks is announced by its end alone.
     let steps: Vec<_> = again
         .iter()
         .filter(|e| e.event.starts_with("step_"))
-        .map(|e| {
-            (
-                e.event.as_str(),
-                e.data["step"].as_i64(),
-                e.data["attempt"].as_i64(),
-            )
-        })
         .collect();
+    assert!(
+        steps
+            .iter()
+            .all(|e| e.data["step"] == 2 && e.data["attempt"] == 2),
+        "{again:#?}"
+    );
     assert_eq!(
-        steps,
-        [
-            ("step_started", Some(2), Some(2)),
-            ("step_finished", Some(2), Some(2))
-        ],
+        steps.last().map(|e| e.event.as_str()),
+        Some("step_finished"),
         "{again:#?}"
     );
     let (code, done) = post(

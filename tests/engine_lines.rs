@@ -128,12 +128,9 @@ fn quiet_says_nothing_from_its_start_when_nothing_goes_wrong() {
     assert!(lines.is_empty(), "{lines:#?}");
 }
 
-/// Stopped while a step runs with `shutdown = "drain"`, the engine says it waits for the
-/// step; a second ctrl+c interrupts it, for `baton resume`.
-#[test]
-fn a_second_ctrl_c_interrupts_what_a_draining_stop_waits_for() {
-    let ws = Ws::new();
-    ws.config("shutdown = \"drain\"\n");
+/// `baton engine` running one task whose step holds until the test writes to the
+/// workspace's `go` pipe: the engine, its lines and the task's id.
+fn holding(ws: &Ws) -> (std::process::Child, mpsc::Receiver<String>, i64) {
     ws.pipeline(
         "hold.json",
         r#"{"id": "hold", "name": "Hold", "statuses": [
@@ -143,12 +140,22 @@ fn a_second_ctrl_c_interrupts_what_a_draining_stop_waits_for() {
   {"id": "failed", "label": "Failed", "kind": "failed"}]}"#,
     );
     nix::unistd::mkfifo(&ws.root().join("go"), nix::sys::stat::Mode::S_IRWXU).unwrap();
-    let (mut engine, rx) = engine(&ws, &[]);
+    let (engine, rx) = engine(ws, &[]);
     let id = ws.new_task("hold", "held");
     ws.ok(&["start", &id.to_string()]);
     common::wait_for("the step to run", || {
         ws.ok(&["logs", &id.to_string()]).contains("holding")
     });
+    (engine, rx, id)
+}
+
+/// Stopped while a step runs with `shutdown = "drain"`, the engine says it waits for the
+/// step; a second ctrl+c interrupts it, for `baton resume`.
+#[test]
+fn a_second_ctrl_c_interrupts_what_a_draining_stop_waits_for() {
+    let ws = Ws::new();
+    ws.config("shutdown = \"drain\"\n");
+    let (mut engine, rx, id) = holding(&ws);
     let pid = nix::unistd::Pid::from_raw(engine.id() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
     read_until(
@@ -207,21 +214,7 @@ fn quiet_still_says_what_failed() {
 #[test]
 fn a_result_waits_for_a_write_another_program_holds() {
     let ws = Ws::new();
-    ws.pipeline(
-        "hold.json",
-        r#"{"id": "hold", "name": "Hold", "statuses": [
-  {"id": "q", "label": "Queue", "kind": "queue"},
-  {"id": "s", "label": "Step", "step": {"run": "echo holding; read line < \"$BATON_WORKSPACE/go\""}},
-  {"id": "done", "label": "Done", "kind": "done"},
-  {"id": "failed", "label": "Failed", "kind": "failed"}]}"#,
-    );
-    nix::unistd::mkfifo(&ws.root().join("go"), nix::sys::stat::Mode::S_IRWXU).unwrap();
-    let (engine, rx) = engine(&ws, &[]);
-    let id = ws.new_task("hold", "held");
-    ws.ok(&["start", &id.to_string()]);
-    common::wait_for("the step to run", || {
-        ws.ok(&["logs", &id.to_string()]).contains("holding")
-    });
+    let (engine, rx, id) = holding(&ws);
     // Another program takes the board's write and keeps it.
     let other = rusqlite::Connection::open(ws.root().join(".baton/baton.db")).unwrap();
     other.execute_batch("BEGIN IMMEDIATE").unwrap();

@@ -136,6 +136,26 @@ fn listing_an_unknown_pipeline_says_it_is_unknown() {
         ws.ok(&["list", "--pipeline", "feature"])
             .contains("no tasks match")
     );
+    // A pipeline whose file is gone, with only archived tasks left, is not a typo.
+    let file = ws.pipeline(
+        "gone.json",
+        r#"{"id": "gone", "name": "Gone", "statuses": [
+            {"id": "q", "label": "Queue", "kind": "queue"},
+            {"id": "done", "label": "Done", "kind": "done"}],
+          "transitions": [{"from": "q", "to": "done", "on": "approve"}]}"#,
+    );
+    let id = ws.ok(&["new", "--pipeline", "gone", "old work"]);
+    ws.ok(&["move", id.trim(), "done"]);
+    ws.ok(&["archive", id.trim()]);
+    std::fs::remove_file(file).unwrap();
+    assert_eq!(
+        ws.ok(&["list", "--pipeline", "gone"]).trim(),
+        "no tasks of pipeline `gone` on the board; 1 archived — `baton list --archived --pipeline gone` shows it"
+    );
+    assert!(
+        ws.ok(&["list", "--archived", "--pipeline", "gone"])
+            .contains("old work")
+    );
 }
 
 #[test]

@@ -328,6 +328,22 @@ fn list(
                 })?
                 .is_empty()
         {
+            // Its file is gone, but archived tasks of it may remain.
+            let kept = match archived {
+                true => 0,
+                false => store
+                    .archived()?
+                    .iter()
+                    .filter(|t| t.pipeline_id == p)
+                    .count(),
+            };
+            if kept > 0 {
+                outln!(
+                    "no tasks of pipeline `{p}` on the board; {kept} archived — `baton list --archived --pipeline {p}` shows {}",
+                    if kept == 1 { "it" } else { "them" }
+                );
+                return Ok(exit::OK);
+            }
             let ids: Vec<&str> = known.pipelines.iter().map(|p| p.id.as_str()).collect();
             return Err(Failure::new(format!(
                 "there is no pipeline `{p}` (known: {}) — `baton pipelines list` shows them",

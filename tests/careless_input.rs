@@ -259,3 +259,71 @@ fn listing_by_an_empty_name_is_refused() {
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.contains("`--by` needs a name"), "{err}");
 }
+
+#[test]
+fn a_broken_pipeline_file_keeps_new_from_guessing_the_default() {
+    let ws = Ws::new();
+    // Alone in the workspace, it would have been the default; `quick_fix`, an agent
+    // pipeline, was taken instead, silently.
+    ws.pipeline("mine.json", r#"{"id": "mine",}"#);
+    let out = ws.baton(&["new", "x"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("no pipeline was named, and which one is the default is not known")
+            && err.contains("mine.json:1:"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(ws.ok(&["list"]).contains("no tasks"), "nothing made");
+    // Naming one still works.
+    assert_eq!(ws.ok(&["new", "x", "--pipeline", "demo"]).trim(), "1");
+}
+
+#[test]
+fn an_agent_that_cannot_start_here_is_said_before_its_step_fails() {
+    // `init` looks on its own PATH: one that holds git and nothing else.
+    let bin = tempfile::tempdir().unwrap();
+    let git = std::env::split_paths(&std::env::var_os("PATH").unwrap())
+        .map(|d| d.join("git"))
+        .find(|g| g.is_file())
+        .expect("git on PATH");
+    std::os::unix::fs::symlink(git, bin.path().join("git")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ws = Ws::at(dir, "");
+    let out = ws
+        .baton(&["init"])
+        .env("PATH", bin.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let init = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        init.contains(
+            "next: agent `coder` of pipeline `quick_fix` cannot start here: `claude` is not on PATH"
+        ),
+        "{init}"
+    );
+    // The built-in coder, overridden with a program no machine has.
+    std::fs::write(
+        ws.root().join(".baton/agents/coder.json"),
+        r#"{"id": "coder", "backend": "command", "argv": ["no-such-agent-cli-7f3"]}"#,
+    )
+    .unwrap();
+    let out = ws.baton(&["new", "x", "--start"]).output().unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains(
+            "note: task 1: agent `coder` of pipeline `quick_fix` cannot start here: `no-such-agent-cli-7f3` is not on PATH"
+        ),
+        "{err}"
+    );
+    // Planning a task is not running it: nothing said.
+    let out = ws.baton(&["new", "y"]).output().unwrap();
+    assert!(
+        !String::from_utf8(out.stderr)
+            .unwrap()
+            .contains("cannot start")
+    );
+}

@@ -50,9 +50,22 @@ pub fn init(dir: Option<&PathBuf>, agent: Option<&str>) -> Outcome {
     }
     if created {
         outln!("created {}", ws.dir().display());
-        outln!(
-            "next: `baton new \"a title\" --start` then `baton` to watch it, or `baton --demo` for a tour"
-        );
+        // A first task on an agent this machine lacks would only fail: say so instead.
+        let blocked = match agent {
+            Some(_) => None,
+            None => catalog(&ws).default_pipeline().and_then(|p| {
+                let agents = crate::agents::load_agents(Some(&ws.agents_dir()));
+                crate::engine::agent_reach::cannot_start(p, &agents)
+            }),
+        };
+        match blocked {
+            Some(why) => outln!(
+                "next: {why}; then `baton new \"a title\" --start` and `baton` to watch it — `baton --demo` shows a tour meanwhile"
+            ),
+            None => outln!(
+                "next: `baton new \"a title\" --start` then `baton` to watch it, or `baton --demo` for a tour"
+            ),
+        }
     } else {
         outln!("{} already exists; left it as it is", ws.dir().display());
     }
@@ -125,6 +138,9 @@ fn create(ws: &Workspace, new: NewTask) -> Result<i64, Failure> {
         .map_err(Failure::new)?;
     match made.answer {
         crate::engine::Answer::Made(m) => {
+            if let Some(why) = &m.cannot_start {
+                eprintln!("note: task {}: {why}", m.id);
+            }
             if m.waits {
                 eprintln!(
                     "task {}: waits for the tasks it comes after; it starts once they are all done",

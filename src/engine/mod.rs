@@ -4,6 +4,7 @@
 //! the `commands` table.
 
 pub mod actions;
+pub mod agent_reach;
 mod answer;
 pub mod attach;
 pub mod board;

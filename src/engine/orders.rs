@@ -80,12 +80,27 @@ impl Engine {
         command: Option<i64>,
     ) -> Result<Answer, String> {
         let (ws, asked) = (self.ws.clone(), new.clone());
-        let prepared = tokio::task::spawn_blocking(move || asked.prepare(&ws))
-            .await
-            .unwrap_or_else(|e| Err(EngineError::Other(format!("creating a task failed: {e}"))));
+        // An engine that only applies this command has read no agent profiles: read here.
+        let read_agents = self.apply_only;
+        let prepared = tokio::task::spawn_blocking(move || {
+            let pipeline = asked.prepare(&ws)?;
+            let has_agent = pipeline.statuses.iter().any(|s| {
+                matches!(
+                    s.step.as_ref().map(|st| &st.action),
+                    Some(crate::pipeline::StepAction::Agent(_))
+                )
+            });
+            let agents = (read_agents && has_agent)
+                .then(|| crate::agents::load_agents(Some(&ws.agents_dir())));
+            Ok((pipeline, agents))
+        })
+        .await
+        .unwrap_or_else(|e| Err(EngineError::Other(format!("creating a task failed: {e}"))));
         let out = match prepared {
-            Ok(pipeline) => {
+            Ok((pipeline, agents)) => {
                 self.know_agents_of(&pipeline).await;
+                let agents = agents.as_ref().unwrap_or(&self.agents);
+                let cannot_start = super::agent_reach::cannot_start(&pipeline, agents);
                 self.store
                     .write(move |db| {
                         let created = create_and_start(db, &pipeline, &new)?;
@@ -109,6 +124,7 @@ impl Engine {
                             started: created.started.as_ref().map(|a| a.summary.clone()),
                             queued,
                             waits: created.waits,
+                            cannot_start: cannot_start.filter(|_| queued || created.waits),
                         };
                         if let Some(id) = command {
                             let body = serde_json::to_string(&made)

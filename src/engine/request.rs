@@ -55,6 +55,10 @@ pub struct Made {
     /// It waits for other tasks to be done before it starts.
     #[serde(default)]
     pub waits: bool,
+    /// Started (or queued) on a pipeline with an agent that cannot start where the engine
+    /// runs: why, in a sentence (its step would fail for that reason).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cannot_start: Option<String>,
 }
 
 /// What the engine made of a webhook delivery that reaches no task of its own (a push, a
@@ -245,7 +249,23 @@ impl NewTask {
         let catalog = crate::pipeline::load_catalog(Some(&ws.pipelines_dir()), Some(&agents));
         let found = match &self.pipeline {
             Some(id) => catalog.get(id),
-            None => catalog.default_pipeline(),
+            // The default is the workspace's first pipeline file: with a file left out, the
+            // one meant may be that one, and the fallback an agent pipeline nobody chose.
+            None => match catalog.diagnostics.iter().find(|d| d.is_error()) {
+                Some(d) => {
+                    let said = d.to_string();
+                    let next = match said.contains("baton pipelines validate") {
+                        true => " (or name a pipeline)",
+                        false => {
+                            " — fix the file (`baton pipelines validate` lists every problem) or name a pipeline"
+                        }
+                    };
+                    return Err(EngineError::Invalid(format!(
+                        "no pipeline was named, and which one is the default is not known while a pipeline file does not load: {said}{next}"
+                    )));
+                }
+                None => catalog.default_pipeline(),
+            },
         };
         let pipeline = found.cloned().ok_or_else(|| {
             let id = self

@@ -103,16 +103,35 @@ fn base_name(program: &str) -> &str {
     program.rsplit('/').next().unwrap_or(program)
 }
 
+/// Why profile `p` cannot start here without looking further than `PATH`: a command
+/// agent on this machine whose program is not on it. None when it is, or when the profile
+/// runs elsewhere or over HTTP (`baton agents check` looks at those).
+pub fn not_on_path(p: &Profile) -> Option<String> {
+    let local = p.executor.as_ref().is_none_or(|e| e.kind() == "local");
+    if p.backend != crate::agents::Backend::Command || !local {
+        return None;
+    }
+    let program = p.argv.first()?;
+    super::command::find_program(program, std::path::Path::new("."), None)
+        .is_none()
+        .then(|| missing(p, program))
+}
+
+/// The sentence for `program` of profile `p` not being on `PATH`.
+fn missing(p: &Profile, program: &str) -> String {
+    format!(
+        "`{program}` is not on PATH — install it{} or put its full path in `argv` {}",
+        install_hint(base_name(program)),
+        p.fix_in()
+    )
+}
+
 /// Checks the CLI `program` (argv[0]) of profile `p`: found, its version, its credentials.
 pub async fn check_cli(p: &Profile, program: &str) -> Health {
     let Some(path) = super::command::find_program(program, std::path::Path::new("."), None) else {
         return Health {
             ok: false,
-            detail: format!(
-                "`{program}` is not on PATH — install it{} or put its full path in `argv` {}",
-                install_hint(base_name(program)),
-                p.fix_in()
-            ),
+            detail: missing(p, program),
         };
     };
     let name = base_name(program);

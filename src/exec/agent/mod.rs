@@ -24,6 +24,7 @@ mod step;
 mod talk;
 
 pub use claude::ClaudeStream;
+pub use cli_check::not_on_path;
 pub use codex::CodexStream;
 pub use command::find_program;
 pub use gemini::GeminiStream;

@@ -91,6 +91,28 @@ fn a_steps_commit_lands_on_the_task_branch_not_the_users_checkout() {
         "a merged branch is deleted"
     );
     assert_eq!(ws.show(1)["state"], "done");
+    let out = ws.baton(&["diff", "1"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim(),
+        "baton: task 1's worktree and its branch baton/1-first-change are gone (a merged branch is deleted) — `git log main` shows what was merged"
+    );
+}
+
+#[test]
+fn a_cancelled_tasks_kept_branch_still_shows_its_diff() {
+    let ws = repo();
+    run_to_review(&ws, "left over");
+    ws.ok(&["abort", "1"]);
+    assert_eq!(ws.show(1)["status"], "cancelled");
+    assert!(
+        !ws.root().join("../worktrees/1-left-over").exists(),
+        "the worktree is removed"
+    );
+    // The branch keeps the work.
+    let diff = ws.ok(&["diff", "1"]);
+    assert!(diff.contains("shared.txt | 1 +"), "{diff}");
+    assert!(diff.contains("+left over"), "{diff}");
 }
 
 #[test]

@@ -279,7 +279,7 @@ pub async fn task_logs(
 /// The task's branch against its base, plus uncommitted work, as a unified diff.
 #[utoipa::path(get, path = "/api/tasks/{id}/diff", params(("id" = i64, Path, description = "task id")),
     responses((status = 200, body = Object), (status = 404, body = ErrorBody, description = "no such task"),
-        (status = 409, body = ErrorBody, description = "the task has no worktree (not started, or ended), or the workspace is not a git repository")),
+        (status = 409, body = ErrorBody, description = "the task has no work to show (no step has run yet, or its worktree and branch are both gone), or the workspace is not a git repository")),
     security(("bearer" = [])))]
 pub async fn task_diff(State(s): State<AppState>, ApiPath(id): ApiPath<i64>) -> Response {
     reply(s.ops.task_diff(id).await)

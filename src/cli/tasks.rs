@@ -594,17 +594,12 @@ fn diff(ws: &Workspace, store: &Reader, id: i64, color: bool) -> Outcome {
                 ws.root().display()
             ))
         })?;
-    let Some(wt) = &task.worktree else {
-        return Err(Failure::new(format!(
-            "task {id} has no worktree (it has not started a step yet, or it was removed when the task ended) — its branch is {}",
-            task.branch.as_deref().unwrap_or("not created")
-        )));
-    };
     let base = task.base_branch.clone().unwrap_or(git.base);
     let color =
         color || (std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none());
-    let text = crate::workspace::git::diff(std::path::Path::new(wt), &base, color)
-        .map_err(|e| Failure::new(e.to_string()))?;
+    let text = crate::workspace::git::task_work(&git.repo, &task, &base, color)
+        .map_err(|e| Failure::new(e.to_string()))?
+        .ok_or_else(|| Failure::new(crate::workspace::git::no_work(&task, &base)))?;
     let pager = std::io::stdout()
         .is_terminal()
         .then(|| crate::tui::settings::git_pager(ws.root()))

@@ -137,23 +137,18 @@ impl Client {
                 ),
             ));
         };
-        let Some(wt) = task.worktree.clone() else {
-            return Err(OpError::new(
-                Kind::Refused,
-                format!(
-                    "task {id} has no worktree (it has not started a step yet, or it was removed when the task ended) — its branch is {}",
-                    task.branch.as_deref().unwrap_or("not created")
-                ),
-            ));
-        };
         let base = task.base_branch.clone().unwrap_or(git.base);
-        let b = base.clone();
+        let (b, t) = (base.clone(), task.clone());
         let text = tokio::task::spawn_blocking(move || {
-            crate::workspace::git::diff(std::path::Path::new(&wt), &b, false)
+            crate::workspace::git::task_work(&git.repo, &t, &b, false)
         })
         .await
         .map_err(|e| OpError::new(Kind::Internal, e.to_string()))?
         .map_err(|e| OpError::new(Kind::Internal, e.to_string()))?;
+        let Some(text) = text else {
+            let why = crate::workspace::git::no_work(&task, &base);
+            return Err(OpError::new(Kind::Refused, why));
+        };
         Ok(json!({
             "task": id,
             "base": base,

@@ -415,35 +415,9 @@ pub fn is_clean(dir: &Path) -> Result<bool, GitError> {
 /// The diff a reviewer sees: the task branch against the merge base with `base`, including
 /// uncommitted and untracked changes in the worktree. `color` adds ANSI colours.
 pub fn diff(worktree: &Path, base: &str, color: bool) -> Result<String, GitError> {
-    let color_flag = if color {
-        "--color=always"
-    } else {
-        "--color=never"
-    };
+    let color_flag = color_flag(color);
     let merge_base = run(worktree, &["merge-base", base, "HEAD"])?;
-    let mut out = run(
-        worktree,
-        &unhooked(&[
-            "diff",
-            "--no-ext-diff",
-            "--no-textconv",
-            "--stat",
-            &merge_base,
-        ]),
-    )?;
-    if !out.is_empty() {
-        out.push_str("\n\n");
-    }
-    out.push_str(&run(
-        worktree,
-        &unhooked(&[
-            "diff",
-            "--no-ext-diff",
-            "--no-textconv",
-            color_flag,
-            &merge_base,
-        ]),
-    )?);
+    let mut out = stat_and_patch(worktree, &[&merge_base], color)?;
     let untracked = run(
         worktree,
         &unhooked(&["ls-files", "--others", "--exclude-standard"]),
@@ -469,19 +443,84 @@ pub fn diff(worktree: &Path, base: &str, color: bool) -> Result<String, GitError
     Ok(out)
 }
 
-/// The diff for a task, for front ends (coloured): `Ok(None)` when the task has no worktree.
-pub fn task_diff(root: &Path, task: &crate::store::Task) -> Result<Option<String>, String> {
-    let Some(wt) = &task.worktree else {
+/// What a task's branch holds against its merge base with `base`, read in the repository
+/// at `repo`: the work of a task whose worktree is gone. None when the branch is gone too
+/// (merged, then deleted).
+pub fn branch_diff(
+    repo: &Path,
+    base: &str,
+    branch: &str,
+    color: bool,
+) -> Result<Option<String>, GitError> {
+    let head = format!("refs/heads/{branch}");
+    if run(repo, &["rev-parse", "--verify", "--quiet", &head]).is_err() {
         return Ok(None);
+    }
+    let merge_base = run(repo, &["merge-base", base, &head])?;
+    stat_and_patch(repo, &[&merge_base, &head], color).map(Some)
+}
+
+/// `git diff --stat` then the patch, of `range` (one commit: against the working tree).
+fn stat_and_patch(dir: &Path, range: &[&str], color: bool) -> Result<String, GitError> {
+    let diff = |extra: &str| {
+        let mut args = vec!["diff", "--no-ext-diff", "--no-textconv", extra];
+        args.extend_from_slice(range);
+        run(dir, &unhooked(&args))
     };
+    let mut out = diff("--stat")?;
+    if !out.is_empty() {
+        out.push_str("\n\n");
+    }
+    out.push_str(&diff(color_flag(color))?);
+    Ok(out)
+}
+
+fn color_flag(color: bool) -> &'static str {
+    match color {
+        true => "--color=always",
+        false => "--color=never",
+    }
+}
+
+/// A task's work as a reviewer sees it, against `base`: its worktree's diff, else (the
+/// worktree gone when the task ended) what its branch holds, read in `repo`. None when it
+/// has neither: [`no_work`] says why.
+pub fn task_work(
+    repo: &Path,
+    task: &crate::store::Task,
+    base: &str,
+    color: bool,
+) -> Result<Option<String>, GitError> {
+    match (&task.worktree, &task.branch) {
+        (Some(wt), _) => diff(Path::new(wt), base, color).map(Some),
+        (None, Some(branch)) => branch_diff(repo, base, branch, color),
+        (None, None) => Ok(None),
+    }
+}
+
+/// Why task `task` has no work to show (see [`task_work`]), in one sentence.
+pub fn no_work(task: &crate::store::Task, base: &str) -> String {
+    match &task.branch {
+        Some(b) => format!(
+            "task {}'s worktree and its branch {b} are gone (a merged branch is deleted) — `git log {base}` shows what was merged",
+            task.id
+        ),
+        None => format!(
+            "task {} has no worktree yet — one is made when its first step runs",
+            task.id
+        ),
+    }
+}
+
+/// The diff for a task, for the board (coloured): [`task_work`] against the task's base.
+pub fn task_diff(root: &Path, task: &crate::store::Task) -> Result<Option<String>, String> {
+    let repo = repo_root(root).ok_or("the workspace is not in a git repository")?;
     let base = task
         .base_branch
         .clone()
-        .or_else(|| repo_root(root).and_then(|r| current_branch(&r)))
-        .ok_or_else(|| "the task's base branch is unknown".to_string())?;
-    diff(Path::new(wt), &base, true)
-        .map(Some)
-        .map_err(|e| e.to_string())
+        .or_else(|| current_branch(&repo))
+        .ok_or("the task's base branch is unknown")?;
+    task_work(&repo, task, &base, true).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

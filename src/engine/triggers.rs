@@ -274,9 +274,20 @@ pub struct Firing {
     pub slot: Option<DateTime<Local>>,
     /// The issue a firing of an `issue` trigger came from: the task remembers it.
     pub issue: Option<u64>,
-    /// The task whose end fired a `task_done` trigger: the new task is its child, and a
-    /// chain of them stops as one of `start_task` hooks does.
-    pub parent: Option<i64>,
+    /// What fired it, which decides whose child the new task is.
+    pub origin: Origin,
+}
+
+/// What a firing came from. A task made because of another task is that task's child, and
+/// a chain of them stops as one of `start_task` hooks does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// A schedule or an issue: the new task begins a chain of its own.
+    Outside,
+    /// The task whose end fired a `task_done` trigger.
+    Done(i64),
+    /// A commit on this branch: when it is a task's own branch, that task is the parent.
+    Push(String),
 }
 
 /// The firing of schedule trigger `i` (`t`) for its slot `at`.
@@ -287,7 +298,7 @@ pub fn schedule_firing(i: usize, t: &Trigger, at: DateTime<Local>) -> Firing {
         vars: vec![("date".into(), at.format("%Y-%m-%d %H:%M").to_string())],
         slot: Some(at),
         issue: None,
-        parent: None,
+        origin: Origin::Outside,
     }
 }
 
@@ -380,7 +391,7 @@ impl TriggerSet {
                         ],
                         slot: None,
                         issue: None,
-                        parent: None,
+                        origin: Origin::Push(branch.clone()),
                     }),
                     None => {}
                 }
@@ -459,7 +470,7 @@ impl TriggerSet {
                 ],
                 slot: None,
                 issue: None,
-                parent: Some(task.id),
+                origin: Origin::Done(task.id),
             })
             .collect()
     }

@@ -314,6 +314,16 @@ pub struct TriggerSet {
 /// How often branch heads are compared for `push` triggers.
 const PUSH_POLL: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// How often branch heads are compared: `BATON_PUSH_POLL_MS` when set (tests), else
+/// [`PUSH_POLL`].
+fn push_poll() -> std::time::Duration {
+    std::env::var("BATON_PUSH_POLL_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|ms| *ms > 0)
+        .map_or(PUSH_POLL, std::time::Duration::from_millis)
+}
+
 impl TriggerSet {
     /// Collects the triggers of every pipeline; returns the problems found.
     pub fn new(pipelines: &[Pipeline]) -> (Self, Vec<String>) {
@@ -407,7 +417,10 @@ impl TriggerSet {
             .triggers
             .iter()
             .any(|t| matches!(t.kind, Kind::Push(_)));
-        let due = has_push && self.last_push_poll.is_none_or(|t| t.elapsed() >= PUSH_POLL);
+        let due = has_push
+            && self
+                .last_push_poll
+                .is_none_or(|t| t.elapsed() >= push_poll());
         if due {
             self.last_push_poll = Some(std::time::Instant::now());
         }
@@ -449,7 +462,7 @@ impl TriggerSet {
             .iter()
             .any(|t| matches!(t.kind, Kind::Push(_)));
         let push = has_push.then(|| match self.last_push_poll {
-            Some(t) => t + PUSH_POLL,
+            Some(t) => t + push_poll(),
             None => now,
         });
         schedule.chain(push).min()

@@ -430,5 +430,15 @@ mod tests {
             "{said:?}"
         );
         assert_eq!(tasks(&store), 6);
+        // The same commit again (the watcher's key, or a redelivery under a new id) is
+        // refused once only.
+        let again = push(&mut store, 7, &branch);
+        assert!(
+            again.tasks.is_empty() && again.refused.is_empty(),
+            "{again:?}"
+        );
+        let said = store.read().events(parent).unwrap();
+        let refusals = said.iter().filter(|e| e.kind == "trigger.refused").count();
+        assert_eq!(refusals, 1, "{said:?}");
     }
 }

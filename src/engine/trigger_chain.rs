@@ -15,7 +15,7 @@ use serde_json::json;
 pub enum Recorded {
     /// This task was made.
     Made(i64),
-    /// The firing's key fired before: nothing was made.
+    /// The firing's key was handled before (made a task, or was refused): nothing was done.
     Before,
     /// The chain is already as deep as it may go: nothing was made, and `why` is recorded
     /// on `parent`.
@@ -34,7 +34,7 @@ pub fn parent(db: &Db, origin: &Origin) -> crate::store::Result<Option<i64>> {
 
 /// Fires `trigger` for `key` in the caller's transaction, the new task a child of the task
 /// `origin` names, unless that task's chain is already [`MAX_CHAIN_DEPTH`] deep: then the
-/// refusal is recorded on it instead, where `baton show` finds it.
+/// refusal is recorded on it instead, where `baton show` finds it, once per key.
 pub fn record(
     db: &Db,
     pipeline: &Pipeline,
@@ -43,6 +43,10 @@ pub fn record(
     vars: &[(&str, &str)],
     origin: &Origin,
 ) -> super::Result<Recorded> {
+    let handled = triggers::handled_key(key);
+    if db.meta(&handled)?.is_some() {
+        return Ok(Recorded::Before);
+    }
     let parent = match parent(db, origin)? {
         Some(parent) => {
             let depth = db.task_depth(parent)? + 1;
@@ -57,6 +61,9 @@ pub fn record(
                     actor: "engine",
                     level: "warn",
                 })?;
+                // A commit reaches both the branch watcher and a push webhook: the second
+                // to see it says nothing more.
+                db.set_meta(&handled, "refused")?;
                 return Ok(Recorded::Refused { parent, why });
             }
             Some((parent, depth))
@@ -87,7 +94,7 @@ fn refusal(trigger: &Trigger, origin: &Origin, parent: i64, depth: i64) -> Strin
                 .find(|g| triggers::glob(g, branch))
                 .map_or("*", String::as_str);
             format!(
-                "{head} — its branch `{glob}` matches {branch}, the branch baton made for task {parent}: list branches that leave out baton/*, such as `main`"
+                "{head} — the trigger's `{glob}` matches task {parent}'s own branch {branch}; give it branches that leave out baton/*, such as `main`"
             )
         }
         _ => format!("{head} — check for a task_done trigger on its own pipeline"),
@@ -115,7 +122,7 @@ mod tests {
         let on = Origin::Push("baton/6-loop".into());
         assert_eq!(
             refusal(&push, &on, 6, 5),
-            "trigger 1 of loop did not start a task: task 6 is already 5 tasks deep in a chain of tasks that tasks made (at most 5) — its branch `baton/*` matches baton/6-loop, the branch baton made for task 6: list branches that leave out baton/*, such as `main`"
+            "trigger 1 of loop did not start a task: task 6 is already 5 tasks deep in a chain of tasks that tasks made (at most 5) — the trigger's `baton/*` matches task 6's own branch baton/6-loop; give it branches that leave out baton/*, such as `main`"
         );
         let done = trigger(Kind::TaskDone("loop".into()));
         assert!(

@@ -177,6 +177,12 @@ pub fn next_fire(cron: &croner::Cron, after: DateTime<Local>) -> Option<DateTime
         .and_then(|t| t.with_nanosecond(0))
 }
 
+/// Where the store remembers that the firing `key` was handled (the id of the task it made,
+/// or `refused`), so it never fires twice.
+pub fn handled_key(key: &str) -> String {
+    format!("trigger:{key}")
+}
+
 /// Creates and starts a task for a firing unless its key already fired. Returns the id.
 pub fn fire(
     db: &Db,
@@ -185,7 +191,7 @@ pub fn fire(
     key: &str,
     vars: &[(&str, &str)],
 ) -> super::Result<Option<i64>> {
-    let meta_key = format!("trigger:{key}");
+    let meta_key = handled_key(key);
     if db.meta(&meta_key)?.is_some() {
         return Ok(None);
     }

@@ -282,3 +282,88 @@ fn a_task_done_trigger_on_its_own_pipeline_stops_after_a_few_generations() {
     let shown = ws.ok(&["show", &last.to_string()]);
     assert!(shown.contains("did not start a task"), "{shown}");
 }
+
+/// A push trigger on baton's own task branches: each task's commit on its branch makes a
+/// task, whose commit makes the next. Each is the child of the task whose branch it came
+/// from, so the chain stops after five generations, said on the last one.
+#[test]
+fn a_push_trigger_on_task_branches_stops_after_a_few_generations() {
+    let dir = tempfile::tempdir().unwrap();
+    common::git_init(&dir.path().join("repo"));
+    let ws = Ws::at(dir, "repo");
+    ws.baton(&["init"]).assert().success();
+    // The gate holds each task until the engine has seen its new branch: a head already
+    // there at first sight does not fire, so the commit must come after that look.
+    ws.pipeline(
+        "loop.json",
+        r#"{"id": "loop", "name": "Loop",
+  "statuses": [
+    {"id": "todo", "kind": "queue"},
+    {"id": "branch", "step": {"run": "true"}},
+    {"id": "ready", "kind": "gate"},
+    {"id": "work", "step": {"script": "echo \"$BATON_TASK_ID\" > work.txt\ngit add work.txt\ngit commit -qm work"}},
+    {"id": "done", "kind": "done"},
+    {"id": "failed", "kind": "failed"}
+  ],
+  "triggers": [{"push": {"branches": ["baton/*"]}, "title": "after {{sha}}"}]
+}"#,
+    );
+    let seed = ws.new_task("loop", "seed");
+    ws.ok(&["start", &seed.to_string()]);
+    let db = ws.root().join(".baton/baton.db");
+    let store = || baton::store::Store::open(&db).unwrap();
+    let engine = Command::new(assert_cmd::cargo::cargo_bin("baton"))
+        .current_dir(ws.root())
+        .env_remove("BATON_DIR")
+        .env("BATON_PUSH_POLL_MS", "100")
+        .arg("engine")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("engine starts");
+    let mut approved = std::collections::HashSet::new();
+    let refused = |id: i64| {
+        let events = store().read().events(id).unwrap();
+        events
+            .into_iter()
+            .find(|e| e.kind == "trigger.refused")
+            .map(|e| e.summary)
+    };
+    let mut said = None;
+    common::wait_within(
+        "the chain to stop",
+        std::time::Duration::from_secs(60),
+        || {
+            for t in tasks(&ws) {
+                let id = t["id"].as_i64().unwrap();
+                if t["status"] != "ready" || approved.contains(&id) {
+                    continue;
+                }
+                let branch = store().read().task(id).unwrap().branch.unwrap();
+                let memo = format!("push-seen:loop:0:{branch}");
+                if store().read().meta(&memo).unwrap().is_some() {
+                    ws.ok(&["approve", &id.to_string()]);
+                    approved.insert(id);
+                }
+            }
+            said = approved.iter().find_map(|&id| refused(id).map(|s| (id, s)));
+            said.is_some() && tasks(&ws).iter().all(|t| t["state"] == "done")
+        },
+    );
+    stop(engine);
+    // The seed and five generations after it; the sixth is refused on the last.
+    let all = tasks(&ws);
+    assert_eq!(all.len(), 6, "{all:#?}");
+    assert!(all.iter().all(|t| t["state"] == "done"), "{all:#?}");
+    let last = all.iter().map(|t| t["id"].as_i64().unwrap()).max().unwrap();
+    assert_eq!(store().read().task_depth(last).unwrap(), 5);
+    let (on, why) = said.unwrap();
+    assert_eq!(on, last);
+    assert!(
+        why.contains("5 tasks deep in a chain of tasks that tasks made (at most 5)")
+            && why.contains("`baton/*`"),
+        "{why}"
+    );
+    let shown = ws.ok(&["show", &last.to_string()]);
+    assert!(shown.contains("did not start a task"), "{shown}");
+}

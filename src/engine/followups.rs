@@ -24,8 +24,8 @@ const HOOK_TIMEOUT: Duration = Duration::from_secs(60);
 const WEBHOOK_TRIES: u32 = 4;
 /// The first webhook retry waits this long; each further one doubles it.
 const WEBHOOK_BACKOFF: Duration = Duration::from_millis(500);
-/// Tasks made by tasks (`start_task` hooks, `task_done` triggers) of tasks made so… stop
-/// at this depth.
+/// Tasks made by tasks (`start_task` hooks, `task_done` triggers, `push` triggers on a
+/// task's branch) of tasks made so… stop at this depth.
 pub const MAX_CHAIN_DEPTH: i64 = 5;
 
 /// What a follow-up runner needs from the engine.

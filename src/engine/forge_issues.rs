@@ -46,7 +46,7 @@ pub fn firing(set: &TriggerSet, issue: &IssueSeen) -> Option<Firing> {
         ],
         slot: None,
         issue: Some(issue.number),
-        parent: None,
+        origin: triggers::Origin::Outside,
     })
 }
 

@@ -55,6 +55,7 @@ mod step_report;
 pub mod takeover;
 mod task_edits;
 mod transition;
+mod trigger_chain;
 mod trigger_loop;
 pub mod triggers;
 pub mod views;

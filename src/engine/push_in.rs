@@ -1,12 +1,14 @@
 //! Webhook deliveries the engine takes: a GitHub push, recorded once per delivery id and
 //! once per commit for each matching `push` trigger (under the key the engine's own branch
-//! watcher uses); a forge delivery about no task of this board, noted so its redelivery is
-//! told apart; and the record of a task a webhook created.
+//! watcher uses, and, as the watcher does, as the child of the task whose branch it is); a
+//! forge delivery about no task of this board, noted so its redelivery is told apart; and
+//! the record of a task a webhook created.
 
 use super::error::EngineError;
 use super::forge_events::{KEEP, KEEP_MS};
 use super::request::{Answer, Noted};
-use super::triggers::{self, Trigger};
+use super::trigger_chain::{self, Recorded};
+use super::triggers::{self, Origin, Trigger};
 use super::{Engine, EngineEvent};
 use crate::pipeline::Pipeline;
 use crate::store::{CommandState, Db, NewEvent};
@@ -31,14 +33,26 @@ pub const KEEP_DELIVERIES: i64 = 10_000;
 /// How long a delivery id is remembered.
 pub const KEEP_DELIVERIES_MS: i64 = 7 * 24 * 3600 * 1000;
 
+/// What recording a delivery did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Pushed {
+    /// The delivery was seen before: nothing was done.
+    pub duplicate: bool,
+    /// The tasks its triggers created.
+    pub tasks: Vec<i64>,
+    /// Firings refused because the push was to the branch of a task already at the end of a
+    /// chain of tasks that tasks made: (that task, why), recorded on it.
+    pub refused: Vec<(i64, String)>,
+}
+
 /// Records a delivery in one transaction: fires the matching triggers unless this delivery
-/// was seen before, and records it as an event. A replay records nothing. Returns (seen
-/// before, tasks created).
+/// was seen before, and records it as an event. A push to a task's own branch makes that
+/// task the parent of what fires, as the branch watcher does. A replay records nothing.
 pub fn record_push(
     db: &Db,
     d: &Delivery,
     matching: &[(Trigger, Pipeline)],
-) -> super::Result<(bool, Vec<i64>)> {
+) -> super::Result<Pushed> {
     record_push_within(db, d, matching, KEEP_DELIVERIES)
 }
 
@@ -48,24 +62,33 @@ pub fn record_push_within(
     d: &Delivery,
     matching: &[(Trigger, Pipeline)],
     keep: i64,
-) -> super::Result<(bool, Vec<i64>)> {
+) -> super::Result<Pushed> {
     let duplicate = !db.note_delivery(&d.id, keep, KEEP_DELIVERIES_MS)?;
     if duplicate {
-        return Ok((true, Vec::new()));
+        return Ok(Pushed {
+            duplicate,
+            ..Pushed::default()
+        });
     }
-    let mut fired = Vec::new();
+    let mut pushed = Pushed::default();
     if let Some(branch) = &d.branch {
         let sha = &d.sha;
         let short: String = sha.chars().take(12).collect();
         let vars = [("branch", branch.as_str()), ("sha", short.as_str())];
+        let origin = Origin::Push(branch.clone());
         for (t, p) in matching {
             // The watcher's memory and key: it will not fire this commit again.
             let memo = format!("push-seen:{}:{}:{branch}", t.pipeline, t.index);
             db.set_meta(&memo, sha)?;
             let key = format!("push:{}:{}:{branch}:{sha}", t.pipeline, t.index);
-            fired.extend(triggers::fire(db, p, t, &key, &vars)?);
+            match trigger_chain::record(db, p, t, &key, &vars, &origin)? {
+                Recorded::Made(id) => pushed.tasks.push(id),
+                Recorded::Before => {}
+                Recorded::Refused { parent, why } => pushed.refused.push((parent, why)),
+            }
         }
     }
+    let refused: Vec<i64> = pushed.refused.iter().map(|(id, _)| *id).collect();
     db.insert_event(&NewEvent {
         task_id: None,
         category: "webhook",
@@ -74,14 +97,14 @@ pub fn record_push_within(
             "GitHub {} delivery {}: {} task(s) created",
             d.event,
             d.id,
-            fired.len()
+            pushed.tasks.len()
         ),
         data: json!({"event": d.event, "delivery": d.id, "branch": d.branch, "sha": d.sha,
-            "tasks": fired}),
+            "tasks": pushed.tasks, "refused_on": refused}),
         actor: "webhook",
         level: "info",
     })?;
-    Ok((false, fired))
+    Ok(pushed)
 }
 
 /// Records on task `id` that `POST /hooks/trigger/{pipeline}` created it, with a body of
@@ -119,10 +142,20 @@ impl Engine {
         let out = self
             .store
             .write(move |db| {
-                let (duplicate, tasks) = record_push(db, &d, &matching)?;
-                finish(db, command, Noted { duplicate, tasks })
+                let pushed = record_push(db, &d, &matching)?;
+                let noted = Noted {
+                    duplicate: pushed.duplicate,
+                    tasks: pushed.tasks,
+                };
+                Ok((finish(db, command, noted)?, pushed.refused))
             })
             .await;
+        let out = out.map(|(noted, refused)| {
+            for (parent, why) in refused {
+                self.announce(Recorded::Refused { parent, why });
+            }
+            noted
+        });
         self.noted(out, command).await
     }
 
@@ -213,13 +246,20 @@ mod tests {
     const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
 
     fn setup() -> (tempfile::TempDir, Store, TriggerSet) {
+        setup_on(r#"["main"]"#)
+    }
+
+    /// A store and the `ci` pipeline, whose one trigger watches `branches` (JSON).
+    fn setup_on(branches: &str) -> (tempfile::TempDir, Store, TriggerSet) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("b.db")).unwrap();
-        let text = r#"{"id": "ci", "name": "CI", "statuses": [
-            {"id": "todo", "label": "To do", "kind": "queue"},
-            {"id": "done", "label": "Done", "kind": "done"}],
-            "triggers": [{"push": {"branches": ["main"]}}]}"#;
-        let (p, diags) = crate::pipeline::parse_pipeline("ci.json", text, None);
+        let text = format!(
+            r#"{{"id": "ci", "name": "CI", "statuses": [
+            {{"id": "todo", "label": "To do", "kind": "queue"}},
+            {{"id": "done", "label": "Done", "kind": "done"}}],
+            "triggers": [{{"push": {{"branches": {branches}}}}}]}}"#
+        );
+        let (p, diags) = crate::pipeline::parse_pipeline("ci.json", &text, None);
         let (set, errors) = TriggerSet::new(&[p.unwrap_or_else(|| panic!("{diags:?}"))]);
         assert!(errors.is_empty(), "{errors:?}");
         (dir, store, set)
@@ -286,19 +326,19 @@ mod tests {
     fn a_delivery_fires_once_and_the_watcher_never_fires_the_same_commit() {
         let (_dir, mut store, mut set) = setup();
         let m = matching(&set);
-        let (dup, made) = store
+        let p = store
             .write(|db| record_push(db, &delivery("a"), &m))
             .unwrap();
-        assert!(!dup);
-        assert_eq!(made.len(), 1);
-        let (dup, made) = store
+        assert!(!p.duplicate);
+        assert_eq!(p.tasks.len(), 1);
+        let p = store
             .write(|db| record_push(db, &delivery("a"), &m))
             .unwrap();
-        assert!(dup && made.is_empty());
-        let (dup, made) = store
+        assert!(p.duplicate && p.tasks.is_empty());
+        let p = store
             .write(|db| record_push(db, &delivery("b"), &m))
             .unwrap();
-        assert!(!dup && made.is_empty());
+        assert!(!p.duplicate && p.tasks.is_empty());
         assert_eq!(watcher_looks(&mut store, &mut set, "older"), 0);
         assert_eq!(tasks(&store), 1);
     }
@@ -314,10 +354,10 @@ mod tests {
             .unwrap();
         let (ids, evs) = (store.read().deliveries_kept().unwrap(), events(&store));
         for _ in 0..200 {
-            let (dup, made) = store
+            let p = store
                 .write(|db| record_push_within(db, &delivery("r"), &m, 5))
                 .unwrap();
-            assert!(dup && made.is_empty());
+            assert!(p.duplicate && p.tasks.is_empty());
         }
         assert_eq!(store.read().deliveries_kept().unwrap(), ids);
         assert_eq!(events(&store), evs, "a replay recorded an event");
@@ -337,10 +377,68 @@ mod tests {
         let (_dir, mut store, mut set) = setup();
         assert_eq!(watcher_looks(&mut store, &mut set, "older"), 1);
         let m = matching(&set);
-        let (_, made) = store
+        let p = store
             .write(|db| record_push(db, &delivery("c"), &m))
             .unwrap();
-        assert!(made.is_empty());
+        assert!(p.tasks.is_empty());
         assert_eq!(tasks(&store), 1);
+    }
+
+    /// A delivery of a commit on a task's own branch makes that task's child, one
+    /// generation deeper; after five the push is refused and said on the last task. Any
+    /// other branch starts a chain of its own.
+    #[test]
+    fn a_push_to_a_tasks_branch_makes_its_child_and_a_chain_stops_after_five() {
+        let (_dir, mut store, set) = setup_on(r#"["release/*", "baton/*"]"#);
+        let m = matching(&set);
+        let push = |store: &mut Store, n: usize, branch: &str| {
+            let d = Delivery {
+                branch: Some(branch.into()),
+                ..delivery(&format!("d{n}"))
+            };
+            store.write(|db| record_push(db, &d, &m)).unwrap()
+        };
+        let first = push(&mut store, 0, "release/1");
+        assert_eq!(first.tasks.len(), 1, "{first:?}");
+        let mut parent = first.tasks[0];
+        assert_eq!(store.read().task_depth(parent).unwrap(), 0);
+        let on_its_branch = |store: &mut Store, id: i64| {
+            let branch = format!("baton/{id}-build");
+            store
+                .write(|db| db.set_worktree(id, Some(&branch), None, None))
+                .unwrap();
+            branch
+        };
+        for generation in 1..=5 {
+            let branch = on_its_branch(&mut store, parent);
+            let p = push(&mut store, generation, &branch);
+            assert!(p.refused.is_empty(), "{p:?}");
+            assert_eq!(p.tasks.len(), 1, "{p:?}");
+            parent = p.tasks[0];
+            assert_eq!(store.read().task_depth(parent).unwrap(), generation as i64);
+        }
+        let branch = on_its_branch(&mut store, parent);
+        let p = push(&mut store, 6, &branch);
+        assert!(p.tasks.is_empty(), "{p:?}");
+        assert_eq!(p.refused.len(), 1, "{p:?}");
+        assert_eq!(p.refused[0].0, parent);
+        assert!(p.refused[0].1.contains("`baton/*`"), "{}", p.refused[0].1);
+        let said = store.read().events(parent).unwrap();
+        assert!(
+            said.iter()
+                .any(|e| e.kind == "trigger.refused" && e.summary == p.refused[0].1),
+            "{said:?}"
+        );
+        assert_eq!(tasks(&store), 6);
+        // The same commit again (the watcher's key, or a redelivery under a new id) is
+        // refused once only.
+        let again = push(&mut store, 7, &branch);
+        assert!(
+            again.tasks.is_empty() && again.refused.is_empty(),
+            "{again:?}"
+        );
+        let said = store.read().events(parent).unwrap();
+        let refusals = said.iter().filter(|e| e.kind == "trigger.refused").count();
+        assert_eq!(refusals, 1, "{said:?}");
     }
 }

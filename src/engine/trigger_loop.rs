@@ -1,6 +1,7 @@
 //! The engine's side of pipeline triggers: firing due schedules, new pushes and
 //! finished tasks.
 
+use super::trigger_chain::{self, Recorded};
 use super::{Engine, EngineEvent, triggers};
 
 impl Engine {
@@ -72,61 +73,18 @@ impl Engine {
                         .iter()
                         .map(|(k, v)| (k.as_str(), v.as_str()))
                         .collect();
-                    // A task made because a task ended is that task's child: a trigger
-                    // that answers its own pipeline's tasks stops after a few generations.
-                    let depth = match f.parent {
-                        Some(parent) => {
-                            let depth = db.task_depth(parent)? + 1;
-                            if depth > super::followups::MAX_CHAIN_DEPTH {
-                                // Said on the task whose end fired it, where `show` finds it.
-                                let why = format!(
-                                    "trigger {} did not start a task: task {parent} is already {} tasks deep in a chain of tasks that tasks made (at most {}) — check for a task_done trigger on its own pipeline",
-                                    f.key,
-                                    depth - 1,
-                                    super::followups::MAX_CHAIN_DEPTH
-                                );
-                                db.insert_event(&crate::store::NewEvent {
-                                    task_id: Some(parent),
-                                    category: "lifecycle",
-                                    kind: "trigger.refused",
-                                    summary: why.clone(),
-                                    data: serde_json::json!({ "trigger": f.key }),
-                                    actor: "engine",
-                                    level: "warn",
-                                })?;
-                                return Ok(Err((parent, why)));
-                            }
-                            Some((parent, depth))
-                        }
-                        None => None,
-                    };
-                    let fired = triggers::fire(db, &pipeline, &trigger, &f.key, &vars)?;
-                    if let (Some(id), Some((parent, depth))) = (fired, depth) {
-                        db.set_task_parent(id, parent, depth)?;
-                    }
+                    let recorded =
+                        trigger_chain::record(db, &pipeline, &trigger, &f.key, &vars, &f.origin)?;
                     if let Some(slot) = f.slot {
                         let memo =
                             super::schedule_catchup::memo_key(&trigger.pipeline, trigger.index);
                         db.set_meta(&memo, &slot.to_rfc3339())?;
                     }
-                    Ok::<_, super::EngineError>(Ok(fired))
+                    Ok::<_, super::EngineError>(recorded)
                 })
                 .await;
             match fired {
-                Ok(Ok(Some(id))) => {
-                    let _ = self.events.send(EngineEvent::TaskChanged { task_id: id });
-                }
-                Ok(Ok(None)) => {}
-                Ok(Err((parent, why))) => {
-                    tracing::warn!("{why}");
-                    let _ = self.events.send(EngineEvent::Notice {
-                        task_id: Some(parent),
-                        text: why,
-                    });
-                    let _ = self
-                        .events
-                        .send(EngineEvent::TaskChanged { task_id: parent });
-                }
+                Ok(recorded) => self.announce(recorded),
                 Err(e) => {
                     let text = format!("trigger {} did not fire: {e}", firing.key);
                     tracing::warn!("{text}");
@@ -135,6 +93,26 @@ impl Engine {
                         text,
                     });
                 }
+            }
+        }
+    }
+
+    /// Tells boards what recording a firing did: a new task, or a refusal on its parent.
+    pub(super) fn announce(&self, recorded: Recorded) {
+        match recorded {
+            Recorded::Made(id) => {
+                let _ = self.events.send(EngineEvent::TaskChanged { task_id: id });
+            }
+            Recorded::Before => {}
+            Recorded::Refused { parent, why } => {
+                tracing::warn!("{why}");
+                let _ = self.events.send(EngineEvent::Notice {
+                    task_id: Some(parent),
+                    text: why,
+                });
+                let _ = self
+                    .events
+                    .send(EngineEvent::TaskChanged { task_id: parent });
             }
         }
     }

@@ -177,6 +177,12 @@ pub fn next_fire(cron: &croner::Cron, after: DateTime<Local>) -> Option<DateTime
         .and_then(|t| t.with_nanosecond(0))
 }
 
+/// Where the store remembers that the firing `key` was handled (the id of the task it made,
+/// or `refused`), so it never fires twice.
+pub fn handled_key(key: &str) -> String {
+    format!("trigger:{key}")
+}
+
 /// Creates and starts a task for a firing unless its key already fired. Returns the id.
 pub fn fire(
     db: &Db,
@@ -185,7 +191,7 @@ pub fn fire(
     key: &str,
     vars: &[(&str, &str)],
 ) -> super::Result<Option<i64>> {
-    let meta_key = format!("trigger:{key}");
+    let meta_key = handled_key(key);
     if db.meta(&meta_key)?.is_some() {
         return Ok(None);
     }
@@ -274,9 +280,20 @@ pub struct Firing {
     pub slot: Option<DateTime<Local>>,
     /// The issue a firing of an `issue` trigger came from: the task remembers it.
     pub issue: Option<u64>,
-    /// The task whose end fired a `task_done` trigger: the new task is its child, and a
-    /// chain of them stops as one of `start_task` hooks does.
-    pub parent: Option<i64>,
+    /// What fired it, which decides whose child the new task is.
+    pub origin: Origin,
+}
+
+/// What a firing came from. A task made because of another task is that task's child, and
+/// a chain of them stops as one of `start_task` hooks does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// A schedule or an issue: the new task begins a chain of its own.
+    Outside,
+    /// The task whose end fired a `task_done` trigger.
+    Done(i64),
+    /// A commit on this branch: when it is a task's own branch, that task is the parent.
+    Push(String),
 }
 
 /// The firing of schedule trigger `i` (`t`) for its slot `at`.
@@ -287,7 +304,7 @@ pub fn schedule_firing(i: usize, t: &Trigger, at: DateTime<Local>) -> Firing {
         vars: vec![("date".into(), at.format("%Y-%m-%d %H:%M").to_string())],
         slot: Some(at),
         issue: None,
-        parent: None,
+        origin: Origin::Outside,
     }
 }
 
@@ -302,6 +319,16 @@ pub struct TriggerSet {
 
 /// How often branch heads are compared for `push` triggers.
 const PUSH_POLL: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How often branch heads are compared: `BATON_PUSH_POLL_MS` when set (tests), else
+/// [`PUSH_POLL`].
+fn push_poll() -> std::time::Duration {
+    std::env::var("BATON_PUSH_POLL_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|ms| *ms > 0)
+        .map_or(PUSH_POLL, std::time::Duration::from_millis)
+}
 
 impl TriggerSet {
     /// Collects the triggers of every pipeline; returns the problems found.
@@ -380,7 +407,7 @@ impl TriggerSet {
                         ],
                         slot: None,
                         issue: None,
-                        parent: None,
+                        origin: Origin::Push(branch.clone()),
                     }),
                     None => {}
                 }
@@ -396,7 +423,10 @@ impl TriggerSet {
             .triggers
             .iter()
             .any(|t| matches!(t.kind, Kind::Push(_)));
-        let due = has_push && self.last_push_poll.is_none_or(|t| t.elapsed() >= PUSH_POLL);
+        let due = has_push
+            && self
+                .last_push_poll
+                .is_none_or(|t| t.elapsed() >= push_poll());
         if due {
             self.last_push_poll = Some(std::time::Instant::now());
         }
@@ -438,7 +468,7 @@ impl TriggerSet {
             .iter()
             .any(|t| matches!(t.kind, Kind::Push(_)));
         let push = has_push.then(|| match self.last_push_poll {
-            Some(t) => t + PUSH_POLL,
+            Some(t) => t + push_poll(),
             None => now,
         });
         schedule.chain(push).min()
@@ -459,7 +489,7 @@ impl TriggerSet {
                 ],
                 slot: None,
                 issue: None,
-                parent: Some(task.id),
+                origin: Origin::Done(task.id),
             })
             .collect()
     }

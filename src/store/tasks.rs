@@ -374,7 +374,8 @@ impl Db<'_> {
     }
 
     /// How deep a task is in a chain of tasks made by other tasks (`start_task` hooks,
-    /// `task_done` triggers; 0: made by a person or another trigger).
+    /// `task_done` triggers, `push` triggers on a task's branch; 0: made by a person or
+    /// another trigger).
     pub fn task_depth(&self, id: i64) -> Result<i64> {
         Ok(self.one("SELECT depth FROM tasks WHERE id = ?1", [id], |r| r.get(0))?)
     }

@@ -221,6 +221,20 @@ fn edit_archive_and_delete() {
         fails(&ws, &["list", "--archived", "--pipeline", "nope"])
             .contains("there is no pipeline `nope`")
     );
+    assert!(ws.ok(&["show", &sid]).contains(&format!(
+        "archived — `baton unarchive {sid}` brings it back"
+    )));
+    // Archiving is undone by name.
+    assert_eq!(
+        ws.ok(&["unarchive", &sid]).trim(),
+        format!("task {sid}: back on the board")
+    );
+    assert!(ws.ok(&["list", "--json"]).contains("better title"));
+    assert!(fails(&ws, &["unarchive", &sid]).contains("it is not archived"));
+    assert_eq!(
+        ws.ok(&["archive", &sid]).trim(),
+        format!("task {sid}: archived — `baton unarchive {sid}` brings it back")
+    );
 
     // A running task is not deleted; a finished one is, with all it recorded.
     let slow = ws.new_task("slow", "busy");

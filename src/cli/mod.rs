@@ -281,6 +281,8 @@ pub enum Command {
     },
     /// Hide a finished task from the board and `list` (`list --archived` shows it).
     Archive { id: i64 },
+    /// Bring an archived task back to the board and `list`.
+    Unarchive { id: i64 },
     /// Delete a task that is not running; its worktree and branch stay unless --purge.
     Delete {
         id: i64,
@@ -353,6 +355,7 @@ impl Command {
             | Command::Rerun { .. }
             | Command::Edit { .. }
             | Command::Archive { .. }
+            | Command::Unarchive { .. }
             | Command::Delete { .. }
             | Command::Db(_)
             | Command::Forge(_) => true,
@@ -538,6 +541,7 @@ pub fn dispatch(dir: Option<&PathBuf>, command: Command) -> Outcome {
         | Command::Rerun { .. }
         | Command::Edit { .. }
         | Command::Archive { .. }
+        | Command::Unarchive { .. }
         | Command::Delete { .. }) => task_edits::run(&workspace(dir)?, c),
         c @ (Command::Say { .. } | Command::Answer { .. }) => talk::run(&workspace(dir)?, c),
         Command::Shell { id, here } => shell_cmd::run(&workspace(dir)?, id, here),

@@ -37,6 +37,9 @@ pub(super) fn show(ws: &Workspace, db: &Reader, id: i64, as_json: bool) -> Outco
         label,
         t.state
     );
+    if db.is_archived(id)? {
+        outln!("archived — `baton unarchive {id}` brings it back to the board");
+    }
     if let Some(b) = &t.breakpoint {
         outln!("breakpoint before {b}");
     }

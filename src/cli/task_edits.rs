@@ -30,6 +30,7 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
             act(ws, id, Action::Edit { title, prompt })
         }
         Command::Archive { id } => act(ws, id, Action::Archive),
+        Command::Unarchive { id } => act(ws, id, Action::Unarchive),
         Command::Delete { id, purge } => {
             // Its branch and worktree as they were before the delete took its record.
             let task = Reader::open(ws)?.task(id)?;

@@ -58,6 +58,8 @@ pub enum Action {
     },
     /// Hide a finished task from the board.
     Archive,
+    /// Bring an archived task back to the board.
+    Unarchive,
     /// Delete a task that is not running.
     Delete,
     /// Something happened on the forge: `pr_merged`, `pr_closed`, `ci_failed` or
@@ -130,6 +132,7 @@ impl Action {
             Self::Rerun { .. } => "rerun",
             Self::Edit { .. } => "edit",
             Self::Archive => "archive",
+            Self::Unarchive => "unarchive",
             Self::Delete => "delete",
             Self::Forge { .. } => "forge",
             Self::TakenOver { .. } => "take over",
@@ -350,6 +353,7 @@ pub fn apply(db: &Db, req: &Request, outside: &Outside) -> Result<Applied> {
         Action::Archive => {
             return super::task_edits::archive(db, &task, &pipeline, &req.actor);
         }
+        Action::Unarchive => return super::task_edits::unarchive(db, &task, &req.actor),
         Action::Delete => return super::task_edits::delete(db, &task),
         Action::TakenOver { by, committed } => {
             return super::takeover::record(db, &task, req, by, committed.as_deref());

@@ -78,6 +78,11 @@ impl Reader {
         self.store.read().archived_tasks()
     }
 
+    /// Whether task `id` is archived.
+    pub fn is_archived(&self, id: i64) -> Result<bool> {
+        self.store.read().is_archived(id)
+    }
+
     /// The engines registered on the board, by name, as they stand now. An engine on this
     /// machine whose process is gone (killed before its lease ran out) is shown as gone at
     /// once rather than as running until its lease ends.

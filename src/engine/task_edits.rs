@@ -248,7 +248,29 @@ pub(super) fn archive(db: &Db, task: &Task, pipeline: &Pipeline, actor: &str) ->
     }
     db.set_archived(task.id, true)?;
     event(db, task, "task.archived", "archived".into(), actor)?;
-    Ok(done(task, format!("task {}: archived", task.id)))
+    Ok(done(
+        task,
+        format!(
+            "task {0}: archived — `baton unarchive {0}` brings it back",
+            task.id
+        ),
+    ))
+}
+
+/// Bring an archived task back to the board, where it was.
+pub(super) fn unarchive(db: &Db, task: &Task, actor: &str) -> Result<Applied> {
+    if !db.is_archived(task.id)? {
+        return Err(refuse(task, "it is not archived; it is on the board"));
+    }
+    db.set_archived(task.id, false)?;
+    event(
+        db,
+        task,
+        "task.unarchived",
+        "back on the board".into(),
+        actor,
+    )?;
+    Ok(done(task, format!("task {}: back on the board", task.id)))
 }
 
 /// Delete a task that is not running, with everything recorded about it.

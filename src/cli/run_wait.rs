@@ -1,7 +1,8 @@
 //! `baton run --wait`: an engine run in this process when none runs, until the task it made
 //! settles; or, with another process's engine, watching the task until it does.
 
-use super::engine_cmd::{init_tracing, runtime, say_recovered, stop_on_signals};
+use super::engine_cmd::{init_tracing, runtime, say_recovered};
+use super::signals::stop_on_signals;
 use super::{Failure, Outcome, exit, tasks};
 use crate::engine::Reader;
 use crate::engine::client::{Change, Follower};

@@ -49,13 +49,16 @@ pub(super) fn stop_on_signals(
 ) -> tokio::task::JoinHandle<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let (shutdown, force) = (engine.shutdown_token(), engine.force_token());
+    // Listened for from here on, not from the task's first turn: a signal in between would
+    // end the process as if baton did not handle it, and one kept here stops the engine
+    // before its first look (which then starts nothing).
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        return tokio::spawn(async {});
+    };
     tokio::spawn(async move {
-        let (Ok(mut term), Ok(mut int)) = (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) else {
-            return;
-        };
         let mut first = Some(first);
         let mut presses = Presses::default();
         loop {

@@ -580,3 +580,57 @@ fn list_refuses_a_status_no_pipeline_has() {
         "no tasks match — `baton list` shows them all"
     );
 }
+
+/// A wait stopped by ctrl+c while its task's step drains ends with the task queued at its
+/// next step, and says that the next engine runs it.
+#[test]
+fn run_wait_stopped_before_the_next_step_says_the_task_waits_for_an_engine() {
+    use std::io::BufRead;
+    let ws = Ws::new();
+    ws.config("shutdown = \"drain\"\n");
+    ws.pipeline(
+        "two.json",
+        r#"{"id": "two", "name": "Two", "statuses": [
+  {"id": "q", "label": "Queue", "kind": "queue"},
+  {"id": "s1", "label": "One", "step": {"run": "touch started; read line < \"$BATON_WORKSPACE/go\""}},
+  {"id": "s2", "label": "Two", "step": {"run": "true"}},
+  {"id": "done", "label": "Done", "kind": "done"},
+  {"id": "failed", "label": "Failed", "kind": "failed"}]}"#,
+    );
+    nix::unistd::mkfifo(&ws.root().join("go"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let mut run = std::process::Command::new(assert_cmd::cargo::cargo_bin("baton"))
+        .current_dir(ws.root())
+        .env_remove("BATON_DIR")
+        .args(["run", "two", "--title", "stopped", "--wait"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    common::wait_for("the first step to run", || {
+        ws.root().join("started").exists()
+    });
+    let pid = nix::unistd::Pid::from_raw(run.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let mut err = std::io::BufReader::new(run.stderr.take().unwrap());
+    let mut said = String::new();
+    let mut line = String::new();
+    while !line.contains("shutting down: waiting for 1 running step(s)") {
+        line.clear();
+        assert!(
+            err.read_line(&mut line).unwrap() > 0,
+            "stderr ended without saying the stop drains: {said}"
+        );
+        said.push_str(&line);
+    }
+    std::fs::write(ws.root().join("go"), "go\n").unwrap();
+    std::io::Read::read_to_string(&mut err, &mut said).unwrap();
+    let out = run.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?} {said}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1 s2 (queued)");
+    assert!(
+        said.contains(
+            "task 1 queued at s2: the wait was stopped before its step started — the next engine runs it"
+        ),
+        "{said}"
+    );
+}

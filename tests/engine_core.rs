@@ -371,6 +371,37 @@ fn a_request_to_an_embedded_engine_starts_its_step() {
     });
 }
 
+/// A stop that comes before the engine's first look (`run --wait` stopped by a ctrl+c in
+/// its first moments) starts no step: the task stays queued for the next engine.
+#[test]
+fn an_engine_stopped_before_its_first_look_starts_no_step() {
+    use baton::engine::Engine;
+    let ws = Ws::new();
+    ws.pipeline("one.json", ONE_STEP);
+    let id = ws.new_task("one", "stopped at once");
+    ws.ok(&["start", &id.to_string()]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let waited = rt.block_on(async {
+        let workspace = baton::workspace::Workspace::at(ws.root());
+        let engine = Engine::start(&workspace).await.expect("the engine starts");
+        engine.shutdown_token().cancel();
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            engine.run_until_settled(id, false, None),
+        )
+        .await
+        .expect("the engine stops")
+        .expect("the engine runs")
+    });
+    assert_eq!(waited.task.status, "work");
+    let shown = ws.show(id);
+    assert_eq!(shown["state"], "queued", "{shown:#}");
+    assert!(!ws.root().join("out.txt").exists(), "the step ran");
+    // The next engine runs it.
+    ws.drain();
+    assert_eq!(ws.show(id)["state"], "done");
+}
+
 /// A hook's task whose own start fires a hook: that hook was recorded inside the hook's
 /// write, and still runs before `--exit-when-idle` returns.
 #[test]

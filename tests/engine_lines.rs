@@ -166,10 +166,51 @@ fn a_second_ctrl_c_interrupts_what_a_draining_stop_waits_for() {
         engine.try_wait().unwrap().is_none(),
         "it waits for the step"
     );
+    // Not a pause to wait for anything: a person's second press comes later than a copy of
+    // the first that a wrapper forwards, which the engine takes as the same press.
+    std::thread::sleep(Duration::from_millis(300));
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
     read_until(&rx, "shutting down: interrupting 1 running step(s)");
     assert!(engine.wait().unwrap().success());
     assert_eq!(ws.show(id)["state"], "interrupted");
+}
+
+/// Under a wrapper (an npm script, `tini -g`) one ctrl+c reaches the engine twice at once:
+/// from the terminal and forwarded. The copy is the same press: the stop keeps draining.
+#[test]
+fn a_ctrl_c_forwarded_at_once_is_not_a_second_one() {
+    let ws = Ws::new();
+    ws.config("shutdown = \"drain\"\n");
+    let (mut engine, rx, id) = holding(&ws);
+    let pid = nix::unistd::Pid::from_raw(engine.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let mut lines = read_until(
+        &rx,
+        "shutting down: waiting for 1 running step(s) to finish",
+    );
+    // The copy comes once the first has been handled (sent together, the two may reach the
+    // engine as one signal, which would test nothing).
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    // The engine logs that it took the copy as the same press; a second press would have it
+    // say that it interrupts the step.
+    let log = ws.root().join(".baton/logs/engine.log");
+    common::wait_for("the copy handled", || {
+        lines.extend(rx.try_iter());
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("the same one, forwarded"))
+            || lines.iter().any(|l| l.contains("interrupting"))
+    });
+    assert!(
+        !lines.iter().any(|l| l.contains("interrupting")),
+        "{lines:#?}"
+    );
+    std::fs::write(ws.root().join("go"), "go\n").unwrap();
+    assert!(engine.wait().unwrap().success());
+    lines.extend(rx.iter());
+    assert!(
+        !lines.iter().any(|l| l.contains("interrupting")),
+        "{lines:#?}"
+    );
+    assert_eq!(ws.show(id)["state"], "done", "{lines:#?}");
 }
 
 /// Quiet, a failed step's move and a failed hook still reach stderr; nothing reaches stdout.

@@ -1,7 +1,8 @@
 //! Several `baton engine` processes on one board kept in PostgreSQL, each in a workspace
 //! of its own (as on machines of their own): they share the steps, every step runs once;
 //! an engine killed or paused mid-step loses it to another after its lease, and commits
-//! nothing when it comes back; racing approvals from three processes move a task once.
+//! nothing when it comes back; one killed and started again on its machine takes its name
+//! back at once; racing approvals from three processes move a task once.
 //! Each engine renews its heartbeat every second, so a lease lasts three seconds.
 
 mod common;
@@ -354,4 +355,60 @@ fn run_wait_under_a_held_name_makes_no_task() {
     assert!(err.contains("is already running on"), "{err}");
     assert_eq!(board.count("SELECT COUNT(*) FROM tasks"), 0, "{err}");
     stop(a);
+}
+
+/// An engine killed (`kill -9`) and started again at once under its name on the same
+/// machine takes the name back without waiting out its lease: its process is gone. The
+/// step it left running is recovered as when it comes back after the lease: interrupted,
+/// and resumed.
+#[test]
+fn an_engine_killed_and_started_again_here_takes_its_name_back_at_once() {
+    let Some(board) = Board::start() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let (release, ran) = (tmp.path().join("release"), tmp.path().join("ran.txt"));
+    let ws = board.workspace(&[("hold.json", &held_step(&release, &ran))]);
+    // A lease of a minute and a half: longer than this test waits for anything.
+    ws.config("auto_resume = true\n[engine]\nheartbeat = \"30s\"\n");
+    let id: i64 = board
+        .ok(&ws, &["new", "held", "--pipeline", "hold", "--start"])
+        .trim()
+        .parse()
+        .unwrap();
+    let mut first = board.engine(&ws, "a");
+    wait_within("a to run the step", Duration::from_secs(60), || {
+        board.steps(id) == [(1, "running".into(), Some("a".into()))]
+    });
+    signal(&first, nix::sys::signal::Signal::SIGKILL);
+    let _ = first.wait();
+    let mut again = board.engine(&ws, "a");
+    let pid = i64::from(again.id());
+    let mut c = board.client();
+    wait_within("a to take its name back", Duration::from_secs(60), || {
+        if let Some(code) = again.try_wait().unwrap() {
+            let said = std::fs::read_to_string(ws.root().join(".baton/engine.out"));
+            panic!("the engine ended ({code}): {said:?}");
+        }
+        c.query_one(
+            "SELECT COUNT(*) FROM engines WHERE name = 'a' AND pid = $1 AND stopped_at IS NULL",
+            &[&pid],
+        )
+        .map(|r| r.get::<_, i64>(0) == 1)
+        .unwrap_or(false)
+    });
+    wait_within("the step resumed", Duration::from_secs(60), || {
+        board.steps(id)
+            == [
+                (1, "interrupted".into(), Some("a".into())),
+                (2, "running".into(), Some("a".into())),
+            ]
+    });
+    std::fs::write(&release, "").unwrap();
+    wait_within("the task done", Duration::from_secs(60), || {
+        board.count(&format!(
+            "SELECT COUNT(*) FROM tasks WHERE id = {id} AND status = 'done'"
+        )) == 1
+    });
+    stop(again);
+    // Only the second attempt ran to its end.
+    assert_eq!(ran_keys(&ran).len(), 1, "{:?}", ran_keys(&ran));
 }

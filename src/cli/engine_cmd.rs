@@ -54,7 +54,7 @@ pub fn run(
             );
         }
         tracing::info!(?r, "engine started");
-        stop_on_signals(&engine, || {});
+        super::signals::stop_on_signals(&engine, || {});
         let mut events = engine.handle().subscribe();
         let console = Console::start();
         // Quiet, only the moves a failure made are printed, on stderr.
@@ -279,52 +279,6 @@ fn move_line(h: &crate::store::HistoryEntry, title: &str) -> String {
         h.task_id,
         clean(&h.to)
     )
-}
-
-/// Stops `engine` on SIGINT or SIGTERM (`first` runs then), and on a second one interrupts
-/// the steps a draining stop waits for.
-pub(super) fn stop_on_signals(
-    engine: &crate::engine::Engine,
-    first: impl FnOnce() + Send + 'static,
-) -> tokio::task::JoinHandle<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (shutdown, force) = (engine.shutdown_token(), engine.force_token());
-    tokio::spawn(async move {
-        let (Ok(mut term), Ok(mut int)) = (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) else {
-            return;
-        };
-        let mut first = Some(first);
-        loop {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
-            }
-            match first.take() {
-                Some(first) => {
-                    first();
-                    shutdown.cancel();
-                }
-                None => force.cancel(),
-            }
-        }
-    })
-}
-
-pub(super) async fn wait_for_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
 }
 
 /// Says on stderr that the engine runs, where and as whom, and whose engine it took over.

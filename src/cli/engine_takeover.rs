@@ -74,7 +74,7 @@ pub(super) async fn start(
         .map_err(|e| Failure::new(format!("cannot wait for the engine lock: {e}")))?;
     let lock = tokio::select! {
         got = rx => got,
-        _ = super::engine_cmd::wait_for_signal() => {
+        _ = super::signals::wait_for_signal() => {
             eprintln!("stopped waiting; {from} stops once its steps finish, and a board still open runs the engine again");
             return Ok(None);
         }

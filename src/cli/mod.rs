@@ -34,6 +34,7 @@ mod serve;
 mod shell;
 mod shell_cmd;
 mod show;
+mod signals;
 mod tasks;
 mod try_cmd;
 mod why;

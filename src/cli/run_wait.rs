@@ -1,7 +1,8 @@
 //! `baton run --wait`: an engine run in this process when none runs, until the task it made
 //! settles; or, with another process's engine, watching the task until it does.
 
-use super::engine_cmd::{init_tracing, runtime, say_recovered, stop_on_signals};
+use super::engine_cmd::{init_tracing, runtime, say_recovered};
+use super::signals::stop_on_signals;
 use super::{Failure, Outcome, exit, tasks};
 use crate::engine::Reader;
 use crate::engine::client::{Change, Follower};
@@ -166,12 +167,18 @@ fn print_task(store: &Reader, id: i64, as_json: bool) -> Result<(), Failure> {
 }
 
 /// Says on stderr why a task that failed or was interrupted stopped, so that a script's
-/// log holds the reason and not only `1 failed (failed)`.
+/// log holds the reason and not only `1 failed (failed)`; and that a task still queued (a
+/// wait a signal stopped before its step started) runs with the next engine.
 fn say_why(task: &crate::store::Task, why: Option<&str>) {
     if let Some(why) = why {
         eprintln!(
             "task {} {} at {why} — `baton show {}` and `baton logs {}` say more",
             task.id, task.state, task.id, task.id
+        );
+    } else if task.state == crate::store::TaskState::Queued {
+        eprintln!(
+            "task {} queued at {}: the wait was stopped before its step started — the next engine runs it (`baton engine`, or `baton`)",
+            task.id, task.status
         );
     }
 }

@@ -4,7 +4,7 @@
 //! every one of them, and otherwise stays queued, saying what it waits for.
 
 use super::Engine;
-use crate::store::{EngineView, NewEngine, Registered};
+use crate::store::{EngineView, NewEngine, Registered, TakeOver};
 use crate::workspace::Config;
 use std::sync::Arc;
 use std::time::Duration;
@@ -124,6 +124,24 @@ fn read_host_name() -> String {
     }
 }
 
+/// True when `row`'s engine ran on this machine and its process no longer exists: killed
+/// before it could say it stopped, while its heartbeat may still look fresh. A process of
+/// another user counts as existing, and so does a pid taken since by another program (the
+/// board then waits out the lease).
+pub fn gone_from_here(row: &crate::store::EngineRow) -> bool {
+    use nix::errno::Errno;
+    if row.host != host_name() {
+        return false;
+    }
+    let Ok(pid) = i32::try_from(row.pid) else {
+        return true;
+    };
+    matches!(
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
+        Err(Errno::ESRCH)
+    )
+}
+
 /// The name an engine gets when none is given: the host name.
 pub fn default_name() -> String {
     host_name()
@@ -210,7 +228,9 @@ impl Engine {
     /// Registers this engine under its name. An engine holds its workspace's lock, and an
     /// SQLite board has one workspace, so a row that still looks live is a dead engine's
     /// (killed before its lease ran out) and is taken over; the refusal of a live name is
-    /// made before the lock is asked for (`baton engine`).
+    /// made before the lock is asked for (`baton engine`). On a shared board a holder on
+    /// this machine whose process is gone is taken over at once too: the steps it left
+    /// running are this engine's to recover, as when it comes back after its lease.
     pub(super) async fn register(&mut self) -> super::Result<()> {
         let ident = self.me.ident.clone();
         let host = host_name();
@@ -221,6 +241,16 @@ impl Engine {
         let out = self
             .store
             .write(move |db| {
+                let over = if sole {
+                    TakeOver::Any
+                } else {
+                    // Looked at in the registration's transaction, so the row found gone
+                    // is the one replaced.
+                    match db.engine(&ident.name)? {
+                        Some(p) if gone_from_here(&p) => TakeOver::Gone(p.pid),
+                        _ => TakeOver::None,
+                    }
+                };
                 db.register_engine(
                     &NewEngine {
                         name: &ident.name,
@@ -230,7 +260,7 @@ impl Engine {
                         version: env!("CARGO_PKG_VERSION"),
                         lease_ms,
                     },
-                    sole,
+                    over,
                 )
             })
             .await?;
@@ -333,6 +363,35 @@ mod tests {
                 "{bad}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn an_engine_is_gone_from_here_only_when_its_process_on_this_host_is() {
+        let row = |host: String, pid: i64| crate::store::EngineRow {
+            name: "e".into(),
+            host,
+            pid,
+            labels: Vec::new(),
+            version: "0".into(),
+            started_at: 0,
+            heartbeat_at: 0,
+            lease_ms: 1,
+            stopped_at: None,
+        };
+        // A child spawned and reaped: its pid names no process.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        child.wait().unwrap();
+        let dead = i64::from(child.id());
+        assert!(gone_from_here(&row(host_name(), dead)));
+        assert!(!gone_from_here(&row(
+            host_name(),
+            i64::from(std::process::id())
+        )));
+        // On another machine the pid says nothing.
+        assert!(!gone_from_here(&row(
+            format!("{}-elsewhere", host_name()),
+            dead
+        )));
     }
 
     #[test]

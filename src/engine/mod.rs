@@ -663,7 +663,9 @@ impl Engine {
             if look {
                 self.check_held().await;
                 self.drain_commands().await;
-                if stopping.is_none() {
+                // A stop asked and not yet taken up (a signal in the engine's first moments,
+                // before its first look) starts nothing: the wait below takes it up.
+                if stopping.is_none() && !self.shutdown.is_cancelled() {
                     self.run_triggers().await;
                     // A failed pass (the database busy past its timeout, say) is retried
                     // a second later rather than stopping the engine.

@@ -88,9 +88,8 @@ impl Reader {
     /// once rather than as running until its lease ends.
     pub fn engines(&self) -> Result<Vec<crate::store::EngineView>> {
         let mut views = self.store.read().engine_views()?;
-        let here = super::engines::host_name();
-        for v in views.iter_mut().filter(|v| v.live && v.row.host == here) {
-            v.live = process_alive(v.row.pid);
+        for v in views.iter_mut().filter(|v| v.live) {
+            v.live = !super::engines::gone_from_here(&v.row);
         }
         Ok(views)
     }
@@ -244,16 +243,4 @@ impl Client {
         store.write(|db| db.set_meta("base_branch", base))?;
         Ok(Some(base.to_string()))
     }
-}
-
-/// True while process `pid` of this machine exists (one another user owns counts).
-fn process_alive(pid: i64) -> bool {
-    use nix::errno::Errno;
-    let Ok(pid) = i32::try_from(pid) else {
-        return false;
-    };
-    !matches!(
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
-        Err(Errno::ESRCH)
-    )
 }

@@ -60,6 +60,20 @@ pub struct NewEngine<'a> {
     pub lease_ms: i64,
 }
 
+/// Which holder of a name that still looks live a registration may take the name from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TakeOver {
+    /// None: a live holder keeps its name.
+    None,
+    /// Any: the caller knows that no other engine can be running on this board (an SQLite
+    /// board, whose engine holds the workspace's lock), so a row that still looks live is
+    /// one whose engine died before its lease ran out.
+    Any,
+    /// The holder on the registering engine's host with this pid, which the caller found
+    /// gone from that host (killed before its lease ran out).
+    Gone(i64),
+}
+
 /// What registering found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Registered {
@@ -107,18 +121,20 @@ impl Db<'_> {
         )?)
     }
 
-    /// Registers an engine under its name, unless a live engine holds that name.
-    ///
-    /// `sole`: the caller knows that no other engine can be running on this board (an
-    /// SQLite board, whose engine holds the workspace's lock), so a row that still looks
-    /// live is one whose engine died before its lease ran out, and is taken over.
-    pub fn register_engine(&self, e: &NewEngine, sole: bool) -> Result<Registered> {
+    /// Registers an engine under its name, unless a live engine holds that name; `over`
+    /// says which holder that still looks live is known to be dead, and loses it.
+    pub fn register_engine(&self, e: &NewEngine, over: TakeOver) -> Result<Registered> {
         let now = self.engine_clock()?;
         let previous = self.engine(e.name)?;
+        let dead = |p: &EngineRow| match over {
+            TakeOver::None => false,
+            TakeOver::Any => true,
+            TakeOver::Gone(pid) => p.host == e.host && p.pid == pid,
+        };
         if let Some(p) = &previous
             && p.live_at(now)
-            && !sole
             && !(p.host == e.host && p.pid == e.pid)
+            && !dead(p)
         {
             return Ok(Registered::Held {
                 holder: p.clone(),
@@ -233,12 +249,12 @@ mod tests {
         let mut store = Store::open(&dir.path().join("t.db")).unwrap();
         let gpu = vec!["gpu".to_string()];
         let first = store
-            .write(|db| db.register_engine(&new("x", "a", 1, &gpu), false))
+            .write(|db| db.register_engine(&new("x", "a", 1, &gpu), TakeOver::None))
             .unwrap();
         assert_eq!(first, Registered::Taken { previous: None });
         // Another host asks while the first is live: refused, nothing written.
         let second = store
-            .write(|db| db.register_engine(&new("x", "b", 2, &[]), false))
+            .write(|db| db.register_engine(&new("x", "b", 2, &[]), TakeOver::None))
             .unwrap();
         assert!(
             matches!(&second, Registered::Held { holder, .. } if holder.host == "a" && holder.pid == 1),
@@ -258,7 +274,7 @@ mod tests {
             .unwrap();
         assert!(!store.read().engine_views().unwrap()[0].live);
         let third = store
-            .write(|db| db.register_engine(&new("x", "b", 2, &[]), false))
+            .write(|db| db.register_engine(&new("x", "b", 2, &[]), TakeOver::None))
             .unwrap();
         assert!(matches!(third, Registered::Taken { previous: Some(p) } if p.pid == 1));
         // The old engine's heartbeat no longer lands; the new one's does.
@@ -269,13 +285,44 @@ mod tests {
         let views = store.read().engine_views().unwrap();
         assert!(!views[0].live && views[0].row.stopped_at.is_some());
         let fourth = store
-            .write(|db| db.register_engine(&new("x", "c", 3, &[]), false))
+            .write(|db| db.register_engine(&new("x", "c", 3, &[]), TakeOver::None))
             .unwrap();
         assert!(matches!(fourth, Registered::Taken { .. }));
         // The only engine a board can have (`sole`) takes a live-looking name.
         let fifth = store
-            .write(|db| db.register_engine(&new("x", "d", 4, &[]), true))
+            .write(|db| db.register_engine(&new("x", "d", 4, &[]), TakeOver::Any))
             .unwrap();
         assert!(matches!(fifth, Registered::Taken { previous: Some(p) } if p.host == "c"));
+    }
+
+    #[test]
+    fn a_live_looking_holder_found_gone_from_this_host_loses_its_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("t.db")).unwrap();
+        let mut register = |host: &str, pid: i64, over: TakeOver| {
+            store
+                .write(|db| db.register_engine(&new("x", host, pid, &[]), over))
+                .unwrap()
+        };
+        assert_eq!(
+            register("a", 1, TakeOver::None),
+            Registered::Taken { previous: None }
+        );
+        // Another pid found gone, or the same pid on another host: the holder keeps it.
+        for (host, gone) in [("a", 3), ("b", 1)] {
+            let out = register(host, 2, TakeOver::Gone(gone));
+            assert!(
+                matches!(&out, Registered::Held { holder, .. } if holder.pid == 1),
+                "{host} {gone}: {out:?}"
+            );
+        }
+        // The holder itself found gone from its host: taken over, as an expired lease is,
+        // and the row it replaces says it did not stop cleanly.
+        let out = register("a", 2, TakeOver::Gone(1));
+        assert!(
+            matches!(&out, Registered::Taken { previous: Some(p) }
+                if p.pid == 1 && p.stopped_at.is_none()),
+            "{out:?}"
+        );
     }
 }

@@ -36,7 +36,7 @@ pub use cards::TaskCard;
 pub use claims::{ClaimBy, Expired, StepClaim};
 pub use deps::Blocker;
 pub use dump::Carried;
-pub use engines::{EngineRow, EngineView, NewEngine, Registered};
+pub use engines::{EngineRow, EngineView, NewEngine, Registered, TakeOver};
 pub use followups::FollowupRow;
 pub use handle::{Reads, StoreHandle};
 pub use messages::Message;

@@ -326,4 +326,16 @@ fn an_agent_that_cannot_start_here_is_said_before_its_step_fails() {
             .unwrap()
             .contains("cannot start")
     );
+    // `run --wait` runs an engine of its own: said there too, then the failure it meant.
+    let out = ws
+        .baton(&["run", "quick_fix", "--title", "z", "--wait"])
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("note: task 3: agent `coder` of pipeline `quick_fix` cannot start here"),
+        "{err}"
+    );
 }

@@ -213,7 +213,8 @@ fn a_ctrl_c_forwarded_at_once_is_not_a_second_one() {
     assert_eq!(ws.show(id)["state"], "done", "{lines:#?}");
 }
 
-/// Quiet, a failed step's move and a failed hook still reach stderr; nothing reaches stdout.
+/// Quiet, a failed step's move (with why) and a failed hook still reach stderr; nothing
+/// reaches stdout.
 #[test]
 fn quiet_still_says_what_failed() {
     let ws = Ws::new();
@@ -238,7 +239,10 @@ fn quiet_still_says_what_failed() {
         "stdout stays empty: {lines:#?}"
     );
     assert!(
-        lines.iter().any(|l| l.contains("work → failed (failure)")),
+        // With the step's reason: a CI log shows why, not only that it failed.
+        lines
+            .iter()
+            .any(|l| l.contains("work → failed (failure: exited with code 3)")),
         "{lines:#?}"
     );
     assert!(

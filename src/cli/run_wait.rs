@@ -96,7 +96,12 @@ pub fn run_new(
             Err(e) => Err(e),
         };
         let id = match made {
-            Ok(crate::engine::Answer::Made(m)) => m.id,
+            Ok(crate::engine::Answer::Made(m)) => {
+                if let Some(why) = &m.cannot_start {
+                    eprintln!("note: task {}: {why}", m.id);
+                }
+                m.id
+            }
             Ok(other) => {
                 here.signals.abort();
                 here.engine.mark_stopped().await;

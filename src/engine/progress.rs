@@ -36,8 +36,13 @@ impl Progress {
             .read(move |db| {
                 let moves = db.history_after(after, BATCH as i64)?;
                 let mut out = Vec::with_capacity(moves.len());
-                for h in moves {
+                for mut h in moves {
                     let title = db.task(h.task_id).map(|t| t.title).unwrap_or_default();
+                    // A step's failure moves the task with no reason of its own: the
+                    // step's error is the reason a log of moves needs.
+                    if matches!(h.trigger.as_str(), "failure" | "error") && h.reason.is_none() {
+                        h.reason = failed_step(db, &h)?;
+                    }
                     out.push((h, title));
                 }
                 Ok::<_, crate::store::StoreError>(out)
@@ -58,4 +63,15 @@ impl Progress {
             .await
             .ok()
     }
+}
+
+/// Why the step whose end made move `h` failed: the last step of its run at the status it
+/// left, ended by then.
+fn failed_step(db: &crate::store::Db, h: &HistoryEntry) -> crate::store::Result<Option<String>> {
+    let step = db.step_runs(h.task_id)?.into_iter().rev().find(|s| {
+        Some(s.run_id) == h.run_id
+            && h.from.as_deref() == Some(s.status.as_str())
+            && s.finished_at.is_some_and(|at| at <= h.at)
+    });
+    Ok(step.as_ref().and_then(super::waited::step_failure))
 }

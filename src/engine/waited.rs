@@ -26,10 +26,23 @@ pub fn why_stopped(task: &Task, last: Option<&StepRun>) -> Option<String> {
     if !matches!(task.state, TaskState::Failed | TaskState::Interrupted) {
         return None;
     }
-    let step = last.filter(|s| s.state.is_final() && s.state != StepState::Succeeded)?;
+    let step = last?;
+    let why = step_failure(step)?;
+    Some(match step.error {
+        Some(_) => format!("{}: {why}", step.status),
+        None => format!("{} {why}", step.status),
+    })
+}
+
+/// Why a step that ended did not succeed: its error, else its exit code; None for a step
+/// that succeeded or has not ended.
+pub fn step_failure(step: &StepRun) -> Option<String> {
+    if !step.state.is_final() || step.state == StepState::Succeeded {
+        return None;
+    }
     match (&step.error, step.exit_code) {
-        (Some(error), _) => Some(format!("{}: {}", step.status, crate::ansi::strip(error))),
-        (None, Some(code)) if code != 0 => Some(format!("{} exited {code}", step.status)),
+        (Some(error), _) => Some(crate::ansi::strip(error).into_owned()),
+        (None, Some(code)) if code != 0 => Some(format!("exited {code}")),
         _ => None,
     }
 }

@@ -319,6 +319,9 @@ fn abort_stops_a_long_stream_quickly() {
     );
     let shown = ws.show(id.parse().unwrap());
     assert_eq!(shown["steps"][0]["state"], "cancelled");
+    // Said as what it was, by whom (it read "the task moved on").
+    let why = shown["steps"][0]["error"].as_str().unwrap_or_default();
+    assert!(why.starts_with("aborted by "), "{shown:#}");
     let _ = engine.kill();
     let _ = engine.wait();
 }

@@ -19,11 +19,12 @@ pub fn run(dir: Option<&PathBuf>, cmd: PipelinesCmd) -> Outcome {
                     .filter(|s| s.kind == StatusKind::Step)
                     .count();
                 outln!(
-                    "{:<14} {:<20} {} statuses, {} steps  {}",
+                    "{:<14} {:<20} {} statuses, {} step{}  {}",
                     p.id,
                     strip(&p.name),
                     p.statuses.len(),
                     steps,
+                    if steps == 1 { "" } else { "s" },
                     strip(&p.description)
                 );
             }

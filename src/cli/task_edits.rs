@@ -48,11 +48,16 @@ pub fn run(ws: &Workspace, command: Command) -> Outcome {
             match (&task.branch, purge) {
                 (Some(branch), true) => purge_git(ws, task.worktree.as_deref(), branch)?,
                 (Some(branch), false) => outln!(
-                    "its branch {branch} is kept{} — `--purge` removes them too",
+                    "its branch {branch} is kept{} — `--purge` removes {}",
                     task.worktree
                         .as_deref()
                         .map(|w| format!(" and so is its worktree {w}"))
-                        .unwrap_or_default()
+                        .unwrap_or_default(),
+                    if task.worktree.is_some() {
+                        "both"
+                    } else {
+                        "it"
+                    }
                 ),
                 _ => {}
             }

@@ -393,7 +393,7 @@ fn list(
             ids.sort_unstable();
             ids.dedup();
             return Err(Failure::new(format!(
-                "no pipeline has a status `{st}` (known: {}) — `baton pipelines show ID` lists a pipeline's",
+                "no pipeline has a status `{st}` (known: {}) — `baton pipelines show ID` lists a pipeline's statuses",
                 ids.join(", ")
             )));
         }

@@ -223,7 +223,11 @@ pub fn transition(
             task: task.id,
             message: format!("its pipeline has no status `{}`", decision.to),
         })?;
-    let stop = db.end_open_step_runs(task.id, StepState::Cancelled, "the task moved on")?;
+    let why = match decision.trigger {
+        crate::pipeline::Trigger::Abort => format!("aborted by {actor}"),
+        _ => format!("the task moved on to {}", decision.to),
+    };
+    let stop = db.end_open_step_runs(task.id, StepState::Cancelled, &why)?;
     let paused = task.breakpoint.as_deref() == Some(target.id.as_str());
     db.set_task_status(task.id, &target.id, entry_state(target.kind, paused))?;
     let terminal = matches!(

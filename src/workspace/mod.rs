@@ -36,7 +36,9 @@ pub enum WorkspaceError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{path}: {message} — fix the file (see `baton init` for an example)")]
+    #[error(
+        "{path}: {message} — fix the file (`baton init` in an empty folder writes a commented example)"
+    )]
     Config { path: PathBuf, message: String },
     #[error("{0} exists but is not a folder — move it aside, then run `baton init` again")]
     NotAFolder(PathBuf),

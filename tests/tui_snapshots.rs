@@ -383,3 +383,59 @@ fn esc_in_a_changed_edit_asks_before_discarding_at_80x24() {
         .any(|e| matches!(e, Effect::Send(_)));
     assert!(!sent, "nothing was sent");
 }
+
+/// A board whose third pipeline has a longer name, on its tab: at 60 columns the tabs and
+/// the counts do not all fit.
+fn long_tab_board(w: u16, h: u16) -> Harness {
+    let mut h = Harness::new(w, h);
+    let mut pipelines = pipelines();
+    pipelines[2].name = "Slow release train".into();
+    h.event(AppEvent::Board(baton::tui::event::BoardSnapshot {
+        pipelines,
+        cards: cards(),
+        home: None,
+    }));
+    h.key(KeyCode::Char(']'));
+    h.key(KeyCode::Char(']'));
+    h
+}
+
+#[test]
+fn the_current_tab_stays_in_view_when_the_tabs_do_not_fit_at_60x16() {
+    let mut h = long_tab_board(60, 16);
+    let screen = h.screen();
+    let top = screen.lines().next().unwrap_or_default();
+    assert!(top.contains(" Slow release train "), "{top}");
+    assert_snapshot!(screen);
+}
+
+#[test]
+fn every_tab_and_the_counts_show_where_they_fit_at_120x36() {
+    let mut h = long_tab_board(120, 36);
+    let screen = h.screen();
+    let top = screen.lines().next().unwrap_or_default();
+    for tab in [
+        " Demo ",
+        " Quick fix ",
+        " Slow release train ",
+        "● 1 running",
+    ] {
+        assert!(top.contains(tab), "{tab}: {top}");
+    }
+}
+
+#[test]
+fn a_current_tab_too_long_to_share_the_line_hides_the_counts_at_60x16() {
+    let mut h = long_tab_board(60, 16);
+    let mut pipelines = pipelines();
+    pipelines[2].name = "Nightly dependency upgrades".into();
+    h.event(AppEvent::Board(baton::tui::event::BoardSnapshot {
+        pipelines,
+        cards: cards(),
+        home: None,
+    }));
+    let screen = h.screen();
+    let top = screen.lines().next().unwrap_or_default();
+    assert!(top.contains(" Nightly dependency upgrades "), "{top}");
+    assert!(!top.contains("here"), "{top}");
+}

@@ -12,10 +12,17 @@ use tui_support::*;
 
 const WHY: &str = "`claude` is not on PATH — install it (npm i -g @anthropic-ai/claude-code)";
 
+/// What `agents check` says of a built-in profile whose CLI is missing, in full.
+const MISSING: &str = "`claude` is not on PATH — install it (`npm install -g @anthropic-ai/claude-code`) or put its full path in `argv` in your own .baton/agents/demo-coder.json, which overrides the built-in profile (`baton init --agent claude|codex|opencode|openai` writes one)";
+
 fn marked(w: u16, h: u16) -> Harness {
+    marked_with(w, h, WHY)
+}
+
+fn marked_with(w: u16, h: u16, why: &str) -> Harness {
     let mut h = Harness::new(w, h);
     let mut problems = std::collections::HashMap::new();
-    problems.insert("demo-coder".to_string(), WHY.to_string());
+    problems.insert("demo-coder".to_string(), why.to_string());
     h.event(AppEvent::AgentProblems(problems));
     let (detail, log) = running_detail();
     h.select(2);
@@ -106,4 +113,43 @@ fn the_playground_at_80x24() {
     let list = vec![choice("demo-coder", None), choice("coder", None)];
     h.event(AppEvent::Playground(PlaygroundEvent::Agents(Ok(list))));
     assert_snapshot!(h.screen());
+}
+
+/// The screen's rows, without the borders and panes around the words.
+fn rows(screen: &str) -> Vec<String> {
+    screen.lines().map(|l| l.replace(['│', '"'], " ")).collect()
+}
+
+#[test]
+fn the_detail_pane_wraps_the_reason_between_words_so_the_install_command_reads_whole_at_80x24() {
+    let mut h = marked_with(80, 24, MISSING);
+    let screen = h.screen();
+    let rows = rows(&screen);
+    // The command spans rows, each broken at a space, its package name on one row.
+    assert!(rows.iter().any(|r| r.contains("(`npm ")), "{screen}");
+    assert!(rows.iter().any(|r| r.contains(" install -g ")), "{screen}");
+    assert!(
+        rows.iter()
+            .any(|r| r.contains(" @anthropic-ai/claude-code`) ")),
+        "{screen}"
+    );
+    assert_snapshot!(screen);
+}
+
+#[test]
+fn the_playground_says_a_long_reason_in_full_under_the_form_at_80x24() {
+    let mut h = marked_with(80, 24, MISSING);
+    h.key(KeyCode::Char('p'));
+    let list = vec![choice("demo-coder", None), choice("coder", None)];
+    h.event(AppEvent::Playground(PlaygroundEvent::Agents(Ok(list))));
+    let screen = h.screen();
+    assert!(
+        screen.contains("(`npm install -g @anthropic-ai/claude-code`)"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("(`baton init --agent claude|codex|opencode|openai` writes"),
+        "the reason to its end, each command on one row:\n{screen}"
+    );
+    assert_snapshot!(screen);
 }

@@ -5,7 +5,7 @@ mod tui_support;
 
 use baton::pipeline::{MoveOption, Trigger};
 use baton::tui::app::Mode;
-use baton::tui::event::AppEvent;
+use baton::tui::event::{AppEvent, Effect};
 use crossterm::event::KeyCode;
 use insta::assert_snapshot;
 use tui_support::*;
@@ -272,4 +272,170 @@ fn move_note_form() {
     h.key(KeyCode::Enter);
     h.chars("Keep the old index as a fallback.");
     assert_snapshot!(h.screen());
+}
+
+/// The new task form's title and prompt, as typed so far; `None` once it is closed.
+fn new_task_draft(h: &Harness) -> Option<(String, String)> {
+    h.app.modals.iter().find_map(|m| match m {
+        baton::tui::modal::Modal::NewTask(f) => {
+            Some((f.title.lines().join("\n"), f.prompt.lines().join("\n")))
+        }
+        _ => None,
+    })
+}
+
+/// `esc` in a new task that holds a draft asks first; any other key goes back to the draft,
+/// `esc` again throws it away.
+#[test]
+fn esc_in_a_typed_new_task_asks_before_discarding_at_80x24() {
+    let mut h = Harness::new(80, 24);
+    h.key(KeyCode::Char('n'));
+    h.chars("Cache the search index");
+    h.key(KeyCode::Tab);
+    h.chars("Keep it in memory.");
+    h.key(KeyCode::Enter);
+    h.chars("Drop it when a file changes.");
+    let draft = new_task_draft(&h);
+    h.key(KeyCode::Esc);
+    let screen = h.screen();
+    assert!(
+        screen.contains("Discard this new task? y/esc discard"),
+        "{screen}"
+    );
+    assert_eq!(new_task_draft(&h), draft, "still open, the draft intact");
+    assert_snapshot!(screen);
+    // `n` answers the question: back to editing, and it is not typed into the prompt.
+    h.key(KeyCode::Char('n'));
+    assert_eq!(new_task_draft(&h), draft);
+    assert!(!h.screen().contains("Discard this new task?"));
+    h.key(KeyCode::Esc);
+    h.key(KeyCode::Esc);
+    assert!(new_task_draft(&h).is_none(), "esc twice discards");
+    let created = h
+        .app
+        .take_effects()
+        .into_iter()
+        .any(|e| matches!(e, Effect::Create(_)));
+    assert!(!created, "nothing was created");
+}
+
+#[test]
+fn esc_in_an_untouched_new_task_closes_it_and_y_discards_a_draft() {
+    let mut h = Harness::new(80, 24);
+    h.key(KeyCode::Char('n'));
+    h.key(KeyCode::Esc);
+    assert!(
+        new_task_draft(&h).is_none(),
+        "nothing typed: closes at once"
+    );
+    h.key(KeyCode::Char('n'));
+    h.chars("x");
+    h.key(KeyCode::Esc);
+    h.key(KeyCode::Char('y'));
+    assert!(new_task_draft(&h).is_none());
+}
+
+/// The edit form asks only when its title or prompt differs from the task's.
+#[test]
+fn esc_in_a_changed_edit_asks_before_discarding_at_80x24() {
+    let mut h = Harness::new(80, 24);
+    h.select(4);
+    let mut detail = gate_detail();
+    detail.task.prompt = "make it fast\nand small".into();
+    h.serve(&detail, &[]);
+    let editing = |h: &Harness| {
+        h.app
+            .modals
+            .iter()
+            .any(|m| matches!(m, baton::tui::modal::Modal::Edit(_)))
+    };
+    // Opened and closed untouched; typed and then undone is untouched too.
+    h.key(KeyCode::Char('e'));
+    h.key(KeyCode::Esc);
+    assert!(!editing(&h));
+    h.key(KeyCode::Char('e'));
+    h.chars("!");
+    h.key(KeyCode::Backspace);
+    h.key(KeyCode::Esc);
+    assert!(!editing(&h));
+    // Changed: esc asks, any other key keeps editing, y discards.
+    h.key(KeyCode::Char('e'));
+    h.key(KeyCode::Tab);
+    h.chars("x");
+    h.key(KeyCode::Esc);
+    let screen = h.screen();
+    assert!(editing(&h));
+    assert!(
+        screen.contains("Discard your changes? y/esc discard"),
+        "{screen}"
+    );
+    assert_snapshot!(screen);
+    h.key(KeyCode::Enter);
+    assert!(editing(&h));
+    assert!(!h.screen().contains("Discard your changes?"));
+    h.key(KeyCode::Esc);
+    h.key(KeyCode::Char('y'));
+    assert!(!editing(&h));
+    let sent = h
+        .app
+        .take_effects()
+        .into_iter()
+        .any(|e| matches!(e, Effect::Send(_)));
+    assert!(!sent, "nothing was sent");
+}
+
+/// A board whose third pipeline has a longer name, on its tab: at 60 columns the tabs and
+/// the counts do not all fit.
+fn long_tab_board(w: u16, h: u16) -> Harness {
+    let mut h = Harness::new(w, h);
+    let mut pipelines = pipelines();
+    pipelines[2].name = "Slow release train".into();
+    h.event(AppEvent::Board(baton::tui::event::BoardSnapshot {
+        pipelines,
+        cards: cards(),
+        home: None,
+    }));
+    h.key(KeyCode::Char(']'));
+    h.key(KeyCode::Char(']'));
+    h
+}
+
+#[test]
+fn the_current_tab_stays_in_view_when_the_tabs_do_not_fit_at_60x16() {
+    let mut h = long_tab_board(60, 16);
+    let screen = h.screen();
+    let top = screen.lines().next().unwrap_or_default();
+    assert!(top.contains(" Slow release train "), "{top}");
+    assert_snapshot!(screen);
+}
+
+#[test]
+fn every_tab_and_the_counts_show_where_they_fit_at_120x36() {
+    let mut h = long_tab_board(120, 36);
+    let screen = h.screen();
+    let top = screen.lines().next().unwrap_or_default();
+    for tab in [
+        " Demo ",
+        " Quick fix ",
+        " Slow release train ",
+        "● 1 running",
+    ] {
+        assert!(top.contains(tab), "{tab}: {top}");
+    }
+}
+
+#[test]
+fn a_current_tab_too_long_to_share_the_line_hides_the_counts_at_60x16() {
+    let mut h = long_tab_board(60, 16);
+    let mut pipelines = pipelines();
+    pipelines[2].name = "Nightly dependency upgrades".into();
+    h.event(AppEvent::Board(baton::tui::event::BoardSnapshot {
+        pipelines,
+        cards: cards(),
+        home: None,
+    }));
+    let screen = h.screen();
+    let top = screen.lines().next().unwrap_or_default();
+    assert!(top.contains(" Nightly dependency upgrades "), "{top}");
+    assert!(!top.contains("here"), "{top}");
 }

@@ -180,7 +180,12 @@ pub static BINDINGS: &[Binding] = &[
     ctrl(Form, 's', A::Submit, "submit"),
     k(Form, KeyCode::Tab, A::NextField, "next field"),
     k(Form, KeyCode::BackTab, A::PrevField, "previous field"),
-    k(Form, KeyCode::Esc, A::Back, "cancel"),
+    k(
+        Form,
+        KeyCode::Esc,
+        A::Back,
+        "cancel (new task/edit: asks first)",
+    ),
     k(Popup, KeyCode::Up, A::Up, "previous option"),
     c(Popup, 'k', A::Up, "previous option"),
     k(Popup, KeyCode::Down, A::Down, "next option"),

@@ -12,6 +12,7 @@ pub mod app;
 pub mod board;
 pub mod demo;
 mod diff_stat;
+pub mod discard;
 pub mod event;
 mod frame_writer;
 pub mod graph_view;

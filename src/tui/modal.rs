@@ -101,6 +101,8 @@ pub struct NewTaskForm {
     pub error: Option<String>,
     /// Per pipeline: why one of its agents cannot run here, when one cannot.
     pub warned: Vec<Option<String>>,
+    /// `esc` with text typed: asking before the draft is thrown away.
+    pub discard: super::discard::Discard,
 }
 
 impl NewTaskForm {
@@ -145,7 +147,15 @@ impl NewTaskForm {
             field: Field::Title,
             error: None,
             warned: Vec::new(),
+            discard: Default::default(),
         }
+    }
+
+    /// True when something was typed into the title, prompt or after field.
+    fn typed(&self) -> bool {
+        [&self.title, &self.prompt, &self.after]
+            .iter()
+            .any(|t| t.lines().iter().any(|l| !l.trim().is_empty()))
     }
 
     fn cycle(&mut self, forward: bool) {
@@ -158,8 +168,11 @@ impl NewTaskForm {
 
     fn key(&mut self, key: KeyEvent) -> Outcome {
         use crossterm::event::KeyCode;
+        if let Some(out) = self.discard.answer(&key) {
+            return out;
+        }
         match lookup(BINDINGS, &[Ctx::Form], &key) {
-            Some(Intent::Back) => return Outcome::Close,
+            Some(Intent::Back) => return self.discard.esc(self.typed()),
             Some(Intent::NextField) => self.cycle(true),
             Some(Intent::PrevField) => self.cycle(false),
             Some(Intent::Submit) => return self.submit(),

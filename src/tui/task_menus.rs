@@ -109,6 +109,8 @@ pub struct EditForm {
     /// The prompt field has the cursor (else the title).
     pub on_prompt: bool,
     pub error: Option<String>,
+    /// `esc` with the text changed: asking before the changes are thrown away.
+    pub discard: super::discard::Discard,
     original: (String, String),
 }
 
@@ -128,13 +130,33 @@ impl EditForm {
             prompt,
             on_prompt: false,
             error: None,
+            discard: Default::default(),
             original: (title_text, prompt_text),
         }
     }
 
+    /// The title and prompt as they would be saved.
+    fn text(&self) -> (String, String) {
+        (
+            self.title.lines().join(" ").trim().to_string(),
+            self.prompt.lines().join("\n").trim_end().to_string(),
+        )
+    }
+
+    /// True when the title or prompt differs from what the form opened with.
+    fn changed(&self) -> bool {
+        let (title, prompt) = self.text();
+        // As the prompt field holds it: its lines joined with `\n`.
+        let opened = self.original.1.lines().collect::<Vec<_>>().join("\n");
+        title != self.original.0.trim() || prompt != opened.trim_end()
+    }
+
     pub(super) fn key(&mut self, key: KeyEvent) -> Outcome {
+        if let Some(out) = self.discard.answer(&key) {
+            return out;
+        }
         match lookup(BINDINGS, &[Ctx::Form], &key) {
-            Some(Intent::Back) => Outcome::Close,
+            Some(Intent::Back) => self.discard.esc(self.changed()),
             Some(Intent::NextField | Intent::PrevField) => {
                 self.on_prompt = !self.on_prompt;
                 Outcome::Stay
@@ -157,14 +179,13 @@ impl EditForm {
     }
 
     fn submit(&mut self) -> Outcome {
-        let title = self.title.lines().join(" ").trim().to_string();
+        let (title, prompt) = self.text();
         // The engine's rule, checked here too so that what was typed stays in the form.
         if let Some(problem) = crate::engine::actions::title_problem(&title) {
             self.error = Some(problem);
             self.on_prompt = false;
             return Outcome::Stay;
         }
-        let prompt = self.prompt.lines().join("\n").trim_end().to_string();
         let changed_title = (title != self.original.0).then_some(title);
         let changed_prompt = (prompt != self.original.1.trim_end()).then_some(prompt);
         if changed_title.is_none() && changed_prompt.is_none() {

@@ -75,21 +75,27 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
             _ if current => t.title(),
             _ => t.text().add_modifier(Modifier::BOLD),
         };
-        let label = truncate(&status.label, inner_w.saturating_sub(5));
         let scroll = board
             .scroll
             .get(i)
             .copied()
             .unwrap_or(0)
             .min(count.saturating_sub(1));
+        // The scroll mark shares the top border: the title gets what it leaves.
+        let up = (scroll > 0).then(|| format!("↑{scroll}"));
+        let room = match &up {
+            Some(up) => inner_w.saturating_sub(up.chars().count() + 1),
+            None => inner_w,
+        };
+        let (label, count_text) = column_title(&status.label, count, room);
         let mut block = Block::bordered()
             .border_style(border)
             .title(Line::from(vec![
                 Span::styled(label, title_style),
-                Span::styled(format!(" {count}"), t.dim()),
+                Span::styled(count_text, t.dim()),
             ]));
-        if scroll > 0 {
-            block = block.title(Line::styled(format!("↑{scroll}"), t.dim()).right_aligned());
+        if let Some(up) = up {
+            block = block.title(Line::styled(up, t.dim()).right_aligned());
         }
         let below = count.saturating_sub(scroll + cap);
         if below > 0 {
@@ -103,6 +109,28 @@ pub fn render(f: &mut Frame, area: Rect, app: &App) {
         }
         f.render_widget(Paragraph::new(lines).block(block), *rect);
     }
+}
+
+/// A column's title in `width` cells: its label, then its count. When both do not fit, the
+/// label is cut and the count kept; a label with no room for a letter and `…` is left out.
+fn column_title(label: &str, count: usize, width: usize) -> (String, String) {
+    let label = one_line(label);
+    let count = count.to_string();
+    let count_w = count.chars().count();
+    if Span::raw(label.as_str()).width() + 1 + count_w <= width {
+        return (label, format!(" {count}"));
+    }
+    let room = width.saturating_sub(count_w + 1);
+    if room < 2 {
+        return (String::new(), count);
+    }
+    let cut = truncate(&label, room);
+    // "AI …" reads as a cut word; "AI…" as a cut label.
+    let cut = match cut.strip_suffix('…') {
+        Some(kept) => format!("{}…", kept.trim_end()),
+        None => cut,
+    };
+    (cut, format!(" {count}"))
 }
 
 fn card_lines(out: &mut Vec<Line<'static>>, app: &App, card: &TaskCard, w: usize, selected: bool) {
@@ -221,4 +249,35 @@ fn collapse_key() -> String {
     crate::tui::keymap::Bar::Board
         .key_for(crate::tui::intent::Intent::ToggleCollapse)
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::column_title;
+
+    fn title(label: &str, count: usize, width: usize) -> String {
+        let (label, count) = column_title(label, count, width);
+        format!("{label}{count}")
+    }
+
+    #[test]
+    fn a_column_title_uses_the_width_it_has() {
+        // 80×24, demo pipeline: nine cells inside the border.
+        assert_eq!(title("Backlog", 1, 9), "Backlog 1");
+        assert_eq!(title("Planning", 0, 10), "Planning 0");
+        // 120 wide: they fit, so nothing is cut.
+        assert_eq!(title("Cancelled", 0, 11), "Cancelled 0");
+        assert_eq!(title("Implementing", 0, 13), "Implementi… 0");
+    }
+
+    #[test]
+    fn a_cut_title_keeps_its_count_and_as_much_label_as_fits() {
+        assert_eq!(title("Backlog", 1, 7), "Back… 1");
+        assert_eq!(title("Backlog", 12, 7), "Bac… 12");
+        assert_eq!(title("AI review", 0, 6), "AI… 0");
+        assert_eq!(title("Backlog", 1, 4), "B… 1");
+        // No room for a letter and its ellipsis: the count alone.
+        assert_eq!(title("Backlog", 1, 3), "1");
+        assert_eq!(title("Backlog", 1, 0), "1");
+    }
 }

@@ -2,7 +2,7 @@
 
 use super::layout::detail_parts;
 use super::log;
-use super::text::{elapsed, one_line, truncate};
+use super::text::{elapsed, one_line, share_rows, truncate, wrap_words};
 use crate::pipeline::StatusKind;
 use crate::store::{StepRun, StepState};
 use crate::tui::app::{App, Focus};
@@ -174,7 +174,6 @@ fn render_left(f: &mut Frame, area: Rect, app: &App, d: &TaskDetail) {
             }
         }
     }
-    let mut after = Vec::new();
     // Agents failing for the same reason (one CLI missing) share one warning.
     let mut problems: Vec<(Vec<String>, &str)> = Vec::new();
     for (agent, why) in app.agent_problems(&d.task.pipeline_id) {
@@ -183,19 +182,10 @@ fn render_left(f: &mut Frame, area: Rect, app: &App, d: &TaskDetail) {
             None => problems.push((vec![agent], why)),
         }
     }
-    for (agents, why) in problems {
-        let noun = if agents.len() == 1 { "agent" } else { "agents" };
-        let text = format!("⚠ {noun} {} cannot run here: {why}", agents.join(", "));
-        let text = crate::ansi::strip(&text).into_owned();
-        after.extend(
-            wrap(&text, w, 3)
-                .into_iter()
-                .map(|l| Line::styled(l, t.attention())),
-        );
-    }
+    let mut others = Vec::new();
     if let Some(step) = app.shown_step() {
         if let Some(e) = &step.error {
-            after.push(Line::styled(truncate(e, w), t.error()));
+            others.push(Line::styled(truncate(e, w), t.error()));
         }
         if let Some(id) = &step.session_id {
             // Whether this run carried on an earlier conversation of its agent.
@@ -203,26 +193,50 @@ fn render_left(f: &mut Frame, area: Rect, app: &App, d: &TaskDetail) {
                 Some(_) => "continued",
                 None => "fresh",
             };
-            after.push(Line::styled(
+            others.push(Line::styled(
                 truncate(&format!("{how} session {id}"), w),
                 t.dim(),
             ));
         }
         if let Some(content) = &step.handoff_content {
-            after.push(Line::raw(""));
-            after.push(Line::styled("Handoff", t.title()));
-            after.extend(handoff_lines(step, content, w, app));
+            others.push(Line::raw(""));
+            others.push(Line::styled("Handoff", t.title()));
+            others.extend(handoff_lines(step, content, w, app));
         }
     }
-    after.extend(super::conversation::lines(app, d, w));
+    others.extend(super::conversation::lines(app, d, w));
+    let height = area.height as usize;
+    // A warning says what to do next: it is wrapped between words over the rows the rest
+    // leaves (two steps, the History heading), so that an install command reads whole.
+    let warnings: Vec<String> = problems
+        .iter()
+        .map(|(agents, why)| {
+            let noun = if agents.len() == 1 { "agent" } else { "agents" };
+            format!("⚠ {noun} {} cannot run here: {why}", agents.join(", "))
+        })
+        .collect();
+    let steps_floor = steps.len().min(if warnings.is_empty() { 3 } else { 2 });
+    let budget = height.saturating_sub(1 + steps_floor + others.len() + 2);
+    let need: Vec<usize> = warnings
+        .iter()
+        .map(|text| wrap_words(text, w, usize::MAX).len())
+        .collect();
+    let mut after = Vec::new();
+    for (text, rows) in warnings.iter().zip(share_rows(&need, budget, 3)) {
+        after.extend(
+            wrap_words(text, w, rows)
+                .into_iter()
+                .map(|l| Line::styled(l, t.attention())),
+        );
+    }
+    after.extend(others);
     after.push(Line::raw(""));
     after.push(Line::styled("History", t.title()));
     let hist = super::timeline::lines(app, d, w);
     // The step list gets what the rest and a few history rows leave (a loop can have
     // hundreds of runs), and scrolls to keep the shown step in view.
-    let height = area.height as usize;
     let rest = 1 + after.len() + hist.len().min(3);
-    let cap = height.saturating_sub(rest).max(steps.len().min(3));
+    let cap = height.saturating_sub(rest).max(steps_floor);
     let first = window(steps.len(), selected_row, cap);
     let below = steps.len().saturating_sub(first + cap);
     let mut title = vec![Span::styled("Steps", t.title())];
@@ -239,21 +253,6 @@ fn render_left(f: &mut Frame, area: Rect, app: &App, d: &TaskDetail) {
     let skip = hist.len().saturating_sub(room);
     lines.extend(hist.into_iter().skip(skip));
     f.render_widget(Paragraph::new(lines), area);
-}
-
-/// `text` cut into at most `max` rows of `w` characters, the last ending in `…` when
-/// more was left.
-fn wrap(text: &str, w: usize, max: usize) -> Vec<String> {
-    let chars: Vec<char> = text.chars().collect();
-    let w = w.max(1);
-    let mut rows: Vec<String> = chars.chunks(w).map(|c| c.iter().collect()).collect();
-    if rows.len() > max {
-        rows.truncate(max);
-        if let Some(last) = rows.last_mut() {
-            *last = truncate(&format!("{last}…"), w);
-        }
-    }
-    rows
 }
 
 /// The rows of the steps that ran, a rule starting each run after the first, and the row

@@ -13,37 +13,97 @@ use ratatui::widgets::Paragraph;
 
 pub fn render_header(f: &mut Frame, area: Rect, app: &App) {
     let t = &app.theme;
-    let mut spans = vec![Span::styled(" baton ", t.title())];
-    for (i, p) in app.board.pipelines.iter().enumerate() {
-        let style = if i == app.board.tab {
-            t.selected().add_modifier(Modifier::BOLD)
-        } else {
-            t.dim()
-        };
-        spans.push(Span::raw(" "));
-        // A tab whose steps use an agent that cannot run here says so before it fails.
-        let warn = if app.agent_problems(&p.id).is_empty() {
-            ""
-        } else {
-            "⚠ "
-        };
-        spans.push(Span::styled(
-            format!(" {warn}{} ", one_line(&p.name)),
-            style,
-        ));
-    }
-    let left_w: usize = spans.iter().map(Span::width).sum();
-    // The counts and the engine mode win over the tabs: shorter forms first, then the
-    // tabs are cut.
-    let right = (0..=LAST_LEVEL)
+    let width = area.width as usize;
+    let brand = Span::styled(" baton ", t.title());
+    let current = app.board.tab;
+    let tabs: Vec<Span> = app
+        .board
+        .pipelines
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let style = if i == current {
+                t.selected().add_modifier(Modifier::BOLD)
+            } else {
+                t.dim()
+            };
+            // A tab whose steps use an agent that cannot run here says so before it fails.
+            let warn = if app.agent_problems(&p.id).is_empty() {
+                ""
+            } else {
+                "⚠ "
+            };
+            Span::styled(format!(" {warn}{} ", one_line(&p.name)), style)
+        })
+        .collect();
+    // Each tab has a space before it.
+    let tab_w: Vec<usize> = tabs.iter().map(|s| s.width() + 1).collect();
+    let all_w = brand.width() + tab_w.iter().sum::<usize>();
+    // The counts and the engine mode take their shorter forms so that every tab shows; when
+    // even the shortest leaves no room, the tabs scroll to keep the current one in view,
+    // and when it would not fit beside the current tab at all, the right side yields.
+    let (right, shown) = match (0..=LAST_LEVEL)
         .map(|level| header_right(app, level))
-        .find(|r| left_w + line_width(r) <= area.width as usize)
-        .unwrap_or_else(|| header_right(app, LAST_LEVEL));
+        .find(|r| all_w + line_width(r) <= width)
+    {
+        Some(right) => (right, 0..tabs.len()),
+        None => {
+            let right = header_right(app, LAST_LEVEL);
+            let one = tab_w.get(current).copied().unwrap_or(0) + 2 * Span::raw(MORE).width();
+            let right = if brand.width() + one + line_width(&right) <= width {
+                right
+            } else {
+                Vec::new()
+            };
+            let room = width.saturating_sub(brand.width() + line_width(&right));
+            (right, visible_tabs(&tab_w, current, room))
+        }
+    };
+    let mut spans = vec![brand];
+    if shown.start > 0 {
+        spans.push(Span::styled(MORE, t.dim()));
+    }
+    let last = shown.end;
+    for (i, tab) in tabs.into_iter().enumerate() {
+        if shown.contains(&i) {
+            spans.push(Span::raw(" "));
+            spans.push(tab);
+        }
+    }
+    if last < app.board.pipelines.len() {
+        spans.push(Span::styled(MORE, t.dim()));
+    }
     let right_w = (line_width(&right) as u16).min(area.width);
     let [left_area, right_area] =
         Layout::horizontal([Constraint::Min(0), Constraint::Length(right_w)]).areas(area);
     f.render_widget(Paragraph::new(Line::from(spans)), left_area);
     f.render_widget(Paragraph::new(Line::from(right)), right_area);
+}
+
+/// Marks tabs scrolled out of the header.
+const MORE: &str = " …";
+
+/// The tabs shown in `room` columns (`widths` each, the current one `current`): all when
+/// they fit, else a run holding the current tab, starting as far left as leaves it room,
+/// with room for a `…` on each side that hides tabs.
+fn visible_tabs(widths: &[usize], current: usize, room: usize) -> std::ops::Range<usize> {
+    let n = widths.len();
+    if current >= n {
+        return 0..n;
+    }
+    let mark = Span::raw(MORE).width();
+    let fits = |first: usize, end: usize| {
+        let marks = mark * (usize::from(first > 0) + usize::from(end < n));
+        widths[first..end].iter().sum::<usize>() + marks <= room
+    };
+    let (mut first, mut end) = (current, current + 1);
+    while first > 0 && fits(first - 1, end) {
+        first -= 1;
+    }
+    while end < n && fits(first, end + 1) {
+        end += 1;
+    }
+    first..end
 }
 
 fn line_width(spans: &[Span]) -> usize {
@@ -167,4 +227,24 @@ pub fn render_status(f: &mut Frame, area: Rect, app: &App) {
         Line::from(spans)
     };
     f.render_widget(Paragraph::new(line), area);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::visible_tabs;
+
+    #[test]
+    fn every_tab_shows_when_they_fit() {
+        assert_eq!(visible_tabs(&[7, 12, 10], 2, 29), 0..3);
+    }
+
+    #[test]
+    fn the_current_tab_stays_in_view_when_they_do_not() {
+        // From the left while the current one still fits, with room for the marks.
+        assert_eq!(visible_tabs(&[7, 12, 10], 0, 25), 0..2);
+        assert_eq!(visible_tabs(&[7, 12, 10], 2, 25), 1..3);
+        assert_eq!(visible_tabs(&[7, 12, 10], 2, 15), 2..3);
+        // Too narrow for even the current tab: it shows alone, cut by the screen's edge.
+        assert_eq!(visible_tabs(&[7, 12, 10], 1, 5), 1..2);
+    }
 }

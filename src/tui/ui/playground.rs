@@ -2,7 +2,7 @@
 //! the result with its handoff and diff stat. Every text in it was sanitised on arrival.
 
 use super::popups::{centered, frame};
-use super::text::truncate;
+use super::text::{share_rows, truncate, wrap_words};
 use crate::store::Stream;
 use crate::tui::app::App;
 use crate::tui::playground::{PgField, PlaygroundView, Run};
@@ -36,12 +36,13 @@ fn form(f: &mut Frame, area: Rect, app: &App, view: &PlaygroundView) {
     f.render_widget(block, area);
     let agents = view.choices();
     let rows = agents.len().clamp(1, LIST_ROWS) as u16;
-    let [label, list, prompt, note, error] = Layout::vertical([
+    let [label, list, prompt, note, error, reasons] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(rows),
         Constraint::Length(5),
         Constraint::Length(1),
         Constraint::Length(1),
+        Constraint::Fill(1),
     ])
     .areas(inner);
     let focused = view.field == PgField::Agent;
@@ -52,6 +53,8 @@ fn form(f: &mut Frame, area: Rect, app: &App, view: &PlaygroundView) {
         )),
         label,
     );
+    // Reasons too long for their row, said in full under the form.
+    let mut cut: Vec<(Vec<&str>, String)> = Vec::new();
     let lines: Vec<Line> = match &view.agents {
         None => vec![Line::styled("loading the agent profiles…", t.dim())],
         Some(Err(e)) => vec![Line::styled(truncate(e, list.width as usize), t.error())],
@@ -62,31 +65,45 @@ fn form(f: &mut Frame, area: Rect, app: &App, view: &PlaygroundView) {
         Some(Ok(a)) => {
             let first = view.cursor.saturating_sub(LIST_ROWS - 1);
             let id_w = a.iter().map(|c| c.id.chars().count()).max().unwrap_or(0);
-            a.iter()
-                .enumerate()
-                .skip(first)
-                .take(LIST_ROWS)
-                .map(|(i, c)| {
-                    let picked = i == view.cursor;
-                    // The name and the reason come from profile files: repository content.
-                    let what = match &c.problem {
-                        Some(why) => format!("⚠ {}", crate::ansi::strip(why)),
-                        None => crate::ansi::strip(&c.name).into_owned(),
-                    };
-                    let text = format!(
-                        "{} {:<id_w$}  {:<12} {what}",
-                        if picked { "›" } else { " " },
-                        c.id,
-                        c.backend,
-                    );
-                    let style = match (picked, &c.problem) {
-                        (true, _) => t.selected(),
-                        (false, Some(_)) => t.attention(),
-                        (false, None) => t.text(),
-                    };
-                    Line::styled(truncate(&text, list.width as usize), style)
-                })
-                .collect()
+            let mut lines = Vec::new();
+            for (i, c) in a.iter().enumerate() {
+                let picked = i == view.cursor;
+                let lead = format!(
+                    "{} {:<id_w$}  {:<12} ",
+                    if picked { "›" } else { " " },
+                    c.id,
+                    c.backend,
+                );
+                let room = (list.width as usize).saturating_sub(Span::raw(&lead).width());
+                // The name and the reason come from profile files: repository content.
+                let what = match &c.problem {
+                    Some(why) => {
+                        let why = crate::ansi::strip(why).into_owned();
+                        let row = wrap_words(&format!("⚠ {why}"), room, 1);
+                        if row.first().is_some_and(|r| r.ends_with('…')) {
+                            match cut.iter_mut().find(|(_, w)| *w == why) {
+                                Some((ids, _)) => ids.push(&c.id),
+                                None => cut.push((vec![&c.id], why)),
+                            }
+                        }
+                        row.into_iter().next().unwrap_or_default()
+                    }
+                    None => crate::ansi::strip(&c.name).into_owned(),
+                };
+                if i < first || i >= first + LIST_ROWS {
+                    continue;
+                }
+                let style = match (picked, &c.problem) {
+                    (true, _) => t.selected(),
+                    (false, Some(_)) => t.attention(),
+                    (false, None) => t.text(),
+                };
+                lines.push(Line::styled(
+                    truncate(&format!("{lead}{what}"), list.width as usize),
+                    style,
+                ));
+            }
+            lines
         }
     };
     f.render_widget(Paragraph::new(lines), list);
@@ -110,6 +127,28 @@ fn form(f: &mut Frame, area: Rect, app: &App, view: &PlaygroundView) {
     if let Some(e) = &view.error {
         f.render_widget(Paragraph::new(Span::styled(e.as_str(), t.error())), error);
     }
+    // Each says what to install or change: wrapped between words, never cut mid-command.
+    let texts: Vec<String> = cut
+        .iter()
+        .map(|(ids, why)| format!("⚠ {} cannot run here: {why}", ids.join(", ")))
+        .collect();
+    let width = reasons.width as usize;
+    let need: Vec<usize> = texts
+        .iter()
+        .map(|text| wrap_words(text, width, usize::MAX).len())
+        .collect();
+    let mut lines = Vec::new();
+    for (text, rows) in texts
+        .iter()
+        .zip(share_rows(&need, reasons.height as usize, 1))
+    {
+        lines.extend(
+            wrap_words(text, width, rows)
+                .into_iter()
+                .map(|l| Line::styled(l, t.attention())),
+        );
+    }
+    f.render_widget(Paragraph::new(lines), reasons);
 }
 
 fn log_line<'a>(app: &App, stream: Stream, text: &'a str) -> Line<'a> {

@@ -212,12 +212,28 @@ fn new_task(f: &mut Frame, body: Rect, app: &App, form: &NewTaskForm) {
     let wrapped = |text: &str| {
         Paragraph::new(Span::styled(one_line(text), t.error())).wrap(Wrap { trim: true })
     };
-    if let (None, Some(why)) = (&form.error, form.warning()) {
+    if form.discard.asking() {
+        f.render_widget(
+            Paragraph::new(discard_question(app, "this new task")),
+            error,
+        );
+    } else if let Some(e) = &form.error {
+        f.render_widget(wrapped(e), error);
+    } else if let Some(why) = form.warning() {
         f.render_widget(wrapped(&format!("⚠ {}", crate::ansi::strip(why))), error);
     }
-    if let Some(e) = &form.error {
-        f.render_widget(wrapped(e), error);
-    }
+}
+
+/// The one-line question `esc` asks in a form that holds typed text.
+pub(super) fn discard_question(app: &App, what: &str) -> Line<'static> {
+    let t = &app.theme;
+    Line::from(vec![
+        Span::styled(format!("Discard {what}? "), t.attention()),
+        Span::styled("y", t.key()),
+        Span::styled("/", t.dim()),
+        Span::styled("esc", t.key()),
+        Span::styled(" discard · any other key keeps editing", t.dim()),
+    ])
 }
 
 fn note(f: &mut Frame, body: Rect, app: &App, form: &NoteForm) {

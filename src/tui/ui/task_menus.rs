@@ -69,7 +69,10 @@ pub fn edit(f: &mut Frame, body: Rect, app: &App, form: &EditForm) {
     let b = field("Prompt", form.on_prompt);
     f.render_widget(&form.prompt, b.inner(prompt));
     f.render_widget(b, prompt);
-    if let Some(e) = &form.error {
+    if form.discard.asking() {
+        let line = super::popups::discard_question(app, "your changes");
+        f.render_widget(Paragraph::new(line), error);
+    } else if let Some(e) = &form.error {
         f.render_widget(Paragraph::new(Span::styled(one_line(e), t.error())), error);
     }
 }

@@ -367,8 +367,9 @@ fn an_engine_killed_and_started_again_here_takes_its_name_back_at_once() {
     let tmp = tempfile::tempdir().unwrap();
     let (release, ran) = (tmp.path().join("release"), tmp.path().join("ran.txt"));
     let ws = board.workspace(&[("hold.json", &held_step(&release, &ran))]);
-    // A lease of a minute and a half: longer than this test waits for anything.
-    ws.config("auto_resume = true\n[engine]\nheartbeat = \"30s\"\n");
+    // A lease of half a minute; the name is free once the dead engine misses a heartbeat
+    // (ten seconds at most), well before the lease runs out.
+    ws.config("auto_resume = true\n[engine]\nheartbeat = \"10s\"\n");
     let id: i64 = board
         .ok(&ws, &["new", "held", "--pipeline", "hold", "--start"])
         .trim()
@@ -383,7 +384,7 @@ fn an_engine_killed_and_started_again_here_takes_its_name_back_at_once() {
     let mut again = board.engine(&ws, "a");
     let pid = i64::from(again.id());
     let mut c = board.client();
-    wait_within("a to take its name back", Duration::from_secs(60), || {
+    wait_within("a to take its name back", Duration::from_secs(20), || {
         if let Some(code) = again.try_wait().unwrap() {
             let said = std::fs::read_to_string(ws.root().join(".baton/engine.out"));
             panic!("the engine ended ({code}): {said:?}");

@@ -130,7 +130,8 @@ fn read_host_name() -> String {
 /// board then waits out the lease).
 pub fn gone_from_here(row: &crate::store::EngineRow) -> bool {
     use nix::errno::Errno;
-    if row.host != host_name() {
+    // A machine with no name of its own is not known to be this one.
+    if row.host != host_name() || row.host == "localhost" {
         return false;
     }
     let Ok(pid) = i32::try_from(row.pid) else {
@@ -229,8 +230,9 @@ impl Engine {
     /// SQLite board has one workspace, so a row that still looks live is a dead engine's
     /// (killed before its lease ran out) and is taken over; the refusal of a live name is
     /// made before the lock is asked for (`baton engine`). On a shared board a holder on
-    /// this machine whose process is gone is taken over at once too: the steps it left
-    /// running are this engine's to recover, as when it comes back after its lease.
+    /// this machine whose process is gone is taken over once it misses a heartbeat (this
+    /// waits for that): the steps it left running are this engine's to recover, as when it
+    /// comes back after its lease.
     pub(super) async fn register(&mut self) -> super::Result<()> {
         let ident = self.me.ident.clone();
         let host = host_name();
@@ -238,32 +240,64 @@ impl Engine {
         let lease_ms = ident.lease().as_millis() as i64;
         // Only an SQLite board's engine is sure to be the only one.
         let sole = !self.me.shared;
-        let out = self
-            .store
-            .write(move |db| {
-                let over = if sole {
-                    TakeOver::Any
-                } else {
-                    // Looked at in the registration's transaction, so the row found gone
-                    // is the one replaced.
-                    match db.engine(&ident.name)? {
-                        Some(p) if gone_from_here(&p) => TakeOver::Gone(p.pid),
-                        _ => TakeOver::None,
-                    }
-                };
-                db.register_engine(
-                    &NewEngine {
-                        name: &ident.name,
-                        host: &host,
-                        pid,
-                        labels: &ident.labels,
-                        version: env!("CARGO_PKG_VERSION"),
-                        lease_ms,
-                    },
-                    over,
-                )
-            })
-            .await?;
+        // A holder whose process is gone here is waited for until it misses a heartbeat, once.
+        let mut waited = false;
+        let out = loop {
+            let (ident, host) = (ident.clone(), host.clone());
+            let out = self
+                .store
+                .write(move |db| {
+                    let over = if sole {
+                        TakeOver::Any
+                    } else {
+                        // Looked at in the registration's transaction, so the row found gone
+                        // is the one replaced.
+                        // Its process is gone and it has missed a heartbeat too: a host name
+                        // can be shared by machines (containers on one node's network) whose
+                        // processes cannot see each other, and a live engine keeps beating.
+                        let now = db.engine_clock()?;
+                        match db.engine(&ident.name)? {
+                            Some(p)
+                                if gone_from_here(&p)
+                                    && now - p.heartbeat_at
+                                        > p.lease_ms / LEASE_HEARTBEATS as i64 =>
+                            {
+                                TakeOver::Gone(p.pid)
+                            }
+                            _ => TakeOver::None,
+                        }
+                    };
+                    db.register_engine(
+                        &NewEngine {
+                            name: &ident.name,
+                            host: &host,
+                            pid,
+                            labels: &ident.labels,
+                            version: env!("CARGO_PKG_VERSION"),
+                            lease_ms,
+                        },
+                        over,
+                    )
+                })
+                .await?;
+            match out {
+                Registered::Held {
+                    holder,
+                    seen_ago_ms,
+                } if !waited && gone_from_here(&holder) => {
+                    let beat = holder.lease_ms / LEASE_HEARTBEATS as i64;
+                    let wait = (beat - seen_ago_ms).max(0) + 250;
+                    tracing::info!(
+                        "the engine named {} (pid {}) is gone from this machine: its name is taken once its heartbeat lapses, in {wait} ms",
+                        holder.name,
+                        holder.pid
+                    );
+                    tokio::time::sleep(Duration::from_millis(wait as u64)).await;
+                    waited = true;
+                }
+                other => break other,
+            }
+        };
         match out {
             Registered::Taken { previous } => {
                 if let Some(p) = previous.filter(|p| p.stopped_at.is_none()) {

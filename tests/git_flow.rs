@@ -95,7 +95,7 @@ fn a_steps_commit_lands_on_the_task_branch_not_the_users_checkout() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         String::from_utf8_lossy(&out.stderr).trim(),
-        "baton: task 1's worktree and its branch baton/1-first-change are gone (a merged branch is deleted) — `git log main` shows what was merged"
+        "baton: task 1's worktree and its branch baton/1-first-change are gone (merged into main, or deleted) — `git log main` shows what was merged"
     );
 }
 

@@ -517,7 +517,7 @@ fn the_diff_of_a_finished_task_says_where_its_work_went() {
     assert_eq!(
         no_diff_reason(&done, true, Some(false)),
         "the worktree was removed when the task ended (done); its branch baton/5-upgrade \
-         was merged into main and deleted"
+         is gone too (merged into main, or deleted)"
     );
     let fresh = task(1, "t", "backlog", TaskState::Idle);
     assert!(no_diff_reason(&fresh, true, None).starts_with("no worktree for this task yet"));

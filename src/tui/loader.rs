@@ -283,7 +283,7 @@ pub fn no_diff_reason(task: &Task, in_git: bool, branch_kept: Option<bool>) -> S
     };
     let base = task.base_branch.as_deref().unwrap_or("its base branch");
     let rest = match branch_kept {
-        Some(false) => format!("its branch {branch} was merged into {base} and deleted"),
+        Some(false) => format!("its branch {branch} is gone too (merged into {base}, or deleted)"),
         _ => format!("its work is on branch {branch} — `git diff {base}...{branch}` shows it"),
     };
     format!("the worktree was removed {when}; {rest}")

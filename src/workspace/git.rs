@@ -502,7 +502,7 @@ pub fn task_work(
 pub fn no_work(task: &crate::store::Task, base: &str) -> String {
     match &task.branch {
         Some(b) => format!(
-            "task {}'s worktree and its branch {b} are gone (a merged branch is deleted) — `git log {base}` shows what was merged",
+            "task {}'s worktree and its branch {b} are gone (merged into {base}, or deleted) — `git log {base}` shows what was merged",
             task.id
         ),
         None => format!(
@@ -514,7 +514,13 @@ pub fn no_work(task: &crate::store::Task, base: &str) -> String {
 
 /// The diff for a task, for the board (coloured): [`task_work`] against the task's base.
 pub fn task_diff(root: &Path, task: &crate::store::Task) -> Result<Option<String>, String> {
-    let repo = repo_root(root).ok_or("the workspace is not in a git repository")?;
+    // No repository, or no worktree nor branch yet: the board says why there is no diff.
+    let Some(repo) = repo_root(root) else {
+        return Ok(None);
+    };
+    if task.worktree.is_none() && task.branch.is_none() {
+        return Ok(None);
+    }
     let base = task
         .base_branch
         .clone()

@@ -278,6 +278,10 @@ fn a_broken_pipeline_file_keeps_new_from_guessing_the_default() {
     assert!(ws.ok(&["list"]).contains("no tasks"), "nothing made");
     // Naming one still works.
     assert_eq!(ws.ok(&["new", "x", "--pipeline", "demo"]).trim(), "1");
+    // A good file that sorts first is the default whatever comes after it.
+    ws.pipeline("a.json", &pipeline("a", "work"));
+    assert_eq!(ws.ok(&["new", "y"]).trim(), "2");
+    assert_eq!(ws.show(2)["pipeline"], "a");
 }
 
 #[test]

@@ -17,7 +17,10 @@ fn creation_failed(message: String) -> OpError {
         || message.starts_with("`after`: there is no task")
     {
         Kind::NotFound
-    } else if message.starts_with("task ") || message.starts_with("`after`:") {
+    } else if message.starts_with("task ")
+        || message.starts_with("`after`:")
+        || message.starts_with("no pipeline was named")
+    {
         Kind::Refused
     } else {
         Kind::Internal

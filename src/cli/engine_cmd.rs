@@ -260,7 +260,7 @@ fn move_line(h: &crate::store::HistoryEntry, title: &str) -> String {
                 .to_string()
         })
         .unwrap_or_default();
-    let title: String = clean(title).chars().take(60).collect();
+    let title = super::tasks::one_line(&clean(title), 60);
     let from = h
         .from
         .as_deref()
@@ -271,7 +271,8 @@ fn move_line(h: &crate::store::HistoryEntry, title: &str) -> String {
         why.push_str(&format!(" by {}", clean(&h.actor)));
     }
     if let Some(reason) = h.reason.as_deref().filter(|r| !r.is_empty()) {
-        let reason: String = clean(reason).chars().take(120).collect();
+        // Long enough for a failure's whole sentence: the file to fix is at its end.
+        let reason = super::tasks::one_line(&clean(reason), 400);
         why.push_str(&format!(": {reason}"));
     }
     format!(

@@ -251,17 +251,11 @@ impl NewTask {
             Some(id) => catalog.get(id),
             // The default is the workspace's first pipeline file: with a file left out, the
             // one meant may be that one, and the fallback an agent pipeline nobody chose.
-            None => match catalog.diagnostics.iter().find(|d| d.is_error()) {
+            None => match catalog.default_in_doubt() {
                 Some(d) => {
-                    let said = d.to_string();
-                    let next = match said.contains("baton pipelines validate") {
-                        true => " (or name a pipeline)",
-                        false => {
-                            " — fix the file (`baton pipelines validate` lists every problem) or name a pipeline"
-                        }
-                    };
                     return Err(EngineError::Invalid(format!(
-                        "no pipeline was named, and which one is the default is not known while a pipeline file does not load: {said}{next}"
+                        "no pipeline was named, and which one is the default is not known while a pipeline file does not load (or name a pipeline): {}",
+                        crate::pipeline::Catalog::fix_hint(d)
                     )));
                 }
                 None => catalog.default_pipeline(),

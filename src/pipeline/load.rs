@@ -179,6 +179,8 @@ pub struct Catalog {
     /// The ids the workspace's own files define (overrides of built-ins included), in
     /// file-name order.
     pub own: Vec<String>,
+    /// The file the first of them came from: the default pipeline's.
+    pub first_own_file: Option<String>,
 }
 
 /// The pipeline new tasks go to when none is named and the workspace has none of its own.
@@ -206,20 +208,35 @@ impl Catalog {
                 == Some(id)
         };
         if let Some(d) = errors.iter().find(named) {
-            // A JSON error already says to fix the file and validate it.
-            let said = d.to_string();
-            return match said.contains("baton pipelines validate") {
-                true => format!("no pipeline `{id}` could be loaded: {said}"),
-                false => format!(
-                    "no pipeline `{id}` could be loaded: {said} — fix the file (`baton pipelines validate` lists every problem)"
-                ),
-            };
+            return format!("no pipeline `{id}` could be loaded: {}", Self::fix_hint(d));
         }
         match errors.first() {
             Some(d) => format!(
                 "no pipeline `{id}` — `baton pipelines list` shows the ones available, and a pipeline file did not load ({d}); if `{id}` is in it, fix the file"
             ),
             None => format!("no pipeline `{id}` — `baton pipelines list` shows the ones available"),
+        }
+    }
+
+    /// A file that did not load and that, by its name, comes before the default pipeline's
+    /// file (or there is none): the default may have been meant to come from it.
+    pub fn default_in_doubt(&self) -> Option<&Diagnostic> {
+        self.diagnostics.iter().filter(|d| d.is_error()).find(|d| {
+            self.first_own_file
+                .as_deref()
+                .is_none_or(|first| d.file.as_str() < first)
+        })
+    }
+
+    /// The sentence for a diagnostic that ends a refusal: the file's own words, and where
+    /// they do not say so already, to fix the file and validate it.
+    pub fn fix_hint(d: &Diagnostic) -> String {
+        let said = d.to_string();
+        match said.contains("baton pipelines validate") {
+            true => said,
+            false => {
+                format!("{said} — fix the file (`baton pipelines validate` lists every problem)")
+            }
         }
     }
 
@@ -270,6 +287,9 @@ pub fn load_catalog(
             );
             catalog.diagnostics.push(file_error(&file, message));
             continue;
+        }
+        if catalog.own.is_empty() {
+            catalog.first_own_file = Some(file.clone());
         }
         claimed.push((pipeline.id.clone(), file));
         catalog.own.push(pipeline.id.clone());

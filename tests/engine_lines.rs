@@ -183,14 +183,15 @@ fn a_ctrl_c_forwarded_at_once_is_not_a_second_one() {
     ws.config("shutdown = \"drain\"\n");
     let (mut engine, rx, id) = holding(&ws);
     let pid = nix::unistd::Pid::from_raw(engine.id() as i32);
+    // Back to back, as a wrapper forwards them; two different stop signals, which the
+    // system never merges into one (two SIGINTs may reach the engine as one, testing
+    // nothing), and both count as presses.
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
     let mut lines = read_until(
         &rx,
         "shutting down: waiting for 1 running step(s) to finish",
     );
-    // The copy comes once the first has been handled (sent together, the two may reach the
-    // engine as one signal, which would test nothing).
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
     // The engine logs that it took the copy as the same press; a second press would have it
     // say that it interrupts the step.
     let log = ws.root().join(".baton/logs/engine.log");

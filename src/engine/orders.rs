@@ -92,15 +92,29 @@ impl Engine {
             });
             let agents = (read_agents && has_agent)
                 .then(|| crate::agents::load_agents(Some(&ws.agents_dir())));
-            Ok((pipeline, agents))
+            Ok((pipeline, has_agent, agents))
         })
         .await
         .unwrap_or_else(|e| Err(EngineError::Other(format!("creating a task failed: {e}"))));
         let out = match prepared {
-            Ok((pipeline, agents)) => {
+            Ok((pipeline, has_agent, agents)) => {
                 self.know_agents_of(&pipeline).await;
-                let agents = agents.as_ref().unwrap_or(&self.agents);
-                let cannot_start = super::agent_reach::cannot_start(&pipeline, agents);
+                // Looked for on PATH off the async threads. Not on a shared board, whose
+                // steps may run on another machine's engine.
+                let cannot_start = match has_agent && !self.me.shared {
+                    true => {
+                        let agents =
+                            agents.map_or_else(|| self.agents.clone(), std::sync::Arc::new);
+                        let p = pipeline.clone();
+                        tokio::task::spawn_blocking(move || {
+                            super::agent_reach::cannot_start(&p, &agents)
+                        })
+                        .await
+                        .ok()
+                        .flatten()
+                    }
+                    false => None,
+                };
                 self.store
                     .write(move |db| {
                         let created = create_and_start(db, &pipeline, &new)?;

@@ -156,6 +156,16 @@ fn listing_an_unknown_pipeline_says_it_is_unknown() {
         ws.ok(&["list", "--archived", "--pipeline", "gone"])
             .contains("old work")
     );
+    // Its statuses are gone with its file: a status is not called unknown for that.
+    assert!(
+        ws.ok(&["list", "--pipeline", "gone", "--status", "done"])
+            .contains("1 archived")
+    );
+    assert_eq!(
+        ws.ok(&["list", "--archived", "--pipeline", "gone", "--status", "q"])
+            .trim(),
+        "no archived tasks match — `baton list --archived` shows them all"
+    );
 }
 
 #[test]

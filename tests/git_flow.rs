@@ -113,6 +113,15 @@ fn a_cancelled_tasks_kept_branch_still_shows_its_diff() {
     let diff = ws.ok(&["diff", "1"]);
     assert!(diff.contains("shared.txt | 1 +"), "{diff}");
     assert!(diff.contains("+left over"), "{diff}");
+    // One cancelled before any step ran never had any work.
+    let id = ws.new_task("g", "never started");
+    ws.ok(&["abort", &id.to_string()]);
+    let out = ws.baton(&["diff", &id.to_string()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim(),
+        format!("baton: task {id} ended (cancelled) before a step ran, so it has no work to show")
+    );
 }
 
 #[test]

@@ -93,7 +93,7 @@ fn sigkill_mid_step_then_resume_finishes_without_rerunning_step_one() {
     let said = stderr_of(&["run", "quick", "--title", "after the crash", "--wait"]);
     assert!(
         said.contains(&format!(
-            "recovered: task(s) [{id}] were interrupted by a stopped engine"
+            "recovered: task {id} was interrupted by a stopped engine"
         )),
         "{said}"
     );

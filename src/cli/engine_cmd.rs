@@ -307,20 +307,33 @@ fn say_started(ws: &Workspace, me: &Identity, from: Option<Owner>) {
 /// marked interrupted (or resumed), and tasks whose executor did not answer.
 pub(super) fn say_recovered(r: &crate::engine::Recovered) {
     if !r.interrupted.is_empty() {
+        let (tasks, were) = tasks_were(&r.interrupted);
         eprintln!(
-            "recovered: task(s) {:?} were interrupted by a stopped engine{}",
-            r.interrupted,
+            "recovered: {tasks} {were} interrupted by a stopped engine{}",
             if r.resumed.is_empty() {
                 " — `baton resume ID` re-runs them".to_string()
             } else {
-                format!("; resumed {:?}", r.resumed)
+                format!("; resumed {}", tasks_were(&r.resumed).0)
             }
         );
     }
     if !r.unknown_tasks.is_empty() {
+        let (tasks, were) = tasks_were(&r.unknown_tasks);
+        let (stay, their) = match were {
+            "was" => ("stays", "its"),
+            _ => ("stay", "their"),
+        };
         eprintln!(
-            "task(s) {:?} stay running: the executor their step ran on did not answer, so it may still run there — the engine looks again until it does (`baton show ID` says why)",
-            r.unknown_tasks
+            "{tasks} {stay} running: the executor {their} step ran on did not answer, so it may still run there — the engine looks again until it does (`baton show ID` says why)"
         );
+    }
+}
+
+/// `task 4` and `was`, or `tasks 4, 7` and `were`.
+fn tasks_were(ids: &[i64]) -> (String, &'static str) {
+    let list: Vec<String> = ids.iter().map(i64::to_string).collect();
+    match ids.len() {
+        1 => (format!("task {}", list[0]), "was"),
+        _ => (format!("tasks {}", list.join(", ")), "were"),
     }
 }

@@ -345,14 +345,15 @@ fn list(
                 .is_empty()
         {
             // Its file is gone, but archived tasks of it may remain.
-            let kept = match archived {
-                true => 0,
-                false => store
-                    .archived()?
-                    .iter()
-                    .filter(|t| t.pipeline_id == p)
-                    .count(),
-            };
+            let kept = store
+                .archived()?
+                .iter()
+                .filter(|t| t.pipeline_id == p)
+                .count();
+            if kept > 0 && archived {
+                outln!("no archived tasks match — `baton list --archived` shows them all");
+                return Ok(exit::OK);
+            }
             if kept > 0 {
                 outln!(
                     "no tasks of pipeline `{p}` on the board; {kept} archived — `baton list --archived --pipeline {p}` shows {}",
@@ -378,7 +379,9 @@ fn list(
             .iter()
             .filter(|p| pipeline.is_none_or(|id| p.id == id))
             .collect();
-        if !pipelines.iter().any(|p| p.status(st).is_some())
+        // A named pipeline whose file is gone has no statuses to check against.
+        if !pipelines.is_empty()
+            && !pipelines.iter().any(|p| p.status(st).is_some())
             && store
                 .tasks(&TaskFilter {
                     status: Some(st),

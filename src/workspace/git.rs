@@ -505,6 +505,18 @@ pub fn no_work(task: &crate::store::Task, base: &str) -> String {
             "task {}'s worktree and its branch {b} are gone (merged into {base}, or deleted) — `git log {base}` shows what was merged",
             task.id
         ),
+        None if matches!(
+            task.state,
+            crate::store::TaskState::Done
+                | crate::store::TaskState::Cancelled
+                | crate::store::TaskState::Failed
+        ) =>
+        {
+            format!(
+                "task {} ended ({}) before a step ran, so it has no work to show",
+                task.id, task.state
+            )
+        }
         None => format!(
             "task {} has no worktree yet — one is made when its first step runs",
             task.id

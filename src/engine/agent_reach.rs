@@ -2,15 +2,12 @@
 //! started on it (and by `init`), before its first agent step fails for the same reason.
 
 use crate::agents::AgentCatalog;
-use crate::pipeline::{Pipeline, StepAction};
+use crate::pipeline::Pipeline;
 
 /// The first agent of `pipeline`'s steps, in step order, that cannot start on this machine,
 /// as a sentence saying why and what to do; None when they all can (or it has none).
 pub fn cannot_start(pipeline: &Pipeline, agents: &AgentCatalog) -> Option<String> {
-    pipeline.statuses.iter().find_map(|s| {
-        let Some(StepAction::Agent(id)) = s.step.as_ref().map(|st| &st.action) else {
-            return None;
-        };
+    pipeline.step_agents().find_map(|id| {
         let why = crate::exec::agent::not_on_path(agents.get(id).ok()?)?;
         Some(format!(
             "agent `{id}` of pipeline `{}` cannot start here: {why}",

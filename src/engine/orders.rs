@@ -49,10 +49,9 @@ impl Engine {
         if self.apply_only {
             return;
         }
-        let unknown = pipeline.statuses.iter().any(|s| {
-            matches!(s.step.as_ref().map(|st| &st.action),
-                Some(crate::pipeline::StepAction::Agent(id)) if self.agents.get(id).is_err())
-        });
+        let unknown = pipeline
+            .step_agents()
+            .any(|id| self.agents.get(id).is_err());
         if !unknown {
             return;
         }
@@ -84,12 +83,7 @@ impl Engine {
         let read_agents = self.apply_only;
         let prepared = tokio::task::spawn_blocking(move || {
             let pipeline = asked.prepare(&ws)?;
-            let has_agent = pipeline.statuses.iter().any(|s| {
-                matches!(
-                    s.step.as_ref().map(|st| &st.action),
-                    Some(crate::pipeline::StepAction::Agent(_))
-                )
-            });
+            let has_agent = pipeline.step_agents().next().is_some();
             let agents = (read_agents && has_agent)
                 .then(|| crate::agents::load_agents(Some(&ws.agents_dir())));
             Ok((pipeline, has_agent, agents))

@@ -417,6 +417,16 @@ impl Hook {
 }
 
 impl Pipeline {
+    /// The agents its steps run, in step order (one used twice comes twice).
+    pub fn step_agents(&self) -> impl Iterator<Item = &str> {
+        self.statuses
+            .iter()
+            .filter_map(|s| match s.step.as_ref().map(|st| &st.action) {
+                Some(StepAction::Agent(id)) => Some(id.as_str()),
+                _ => None,
+            })
+    }
+
     /// The status with this id.
     pub fn status(&self, id: &str) -> Option<&Status> {
         self.statuses.iter().find(|s| s.id == id)

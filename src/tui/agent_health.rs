@@ -3,7 +3,7 @@
 //! mark them in its list and preselect one that works. Checked once when the board opens.
 
 use super::app::App;
-use crate::pipeline::{Pipeline, StepAction};
+use crate::pipeline::Pipeline;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -38,14 +38,11 @@ pub fn pipeline_problems<'a>(
     problems: &'a Problems,
 ) -> Vec<(String, &'a str)> {
     let mut out: Vec<(String, &str)> = Vec::new();
-    for s in &pipeline.statuses {
-        let Some(StepAction::Agent(agent)) = s.step.as_ref().map(|st| &st.action) else {
-            continue;
-        };
+    for agent in pipeline.step_agents() {
         if let Some(why) = problems.get(agent)
             && !out.iter().any(|(a, _)| a == agent)
         {
-            out.push((agent.clone(), why.as_str()));
+            out.push((agent.to_string(), why.as_str()));
         }
     }
     out
@@ -66,6 +63,7 @@ impl App {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pipeline::StepAction;
 
     #[test]
     fn a_pipeline_lists_each_failing_agent_once_in_step_order() {

@@ -109,8 +109,13 @@ pub fn listen(
                     }
                 };
                 wait = BACKOFF.0;
-                // Back after an outage: what was sent meanwhile was not heard.
-                if lost && (!on(Heard::Back) || !on(Heard::Changed)) {
+                // What was sent before this connection listened was not heard: after an
+                // outage, and at the start too (a commit between the first look and the
+                // LISTEN would otherwise wait for the fallback). One look covers it.
+                if lost && !on(Heard::Back) {
+                    return;
+                }
+                if !on(Heard::Changed) {
                     return;
                 }
                 let why = loop {

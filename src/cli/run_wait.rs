@@ -97,9 +97,7 @@ pub fn run_new(
         };
         let id = match made {
             Ok(crate::engine::Answer::Made(m)) => {
-                if let Some(why) = &m.cannot_start {
-                    eprintln!("note: task {}: {why}", m.id);
-                }
+                tasks::say_cannot_start(&m);
                 m.id
             }
             Ok(other) => {

@@ -129,6 +129,13 @@ fn new_task(
     })
 }
 
+/// Says on stderr that a task just made has an agent that cannot start here.
+pub(super) fn say_cannot_start(m: &crate::engine::Made) {
+    if let Some(why) = &m.cannot_start {
+        eprintln!("note: task {}: {why}", m.id);
+    }
+}
+
 /// Makes the task through the engine (or applies it here when none runs); its id.
 fn create(ws: &Workspace, new: NewTask) -> Result<i64, Failure> {
     // Created and started in one transaction: a crash or a refused start leaves no task
@@ -138,9 +145,7 @@ fn create(ws: &Workspace, new: NewTask) -> Result<i64, Failure> {
         .map_err(Failure::new)?;
     match made.answer {
         crate::engine::Answer::Made(m) => {
-            if let Some(why) = &m.cannot_start {
-                eprintln!("note: task {}: {why}", m.id);
-            }
+            say_cannot_start(&m);
             if m.waits {
                 eprintln!(
                     "task {}: waits for the tasks it comes after; it starts once they are all done",

@@ -78,9 +78,9 @@ pub fn record_push_within(
         let origin = Origin::Push(branch.clone());
         for (t, p) in matching {
             // The watcher's memory and key: it will not fire this commit again.
-            let memo = format!("push-seen:{}:{}:{branch}", t.pipeline, t.index);
+            let memo = t.push_memo(branch);
             db.set_meta(&memo, sha)?;
-            let key = format!("push:{}:{}:{branch}:{sha}", t.pipeline, t.index);
+            let key = t.push_key(branch, sha);
             match trigger_chain::record(db, p, t, &key, &vars, &origin)? {
                 Recorded::Made(id) => pushed.tasks.push(id),
                 Recorded::Before => {}

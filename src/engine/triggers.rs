@@ -308,6 +308,18 @@ pub fn schedule_firing(i: usize, t: &Trigger, at: DateTime<Local>) -> Firing {
     }
 }
 
+impl Trigger {
+    /// Where the engine remembers the last head of `branch` it saw for this trigger.
+    pub fn push_memo(&self, branch: &str) -> String {
+        format!("push-seen:{}:{}:{branch}", self.pipeline, self.index)
+    }
+
+    /// The key a push of `sha` to `branch` fires this trigger under, by watcher or webhook.
+    pub fn push_key(&self, branch: &str, sha: &str) -> String {
+        format!("push:{}:{}:{branch}:{sha}", self.pipeline, self.index)
+    }
+}
+
 /// The triggers an engine watches, with their schedule state.
 #[derive(Default)]
 pub struct TriggerSet {
@@ -395,12 +407,12 @@ impl TriggerSet {
                 if !globs.iter().any(|g| glob(g, branch)) {
                     continue;
                 }
-                let memo = format!("push-seen:{}:{}:{branch}", t.pipeline, t.index);
+                let memo = t.push_memo(branch);
                 match seen(&memo) {
                     Some(old) if old == *sha => continue,
                     Some(_) => out.push(Firing {
                         trigger: i,
-                        key: format!("push:{}:{}:{branch}:{sha}", t.pipeline, t.index),
+                        key: t.push_key(branch, sha),
                         vars: vec![
                             ("branch".into(), branch.clone()),
                             ("sha".into(), sha.chars().take(12).collect()),
@@ -447,7 +459,7 @@ impl TriggerSet {
             let Kind::Push(globs) = &t.kind else { continue };
             for (branch, _) in heads {
                 if globs.iter().any(|g| glob(g, branch)) {
-                    out.push(format!("push-seen:{}:{}:{branch}", t.pipeline, t.index));
+                    out.push(t.push_memo(branch));
                 }
             }
         }
